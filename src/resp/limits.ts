@@ -1,0 +1,34 @@
+/** Bounds that keep a misbehaving peer from making a framer buffer or recurse without limit. */
+export interface FramerLimits {
+  /** Largest bulk string accepted, in bytes (Valkey's proto-max-bulk-len, default 512 MiB). */
+  maxBulkLength: number;
+  /** Most elements in one request array; replies use the same bound per aggregate. */
+  maxArrayLength: number;
+  /** Longest inline command line (Valkey's PROTO_INLINE_MAX_SIZE, 64 KiB). */
+  maxInlineLength: number;
+  /** Deepest aggregate nesting in a reply (requests are flat). */
+  maxNestingDepth: number;
+}
+
+export const DEFAULT_FRAMER_LIMITS: FramerLimits = Object.freeze({
+  maxBulkLength: 512 * 1024 * 1024,
+  maxArrayLength: 1_048_576,
+  maxInlineLength: 64 * 1024,
+  maxNestingDepth: 128,
+});
+
+/** Fills in defaults; rejects values that are not non-negative safe integers (a config bug). */
+export function resolveLimits(partial?: Partial<FramerLimits>): FramerLimits {
+  const out: FramerLimits = {
+    maxBulkLength: partial?.maxBulkLength ?? DEFAULT_FRAMER_LIMITS.maxBulkLength,
+    maxArrayLength: partial?.maxArrayLength ?? DEFAULT_FRAMER_LIMITS.maxArrayLength,
+    maxInlineLength: partial?.maxInlineLength ?? DEFAULT_FRAMER_LIMITS.maxInlineLength,
+    maxNestingDepth: partial?.maxNestingDepth ?? DEFAULT_FRAMER_LIMITS.maxNestingDepth,
+  };
+  for (const [name, value] of Object.entries(out)) {
+    if (!Number.isSafeInteger(value) || value < 0) {
+      throw new RangeError(`framer limit ${name} must be a non-negative integer (got ${String(value)})`);
+    }
+  }
+  return out;
+}

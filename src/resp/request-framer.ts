@@ -1,0 +1,394 @@
+/**
+ * Client → proxy framing. Splits a client's byte stream into requests the way Valkey's
+ * processMultibulkBuffer / processInlineBuffer do, without decoding anything: each request comes
+ * out as its exact bytes (`raw`, forwarded as is) plus views of its arguments.
+ */
+import { encodeCommand } from './encode.js';
+import { FrameAccumulator } from './frame-accumulator.js';
+import { resolveLimits, type FramerLimits } from './limits.js';
+import { ProtocolError } from './protocol-error.js';
+
+export interface RequestFrame {
+  /** Views into `raw` (never copies when the frame sat in one chunk). */
+  args: Buffer[];
+  /** The request's exact RESP bytes; inline commands are re-encoded as a RESP array. */
+  raw: Buffer;
+}
+
+const CR = 0x0d;
+const LF = 0x0a;
+const STAR = 0x2a;
+const DOLLAR = 0x24;
+const MINUS = 0x2d;
+const D0 = 0x30;
+const D1 = 0x31;
+const D9 = 0x39;
+
+// Scanner states.
+const START = 0; // first byte of a request decides: '*' multibulk, anything else inline
+const INLINE = 1; // looking for '\n'
+const COUNT = 2; // digits of *<count>\r\n
+const BULK_HEADER = 3; // expecting '$'
+const BULK_LENGTH = 4; // digits of $<len>\r\n
+const BULK_DATA = 5; // skipping <len> bytes
+const BULK_CR = 6;
+const BULK_LF = 7;
+
+// Phases of the resumable length parser. Like Valkey's string2ll(): optional '-', no '+', no
+// leading zeros, nothing but digits, then CRLF (we also insist on the LF Valkey skips blindly).
+const N_FIRST = 0;
+const N_AFTER_MINUS = 1;
+const N_DIGITS = 2;
+const N_AFTER_ZERO = 3;
+const N_LF = 4;
+const N_DONE = 5;
+/** Negative counts only mean "skip"; this cap just stops absurd digit strings (string2ll overflows too). */
+const NEGATIVE_CAP = 9e18;
+
+const INVALID_MULTIBULK = 'Protocol error: invalid multibulk length';
+const INVALID_BULK = 'Protocol error: invalid bulk length';
+
+export class RequestFramer extends FrameAccumulator {
+  private readonly limits: FramerLimits;
+  private failure: ProtocolError | null = null;
+
+  private state = START;
+  private numPhase = N_FIRST;
+  private numValue = 0;
+  private numNegative = false;
+  /** Bulk strings still expected in the current multibulk request. */
+  private argsLeft = 0;
+  private bulkLength = 0;
+  private bulkLeft = 0;
+  /** Frame-relative offset of the current bulk's data. */
+  private argStart = 0;
+  /** Frame-relative [start, end) pairs of the arguments seen so far (argCount pairs). */
+  private argOffsets: number[] = [];
+  private argCount = 0;
+
+  constructor(limits?: Partial<FramerLimits>) {
+    super();
+    this.limits = resolveLimits(limits);
+  }
+
+  /** The next complete request, or null until more bytes arrive. Throws ProtocolError, then keeps throwing it. */
+  next(): RequestFrame | null {
+    if (this.failure !== null) throw this.failure;
+    try {
+      for (;;) {
+        if (this.pos === this.cur.length && !this.advance()) return null;
+        const frame = this.scanChunk();
+        if (frame !== null) return frame;
+      }
+    } catch (err) {
+      if (err instanceof ProtocolError) this.failure = err;
+      throw err;
+    }
+  }
+
+  /** Scans `cur` from `pos` until a request completes (returned) or the chunk runs out (null). */
+  private scanChunk(): RequestFrame | null {
+    const buf = this.cur;
+    const len = buf.length;
+    let pos = this.pos;
+    let state = this.state; // a local in the loop; written back before leaving
+    while (pos < len) {
+      switch (state) {
+        case START:
+          if (buf[pos] === STAR) {
+            pos++;
+            this.startNumber();
+            state = COUNT;
+          } else {
+            state = INLINE;
+          }
+          break;
+
+        case INLINE: {
+          const nl = buf.indexOf(LF, pos);
+          if (nl === -1) {
+            this.checkIncompleteInline(buf, len);
+            pos = len;
+            break;
+          }
+          pos = nl + 1;
+          state = START;
+          const frame = this.inlineFrame(pos);
+          if (frame !== null) {
+            this.state = state;
+            this.pos = pos;
+            return frame;
+          }
+          break; // empty line: skipped, like Valkey
+        }
+
+        case COUNT:
+          pos = this.parseNumber(buf, pos, len, this.limits.maxArrayLength, true, INVALID_MULTIBULK);
+          if (this.numPhase !== N_DONE) break;
+          if (this.numNegative || this.numValue === 0) {
+            // *0 and *-1 (any count <= 0) are ignored by Valkey, so they never reach upstream.
+            this.dropFrame(pos);
+            state = START;
+            break;
+          }
+          this.argsLeft = this.numValue;
+          this.argCount = 0;
+          state = BULK_HEADER;
+          break;
+
+        case BULK_HEADER: {
+          const c = buf[pos++]!;
+          if (c !== DOLLAR) {
+            throw new ProtocolError(`Protocol error: expected '$', got '${String.fromCharCode(c)}'`);
+          }
+          this.startNumber();
+          state = BULK_LENGTH;
+          break;
+        }
+
+        case BULK_LENGTH: {
+          pos = this.parseNumber(buf, pos, len, this.limits.maxBulkLength, false, INVALID_BULK);
+          if (this.numPhase !== N_DONE) break;
+          const n = this.numValue;
+          this.bulkLength = n;
+          this.argStart = this.curAbs + pos - this.frameAbs;
+          if (pos + n + 2 <= len) {
+            // Common case: data and CRLF are in this chunk; check them in one step.
+            // (Valkey skips these two bytes unchecked; a proxy forwarding raw bytes should
+            // not pass on a stream whose framing it cannot vouch for.)
+            pos += n;
+            if (buf[pos] !== CR || buf[pos + 1] !== LF) throw new ProtocolError(INVALID_BULK);
+            pos += 2;
+            if (this.argDone()) {
+              this.state = START;
+              this.pos = pos;
+              return this.multibulkFrame(pos);
+            }
+            state = BULK_HEADER;
+          } else {
+            this.bulkLeft = n;
+            state = n > 0 ? BULK_DATA : BULK_CR;
+          }
+          break;
+        }
+
+        case BULK_DATA: {
+          // Skip the payload in one step: bulk bytes are never looked at.
+          const n = Math.min(this.bulkLeft, len - pos);
+          pos += n;
+          this.bulkLeft -= n;
+          if (this.bulkLeft === 0) state = BULK_CR;
+          break;
+        }
+
+        case BULK_CR:
+          if (buf[pos++] !== CR) throw new ProtocolError(INVALID_BULK);
+          state = BULK_LF;
+          break;
+
+        case BULK_LF:
+          if (buf[pos++] !== LF) throw new ProtocolError(INVALID_BULK);
+          if (this.argDone()) {
+            this.state = START;
+            this.pos = pos;
+            return this.multibulkFrame(pos);
+          }
+          state = BULK_HEADER;
+          break;
+      }
+    }
+    this.state = state;
+    this.pos = pos;
+    return null;
+  }
+
+  /** Records the bulk just completed; true when it was the request's last. */
+  private argDone(): boolean {
+    const i = this.argCount++ << 1;
+    this.argOffsets[i] = this.argStart;
+    this.argOffsets[i + 1] = this.argStart + this.bulkLength;
+    return --this.argsLeft === 0;
+  }
+
+  private multibulkFrame(end: number): RequestFrame {
+    const raw = this.takeFrame(end);
+    const offsets = this.argOffsets;
+    const n = this.argCount;
+    const args = new Array<Buffer>(n);
+    for (let i = 0; i < n; i++) args[i] = raw.subarray(offsets[2 * i]!, offsets[2 * i + 1]!);
+    // Do not keep a huge offsets array alive after a huge request.
+    if (offsets.length > 1024) this.argOffsets = [];
+    return { args, raw };
+  }
+
+  private startNumber(): void {
+    this.numPhase = N_FIRST;
+    this.numValue = 0;
+    this.numNegative = false;
+  }
+
+  /**
+   * Resumable parse of a length line's digits and CRLF; returns the position after the bytes it
+   * consumed (numPhase === N_DONE once complete; numValue is the magnitude, numNegative the
+   * sign). Fails as soon as the value exceeds `max`, so a huge declared length is rejected
+   * before anything is buffered for it.
+   */
+  private parseNumber(buf: Buffer, pos: number, len: number, max: number, allowNegative: boolean, error: string): number {
+    let phase = this.numPhase;
+    let value = this.numValue;
+    if (this.numNegative) max = NEGATIVE_CAP;
+    while (pos < len) {
+      const c = buf[pos++]!;
+      if (phase === N_DIGITS) {
+        if (c >= D0 && c <= D9) {
+          value = value * 10 + (c - D0);
+          if (value > max) throw new ProtocolError(error);
+          continue;
+        }
+        if (c !== CR) throw new ProtocolError(error);
+        phase = N_LF;
+      } else if (phase === N_LF) {
+        if (c !== LF) throw new ProtocolError(error);
+        phase = N_DONE;
+        break;
+      } else if (phase === N_FIRST) {
+        if (c === MINUS && allowNegative) {
+          this.numNegative = true;
+          max = NEGATIVE_CAP;
+          phase = N_AFTER_MINUS;
+        } else if (c === D0) {
+          phase = N_AFTER_ZERO;
+        } else if (c >= D1 && c <= D9) {
+          value = c - D0;
+          if (value > max) throw new ProtocolError(error);
+          phase = N_DIGITS;
+        } else {
+          throw new ProtocolError(error);
+        }
+      } else if (phase === N_AFTER_MINUS) {
+        if (c < D1 || c > D9) throw new ProtocolError(error);
+        value = c - D0;
+        phase = N_DIGITS;
+      } else {
+        // N_AFTER_ZERO: "0" must stand alone
+        if (c !== CR) throw new ProtocolError(error);
+        phase = N_LF;
+      }
+    }
+    this.numPhase = phase;
+    this.numValue = value;
+    return pos;
+  }
+
+  /**
+   * An inline line with no '\n' yet. Valkey refuses to buffer more than PROTO_INLINE_MAX_SIZE of
+   * it; we use the same bound as for complete lines so the outcome does not depend on how the
+   * stream was chunked (a trailing '\r' may still turn into the line ending).
+   */
+  private checkIncompleteInline(buf: Buffer, len: number): void {
+    const seen = this.frameOffset(len);
+    const max = this.limits.maxInlineLength;
+    if (seen > max + 1 || (seen === max + 1 && buf[len - 1] !== CR)) {
+      throw new ProtocolError('Protocol error: too big inline request');
+    }
+  }
+
+  /** Completes an inline line ending before cur[end]; null when it holds no arguments. */
+  private inlineFrame(end: number): RequestFrame | null {
+    const line = this.takeFrame(end); // copies only if the line spanned chunks (inline is rare)
+    let contentEnd = line.length - 1;
+    if (contentEnd > 0 && line[contentEnd - 1] === CR) contentEnd--;
+    if (contentEnd > this.limits.maxInlineLength) throw new ProtocolError('Protocol error: too big inline request');
+    const parsed = splitInlineArgs(line.subarray(0, contentEnd));
+    if (parsed === null) throw new ProtocolError('Protocol error: unbalanced quotes in request');
+    if (parsed.length === 0) return null;
+    // Upstream gets a proper RESP array; args become views into it.
+    const raw = encodeCommand(parsed);
+    const args = new Array<Buffer>(parsed.length);
+    let off = 3 + String(parsed.length).length;
+    for (let i = 0; i < parsed.length; i++) {
+      const n = parsed[i]!.length;
+      off += 3 + String(n).length;
+      args[i] = raw.subarray(off, off + n);
+      off += n + 2;
+    }
+    return { args, raw };
+  }
+}
+
+const BACKSLASH = 0x5c;
+const DQUOTE = 0x22;
+const SQUOTE = 0x27;
+
+/** C isspace(): what sdssplitargs skips between arguments. */
+function isSpace(c: number): boolean {
+  return c === 0x20 || (c >= 0x09 && c <= 0x0d);
+}
+
+function hexValue(c: number): number {
+  if (c >= 0x30 && c <= 0x39) return c - 0x30;
+  if (c >= 0x61 && c <= 0x66) return c - 0x61 + 10;
+  if (c >= 0x41 && c <= 0x46) return c - 0x41 + 10;
+  return -1;
+}
+
+/**
+ * Valkey's sdssplitargs(): whitespace-separated arguments with "double quotes" (escapes \n \r \t
+ * \b \a \xHH and \<any>) and 'single quotes' (only \' escaped). A closing quote must be followed
+ * by whitespace or the end. Returns null on unbalanced quotes. The C code sees a C string, so a
+ * NUL byte ends the line; `at()` mirrors that by reading the end of the buffer as NUL.
+ */
+export function splitInlineArgs(line: Buffer): Buffer[] | null {
+  const n = line.length;
+  const at = (i: number): number => (i < n ? line[i]! : 0);
+  const args: Buffer[] = [];
+  let p = 0;
+  for (;;) {
+    while (at(p) !== 0 && isSpace(at(p))) p++;
+    if (at(p) === 0) return args;
+    const current: number[] = [];
+    let inDouble = false;
+    let inSingle = false;
+    let done = false;
+    while (!done) {
+      const c = at(p);
+      if (inDouble) {
+        if (c === 0) return null; // no closing quote
+        if (c === BACKSLASH && at(p + 1) === 0x78 && hexValue(at(p + 2)) >= 0 && hexValue(at(p + 3)) >= 0) {
+          current.push(hexValue(at(p + 2)) * 16 + hexValue(at(p + 3)));
+          p += 3;
+        } else if (c === BACKSLASH && at(p + 1) !== 0) {
+          p++;
+          const e = at(p);
+          current.push(e === 0x6e ? 0x0a : e === 0x72 ? 0x0d : e === 0x74 ? 0x09 : e === 0x62 ? 0x08 : e === 0x61 ? 0x07 : e);
+        } else if (c === DQUOTE) {
+          if (at(p + 1) !== 0 && !isSpace(at(p + 1))) return null; // closing quote must end the argument
+          done = true;
+        } else {
+          current.push(c);
+        }
+      } else if (inSingle) {
+        if (c === 0) return null;
+        if (c === BACKSLASH && at(p + 1) === SQUOTE) {
+          p++;
+          current.push(SQUOTE);
+        } else if (c === SQUOTE) {
+          if (at(p + 1) !== 0 && !isSpace(at(p + 1))) return null;
+          done = true;
+        } else {
+          current.push(c);
+        }
+      } else if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09 || c === 0) {
+        done = true;
+      } else if (c === DQUOTE) {
+        inDouble = true;
+      } else if (c === SQUOTE) {
+        inSingle = true;
+      } else {
+        current.push(c);
+      }
+      if (at(p) !== 0) p++;
+    }
+    args.push(Buffer.from(current));
+  }
+}
