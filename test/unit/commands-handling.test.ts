@@ -1,0 +1,181 @@
+import { describe, expect, it } from 'vitest';
+import { CommandFlag, commandFlagNames, keySpecFlagNames, KeySpecFlag, parseCommandFlags, parseKeySpecFlags } from '../../src/commands/command-flags.js';
+import { CommandTable } from '../../src/commands/command-table.js';
+import {
+  exclusiveReason,
+  LOCAL_COMMANDS,
+  EXCLUSIVE_COMMANDS,
+  proxyHandling,
+  requestPolicy,
+  responsePolicy,
+} from '../../src/commands/proxy-handling.js';
+
+const table = CommandTable.builtin();
+const b = (...words: string[]): Buffer[] => words.map((w) => Buffer.from(w));
+
+function handling(...words: string[]) {
+  const args = b(...words);
+  const spec = table.lookup(args);
+  expect(spec, words.join(' ')).toBeDefined();
+  return proxyHandling(spec!, args);
+}
+
+describe('command flags', () => {
+  it('parses Valkey flag names into bits and back', () => {
+    const bits = parseCommandFlags(['write', 'DENYOOM', 'movablekeys', 'no_such_flag']);
+    expect(bits).toBe(CommandFlag.WRITE | CommandFlag.DENYOOM | CommandFlag.MOVABLE_KEYS);
+    expect(commandFlagNames(bits)).toEqual(['write', 'denyoom', 'movablekeys']);
+    for (const n of ['readonly', 'admin', 'pubsub', 'noscript', 'blocking', 'loading', 'stale', 'no_auth', 'fast', 'no_multi', 'allow_busy']) {
+      expect(parseCommandFlags([n]), n).not.toBe(0);
+    }
+  });
+
+  it('every flag name in the built-in table is known', () => {
+    for (const name of table.names()) {
+      const spec = table.get(name)!;
+      for (const f of spec.flagNames ?? []) expect(parseCommandFlags([f]), `${name}: ${f}`).not.toBe(0);
+    }
+  });
+
+  it('parses key-spec flags', () => {
+    const bits = parseKeySpecFlags(['RW', 'access', 'delete', 'incomplete']);
+    expect(bits).toBe(KeySpecFlag.RW | KeySpecFlag.ACCESS | KeySpecFlag.DELETE | KeySpecFlag.INCOMPLETE);
+    expect(keySpecFlagNames(bits)).toEqual(['RW', 'access', 'delete', 'incomplete']);
+  });
+});
+
+describe('proxyHandling()', () => {
+  it.each([
+    ['ping'],
+    ['echo', 'x'],
+    ['quit'],
+    ['hello', '3'],
+    ['auth', 'pw'],
+    ['select', '0'],
+    ['reset'],
+    ['client', 'setname', 'x'],
+    ['CLIENT', 'GETNAME'],
+    ['client', 'id'],
+    ['client', 'info'],
+    ['client', 'setinfo', 'lib-name', 'x'],
+  ])('local: %j', (...words) => {
+    expect(handling(...words)).toBe('local');
+  });
+
+  it.each([
+    ['multi'],
+    ['exec'],
+    ['discard'],
+    ['watch', 'k'],
+    ['unwatch'],
+    ['blpop', 'k', '0'],
+    ['brpop', 'k', '0'],
+    ['blmove', 'a', 'b', 'left', 'right', '0'],
+    ['blmpop', '0', '1', 'k', 'left'],
+    ['bzpopmin', 'k', '0'],
+    ['bzmpop', '0', '1', 'k', 'min'],
+    ['brpoplpush', 'a', 'b', '0'],
+    ['subscribe', 'ch'],
+    ['psubscribe', 'p*'],
+    ['ssubscribe', 'ch'],
+    ['unsubscribe'],
+    ['punsubscribe'],
+    ['sunsubscribe'],
+    ['monitor'],
+    ['client', 'tracking', 'on'],
+    ['client', 'reply', 'off'],
+    ['client', 'pause', '100'],
+    ['client', 'kill', 'id', '1'],
+    ['wait', '1', '0'],
+    ['waitaof', '1', '0', '0'],
+    ['xread', 'BLOCK', '0', 'STREAMS', 's', '$'],
+    ['xread', 'count', '1', 'block', '10', 'streams', 's', '$'],
+    ['xreadgroup', 'GROUP', 'g', 'c', 'BLOCK', '0', 'STREAMS', 's', '>'],
+    ['readonly'],
+    ['asking'],
+  ])('exclusive: %j', (...words) => {
+    expect(handling(...words)).toBe('exclusive');
+    const args = b(...words);
+    expect(exclusiveReason(table.lookup(args)!, args)).toMatch(/connection|node/);
+  });
+
+  it.each([
+    ['keys', '*'],
+    ['dbsize'],
+    ['flushall'],
+    ['flushdb', 'async'],
+    ['scan', '0'],
+    ['randomkey'],
+    ['function', 'load', 'code'],
+    ['function', 'flush'],
+    ['script', 'load', 'return 1'],
+    ['script', 'exists', 'abc'],
+    ['config', 'set', 'maxmemory', '0'],
+    ['memory', 'purge'],
+    ['pubsub', 'shardchannels'],
+  ])('allShards: %j', (...words) => {
+    expect(handling(...words)).toBe('allShards');
+  });
+
+  it.each([
+    ['info'],
+    ['info', 'server'],
+    ['time'],
+    ['command'],
+    ['command', 'info', 'get'],
+    ['lastsave'],
+    ['function', 'stats'],
+    ['memory', 'stats'],
+    ['publish', 'ch', 'm'],
+    ['pubsub', 'channels'],
+    ['client', 'list'],
+    ['client', 'nosuchsub'],
+    ['config', 'get', 'maxmemory'],
+  ])('anyNode: %j', (...words) => {
+    expect(handling(...words)).toBe('anyNode');
+  });
+
+  it.each([
+    ['get', 'k'],
+    ['set', 'k', 'v'],
+    ['mget', 'a', 'b'],
+    ['mset', 'a', '1'],
+    ['del', 'a'],
+    ['eval', 'return 1', '1', 'k'],
+    ['eval', 'return 1', '0'], // keyed command without keys in this request: the router picks any node
+    ['fcall', 'f', '1', 'k'],
+    ['xread', 'COUNT', '1', 'STREAMS', 's', '0'],
+    ['xreadgroup', 'GROUP', 'g', 'c', 'STREAMS', 's', '>'],
+    ['sort', 'k', 'store', 'd'],
+    ['sort_ro', 'k'],
+    ['object', 'encoding', 'k'],
+    ['xinfo', 'stream', 's'],
+    ['memory', 'usage', 'k'],
+    ['spublish', 'ch', 'm'],
+    ['migrate', 'h', '1', 'k', '0', '10'],
+  ])('keyed: %j', (...words) => {
+    expect(handling(...words)).toBe('keyed');
+    const args = b(...words);
+    expect(exclusiveReason(table.lookup(args)!, args)).toBeUndefined();
+  });
+
+  it('gives every command of the table a handling', () => {
+    const counts: Record<string, number> = {};
+    for (const name of table.names()) {
+      const spec = table.get(name)!;
+      const h = proxyHandling(spec, b(...name.split('|')));
+      counts[h] = (counts[h] ?? 0) + 1;
+      if (h === 'exclusive') expect(exclusiveReason(spec, b(...name.split('|'))), name).toBeTruthy();
+    }
+    expect(Object.keys(counts).sort()).toEqual(['allShards', 'anyNode', 'exclusive', 'keyed', 'local']);
+    for (const n of LOCAL_COMMANDS) expect(table.get(n), n).toBeDefined();
+    for (const n of EXCLUSIVE_COMMANDS.keys()) expect(table.get(n), n).toBeDefined();
+  });
+
+  it('reads request and response policies from the tips', () => {
+    expect(requestPolicy(table.get('dbsize')!)).toBe('all_shards');
+    expect(responsePolicy(table.get('dbsize')!)).toBe('agg_sum');
+    expect(requestPolicy(table.get('mget')!)).toBe('multi_shard');
+    expect(requestPolicy(table.get('get')!)).toBeUndefined();
+  });
+});
