@@ -1,0 +1,76 @@
+// The command-line flags, as data: load-config.ts builds the parseArgs options from this table
+// and help-text.ts prints it. A flag with `field` sets that numeric setting (see NUMERIC_FIELDS).
+
+import { DEFAULT_CONFIG } from './defaults.js';
+import { numericField, type NumericField } from './schema.js';
+import { LOG_LEVELS, MODES } from './types.js';
+import { formatDuration, formatHostPort, formatSize } from './values.js';
+
+export interface FlagSpec {
+  name: string; // without the leading --
+  short?: string;
+  type: 'string' | 'boolean';
+  multiple?: boolean;
+  value?: string; // the value's placeholder in --help
+  help: string;
+  default?: string; // shown in --help
+  field?: NumericField;
+}
+
+function numeric(name: string, path: string, help: string): FlagSpec {
+  const field = numericField(path);
+  const [group, key] = path.split('.') as [string, string | undefined];
+  const defaults = DEFAULT_CONFIG as unknown as Record<string, Record<string, number>>;
+  const def = key === undefined ? (DEFAULT_CONFIG as unknown as Record<string, number>)[group]! : defaults[group]![key]!;
+  const shown = field.kind === 'size' ? formatSize(def) : field.kind === 'duration' ? formatDuration(def) : String(def);
+  const value = field.kind === 'size' ? 'SIZE' : field.kind === 'duration' ? 'DURATION' : 'N';
+  const range = field.kind === 'integer' ? ` (${field.min}..${field.max})` : '';
+  return { name, type: 'string', value, help: help + range, default: shown, field };
+}
+
+export const FLAGS: readonly FlagSpec[] = [
+  {
+    name: 'listen', type: 'string', value: 'host:port',
+    help: 'address clients connect to; port 0 picks a free port',
+    default: formatHostPort(DEFAULT_CONFIG.listen),
+  },
+  {
+    name: 'upstream', type: 'string', multiple: true, value: 'host:port[,host:port...]',
+    help: 'upstream Valkey node(s), cluster seed nodes in cluster mode; repeatable; required',
+  },
+  {
+    name: 'mode', type: 'string', value: MODES.join('|'),
+    help: 'auto detects cluster or standalone from the upstream', default: DEFAULT_CONFIG.mode,
+  },
+  {
+    name: 'admin', type: 'string', value: 'host:port|off',
+    help: 'HTTP admin server (metrics, health, topology); port 0 picks a free port', default: 'off',
+  },
+  { name: 'config', short: 'c', type: 'string', value: 'file.yaml', help: 'read settings from a YAML file' },
+  numeric('connections-per-node', 'connectionsPerNode', 'pipelined links to each upstream node'),
+  {
+    name: 'upstream-user', type: 'string', value: 'NAME',
+    help: 'user name for AUTH to the upstream nodes', default: 'none (the default user)',
+  },
+  {
+    name: 'upstream-password', type: 'string', value: 'PASSWORD',
+    help: 'password for AUTH to the upstream nodes; prefer the environment variable '
+      + 'RESPOOL_UPSTREAM_PASSWORD (command lines are visible to other users)',
+    default: 'none (no AUTH)',
+  },
+  numeric('max-bulk-length', 'limits.maxBulkLength', 'largest bulk string accepted from a client'),
+  numeric('max-pending-per-client', 'limits.maxPendingPerClient', 'requests in flight per client'),
+  numeric('max-query-bytes-per-client', 'limits.maxQueryBytesPerClient', 'unparsed request bytes buffered per client'),
+  numeric('connect-timeout', 'timeouts.connectMs', 'time to connect to an upstream node'),
+  numeric('command-timeout', 'timeouts.commandMs', 'time to wait for an upstream reply'),
+  numeric('max-redirects', 'cluster.maxRedirects', 'MOVED/ASK redirects followed per request'),
+  numeric('refresh-period', 'cluster.refreshPeriodMs', 'cluster topology refresh period'),
+  {
+    name: 'log-level', type: 'string', value: LOG_LEVELS.join('|'),
+    help: 'log verbosity', default: DEFAULT_CONFIG.logLevel,
+  },
+  { name: 'help', short: 'h', type: 'boolean', help: 'print this help and exit' },
+  { name: 'version', short: 'v', type: 'boolean', help: 'print the version and exit' },
+];
+
+export const UPSTREAM_PASSWORD_ENV = 'RESPOOL_UPSTREAM_PASSWORD';

@@ -1,0 +1,56 @@
+import { FLAGS, UPSTREAM_PASSWORD_ENV } from './flags.js';
+
+/** The --help text: every flag with its default, the config file, the exit codes. */
+export function helpText(): string {
+  const options = FLAGS.map((f) => {
+    const names = `  ${f.short ? `-${f.short}, ` : ''}--${f.name}${f.value ? ` ${f.value}` : ''}`;
+    const withDefault = f.default !== undefined ? `${names}  [default: ${f.default}]` : names;
+    return `${withDefault}\n${wrap(f.help, 78, '        ')}`;
+  }).join('\n');
+
+  return `Usage: respool --upstream host:port[,host:port...] [options]
+
+respool is a connection-pooling, cluster-aware RESP proxy for Valkey and Redis.
+
+Options:
+${options}
+
+Values:
+  host:port  IPv6 hosts in brackets: [::1]:6379
+  SIZE       bytes, or with a unit as in valkey.conf: 64kb, 512mb, 1gb (powers of 1024),
+             1k, 1m, 1g (powers of 1000)
+  DURATION   milliseconds, or with a unit: 200ms, 5s, 2m, 1h
+
+Environment:
+  ${UPSTREAM_PASSWORD_ENV}  password for the upstream nodes, unless --upstream-password
+                             is given; wins over the config file
+
+Config file:
+  --config file.yaml reads every setting, with the same camelCase names as the configuration
+  (listen, upstreams, mode, admin, connectionsPerNode, upstreamAuth, users, limits, timeouts,
+  cluster, logLevel); see config/sidecar.yaml and config/central-proxy.yaml. Some settings
+  (users, upstreamAuth.passwordEnv, limits.maxArrayLength, cluster.retryBudget, ...) exist
+  only in the file. Flags win over the file; the file wins over the defaults. Unknown keys
+  are errors.
+
+Exit codes:
+  0  ok
+  2  bad command line or config file (the message names the flag or field)
+`;
+}
+
+/** Word-wraps `text` to `width` columns, each line starting with `indent`. */
+function wrap(text: string, width: number, indent: string): string {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line !== '' && indent.length + line.length + 1 + word.length > width) {
+      lines.push(indent + line);
+      line = word;
+    } else {
+      line = line === '' ? word : `${line} ${word}`;
+    }
+  }
+  if (line !== '') lines.push(indent + line);
+  return lines.join('\n');
+}

@@ -1,0 +1,407 @@
+// Command line + optional YAML file + defaults → RespoolConfig.
+//
+// Precedence: flags (and RESPOOL_UPSTREAM_PASSWORD) win over the file, the file wins over the
+// defaults. Each source is turned into a flat map of settings ("limits.maxBulkLength" → bytes),
+// every problem in it is collected, and all of them are reported together in one ConfigError,
+// one line each, each naming its flag or field.
+
+import { readFileSync } from 'node:fs';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { parseDocument } from 'yaml';
+import { DEFAULT_CONFIG } from './defaults.js';
+import { FLAGS, UPSTREAM_PASSWORD_ENV } from './flags.js';
+import { helpText } from './help-text.js';
+import { CONFIG_FILE_SCHEMA, NUMERIC_FIELDS, type NumericField } from './schema.js';
+import { ConfigError, LOG_LEVELS, MODES, type HostPort, type RespoolConfig } from './types.js';
+import {
+  ValueProblem, formatDuration, formatHostPort, show, suggest,
+  toDuration, toEnum, toHostPort, toInteger, toSize,
+} from './values.js';
+
+export { ConfigError } from './types.js';
+export type { HostPort, LogLevel, Mode, RespoolConfig } from './types.js';
+
+export type CommandLineResult =
+  | { kind: 'help'; text: string }
+  | { kind: 'version'; text: string }
+  | { kind: 'run'; config: RespoolConfig };
+
+/**
+ * Parses respool's command line (without the node and script arguments) into what to do.
+ * Throws ConfigError for a bad flag, a bad config file, or a missing upstream.
+ */
+export function parseCommandLine(argv: string[], env: NodeJS.ProcessEnv = process.env): CommandLineResult {
+  const values = parseFlags(argv);
+  if (values.help) return { kind: 'help', text: helpText() };
+  if (values.version) return { kind: 'version', text: `respool ${packageVersion()}` };
+
+  const problems: string[] = [];
+  const configPath = values.config as string | undefined;
+  const fromFile = configPath === undefined ? new Map<string, unknown>() : readConfigFile(configPath, env, problems);
+  const fromFlags = convertFlags(values, env, problems);
+  if (problems.length > 0) throw new ConfigError(problems.join('\n'), problems);
+
+  const config = assemble(fromFile, fromFlags, problems);
+  if (problems.length > 0) throw new ConfigError(problems.join('\n'), problems);
+  return { kind: 'run', config };
+}
+
+// ---- flags ------------------------------------------------------------------------------------
+
+type FlagValues = Record<string, string | boolean | Array<string | boolean> | undefined>;
+
+const PARSE_OPTIONS: NonNullable<ParseArgsConfig['options']> = Object.fromEntries(
+  FLAGS.map((f) => [f.name, { type: f.type, multiple: f.multiple ?? false, ...(f.short ? { short: f.short } : {}) }]),
+);
+
+function parseFlags(argv: string[]): FlagValues {
+  // --help and --version win over everything else on the line, even over mistakes in it.
+  const loose = parseArgs({ args: argv, options: PARSE_OPTIONS, strict: false, tokens: true });
+  for (const t of loose.tokens) {
+    if (t.kind === 'option' && t.value === undefined && (t.name === 'help' || t.name === 'version')) {
+      return { [t.name]: true };
+    }
+  }
+  try {
+    return parseArgs({ args: argv, options: PARSE_OPTIONS, strict: true, allowPositionals: false }).values;
+  } catch (err) {
+    throw new ConfigError(explainFlagError(argv, err));
+  }
+}
+
+/** parseArgs' strict errors, restated: which flag, and what would have been right. */
+function explainFlagError(argv: string[], err: unknown): string {
+  const { tokens } = parseArgs({ args: argv, options: PARSE_OPTIONS, strict: false, tokens: true });
+  const byName = new Map(FLAGS.map((f) => [f.name, f]));
+  const byShort = new Map(FLAGS.filter((f) => f.short).map((f) => [f.short!, f]));
+  for (const t of tokens) {
+    if (t.kind === 'positional') {
+      return `unexpected argument ${JSON.stringify(t.value)} (respool takes only --options; see --help)`;
+    }
+    if (t.kind !== 'option') continue;
+    const spec = t.rawName.startsWith('--') ? byName.get(t.name) : byShort.get(t.name);
+    if (!spec) {
+      const hint = t.rawName.startsWith('--') ? suggest(t.name, byName.keys()) : undefined;
+      return `unknown option ${t.rawName}${hint ? ` (did you mean --${hint}?)` : ''}`;
+    }
+    if (spec.type === 'boolean' && t.value !== undefined) return `--${spec.name} does not take a value`;
+    if (spec.type === 'string') {
+      if (t.value === undefined) return `--${spec.name}: missing value (expected ${spec.value})`;
+      if (!t.inlineValue && t.value.startsWith('-')) {
+        return `--${spec.name}: missing value before ${t.value} (to pass a value that starts with "-", write --${spec.name}=${t.value})`;
+      }
+    }
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** Flag strings → settings map, with the same keys as the file's map. */
+function convertFlags(values: FlagValues, env: NodeJS.ProcessEnv, problems: string[]): Map<string, unknown> {
+  const out = new Map<string, unknown>();
+  const str = (name: string) => values[name] as string | undefined;
+  const convert = (name: string, key: string, fn: (v: string) => unknown) => {
+    const v = str(name);
+    if (v === undefined) return;
+    try {
+      out.set(key, fn(v));
+    } catch (e) {
+      if (!(e instanceof ValueProblem)) throw e;
+      problems.push(`--${name}: ${e.message}`);
+    }
+  };
+
+  convert('listen', 'listen', (v) => toHostPort(v, true));
+  const upstreamArgs = values.upstream as string[] | undefined;
+  if (upstreamArgs !== undefined) {
+    const upstreams: HostPort[] = [];
+    for (const arg of upstreamArgs) {
+      const pieces = arg.split(',').map((p) => p.trim()).filter((p) => p !== '');
+      if (pieces.length === 0) problems.push(`--upstream: expected host:port (got ${show(arg)})`);
+      for (const p of pieces) {
+        try {
+          upstreams.push(toHostPort(p, false));
+        } catch (e) {
+          if (!(e instanceof ValueProblem)) throw e;
+          problems.push(`--upstream: ${e.message}`);
+        }
+      }
+    }
+    out.set('upstreams', upstreams);
+  }
+  convert('mode', 'mode', (v) => toEnum(v, MODES));
+  convert('admin', 'admin', (v) => (v === 'off' ? null : toHostPort(v, true)));
+  convert('log-level', 'logLevel', (v) => toEnum(v, LOG_LEVELS));
+  convert('upstream-user', 'upstreamAuth.username', (v) => nonEmpty(v));
+  convert('upstream-password', 'upstreamAuth.password', (v) => nonEmpty(v));
+  if (values['upstream-password'] === undefined) {
+    const fromEnv = env[UPSTREAM_PASSWORD_ENV];
+    if (fromEnv) out.set('upstreamAuth.password', fromEnv); // set but empty counts as unset
+  }
+  for (const f of FLAGS) {
+    if (f.field) convert(f.name, f.field.path, (v) => toNumber(f.field!, v));
+  }
+  return out;
+}
+
+function nonEmpty(v: string): string {
+  if (v === '') throw new ValueProblem('must not be empty');
+  return v;
+}
+
+function toNumber(field: NumericField, v: unknown): number {
+  switch (field.kind) {
+    case 'integer': return toInteger(v, field);
+    case 'size': return toSize(v, field);
+    case 'duration': return toDuration(v, field);
+  }
+}
+
+// ---- the config file --------------------------------------------------------------------------
+
+let validator: ValidateFunction | undefined;
+
+function validateFile(data: unknown): ErrorObject[] {
+  if (!validator) {
+    const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, allowUnionTypes: true });
+    ajv.addKeyword({ keyword: 'x-expect', schemaType: 'string' });
+    validator = ajv.compile(CONFIG_FILE_SCHEMA);
+  }
+  return validator(data) ? [] : [...(validator.errors ?? [])];
+}
+
+/** Reads, parses, validates and converts a YAML config file into a settings map. */
+function readConfigFile(path: string, env: NodeJS.ProcessEnv, problems: string[]): Map<string, unknown> {
+  const out = new Map<string, unknown>();
+  const where = `config file ${path}`;
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied' : (e as Error).message;
+    problems.push(`${where}: cannot read it (${why})`);
+    return out;
+  }
+
+  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true });
+  if (doc.errors.length > 0) {
+    for (const err of doc.errors) {
+      const pos = err.linePos?.[0];
+      const message = err.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '');
+      // An unquoted "[::1]:6379" is a YAML list followed by ":6379".
+      const line = pos ? (text.split(/\r?\n/)[pos.line - 1] ?? '') : '';
+      const hint = /\[[0-9A-Fa-f:.]*\]:\d/.test(line) ? ' (put IPv6 addresses in quotes: "[::1]:6379")' : '';
+      problems.push(`${where}${pos ? `:${pos.line}:${pos.col}` : ''}: YAML syntax error: ${message}${hint}`);
+    }
+    return out;
+  }
+  let data: unknown;
+  try {
+    data = doc.toJS({ maxAliasCount: 1000 }) ?? {}; // an empty file sets nothing
+  } catch (e) {
+    problems.push(`${where}: YAML error: ${(e as Error).message}`);
+    return out;
+  }
+
+  // Shape first (ajv), then conversion of every value the schema did not already complain about.
+  const bad: string[] = []; // paths (and everything under them) already reported
+  for (const err of validateFile(data)) {
+    const problem = explainSchemaError(err);
+    if (problem.path !== undefined) {
+      if (bad.includes(problem.path)) continue; // one message per value
+      bad.push(problem.path);
+    }
+    problems.push(`${where}: ${problem.message}`);
+  }
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) return out;
+  const settings = data as Record<string, unknown>;
+  // A value is skipped when the schema reported it, something above it, or something inside it.
+  const isBad = (p: string) =>
+    bad.some((b) => b === '' || b === p || p.startsWith(`${b}.`) || p.startsWith(`${b}[`)
+      || b.startsWith(`${p}.`) || b.startsWith(`${p}[`));
+
+  /** Converts one value, or records its problem; undefined when absent, reported or bad. */
+  const convert = <T>(p: string, raw: unknown, fn: (v: unknown) => T): T | undefined => {
+    if (raw === undefined || isBad(p)) return undefined;
+    try {
+      return fn(raw);
+    } catch (e) {
+      if (!(e instanceof ValueProblem)) throw e;
+      problems.push(`${where}: ${p}: ${e.message}`);
+      return undefined;
+    }
+  };
+  const set = (key: string, value: unknown) => {
+    if (value !== undefined) out.set(key, value);
+  };
+
+  set('listen', convert('listen', settings.listen, (v) => toHostPort(v, true)));
+  if (Array.isArray(settings.upstreams) && !isBad('upstreams')) {
+    const upstreams = settings.upstreams.map((u, i) => convert(`upstreams[${i}]`, u, (v) => toHostPort(v, false)));
+    set('upstreams', upstreams.filter((u) => u !== undefined));
+  }
+  set('mode', convert('mode', settings.mode, (v) => toEnum(v, MODES)));
+  // admin: null (or "off") is a value here — it turns off an admin server — so it is stored as null.
+  if (settings.admin === null || settings.admin === 'off') out.set('admin', null);
+  else set('admin', convert('admin', settings.admin, (v) => toHostPort(v, true)));
+  set('logLevel', convert('logLevel', settings.logLevel, (v) => toEnum(v, LOG_LEVELS)));
+  for (const f of NUMERIC_FIELDS) {
+    const [group, key] = f.path.split('.') as [string, string | undefined];
+    const raw = key === undefined ? settings[group] : (settings[group] as Record<string, unknown> | undefined)?.[key];
+    set(f.path, convert(f.path, raw, (v) => toNumber(f, v)));
+  }
+
+  const auth = settings.upstreamAuth as Record<string, unknown> | null | undefined;
+  if (auth === null) {
+    out.set('upstreamAuth', null);
+  } else if (auth !== undefined && !isBad('upstreamAuth')) {
+    // Without password or passwordEnv the password may come from the flag or the environment;
+    // assemble() reports a user name left without one.
+    set('upstreamAuth.username', auth.username);
+    set('upstreamAuth.password', convert('upstreamAuth', auth, (v) => readPassword(v as Record<string, unknown>, env)));
+  }
+
+  if (Array.isArray(settings.users) && !isBad('users')) {
+    const users: Array<{ name: string; password: string }> = [];
+    (settings.users as Array<Record<string, unknown>>).forEach((u, i) => {
+      const user = convert(`users[${i}]`, u, (v) => {
+        const name = u.name as string;
+        const twin = users.findIndex((x) => x.name === name);
+        if (twin >= 0) throw new ValueProblem(`user ${JSON.stringify(name)} is already defined in users[${twin}]`);
+        const password = readPassword(v as Record<string, unknown>, env);
+        if (password === undefined) throw new ValueProblem('needs password or passwordEnv');
+        return { name, password };
+      });
+      if (user) users.push(user);
+    });
+    out.set('users', users);
+  }
+  return out;
+}
+
+/** password, or passwordEnv naming an environment variable; at most one of them. */
+function readPassword(holder: Record<string, unknown>, env: NodeJS.ProcessEnv): string | undefined {
+  const { password, passwordEnv } = holder;
+  if (password !== undefined && passwordEnv !== undefined) {
+    throw new ValueProblem('give password or passwordEnv, not both');
+  }
+  if (typeof password === 'string') return password;
+  if (typeof passwordEnv === 'string') {
+    const value = env[passwordEnv];
+    if (!value) throw new ValueProblem(`passwordEnv: environment variable ${passwordEnv} is ${value === '' ? 'empty' : 'not set'}`);
+    return value;
+  }
+  return undefined;
+}
+
+/**
+ * One ajv error → its message, starting with the field's path as written in YAML
+ * ("limits.maxBulkLength", "upstreams[1]"), and the path of the value it condemns (undefined when
+ * it condemns no value: an unknown key says nothing about its siblings).
+ */
+function explainSchemaError(err: ErrorObject): { path: string | undefined; message: string } {
+  const path = err.instancePath
+    .split('/')
+    .slice(1)
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .reduce((acc, seg) => (/^\d+$/.test(seg) ? `${acc}[${seg}]` : acc ? `${acc}.${seg}` : seg), '');
+  const prefix = path === '' ? '' : `${path}: `;
+  const parent = (err.parentSchema ?? {}) as Record<string, unknown>;
+  switch (err.keyword) {
+    case 'additionalProperties': {
+      const key = String((err.params as { additionalProperty: string }).additionalProperty);
+      // A nested setting written at top level ("maxBulkLength:") points to where it belongs.
+      const hint =
+        suggest(key, Object.keys((parent.properties ?? {}) as object)) ?? (path === '' ? suggestNested(key) : undefined);
+      const at = path === '' ? 'at top level' : `in ${path}`;
+      const message = `unknown field ${JSON.stringify(key)} ${at}${hint ? ` (did you mean ${JSON.stringify(hint)}?)` : ''}`;
+      return { path: undefined, message };
+    }
+    case 'required': {
+      const missing = String((err.params as { missingProperty: string }).missingProperty);
+      return { path, message: `${prefix}missing field ${JSON.stringify(missing)}` };
+    }
+    case 'enum':
+      try {
+        toEnum(err.data, (err.params as { allowedValues: string[] }).allowedValues);
+      } catch (e) {
+        if (e instanceof ValueProblem) return { path, message: `${prefix}${e.message}` };
+      }
+      break;
+  }
+  const expect = typeof parent['x-expect'] === 'string' ? parent['x-expect'] : (err.message ?? 'is invalid');
+  return { path, message: `${prefix}${expect} (got ${show(err.data)})` };
+}
+
+/** "maxBulkLength" → "limits.maxBulkLength": the nested setting a top-level key was meant to be. */
+function suggestNested(key: string): string | undefined {
+  const byLeaf = new Map(
+    NUMERIC_FIELDS.filter((f) => f.path.includes('.')).map((f) => [f.path.slice(f.path.indexOf('.') + 1), f.path]),
+  );
+  const leaf = suggest(key, byLeaf.keys());
+  return leaf === undefined ? undefined : byLeaf.get(leaf);
+}
+
+// ---- merging ----------------------------------------------------------------------------------
+
+/** defaults ← file ← flags, then the checks that need the whole picture. */
+function assemble(fromFile: Map<string, unknown>, fromFlags: Map<string, unknown>, problems: string[]): RespoolConfig {
+  const config = structuredClone(DEFAULT_CONFIG) as RespoolConfig;
+  const settings = new Map([...fromFile, ...fromFlags]);
+  const target = config as unknown as Record<string, Record<string, unknown>>;
+  for (const [key, value] of settings) {
+    if (key.startsWith('upstreamAuth')) continue;
+    const [group, field] = key.split('.') as [string, string | undefined];
+    if (field === undefined) (target as Record<string, unknown>)[group] = value;
+    else target[group]![field] = value;
+  }
+
+  // upstreamAuth: username and password may come from different places (file user, env password).
+  const username = (settings.get('upstreamAuth.username') as string | null | undefined) ?? null;
+  const password = settings.get('upstreamAuth.password') as string | undefined;
+  if (password !== undefined) {
+    config.upstreamAuth = { username, password };
+  } else if (username !== null) {
+    problems.push(
+      `upstream user ${JSON.stringify(username)} needs a password: --upstream-password, `
+        + `${UPSTREAM_PASSWORD_ENV}, or upstreamAuth.password in the config file`,
+    );
+  }
+
+  if (config.upstreams.length === 0) {
+    problems.push('--upstream (or upstreams: in the config file) is required');
+  }
+  config.upstreams = dedupe(config.upstreams);
+  const { admin, listen } = config;
+  if (admin && admin.port !== 0 && admin.port === listen.port && admin.host === listen.host) {
+    problems.push(`config: admin and listen must be different addresses (both ${formatHostPort(listen)})`);
+  }
+  const { retryBaseMs, retryMaxMs } = config.cluster;
+  if (retryBaseMs > retryMaxMs) {
+    problems.push(
+      `config: cluster.retryBaseMs (${formatDuration(retryBaseMs)}) must not exceed `
+        + `cluster.retryMaxMs (${formatDuration(retryMaxMs)})`,
+    );
+  }
+  return config;
+}
+
+function dedupe(list: HostPort[]): HostPort[] {
+  const seen = new Set<string>();
+  return list.filter((hp) => {
+    const k = formatHostPort(hp);
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
+}
+
+// ---- version ----------------------------------------------------------------------------------
+
+/** From package.json at the repository root: ../../package.json from src/config or dist/config. */
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
+  return pkg.version ?? 'unknown';
+}
+

@@ -1,0 +1,152 @@
+// The YAML file form of RespoolConfig, as a JSON Schema checked by ajv. Same camelCase names as
+// RespoolConfig; addresses are "host:port" strings; sizes and durations may carry units; a
+// password may be read from the environment (passwordEnv). Every object sets
+// additionalProperties: false so a misspelt key is an error, not a silently ignored setting.
+//
+// The schema checks shape (keys, types, enums, the written form of sizes and durations). What a
+// pattern cannot express — a port's range, "64kb" being at least the minimum, reading
+// passwordEnv — is checked when load-config.ts converts the values.
+//
+// "x-expect" is our own annotation keyword: the phrase an error about that value starts with
+// ("must be a size like 512mb"). load-config.ts registers it with ajv.
+
+import { DURATION_PATTERN, ENV_NAME_PATTERN, GiB, SIZE_PATTERN, TiB, type Range } from './values.js';
+import { LOG_LEVELS, MODES } from './types.js';
+
+/** Every numeric setting: where it lives, how it is written, and its allowed range. */
+export interface NumericField extends Range {
+  path: string; // "connectionsPerNode" or "group.key"
+  kind: 'integer' | 'size' | 'duration';
+}
+
+const DAY_MS = 24 * 3_600_000;
+
+export const NUMERIC_FIELDS: readonly NumericField[] = [
+  { path: 'connectionsPerNode', kind: 'integer', min: 1, max: 64 },
+  // A whole bulk string sits in one Node Buffer together with its framing: stay well below 4 GiB.
+  { path: 'limits.maxBulkLength', kind: 'size', min: 1, max: 2 * GiB },
+  { path: 'limits.maxArrayLength', kind: 'integer', min: 1, max: 2_147_483_647 },
+  { path: 'limits.maxInlineLength', kind: 'size', min: 1, max: 2 * GiB },
+  { path: 'limits.maxNestingDepth', kind: 'integer', min: 1, max: 1000 },
+  { path: 'limits.maxPendingPerClient', kind: 'integer', min: 1, max: 10_000_000 },
+  { path: 'limits.maxQueryBytesPerClient', kind: 'size', min: 1, max: 1 * TiB },
+  // Durations stay below setTimeout's limit (2^31-1 ms, ~24.8 days).
+  { path: 'timeouts.connectMs', kind: 'duration', min: 1, max: DAY_MS },
+  { path: 'timeouts.commandMs', kind: 'duration', min: 1, max: DAY_MS },
+  { path: 'cluster.maxRedirects', kind: 'integer', min: 0, max: 100 },
+  { path: 'cluster.refreshMinIntervalMs', kind: 'duration', min: 0, max: DAY_MS },
+  { path: 'cluster.refreshPeriodMs', kind: 'duration', min: 1, max: DAY_MS },
+  { path: 'cluster.retryBudget', kind: 'integer', min: 0, max: 100 },
+  { path: 'cluster.retryBaseMs', kind: 'duration', min: 1, max: DAY_MS },
+  { path: 'cluster.retryMaxMs', kind: 'duration', min: 1, max: DAY_MS },
+];
+
+export function numericField(path: string): NumericField {
+  const f = NUMERIC_FIELDS.find((x) => x.path === path);
+  if (!f) throw new Error(`no numeric field ${path}`);
+  return f;
+}
+
+type Schema = Record<string, unknown>;
+
+function numericSchema(f: NumericField): Schema {
+  switch (f.kind) {
+    case 'integer':
+      return {
+        type: 'integer', minimum: f.min, maximum: f.max,
+        'x-expect': `must be an integer from ${f.min} to ${f.max}`,
+      };
+    case 'size':
+      return {
+        type: ['integer', 'string'], minimum: 0, pattern: SIZE_PATTERN.source,
+        'x-expect': 'must be a size like 512mb',
+      };
+    case 'duration':
+      return {
+        type: ['integer', 'string'], minimum: 0, pattern: DURATION_PATTERN.source,
+        'x-expect': 'must be a duration like 5s or 200ms',
+      };
+  }
+}
+
+/** { type: object, properties: the numeric fields under `group` }, strict. */
+function numericGroup(group: string): Schema {
+  const properties: Record<string, Schema> = {};
+  for (const f of NUMERIC_FIELDS) {
+    const [g, key] = f.path.split('.');
+    if (key !== undefined && g === group) properties[key] = numericSchema(f);
+  }
+  return { type: 'object', additionalProperties: false, properties, 'x-expect': 'must be a mapping' };
+}
+
+// Loose on purpose: the exact host:port rules (brackets, port range) live in toHostPort().
+const hostPort: Schema = { type: 'string', 'x-expect': 'expected host:port' };
+
+const password: Schema = { type: 'string', minLength: 1, 'x-expect': 'must be a non-empty string' };
+const passwordEnv: Schema = {
+  type: 'string', pattern: ENV_NAME_PATTERN.source,
+  'x-expect': 'must be the name of an environment variable',
+};
+
+export const CONFIG_FILE_SCHEMA: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  'x-expect': 'must be a mapping of settings',
+  properties: {
+    listen: hostPort,
+    upstreams: {
+      type: 'array', minItems: 1, items: hostPort,
+      'x-expect': 'must be a list of host:port strings, at least one',
+    },
+    mode: { enum: [...MODES], 'x-expect': `must be one of ${MODES.join(', ')}` },
+    // null or "off" turns the admin server off.
+    admin: { type: ['string', 'null'], 'x-expect': 'expected host:port or null' },
+    connectionsPerNode: numericSchema(numericField('connectionsPerNode')),
+    // How respool authenticates to the upstream nodes; null = no AUTH. Give password or passwordEnv.
+    upstreamAuth: {
+      type: ['object', 'null'],
+      additionalProperties: false,
+      'x-expect': 'must be a mapping with username and password (or passwordEnv)',
+      properties: {
+        username: { type: ['string', 'null'], minLength: 1, 'x-expect': 'must be a non-empty string or null' },
+        password,
+        passwordEnv,
+      },
+    },
+    // respool's own users (AUTH name password); empty = clients need no AUTH.
+    users: {
+      type: 'array',
+      'x-expect': 'must be a list of { name, password } mappings',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['name'],
+        'x-expect': 'must be a mapping with name and password (or passwordEnv)',
+        properties: {
+          name: { type: 'string', pattern: '^\\S+$', 'x-expect': 'must be a user name without spaces' },
+          password,
+          passwordEnv,
+        },
+      },
+    },
+    limits: numericGroup('limits'),
+    timeouts: numericGroup('timeouts'),
+    cluster: numericGroup('cluster'),
+    logLevel: { enum: [...LOG_LEVELS], 'x-expect': `must be one of ${LOG_LEVELS.join(', ')}` },
+  },
+};
+
+/** The file form, as it is after the schema accepted it (before conversion). */
+export interface ConfigFile {
+  listen?: string;
+  upstreams?: string[];
+  mode?: string;
+  admin?: string | null;
+  connectionsPerNode?: number;
+  upstreamAuth?: { username?: string | null; password?: string; passwordEnv?: string } | null;
+  users?: Array<{ name: string; password?: string; passwordEnv?: string }>;
+  limits?: Record<string, number | string>;
+  timeouts?: Record<string, number | string>;
+  cluster?: Record<string, number | string>;
+  logLevel?: string;
+}
