@@ -1,0 +1,323 @@
+/**
+ * The process's metrics, built from the table in `metric-definitions.ts`.
+ *
+ * Each `Metrics` instance owns a private prom-client `Registry` (never the global one), so
+ * tests can create as many as they like. Hot-path callers should fetch a labelled child once
+ * (e.g. `metrics.commandCounter('get')`, `metrics.latencyHistogram(node)`) and reuse it; every
+ * accessor caches its children, so even calling it per request does only a Map lookup and never
+ * builds a label object.
+ *
+ * Cardinality: every label is bounded. Fixed vocabularies come from the `*_VALUES` arrays in
+ * the definitions; the `command` label is limited to known command names (see `commandLabel`);
+ * `node` is bounded by the topology, and `forgetNode` drops a node's series when it leaves.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+import {
+  COMMAND_ERROR_KINDS,
+  CONNECTION_REJECT_REASONS,
+  METRIC_DEFINITIONS,
+  METRIC_KEYS,
+  METRIC_PREFIX,
+  REDIRECT_TYPES,
+  RETRY_REASONS,
+  TOPOLOGY_REFRESH_OUTCOMES,
+  TOPOLOGY_REFRESH_TRIGGERS,
+  UNKNOWN_COMMAND_LABEL,
+  metricName,
+  type CommandErrorKind,
+  type ConnectionRejectReason,
+  type LinkConnectOutcome,
+  type LinkProtocol,
+  type LinkRole,
+  type MetricKey,
+  type MetricLabel,
+  type MetricDefinition,
+  type RedirectType,
+  type RetryReason,
+  type TopologyRefreshOutcome,
+  type TopologyRefreshTrigger,
+} from './metric-definitions.js';
+
+type Def<K extends MetricKey> = (typeof METRIC_DEFINITIONS)[K];
+
+/** The prom-client object type a table entry turns into. */
+export type PromMetric<K extends MetricKey> = Def<K>['type'] extends 'counter'
+  ? Counter<MetricLabel<K>>
+  : Def<K>['type'] extends 'gauge'
+    ? Gauge<MetricLabel<K>>
+    : Histogram<MetricLabel<K>>;
+
+/** Every declared metric, by table key (without the `respool_` prefix). */
+export type MetricHandles = { readonly [K in MetricKey]: PromMetric<K> };
+
+export interface MetricsOptions {
+  /**
+   * Lower-case command names allowed as `command` label values (e.g. every name of the
+   * CommandTable, including "client|setname"-style subcommands). Anything else is counted as
+   * "unknown". When omitted, any well-formed lower-case name is accepted until
+   * `maxCommandLabels` distinct names have been seen.
+   */
+  knownCommands?: Iterable<string>;
+  /** Safety cap on distinct `command` label values when `knownCommands` is not given. Default 512. */
+  maxCommandLabels?: number;
+  /** Register prom-client's default process metrics (prefix respool_). Default true. */
+  defaultMetrics?: boolean;
+}
+
+const DEFAULT_MAX_COMMAND_LABELS = 512;
+/** Shape of a Valkey command name as the caller passes it: lower case, optional "|sub". */
+const COMMAND_NAME_RE = /^[a-z][a-z0-9_-]{0,63}(?:\|[a-z0-9_-]{1,64})?$/;
+
+/**
+ * Maps a lower-case command name to a bounded label value: the name itself when it is in
+ * `known`, otherwise "unknown".
+ */
+export function commandLabelFor(name: string, known: ReadonlySet<string>): string {
+  return known.has(name) ? name : UNKNOWN_COMMAND_LABEL;
+}
+
+function buildMetric(key: MetricKey, def: MetricDefinition, registry: Registry): unknown {
+  const common = {
+    name: metricName(key),
+    help: def.help,
+    labelNames: [...def.labelNames],
+    registers: [registry],
+  };
+  switch (def.type) {
+    case 'counter':
+      return new Counter(common);
+    case 'gauge':
+      return new Gauge(common);
+    case 'histogram':
+      return new Histogram({ ...common, buckets: [...(def.buckets ?? [])] });
+  }
+}
+
+function preset<V extends string, C>(values: readonly V[], make: (v: V) => C): Record<V, C> {
+  const out = {} as Record<V, C>;
+  for (const v of values) out[v] = make(v);
+  return out;
+}
+
+interface NodeSeries<C> {
+  readonly node: string;
+  readonly values: string[];
+  readonly child: C;
+}
+
+export class Metrics {
+  /** The private registry holding every respool metric (and the default process metrics). */
+  readonly registry: Registry;
+  /** Raw prom-client objects by table key, for anything the accessors below do not cover. */
+  readonly raw: MetricHandles;
+
+  // label-less metrics: use directly (.inc(), .dec(), .set())
+  readonly clientConnections: Gauge;
+  readonly clientConnectionsAccepted: Counter;
+  readonly protocolErrors: Counter;
+  readonly topologyEpoch: Gauge;
+  readonly slotsCovered: Gauge;
+
+  // fixed-vocabulary children, created (and exported as 0) up front
+  private readonly rejected: Record<ConnectionRejectReason, Counter.Internal>;
+  private readonly redirects: Record<RedirectType, Counter.Internal>;
+  private readonly retries: Record<RetryReason, Counter.Internal>;
+  private readonly refreshes: Record<TopologyRefreshTrigger, Record<TopologyRefreshOutcome, Counter.Internal>>;
+
+  // command-labelled children, keyed by label value (bounded)
+  private knownCommands: Set<string> | null;
+  private readonly maxCommandLabels: number;
+  private readonly seenCommands = new Set<string>();
+  private readonly commandCounters = new Map<string, Counter.Internal>();
+  private readonly commandErrors = new Map<string, Record<CommandErrorKind, Counter.Internal | undefined>>();
+
+  // node-labelled children
+  private readonly latency = new Map<string, Histogram.Internal<'node'>>();
+  private readonly inflight = new Map<string, Gauge.Internal<'node'>>();
+  private readonly links = new Map<string, NodeSeries<Gauge.Internal<'node' | 'protocol' | 'role'>>>();
+  private readonly connects = new Map<string, NodeSeries<Counter.Internal>>();
+
+  constructor(opts: MetricsOptions = {}) {
+    this.registry = new Registry();
+    const raw: Record<string, unknown> = {};
+    for (const key of METRIC_KEYS) raw[key] = buildMetric(key, METRIC_DEFINITIONS[key], this.registry);
+    this.raw = raw as MetricHandles;
+
+    if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: METRIC_PREFIX });
+
+    this.clientConnections = this.raw.client_connections;
+    this.clientConnectionsAccepted = this.raw.client_connections_accepted_total;
+    this.protocolErrors = this.raw.protocol_errors_total;
+    this.topologyEpoch = this.raw.topology_epoch;
+    this.slotsCovered = this.raw.slots_covered;
+
+    const r = this.raw;
+    this.rejected = preset(CONNECTION_REJECT_REASONS, (v) => r.client_connections_rejected_total.labels(v));
+    this.redirects = preset(REDIRECT_TYPES, (v) => r.redirects_total.labels(v));
+    this.retries = preset(RETRY_REASONS, (v) => r.retries_total.labels(v));
+    this.refreshes = preset(TOPOLOGY_REFRESH_TRIGGERS, (t) =>
+      preset(TOPOLOGY_REFRESH_OUTCOMES, (o) => r.topology_refreshes_total.labels(t, o)),
+    );
+    // Make the fixed-vocabulary series visible at 0 so rate() works from the first scrape.
+    for (const group of [this.rejected, this.redirects, this.retries]) {
+      for (const child of Object.values<Counter.Internal>(group)) child.inc(0);
+    }
+    for (const byOutcome of Object.values(this.refreshes)) {
+      for (const child of Object.values<Counter.Internal>(byOutcome)) child.inc(0);
+    }
+
+    this.knownCommands = opts.knownCommands ? new Set(opts.knownCommands) : null;
+    this.maxCommandLabels = opts.maxCommandLabels ?? DEFAULT_MAX_COMMAND_LABELS;
+  }
+
+  /** Content-Type of `render()`'s output: "text/plain; version=0.0.4; charset=utf-8". */
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  /** Prometheus text exposition of every metric. */
+  render(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  // ---- command label ------------------------------------------------------------------------
+
+  /**
+   * Replace the set of command names allowed as `command` label values (e.g. after reading
+   * COMMAND INFO from an upstream). Children already created stay.
+   */
+  setKnownCommands(names: Iterable<string>): void {
+    this.knownCommands = new Set(names);
+  }
+
+  /** The bounded `command` label value for a lower-case command name ("unknown" if not known). */
+  commandLabel(name: string): string {
+    const known = this.knownCommands;
+    if (known !== null) return known.has(name) ? name : UNKNOWN_COMMAND_LABEL;
+    if (this.seenCommands.has(name)) return name;
+    if (name === UNKNOWN_COMMAND_LABEL || !COMMAND_NAME_RE.test(name)) return UNKNOWN_COMMAND_LABEL;
+    if (this.seenCommands.size >= this.maxCommandLabels) return UNKNOWN_COMMAND_LABEL;
+    this.seenCommands.add(name);
+    return name;
+  }
+
+  /** `respool_commands_total{command}` child for a lower-case command name. */
+  commandCounter(name: string): Counter.Internal {
+    const hit = this.commandCounters.get(name);
+    if (hit !== undefined) return hit;
+    const label = this.commandLabel(name);
+    let child = this.commandCounters.get(label);
+    if (child === undefined) {
+      child = this.raw.commands_total.labels(label);
+      this.commandCounters.set(label, child);
+    }
+    return child;
+  }
+
+  /** `respool_command_errors_total{command,kind}` child. */
+  commandErrorCounter(name: string, kind: CommandErrorKind): Counter.Internal {
+    let byKind = this.commandErrors.get(name);
+    if (byKind === undefined) {
+      const label = this.commandLabel(name);
+      byKind = this.commandErrors.get(label);
+      if (byKind === undefined) {
+        byKind = preset(COMMAND_ERROR_KINDS, () => undefined as Counter.Internal | undefined);
+        this.commandErrors.set(label, byKind);
+      }
+    }
+    let child = byKind[kind];
+    if (child === undefined) {
+      // Look the label up again: `name` may differ from the label it maps to.
+      child = this.raw.command_errors_total.labels(this.commandLabel(name), kind);
+      byKind[kind] = child;
+    }
+    return child;
+  }
+
+  // ---- clients ------------------------------------------------------------------------------
+
+  /** `respool_client_connections_rejected_total{reason}` child. */
+  connectionRejectedCounter(reason: ConnectionRejectReason): Counter.Internal {
+    return this.rejected[reason] ?? this.raw.client_connections_rejected_total.labels(reason);
+  }
+
+  // ---- upstream -----------------------------------------------------------------------------
+
+  /** `respool_upstream_latency_seconds{node}` child; observe seconds. */
+  latencyHistogram(node: string): Histogram.Internal<'node'> {
+    let child = this.latency.get(node);
+    if (child === undefined) {
+      child = this.raw.upstream_latency_seconds.labels(node);
+      this.latency.set(node, child);
+    }
+    return child;
+  }
+
+  /** `respool_upstream_inflight_requests{node}` child. */
+  inflightGauge(node: string): Gauge.Internal<'node'> {
+    let child = this.inflight.get(node);
+    if (child === undefined) {
+      child = this.raw.upstream_inflight_requests.labels(node);
+      this.inflight.set(node, child);
+    }
+    return child;
+  }
+
+  /** `respool_upstream_links{node,protocol,role}` child (inc on open, dec on close). */
+  upstreamLinksGauge(node: string, protocol: LinkProtocol, role: LinkRole): Gauge.Internal<'node' | 'protocol' | 'role'> {
+    const key = `${node}\0${protocol}\0${role}`;
+    let series = this.links.get(key);
+    if (series === undefined) {
+      const values = [node, protocol, role];
+      series = { node, values, child: this.raw.upstream_links.labels(...values) };
+      this.links.set(key, series);
+    }
+    return series.child;
+  }
+
+  /** `respool_upstream_link_connects_total{node,outcome}` child. */
+  linkConnectCounter(node: string, outcome: LinkConnectOutcome): Counter.Internal {
+    const key = `${node}\0${outcome}`;
+    let series = this.connects.get(key);
+    if (series === undefined) {
+      const values = [node, outcome];
+      series = { node, values, child: this.raw.upstream_link_connects_total.labels(...values) };
+      this.connects.set(key, series);
+    }
+    return series.child;
+  }
+
+  /** Drop every series labelled with `node` (call when a node leaves the topology). */
+  forgetNode(node: string): void {
+    if (this.latency.delete(node)) this.raw.upstream_latency_seconds.remove(node);
+    if (this.inflight.delete(node)) this.raw.upstream_inflight_requests.remove(node);
+    for (const [key, s] of this.links) {
+      if (s.node !== node) continue;
+      this.links.delete(key);
+      this.raw.upstream_links.remove(...s.values);
+    }
+    for (const [key, s] of this.connects) {
+      if (s.node !== node) continue;
+      this.connects.delete(key);
+      this.raw.upstream_link_connects_total.remove(...s.values);
+    }
+  }
+
+  // ---- cluster ------------------------------------------------------------------------------
+
+  /** `respool_redirects_total{type}` child. */
+  redirectCounter(type: RedirectType): Counter.Internal {
+    return this.redirects[type] ?? this.raw.redirects_total.labels(type);
+  }
+
+  /** `respool_retries_total{reason}` child. */
+  retryCounter(reason: RetryReason): Counter.Internal {
+    return this.retries[reason] ?? this.raw.retries_total.labels(reason);
+  }
+
+  /** `respool_topology_refreshes_total{trigger,outcome}` child. */
+  topologyRefreshCounter(trigger: TopologyRefreshTrigger, outcome: TopologyRefreshOutcome): Counter.Internal {
+    return this.refreshes[trigger]?.[outcome] ?? this.raw.topology_refreshes_total.labels(trigger, outcome);
+  }
+}
