@@ -1,0 +1,160 @@
+import { decodeReply, RespError, type RespValue } from '../resp/decode.js';
+import type { UpstreamPools } from '../upstream/upstream-pools.js';
+import { Topology, type ClusterNode, type Shard } from './topology.js';
+
+export type UpstreamMode = 'auto' | 'cluster' | 'standalone';
+
+/** How long discovery waits for a node's INFO server (zone) before leaving its zone unknown. */
+const ZONE_LOOKUP_TIMEOUT_MS = 1_000;
+
+/** Asks one seed for the topology; throws with the seed's error when it cannot tell. */
+export async function discoverFrom(
+  seed: { host: string; port: number },
+  mode: UpstreamMode,
+  pools: UpstreamPools,
+): Promise<Topology> {
+  const pool = pools.get(seed.host, seed.port, 2, 'primary');
+  let topology: Topology;
+  if (mode === 'standalone' || (mode === 'auto' && !(await clusterEnabled(pool.call(['INFO', 'cluster']))))) {
+    topology = Topology.standalone(seed.host, seed.port);
+  } else {
+    topology = await readClusterTopology(seed, (args) => pool.call(args));
+  }
+  return withZones(topology, pools);
+}
+
+async function clusterEnabled(reply: Promise<Buffer>): Promise<boolean> {
+  const value = decodeReply(await reply);
+  if (value instanceof RespError) throw new Error(value.message);
+  return /^cluster_enabled:1\s*$/m.test(text(value));
+}
+
+async function readClusterTopology(
+  seed: { host: string; port: number },
+  call: (args: string[]) => Promise<Buffer>,
+): Promise<Topology> {
+  const shards = decodeReply(await call(['CLUSTER', 'SHARDS']));
+  if (!(shards instanceof RespError)) return fromClusterShards(shards, seed);
+  if (!/unknown (sub)?command/i.test(shards.message)) throw new Error(shards.message);
+  const slots = decodeReply(await call(['CLUSTER', 'SLOTS'])); // servers before Redis 7
+  if (slots instanceof RespError) throw new Error(slots.message);
+  return fromClusterSlots(slots, seed);
+}
+
+/** CLUSTER SHARDS: [{slots: [s, e, …], nodes: [{id, ip, endpoint, port, role, health, …}]}]. */
+export function fromClusterShards(reply: RespValue, seed: { host: string }): Topology {
+  const shards: Shard[] = [];
+  for (const entry of asArray(reply)) {
+    const shard = asRecord(entry);
+    const bounds = asArray(shard['slots'] ?? []).map(num);
+    const nodes = asArray(shard['nodes'] ?? []).map((n) => nodeFromShardEntry(asRecord(n), seed.host));
+    // After a failover the dead old primary can still be listed as "master" (health "failed")
+    // next to the promoted one: the serving primary is the healthy one.
+    const primaries = nodes.filter((n) => n.role === 'primary');
+    const primary = primaries.find((n) => n.health === 'online') ?? primaries.find((n) => n.health !== 'failed') ?? primaries[0];
+    if (!primary || bounds.length === 0) continue; // a shard without slots serves nothing yet
+    const slots: Array<[number, number]> = [];
+    for (let i = 0; i + 1 < bounds.length; i += 2) slots.push([bounds[i]!, bounds[i + 1]!]);
+    shards.push({ primary, replicas: nodes.filter((n) => n !== primary && n.role === 'replica'), slots });
+  }
+  if (shards.length === 0) throw new Error('CLUSTER SHARDS listed no shard with slots');
+  return new Topology('cluster', shards, 'CLUSTER SHARDS');
+}
+
+function nodeFromShardEntry(n: Record<string, RespValue>, seedHost: string): ClusterNode {
+  const endpoint = text(n['endpoint'] ?? '');
+  const ip = text(n['ip'] ?? '');
+  // "?" means the node does not know its own address; a seed's host is the best guess then.
+  const host = endpoint && endpoint !== '?' ? endpoint : ip && ip !== '?' ? ip : seedHost;
+  const port = num(n['port'] ?? n['tls-port'] ?? 0);
+  const zone = n['availability-zone'] !== undefined ? text(n['availability-zone']) || null : null;
+  return {
+    id: text(n['id'] ?? `${host}:${port}`),
+    host,
+    port,
+    address: `${host}:${port}`,
+    role: text(n['role'] ?? '') === 'master' ? 'primary' : 'replica',
+    health: text(n['health'] ?? 'online'),
+    zone,
+    replicationOffset: num(n['replication-offset'] ?? 0),
+  };
+}
+
+/** CLUSTER SLOTS: [[start, end, [ip, port, id, …], [replica ip, port, id, …]…]…]. */
+export function fromClusterSlots(reply: RespValue, seed: { host: string }): Topology {
+  const byPrimary = new Map<string, Shard>();
+  for (const entry of asArray(reply)) {
+    const row = asArray(entry);
+    const [start, end] = [num(row[0]!), num(row[1]!)];
+    const [primary, ...replicas] = row.slice(2).map((n, i) => nodeFromSlotsEntry(asArray(n), i === 0, seed.host));
+    if (!primary) continue;
+    let shard = byPrimary.get(primary.address);
+    if (!shard) {
+      shard = { primary, replicas, slots: [] };
+      byPrimary.set(primary.address, shard);
+    }
+    shard.slots.push([start, end]);
+  }
+  if (byPrimary.size === 0) throw new Error('CLUSTER SLOTS listed no slot');
+  return new Topology('cluster', [...byPrimary.values()], 'CLUSTER SLOTS');
+}
+
+function nodeFromSlotsEntry(n: RespValue[], isPrimary: boolean, seedHost: string): ClusterNode {
+  const ip = text(n[0] ?? '');
+  const host = ip && ip !== '?' ? ip : seedHost;
+  const port = num(n[1] ?? 0);
+  return {
+    id: text(n[2] ?? `${host}:${port}`), host, port, address: `${host}:${port}`,
+    role: isPrimary ? 'primary' : 'replica', health: 'online', zone: null, replicationOffset: 0,
+  };
+}
+
+/**
+ * Fills each node's zone from `availability_zone` in INFO server (Valkey 8.0+) where CLUSTER
+ * SHARDS did not give one. A node that does not answer in time keeps zone null.
+ */
+async function withZones(topology: Topology, pools: UpstreamPools): Promise<Topology> {
+  const lookups = topology.allNodes().map(async (node) => {
+    if (node.zone !== null) return;
+    const pool = pools.get(node.host, node.port, 2, node.role);
+    const reply = await Promise.race([
+      pool.call(['INFO', 'server']).catch(() => null),
+      new Promise<null>((resolve) => setTimeout(() => resolve(null), ZONE_LOOKUP_TIMEOUT_MS).unref()),
+    ]);
+    if (reply === null) return;
+    const value = decodeReply(reply);
+    if (value instanceof RespError) return;
+    const match = /^availability_zone:(.*?)\s*$/m.exec(text(value));
+    node.zone = match && match[1] ? match[1] : null;
+  });
+  await Promise.all(lookups);
+  return topology;
+}
+
+// Decoded replies differ by protocol: RESP2 sends maps as flat arrays, RESP3 as Map.
+function asArray(value: RespValue): RespValue[] {
+  if (Array.isArray(value)) return value;
+  throw new Error(`unexpected reply shape: expected an array, got ${typeof value}`);
+}
+
+function asRecord(value: RespValue): Record<string, RespValue> {
+  const out: Record<string, RespValue> = {};
+  if (value instanceof Map) {
+    for (const [k, v] of value) out[text(k)] = v;
+  } else {
+    const flat = asArray(value);
+    for (let i = 0; i + 1 < flat.length; i += 2) out[text(flat[i]!)] = flat[i + 1]!;
+  }
+  return out;
+}
+
+function text(value: RespValue): string {
+  if (typeof value === 'string') return value;
+  if (Buffer.isBuffer(value)) return value.toString('utf8');
+  if (typeof value === 'number') return String(value);
+  return '';
+}
+
+function num(value: RespValue): number {
+  return typeof value === 'number' ? value : Number(text(value));
+}

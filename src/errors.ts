@@ -1,0 +1,43 @@
+/**
+ * Every error respool itself produces, in one table. Server errors (the upstream's own
+ * "-ERR …", "-WRONGTYPE …") are forwarded untouched; these are proxy faults and policy
+ * refusals, always prefixed "respool:" so a user can tell them apart from Valkey's.
+ *
+ * Each entry yields the error line without the leading "-" and without CRLF.
+ */
+export const ProxyError = {
+  upstreamUnavailable: (node: string, cause: string) =>
+    `ERR respool: upstream ${node} is unavailable (${cause})`,
+  connectionLost: (node: string) =>
+    `ERR respool: connection to upstream ${node} was lost; the command may or may not have run`,
+  timeout: (node: string, ms: number) =>
+    `ERR respool: upstream ${node} did not answer within ${ms} ms; the command may or may not have run`,
+  tooManyRedirects: (command: string, max: number) =>
+    `ERR respool: ${command} was redirected more than ${max} times; giving up`,
+  retriesExhausted: (command: string, last: string) =>
+    `ERR respool: ${command} still failing after retries (last: ${last})`,
+  needsDedicatedConnection: (command: string) =>
+    `ERR respool: ${command.toUpperCase()} needs a dedicated upstream connection, which this respool version does not support`,
+  notSupportedInCluster: (command: string) =>
+    `ERR respool: ${command.toUpperCase()} is not supported in cluster mode by this respool version`,
+  crossSlot: () => `CROSSSLOT Keys in request don't hash to the same slot`,
+  slotNotServed: (slot: number) => `CLUSTERDOWN Hash slot ${slot} not served`,
+  topologyUnknown: () => `CLUSTERDOWN respool: cluster topology not known yet`,
+  tooManyPending: (max: number) =>
+    `ERR respool: too many pending requests on this connection (limit ${max})`,
+  wrongArity: (command: string) => `ERR wrong number of arguments for '${command}' command`,
+  selectNotAllowed: (cluster: boolean) =>
+    cluster
+      ? `ERR SELECT is not allowed in cluster mode`
+      : `ERR respool: only database 0 is supported (all clients share pooled upstream connections)`,
+  invalidDb: () => `ERR value is not an integer or out of range`,
+  noAuth: () => `NOAUTH Authentication required.`,
+  wrongPass: () => `WRONGPASS invalid username-password pair or user is disabled.`,
+  authNotConfigured: () =>
+    `ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?`,
+  noProto: () => `NOPROTO unsupported protocol version`,
+  syntax: () => `ERR syntax error`,
+  unknownSubcommand: (sub: string, command: string) =>
+    `ERR unknown subcommand '${sub}'. Try ${command.toUpperCase()} HELP.`,
+  shuttingDown: () => `ERR respool: shutting down`,
+} as const;

@@ -1,0 +1,56 @@
+import type { Link, LinkRequest } from '../upstream/link.js';
+import type { Router } from './router.js';
+
+/** Where a finished request's reply goes: the client session's ordered reply queue. */
+export interface ReplySink {
+  readonly protocol: 2 | 3;
+  readonly closed: boolean;
+  onRequestDone(req: ReplyEntry): void;
+}
+
+/** One entry of a session's reply queue: done once `reply` is set. */
+export interface ReplyEntry {
+  reply: Buffer | null;
+}
+
+/**
+ * One client command on its way through respool: sent to a node, maybe redirected or retried
+ * (within budgets), finished with exactly one reply. The session owns reply order; this object
+ * only knows its own fate.
+ */
+export class ProxyRequest implements LinkRequest, ReplyEntry {
+  sentAt = 0;
+  reply: Buffer | null = null;
+  redirects = 0;
+  retries = 0;
+  /** Address of the node the request was last sent to (for errors and metrics). */
+  node = '';
+
+  constructor(
+    readonly sink: ReplySink,
+    readonly router: Router,
+    /** The request's exact RESP bytes, forwarded as received. */
+    readonly raw: Buffer,
+    /** Lower-case command name, for metrics and errors. */
+    readonly command: string,
+    /** Hash slot of its keys, -1 for keyless commands. */
+    public slot: number,
+  ) {}
+
+  onReply(frame: Buffer, link: Link): void {
+    if (frame[0] === 0x2d /* - */ && this.router.handleErrorReply(this, frame, link)) return;
+    this.router.observeReply(this, frame[0] === 0x2d);
+    this.finish(frame);
+  }
+
+  onLinkFailure(error: string, written: boolean): void {
+    this.router.handleLinkFailure(this, error, written);
+  }
+
+  /** Completes the request with these reply bytes (exactly once). */
+  finish(reply: Buffer): void {
+    if (this.reply !== null) return;
+    this.reply = reply;
+    this.sink.onRequestDone(this);
+  }
+}

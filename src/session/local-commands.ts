@@ -1,0 +1,149 @@
+import { timingSafeEqual } from 'node:crypto';
+import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeMap, encodeSimple } from '../resp/encode.js';
+import { ProxyError } from '../errors.js';
+import type { ClientSession } from './client-session.js';
+import type { ServerContext } from './server-context.js';
+
+/** Commands a client may send before it has authenticated (as in Valkey). */
+export const AUTH_EXEMPT: ReadonlySet<string> = new Set(['auth', 'hello', 'quit', 'reset']);
+
+const OK = encodeSimple('OK');
+const PONG = encodeSimple('PONG');
+
+/**
+ * The commands respool answers itself: they concern the client's own connection (protocol,
+ * name, authentication), which in a pooled proxy is respool's, not the upstream's.
+ * `command` is the table name ("client|setname" for subcommands); args[0] is the command.
+ */
+export function runLocalCommand(session: ClientSession, ctx: ServerContext, command: string, args: Buffer[]): Buffer {
+  const arg = (i: number) => args[i]!.toString('utf8');
+  switch (command) {
+    case 'ping':
+      if (args.length > 2) return encodeError(ProxyError.wrongArity('ping'));
+      return args.length === 2 ? encodeBulk(args[1]!, session.protocol) : PONG;
+    case 'echo':
+      if (args.length !== 2) return encodeError(ProxyError.wrongArity('echo'));
+      return encodeBulk(args[1]!, session.protocol);
+    case 'quit':
+      session.closeAfterReplies();
+      return OK;
+    case 'select': {
+      if (args.length !== 2) return encodeError(ProxyError.wrongArity('select'));
+      const db = Number(arg(1));
+      if (!Number.isInteger(db)) return encodeError(ProxyError.invalidDb());
+      if (db === 0) return OK;
+      return encodeError(ProxyError.selectNotAllowed(ctx.isCluster()));
+    }
+    case 'auth': {
+      if (args.length < 2 || args.length > 3) return encodeError(ProxyError.wrongArity('auth'));
+      const [user, password] = args.length === 3 ? [arg(1), arg(2)] : ['default', arg(1)];
+      return authenticate(session, ctx, user, password, args.length === 2) ?? OK;
+    }
+    case 'hello':
+      return hello(session, ctx, args);
+    case 'reset':
+      session.protocol = 2;
+      session.name = null;
+      session.user = ctx.config.users.length === 0 ? 'default' : null;
+      return encodeSimple('RESET');
+    case 'client|setname': {
+      if (args.length !== 3) return encodeError(ProxyError.wrongArity('client|setname'));
+      const name = arg(2);
+      if (/[\s]/.test(name) || /[^\x21-\x7e]/.test(name)) {
+        return encodeError('ERR Client names cannot contain spaces, newlines or special characters.');
+      }
+      session.name = name === '' ? null : name;
+      return OK;
+    }
+    case 'client|getname':
+      return encodeBulk(session.name, session.protocol);
+    case 'client|id':
+      return encodeInteger(session.id);
+    case 'client|info':
+      return encodeBulk(clientInfoLine(session), session.protocol);
+    case 'client|setinfo': {
+      if (args.length !== 4) return encodeError(ProxyError.wrongArity('client|setinfo'));
+      const attr = arg(2).toLowerCase();
+      if (attr === 'lib-name') session.libName = arg(3);
+      else if (attr === 'lib-ver') session.libVersion = arg(3);
+      else return encodeError(`ERR Unrecognized option '${arg(2)}'`);
+      return OK;
+    }
+    default:
+      return encodeError(`ERR respool: ${command} is not answered locally`);
+  }
+}
+
+/**
+ * Null on success; the error reply otherwise. With no users configured respool behaves like a
+ * server whose default user has no password: `AUTH <password>` is refused with Valkey's message,
+ * while `AUTH user pass` and HELLO's AUTH succeed.
+ */
+function authenticate(session: ClientSession, ctx: ServerContext, user: string, password: string, passwordOnly = false): Buffer | null {
+  const users = ctx.config.users;
+  if (users.length === 0) return passwordOnly ? encodeError(ProxyError.authNotConfigured()) : null;
+  const entry = users.find((u) => u.name === user);
+  if (!entry || !sameSecret(entry.password, password)) return encodeError(ProxyError.wrongPass());
+  session.user = user;
+  return null;
+}
+
+function sameSecret(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/** HELLO [protover [AUTH user pass] [SETNAME name]] */
+function hello(session: ClientSession, ctx: ServerContext, args: Buffer[]): Buffer {
+  let protocol = session.protocol;
+  let i = 1;
+  if (args.length > 1) {
+    const version = Number(args[1]!.toString());
+    if (!Number.isInteger(version)) return encodeError('ERR Protocol version is not an integer or out of range');
+    if (version !== 2 && version !== 3) return encodeError(ProxyError.noProto());
+    protocol = version;
+    i = 2;
+  }
+  let name: string | undefined;
+  for (; i < args.length; i++) {
+    const option = args[i]!.toString().toLowerCase();
+    if (option === 'auth' && i + 2 < args.length) {
+      const failed = authenticate(session, ctx, args[i + 1]!.toString(), args[i + 2]!.toString());
+      if (failed) return failed;
+      i += 2;
+    } else if (option === 'setname' && i + 1 < args.length) {
+      name = args[++i]!.toString();
+    } else {
+      return encodeError(`ERR Syntax error in HELLO option '${args[i]!.toString()}'`);
+    }
+  }
+  if (session.user === null) {
+    return encodeError('NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time');
+  }
+  session.protocol = protocol;
+  if (name !== undefined) session.name = name === '' ? null : name;
+  const s = (v: string) => encodeBulk(v, protocol);
+  return encodeMap(
+    [
+      [s('server'), s('valkey')],
+      [s('version'), s(ctx.serverVersion())],
+      [s('proto'), encodeInteger(protocol)],
+      [s('id'), encodeInteger(session.id)],
+      [s('mode'), s('standalone')],
+      [s('role'), s('master')],
+      [s('modules'), encodeArray([])],
+      [s('proxy'), s('respool')],
+    ],
+    protocol,
+  );
+}
+
+function clientInfoLine(session: ClientSession): string {
+  const age = Math.floor((Date.now() - session.createdAt) / 1000);
+  return (
+    `id=${session.id} addr=${session.address} laddr=${session.localAddress} name=${session.name ?? ''} ` +
+    `age=${age} db=0 resp=${session.protocol} user=${session.user ?? ''} ` +
+    `lib-name=${session.libName} lib-ver=${session.libVersion} proxy=respool\n`
+  );
+}

@@ -1,0 +1,22 @@
+import type { Logger } from 'pino';
+import type { RespoolConfig } from '../config/types.js';
+import type { CommandTable } from '../commands/command-table.js';
+import type { Router } from '../routing/router.js';
+import type { Metrics } from '../admin/metrics.js';
+import type { ClientSession } from './client-session.js';
+
+/** What a client session needs from the running proxy (kept narrow so sessions stay testable). */
+export interface ServerContext {
+  readonly config: RespoolConfig;
+  readonly router: Router;
+  readonly log: Logger;
+  readonly metrics?: Metrics;
+  /** The current command table (built-in until the upstream's COMMAND reply replaces it). */
+  commands(): CommandTable;
+  /** True when the upstream is a cluster (decides SELECT and fan-out answers). */
+  isCluster(): boolean;
+  /** The upstream's version, reported in HELLO. */
+  serverVersion(): string;
+  nextClientId(): number;
+  onSessionClosed(session: ClientSession): void;
+}

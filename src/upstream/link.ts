@@ -1,0 +1,203 @@
+import { EventEmitter } from 'node:events';
+import net from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { ReplyFramer } from '../resp/reply-framer.js';
+import type { FramerLimits } from '../resp/limits.js';
+import { encodeCommand } from '../resp/encode.js';
+import { ProxyError } from '../errors.js';
+import { FifoQueue } from '../util/fifo-queue.js';
+import { batchedWrite, forgetSocket } from './write-batcher.js';
+
+/** Something waiting for one reply frame from a link. ProxyRequest implements it. */
+export interface LinkRequest {
+  /** Set by the link when the request's bytes are handed to the socket (performance.now()). */
+  sentAt: number;
+  /** The reply frame (a view into the link's read buffer: copy it to keep it past the call). */
+  onReply(frame: Buffer, link: Link): void;
+  /**
+   * The link failed before a reply came. `written` tells whether the request's bytes were handed
+   * to the socket: if so the server may have run it, so it must not be re-sent blindly.
+   */
+  onLinkFailure(error: string, written: boolean): void;
+}
+
+export interface LinkOptions {
+  host: string;
+  port: number;
+  protocol: 2 | 3;
+  /** Replica links send READONLY so the replica serves reads of its slots. */
+  readonly: boolean;
+  auth: { username: string | null; password: string } | null;
+  clientName: string;
+  connectTimeoutMs: number;
+  commandTimeoutMs: number;
+  framerLimits?: Partial<FramerLimits>;
+}
+
+export type LinkState = 'connecting' | 'ready' | 'closed';
+
+/**
+ * One socket to one upstream node, pipelined.
+ *
+ *   waiting  : requests accepted before the handshake finished — not yet written, safe to retry
+ *   inflight : requests written, oldest first; the n-th reply frame belongs to the n-th entry
+ *   invariant: a reply frame always completes inflight.shift(); nothing else reads replies.
+ *   If the oldest in-flight request waits longer than commandTimeoutMs, replies can no longer be
+ *   trusted to arrive, so the whole link fails (every in-flight request gets a timeout error)
+ *   and the pool replaces it.
+ *
+ * Events: 'ready', 'close' (reason: string).
+ */
+export class Link extends EventEmitter {
+  readonly address: string;
+  state: LinkState = 'connecting';
+  closeReason = '';
+  /** True once the handshake completed (a link that closes before that was a failed connect). */
+  wasReady = false;
+  private readonly socket: net.Socket;
+  private readonly framer: ReplyFramer;
+  private readonly waiting = new FifoQueue<{ data: Buffer; req: LinkRequest }>();
+  private readonly inflight = new FifoQueue<LinkRequest>();
+  private timeoutTimer: NodeJS.Timeout | null = null;
+  private connectTimer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly options: LinkOptions) {
+    super();
+    this.address = `${options.host}:${options.port}`;
+    this.framer = new ReplyFramer(options.framerLimits);
+    this.socket = net.connect({ host: options.host, port: options.port, noDelay: true });
+    this.socket.setKeepAlive(true, 10_000);
+    this.connectTimer = setTimeout(
+      () => this.fail(`connect timeout after ${options.connectTimeoutMs} ms`),
+      options.connectTimeoutMs,
+    );
+    this.socket.once('connect', () => this.handshake());
+    this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    this.socket.on('error', (err: Error) => this.fail(err.message));
+    this.socket.on('close', () => this.fail('connection closed by upstream'));
+  }
+
+  /** Requests written and not yet answered. */
+  get inflightCount(): number {
+    return this.inflight.length + this.waiting.length;
+  }
+
+  /**
+   * Queues `data` (exactly one complete RESP request; its one reply goes to `req`). Before the
+   * handshake completes it waits; after close it fails at once, marked as not written.
+   */
+  send(data: Buffer, req: LinkRequest): void {
+    if (this.state === 'ready') {
+      this.writeNow(data, req);
+    } else if (this.state === 'connecting') {
+      this.waiting.push({ data, req });
+    } else {
+      req.onLinkFailure(ProxyError.upstreamUnavailable(this.address, this.closeReason), false);
+    }
+  }
+
+  /** Control-plane helper: one command, its decoded-later reply frame (copied). */
+  call(args: ReadonlyArray<string | Buffer | number>): Promise<Buffer> {
+    return new Promise((resolve, reject) => {
+      this.send(encodeCommand(args), {
+        sentAt: 0,
+        onReply: (frame) => resolve(Buffer.from(frame)),
+        onLinkFailure: (error) => reject(new Error(error)),
+      });
+    });
+  }
+
+  close(reason = 'closed by respool'): void {
+    this.fail(reason);
+  }
+
+  private writeNow(data: Buffer, req: LinkRequest): void {
+    req.sentAt = performance.now();
+    this.inflight.push(req);
+    batchedWrite(this.socket, data);
+  }
+
+  private handshake(): void {
+    const { auth, protocol, clientName } = this.options;
+    const steps: Array<ReadonlyArray<string | Buffer | number>> = [];
+    if (protocol === 3) {
+      const hello: Array<string> = ['HELLO', '3'];
+      if (auth) hello.push('AUTH', auth.username ?? 'default', auth.password);
+      hello.push('SETNAME', clientName);
+      steps.push(hello);
+    } else {
+      if (auth) steps.push(auth.username ? ['AUTH', auth.username, auth.password] : ['AUTH', auth.password]);
+      steps.push(['CLIENT', 'SETNAME', clientName]);
+    }
+    if (this.options.readonly) steps.push(['READONLY']);
+
+    let remaining = steps.length;
+    for (const step of steps) {
+      this.writeNow(encodeCommand(step), {
+        sentAt: 0,
+        onReply: (frame) => {
+          if (frame[0] === 0x2d /* - */) {
+            this.fail(`handshake ${String(step[0])} failed: ${frame.toString('utf8', 1).trim()}`);
+            return;
+          }
+          if (--remaining === 0) this.becomeReady();
+        },
+        onLinkFailure: () => {},
+      });
+    }
+  }
+
+  private becomeReady(): void {
+    if (this.state !== 'connecting') return;
+    if (this.connectTimer) clearTimeout(this.connectTimer);
+    this.connectTimer = null;
+    this.state = 'ready';
+    this.wasReady = true;
+    for (const { data, req } of this.waiting.drain()) this.writeNow(data, req);
+    const tick = Math.max(50, Math.min(1000, Math.floor(this.options.commandTimeoutMs / 4)));
+    this.timeoutTimer = setInterval(() => this.checkTimeout(), tick);
+    this.timeoutTimer.unref();
+    this.emit('ready');
+  }
+
+  private onData(chunk: Buffer): void {
+    this.framer.push(chunk);
+    let frame: Buffer | null;
+    try {
+      while ((frame = this.framer.next()) !== null) {
+        if (frame[0] === 0x3e /* > push */) continue; // out-of-band; no shared-link feature subscribes
+        const req = this.inflight.shift();
+        if (req === undefined) {
+          this.fail('upstream sent a reply nobody asked for');
+          return;
+        }
+        req.onReply(frame, this);
+      }
+    } catch (err) {
+      this.fail(`unreadable reply from upstream: ${(err as Error).message}`);
+    }
+  }
+
+  private checkTimeout(): void {
+    const oldest = this.inflight.peek();
+    if (oldest && performance.now() - oldest.sentAt > this.options.commandTimeoutMs) {
+      this.fail(ProxyError.timeout(this.address, this.options.commandTimeoutMs), true);
+    }
+  }
+
+  /** Ends the link once and fails everything it holds; a timeout's message replaces the generic one. */
+  private fail(reason: string, isTimeout = false): void {
+    if (this.state === 'closed') return;
+    this.state = 'closed';
+    this.closeReason = reason;
+    if (this.connectTimer) clearTimeout(this.connectTimer);
+    if (this.timeoutTimer) clearInterval(this.timeoutTimer);
+    forgetSocket(this.socket);
+    this.socket.destroy();
+    const inflightError = isTimeout ? reason : ProxyError.connectionLost(this.address);
+    for (const req of this.inflight.drain()) req.onLinkFailure(inflightError, true);
+    const unsentError = ProxyError.upstreamUnavailable(this.address, reason);
+    for (const { req } of this.waiting.drain()) req.onLinkFailure(unsentError, false);
+    this.emit('close', reason);
+  }
+}

@@ -1,0 +1,66 @@
+import { NodePool } from './node-pool.js';
+import type { RespoolConfig } from '../config/types.js';
+import type { Metrics } from '../admin/metrics.js';
+
+export type NodeRole = 'primary' | 'replica';
+
+/**
+ * Every NodePool, keyed by (node, protocol, role). A client's commands travel on links of the
+ * client's own protocol (RESP2 or RESP3 after HELLO 3), so no reply is ever translated. Replica
+ * pools send READONLY in their handshake and are kept apart from primary pools.
+ */
+export class UpstreamPools {
+  private readonly pools = new Map<string, NodePool>();
+
+  constructor(
+    private readonly config: RespoolConfig,
+    private readonly metrics?: Metrics,
+  ) {}
+
+  get(host: string, port: number, protocol: 2 | 3, role: NodeRole = 'primary'): NodePool {
+    const key = `${host}:${port}/${protocol}/${role}`;
+    let pool = this.pools.get(key);
+    if (pool === undefined) {
+      pool = new NodePool(host, port, {
+        size: this.config.connectionsPerNode,
+        protocol,
+        readonly: role === 'replica',
+        role,
+        auth: this.config.upstreamAuth,
+        clientName: 'respool',
+        connectTimeoutMs: this.config.timeouts.connectMs,
+        commandTimeoutMs: this.config.timeouts.commandMs,
+        framerLimits: {
+          maxBulkLength: this.config.limits.maxBulkLength,
+          maxArrayLength: this.config.limits.maxArrayLength,
+          maxNestingDepth: this.config.limits.maxNestingDepth,
+        },
+        metrics: this.metrics,
+      });
+      this.pools.set(key, pool);
+    }
+    return pool;
+  }
+
+  /** Closes the pools of nodes that are no longer part of the topology. */
+  retainOnly(addresses: ReadonlySet<string>): void {
+    for (const [key, pool] of this.pools) {
+      if (!addresses.has(pool.address)) {
+        pool.close();
+        this.pools.delete(key);
+      }
+    }
+  }
+
+  /** Open links per node address, summed over protocols and roles (for tests and /topology). */
+  openLinksByNode(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const pool of this.pools.values()) out[pool.address] = (out[pool.address] ?? 0) + pool.openLinks;
+    return out;
+  }
+
+  closeAll(): void {
+    for (const pool of this.pools.values()) pool.close();
+    this.pools.clear();
+  }
+}
