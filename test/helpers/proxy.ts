@@ -1,0 +1,38 @@
+import { pino } from 'pino';
+import Valkey, { type RedisOptions } from 'iovalkey';
+import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
+import type { RespoolConfig } from '../../src/config/types.js';
+import { startProxy, type RespoolProxy } from '../../src/server.js';
+
+type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? DeepPartial<T[K]> : T[K] };
+
+/** Starts respool in-process on a free port in front of `upstreams`. */
+export async function startTestProxy(
+  upstreams: Array<{ host: string; port: number }>,
+  overrides: DeepPartial<RespoolConfig> = {},
+): Promise<RespoolProxy> {
+  const base = structuredClone(DEFAULT_CONFIG) as RespoolConfig;
+  const config: RespoolConfig = {
+    ...base,
+    ...(overrides as Partial<RespoolConfig>),
+    listen: { host: '127.0.0.1', port: 0 },
+    upstreams,
+    limits: { ...base.limits, ...(overrides.limits ?? {}) },
+    timeouts: { ...base.timeouts, ...(overrides.timeouts ?? {}) },
+    cluster: { ...base.cluster, ...(overrides.cluster ?? {}) },
+  } as RespoolConfig;
+  const log = pino({ level: process.env['RESPOOL_TEST_LOG'] ?? 'silent' });
+  return startProxy(config, { log });
+}
+
+/** An iovalkey client (a plain, non-cluster client) pointed at the proxy. */
+export function clientFor(proxy: RespoolProxy, options: RedisOptions = {}): Valkey {
+  return new Valkey({
+    host: proxy.address.host,
+    port: proxy.address.port,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: true,
+    lazyConnect: false,
+    ...options,
+  });
+}

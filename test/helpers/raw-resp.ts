@@ -1,0 +1,85 @@
+import net from 'node:net';
+import { ReplyFramer } from '../../src/resp/reply-framer.js';
+import { encodeCommand } from '../../src/resp/encode.js';
+
+/**
+ * A bare RESP connection for exact-byte checks: send raw bytes or commands, read whole reply
+ * frames as they arrived (undecoded), see when the server closes.
+ */
+export class RawConnection {
+  private readonly framer = new ReplyFramer();
+  private readonly frames: Buffer[] = [];
+  private waiters: Array<() => void> = [];
+  closed = false;
+
+  private constructor(private readonly socket: net.Socket) {
+    socket.on('data', (chunk: Buffer) => {
+      this.framer.push(chunk);
+      let frame: Buffer | null;
+      while ((frame = this.framer.next()) !== null) this.frames.push(Buffer.from(frame));
+      this.wake();
+    });
+    socket.on('close', () => {
+      this.closed = true;
+      this.wake();
+    });
+    socket.on('error', () => {});
+  }
+
+  static connect(port: number, host = '127.0.0.1'): Promise<RawConnection> {
+    return new Promise((resolve, reject) => {
+      const socket = net.connect({ host, port }, () => resolve(new RawConnection(socket)));
+      socket.once('error', reject);
+    });
+  }
+
+  write(data: Buffer | string): void {
+    this.socket.write(data);
+  }
+
+  send(...args: Array<string | Buffer | number>): void {
+    this.socket.write(encodeCommand(args));
+  }
+
+  /** The next reply frame as text; rejects on timeout or when the connection closed first. */
+  async read(timeoutMs = 5000): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.frames.length === 0) {
+      if (this.closed) throw new Error('connection closed');
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error('timed out waiting for a reply');
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+    return this.frames.shift()!.toString('utf8');
+  }
+
+  async call(...args: Array<string | Buffer | number>): Promise<string> {
+    this.send(...args);
+    return this.read();
+  }
+
+  /** Resolves once the peer has closed the connection. */
+  async waitClosed(timeoutMs = 5000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!this.closed) {
+      if (Date.now() > deadline) throw new Error('connection still open');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+
+  private wake(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
+}
