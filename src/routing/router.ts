@@ -72,7 +72,7 @@ export class Router {
     const node = this.nodeFor(req.slot, topology);
     if (node === undefined) return encodeError(ProxyError.slotNotServed(req.slot));
     req.node = node.address;
-    this.pools.get(node.host, node.port, req.sink.protocol, 'primary').send(req.raw, req);
+    this.pools.forNode(node, req.sink.protocol, 'primary').send(req.raw, req);
     return null;
   }
 

@@ -8,6 +8,7 @@ import type { ReplyEntry, ReplySink } from '../routing/proxy-request.js';
 import { proxyHandling } from '../commands/proxy-handling.js';
 import { runLocalCommand, AUTH_EXEMPT } from './local-commands.js';
 import type { ServerContext } from './server-context.js';
+import { BatchedWriter } from '../util/batched-writer.js';
 
 /**
  * One client connection: frames its requests, answers the local ones, hands the rest to the
@@ -35,7 +36,7 @@ export class ClientSession implements ReplySink {
   private readonly replies = new FifoQueue<ReplyEntry>();
   private readingPaused = false;
   private closeWhenFlushed = false;
-  private corked = false;
+  private readonly writer: BatchedWriter;
 
   constructor(
     readonly socket: Socket,
@@ -50,6 +51,7 @@ export class ClientSession implements ReplySink {
       maxInlineLength: limits.maxInlineLength,
     });
     socket.setNoDelay(true);
+    this.writer = new BatchedWriter(socket, 'microtask');
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('close', () => this.onClose());
     socket.on('error', () => {}); // 'close' follows; a client's reset is not respool's error
@@ -86,7 +88,7 @@ export class ClientSession implements ReplySink {
   closeAfterReplies(): void {
     this.closeWhenFlushed = true;
     this.pauseReading();
-    if (this.replies.length === 0) this.socket.end();
+    if (this.replies.length === 0) this.endSocket();
   }
 
   private onData(chunk: Buffer): void {
@@ -160,7 +162,7 @@ export class ClientSession implements ReplySink {
       head = this.replies.peek();
     }
     if (this.replies.length === 0 && this.closeWhenFlushed) {
-      this.socket.end();
+      this.endSocket();
       return;
     }
     if (this.readingPaused && !this.closeWhenFlushed && this.replies.length <= this.ctx.config.limits.maxPendingPerClient / 2) {
@@ -168,20 +170,15 @@ export class ClientSession implements ReplySink {
     }
   }
 
-  /** Corks on the first write of a turn; a microtask uncorks, so a batch leaves in one writev. */
+  /** Replies produced while handling one upstream chunk leave in one write (BatchedWriter). */
   private write(data: Buffer): void {
-    if (!this.corked) {
-      this.corked = true;
-      this.socket.cork();
-      queueMicrotask(this.uncork);
-    }
-    this.socket.write(data);
+    this.writer.write(data);
   }
 
-  private readonly uncork = (): void => {
-    this.corked = false;
-    this.socket.uncork();
-  };
+  private endSocket(): void {
+    this.writer.flush();
+    this.socket.end();
+  }
 
   private pauseReading(): void {
     if (this.readingPaused) return;

@@ -6,7 +6,7 @@ import type { FramerLimits } from '../resp/limits.js';
 import { encodeCommand } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { FifoQueue } from '../util/fifo-queue.js';
-import { batchedWrite, forgetSocket } from './write-batcher.js';
+import { BatchedWriter } from '../util/batched-writer.js';
 
 /** Something waiting for one reply frame from a link. ProxyRequest implements it. */
 export interface LinkRequest {
@@ -55,6 +55,7 @@ export class Link extends EventEmitter {
   /** True once the handshake completed (a link that closes before that was a failed connect). */
   wasReady = false;
   private readonly socket: net.Socket;
+  private readonly writer: BatchedWriter;
   private readonly framer: ReplyFramer;
   private readonly waiting = new FifoQueue<{ data: Buffer; req: LinkRequest }>();
   private readonly inflight = new FifoQueue<LinkRequest>();
@@ -67,6 +68,7 @@ export class Link extends EventEmitter {
     this.framer = new ReplyFramer(options.framerLimits);
     this.socket = net.connect({ host: options.host, port: options.port, noDelay: true });
     this.socket.setKeepAlive(true, 10_000);
+    this.writer = new BatchedWriter(this.socket, 'immediate');
     this.connectTimer = setTimeout(
       () => this.fail(`connect timeout after ${options.connectTimeoutMs} ms`),
       options.connectTimeoutMs,
@@ -114,7 +116,7 @@ export class Link extends EventEmitter {
   private writeNow(data: Buffer, req: LinkRequest): void {
     req.sentAt = performance.now();
     this.inflight.push(req);
-    batchedWrite(this.socket, data);
+    this.writer.write(data);
   }
 
   private handshake(): void {
@@ -192,7 +194,7 @@ export class Link extends EventEmitter {
     this.closeReason = reason;
     if (this.connectTimer) clearTimeout(this.connectTimer);
     if (this.timeoutTimer) clearInterval(this.timeoutTimer);
-    forgetSocket(this.socket);
+    this.writer.discard();
     this.socket.destroy();
     const inflightError = isTimeout ? reason : ProxyError.connectionLost(this.address);
     for (const req of this.inflight.drain()) req.onLinkFailure(inflightError, true);

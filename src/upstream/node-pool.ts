@@ -42,6 +42,10 @@ export class NodePool {
     return n;
   }
 
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
   get protocol(): 2 | 3 {
     return this.options.protocol;
   }

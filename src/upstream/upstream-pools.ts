@@ -1,6 +1,7 @@
 import { NodePool } from './node-pool.js';
 import type { RespoolConfig } from '../config/types.js';
 import type { Metrics } from '../admin/metrics.js';
+import type { ClusterNode } from '../cluster/topology.js';
 
 export type NodeRole = 'primary' | 'replica';
 
@@ -11,6 +12,8 @@ export type NodeRole = 'primary' | 'replica';
  */
 export class UpstreamPools {
   private readonly pools = new Map<string, NodePool>();
+  /** Hot-path cache: node object → its pools by [protocol 2|3][role], no string building. */
+  private readonly byNode = new WeakMap<ClusterNode, Array<NodePool | undefined>>();
 
   constructor(
     private readonly config: RespoolConfig,
@@ -38,6 +41,22 @@ export class UpstreamPools {
         metrics: this.metrics,
       });
       this.pools.set(key, pool);
+    }
+    return pool;
+  }
+
+  /** The pool for a topology node (cached per node object; snapshots are immutable). */
+  forNode(node: ClusterNode, protocol: 2 | 3, role: NodeRole): NodePool {
+    let cached = this.byNode.get(node);
+    if (cached === undefined) {
+      cached = [];
+      this.byNode.set(node, cached);
+    }
+    const index = (protocol - 2) * 2 + (role === 'primary' ? 0 : 1);
+    let pool = cached[index];
+    if (pool === undefined || pool.isClosed) {
+      pool = this.get(node.host, node.port, protocol, role);
+      cached[index] = pool;
     }
     return pool;
   }
