@@ -1,3 +1,4 @@
+import { writeSection } from './results-file.mjs';
 // Assembles bench/RESULTS.md from this run's fragments in bench/out/ (written by
 // bench/throughput.mjs and bench/conn-per-request.mjs) plus machine facts and the commands run.
 // Called by bench/run.sh as: node bench/lib/report.mjs <started-iso> <commands-file>
@@ -53,7 +54,7 @@ const envKnobs = Object.entries(process.env)
 
 const skipped = envKnobs.some((k) => /^RESPOOL_BENCH_SKIP_RESPOOL=(1|true|yes)$/i.test(k));
 const out = [];
-out.push('# respool benchmarks');
+out.push('## Core proxy: throughput, pooling, connection per request (issue 2)');
 out.push('');
 out.push('**Rerun:** `npm run bench` (that is `bash bench/run.sh`, from the repository root). It installs valkey-server, ' +
   'valkey-benchmark and twemproxy when missing (`scripts/install-valkey.sh --with-twemproxy`), runs `npm ci` if ' +
@@ -103,5 +104,5 @@ out.push('## Connection per request');
 out.push('');
 out.push(cprMd ? cprMd.trim() : '_bench/conn-per-request.mjs produced no results in this run (see its output)._');
 out.push('');
-fs.writeFileSync(path.join(BENCH_DIR, 'RESULTS.md'), out.join('\n'));
+writeSection('throughput', out.join('\n'));
 console.error('[bench] wrote bench/RESULTS.md');
