@@ -3,6 +3,8 @@ import type { Router } from './router.js';
 
 /** Where a finished request's reply goes: the client session's ordered reply queue. */
 export interface ReplySink {
+  /** The client's id: also its link affinity, so its commands to a node keep their order. */
+  readonly id: number;
   readonly protocol: 2 | 3;
   readonly closed: boolean;
   onRequestDone(req: ReplyEntry): void;

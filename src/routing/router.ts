@@ -72,7 +72,7 @@ export class Router {
     const node = this.nodeFor(req.slot, topology);
     if (node === undefined) return encodeError(ProxyError.slotNotServed(req.slot));
     req.node = node.address;
-    this.pools.forNode(node, req.sink.protocol, 'primary').send(req.raw, req);
+    this.pools.forNode(node, req.sink.protocol, 'primary').send(req.raw, req, req.sink.id);
     return null;
   }
 
@@ -106,7 +106,7 @@ export class Router {
         if (error) req.finish(error);
       } else {
         req.node = `${host}:${redirect.port}`;
-        this.pools.get(host, redirect.port, req.sink.protocol, 'primary').sendPair(ASKING, IGNORE_REPLY, req.raw, req);
+        this.pools.get(host, redirect.port, req.sink.protocol, 'primary').sendPair(ASKING, IGNORE_REPLY, req.raw, req, req.sink.id);
       }
       return true;
     }

@@ -50,15 +50,20 @@ export class NodePool {
     return this.options.protocol;
   }
 
-  send(data: Buffer, req: LinkRequest): void {
-    const link = this.pick();
+  /**
+   * `affinity` (the client's id) pins a client to one link of the pool: Valkey runs one
+   * connection's commands in order, so a client's pipelined SET then GET must travel on the
+   * same link to execute in the order it sent them.
+   */
+  send(data: Buffer, req: LinkRequest, affinity = -1): void {
+    const link = this.pick(affinity);
     if (link) link.send(data, req);
     else req.onLinkFailure(ProxyError.upstreamUnavailable(this.address, this.lastError), false);
   }
 
   /** Sends two requests back to back on the same link (ASKING + the command). */
-  sendPair(first: Buffer, firstReq: LinkRequest, second: Buffer, secondReq: LinkRequest): void {
-    const link = this.pick();
+  sendPair(first: Buffer, firstReq: LinkRequest, second: Buffer, secondReq: LinkRequest, affinity = -1): void {
+    const link = this.pick(affinity);
     if (link) {
       link.send(first, firstReq);
       link.send(second, secondReq);
@@ -71,7 +76,7 @@ export class NodePool {
 
   /** Control plane: one command, its reply frame (copied). Rejects with the link error. */
   call(args: ReadonlyArray<string | Buffer | number>): Promise<Buffer> {
-    const link = this.pick();
+    const link = this.pick(-1);
     if (!link) return Promise.reject(new Error(ProxyError.upstreamUnavailable(this.address, this.lastError)));
     return link.call(args);
   }
@@ -84,15 +89,23 @@ export class NodePool {
     }
   }
 
-  /** The usable link with the least outstanding work; refills empty places when allowed. */
-  private pick(): Link | null {
+  /**
+   * The client's own link (affinity ≥ 0) when it is usable, else the usable link with the least
+   * outstanding work. Refills empty places when the backoff allows, so the pool keeps its size.
+   */
+  private pick(affinity: number): Link | null {
     if (this.closed) return null;
     let best: Link | null = null;
-    for (let i = 0; i < this.links.length; i++) {
-      let link = this.links[i];
+    const size = this.links.length;
+    for (let i = 0; i < size; i++) {
+      let link: Link | null = this.links[i] ?? null;
       if (link === null || link.state === 'closed') link = this.refill(i);
       if (link === null) continue;
       if (best === null || link.inflightCount < best.inflightCount) best = link;
+    }
+    if (affinity >= 0) {
+      const own = this.links[affinity % size];
+      if (own && own.state !== 'closed') return own;
     }
     return best;
   }
