@@ -11,7 +11,8 @@
  * the definitions; the `command` label is limited to known command names (see `commandLabel`);
  * `node` is bounded by the topology, and `forgetNode` drops a node's series when it leaves.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { LabeledHistogram, type HistogramSeries } from './fast-histogram.js';
 
 import {
   COMMAND_ERROR_KINDS,
@@ -46,7 +47,7 @@ export type PromMetric<K extends MetricKey> = Def<K>['type'] extends 'counter'
   ? Counter<MetricLabel<K>>
   : Def<K>['type'] extends 'gauge'
     ? Gauge<MetricLabel<K>>
-    : Histogram<MetricLabel<K>>;
+    : LabeledHistogram;
 
 /** Every declared metric, by table key (without the `respool_` prefix). */
 export type MetricHandles = { readonly [K in MetricKey]: PromMetric<K> };
@@ -90,7 +91,8 @@ function buildMetric(key: MetricKey, def: MetricDefinition, registry: Registry):
     case 'gauge':
       return new Gauge(common);
     case 'histogram':
-      return new Histogram({ ...common, buckets: [...(def.buckets ?? [])] });
+      // one label at most (see fast-histogram.ts for why not prom-client's Histogram)
+      return new LabeledHistogram(common.name, common.help, common.labelNames[0] ?? 'node', [...(def.buckets ?? [])], [registry]);
   }
 }
 
@@ -133,7 +135,7 @@ export class Metrics {
   private readonly commandErrors = new Map<string, Record<CommandErrorKind, Counter.Internal | undefined>>();
 
   // node-labelled children
-  private readonly latency = new Map<string, Histogram.Internal<'node'>>();
+  private readonly latency = new Map<string, HistogramSeries>();
   private readonly inflight = new Map<string, Gauge.Internal<'node'>>();
   private readonly links = new Map<string, NodeSeries<Gauge.Internal<'node' | 'protocol' | 'role'>>>();
   private readonly connects = new Map<string, NodeSeries<Counter.Internal>>();
@@ -245,7 +247,7 @@ export class Metrics {
   // ---- upstream -----------------------------------------------------------------------------
 
   /** `respool_upstream_latency_seconds{node}` child; observe seconds. */
-  latencyHistogram(node: string): Histogram.Internal<'node'> {
+  latencyHistogram(node: string): HistogramSeries {
     let child = this.latency.get(node);
     if (child === undefined) {
       child = this.raw.upstream_latency_seconds.labels(node);
