@@ -7,6 +7,7 @@ import { encodeCommand } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { FifoQueue } from '../util/fifo-queue.js';
 import { BatchedWriter } from '../util/batched-writer.js';
+import type { ProcessLoad } from './process-load.js';
 
 /** Something waiting for one reply frame from a link. ProxyRequest implements it. */
 export interface LinkRequest {
@@ -17,8 +18,10 @@ export interface LinkRequest {
   /**
    * The link failed before a reply came. `written` tells whether the request's bytes were handed
    * to the socket: if so the server may have run it, so it must not be re-sent blindly.
+   * `shed` is true when respool refused the request because a bound was reached (queue full,
+   * node down past the queueing window): it was not written, and must not be retried either.
    */
-  onLinkFailure(error: string, written: boolean): void;
+  onLinkFailure(error: string, written: boolean, shed?: boolean): void;
 }
 
 export interface LinkOptions {
@@ -32,6 +35,8 @@ export interface LinkOptions {
   connectTimeoutMs: number;
   commandTimeoutMs: number;
   framerLimits?: Partial<FramerLimits>;
+  /** Process-wide in-flight counters this link adds to (see ProcessLoad). */
+  load?: ProcessLoad;
 }
 
 export type LinkState = 'connecting' | 'ready' | 'closed';
@@ -59,6 +64,12 @@ export class Link extends EventEmitter {
   private readonly framer: ReplyFramer;
   private readonly waiting = new FifoQueue<{ data: Buffer; req: LinkRequest }>();
   private readonly inflight = new FifoQueue<LinkRequest>();
+  /** Byte size of each in-flight request, parallel to `inflight` (numbers: no allocation). */
+  private readonly inflightSizes = new FifoQueue<number>();
+  /** Sum of inflightSizes: request bytes written and not yet answered. */
+  inflightBytes = 0;
+  /** True when the link failed because a reply did not come within commandTimeoutMs. */
+  timedOut = false;
   private timeoutTimer: NodeJS.Timeout | null = null;
   private connectTimer: NodeJS.Timeout | null = null;
 
@@ -116,7 +127,26 @@ export class Link extends EventEmitter {
   private writeNow(data: Buffer, req: LinkRequest): void {
     req.sentAt = performance.now();
     this.inflight.push(req);
+    const size = data.length;
+    this.inflightSizes.push(size);
+    this.inflightBytes += size;
+    const load = this.options.load;
+    if (load !== undefined) {
+      load.requests++;
+      load.bytes += size;
+    }
     this.writer.write(data);
+  }
+
+  /** Forgets the oldest in-flight request's size (its reply came or the link failed). */
+  private settleOldest(): void {
+    const size = this.inflightSizes.shift() ?? 0;
+    this.inflightBytes -= size;
+    const load = this.options.load;
+    if (load !== undefined) {
+      load.requests--;
+      load.bytes -= size;
+    }
   }
 
   private handshake(): void {
@@ -173,6 +203,7 @@ export class Link extends EventEmitter {
           this.fail('upstream sent a reply nobody asked for');
           return;
         }
+        this.settleOldest();
         req.onReply(frame, this);
       }
     } catch (err) {
@@ -192,6 +223,8 @@ export class Link extends EventEmitter {
     if (this.state === 'closed') return;
     this.state = 'closed';
     this.closeReason = reason;
+    this.timedOut = isTimeout;
+    while (this.inflightSizes.length > 0) this.settleOldest();
     if (this.connectTimer) clearTimeout(this.connectTimer);
     if (this.timeoutTimer) clearInterval(this.timeoutTimer);
     this.writer.discard();

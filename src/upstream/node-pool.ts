@@ -1,30 +1,67 @@
 import { Link, type LinkOptions, type LinkRequest } from './link.js';
-import { Backoff } from './backoff.js';
 import { ProxyError } from '../errors.js';
+import { FifoQueue } from '../util/fifo-queue.js';
 import type { Metrics } from '../admin/metrics.js';
+import type { ShedReason } from '../admin/metric-definitions.js';
+import type { NodeHealth } from './node-health.js';
+import type { ProcessLoad } from './process-load.js';
+
+/** The bounds a pool enforces (from config.resilience). */
+export interface NodePoolLimits {
+  /** How long a request may wait for a link when none is open; 0 = fail at once. */
+  queueWindowMs: number;
+  maxQueued: number;
+  maxQueuedBytes: number;
+  maxInflightPerLink: number;
+  maxInflightBytesPerLink: number;
+}
 
 export interface NodePoolOptions extends Omit<LinkOptions, 'host' | 'port'> {
   size: number;
   metrics?: Metrics;
   role: 'primary' | 'replica';
+  /** Shared by every pool to this node address: circuit, dial budget, retry budget. */
+  health: NodeHealth;
+  limits: NodePoolLimits;
+  load?: ProcessLoad;
+}
+
+interface Waiting {
+  data: Buffer;
+  req: LinkRequest;
+  affinity: number;
+  deadline: number;
 }
 
 /**
  * A fixed number of pipelined links to one node for one protocol, shared by every client.
  * The pool never holds more than `size` links, whatever the number of clients: that is the
- * point of respool. Requests go to the open link with the fewest outstanding requests.
+ * point of respool. A client's requests go to its own link (`affinity`, the client's id, modulo
+ * the pool size) while that link is usable — Valkey runs one connection's commands in order, so
+ * a client's pipelined SET then GET must travel on one link; requests without affinity go to
+ * the open link with the fewest outstanding requests.
  *
- * A closed link's place is refilled on demand, no earlier than the jittered backoff after the
- * last failed connect; meanwhile requests go to the other links, or fail at once with a clear
- * error when none is open (never parked without bound).
+ *   links   : `size` places; an empty or closed place is refilled on demand, when the node's
+ *             circuit allows a dial (NodeHealth: free while healthy; after a failure one probe
+ *             at a time, backoff-spaced and budgeted per node address)
+ *   waiting : requests that arrived while no link was open, oldest first, each with a deadline
+ *             now + queueWindowMs; sent when a link opens, failed with an error naming the node
+ *             at the deadline — never parked without bound. While anything waits, new requests
+ *             wait behind it (one FIFO), so no client's requests overtake each other.
+ *   bounds  : waiting ≤ maxQueued requests and maxQueuedBytes; per link ≤ maxInflightPerLink
+ *             requests and maxInflightBytesPerLink; process-wide ProcessLoad. Past a bound the
+ *             request is shed with an error reply (not retried).
  */
 export class NodePool {
   readonly address: string;
   private readonly links: Array<Link | null>;
-  private readonly backoff = new Backoff();
-  private nextConnectAt = 0;
+  private readonly waiting = new FifoQueue<Waiting>();
+  private waitingBytes = 0;
+  private waitTimer: NodeJS.Timeout | null = null;
   private lastError = 'not connected yet';
   private closed = false;
+  private readonly health: NodeHealth;
+  private readonly limits: NodePoolLimits;
 
   constructor(
     readonly host: string,
@@ -33,6 +70,8 @@ export class NodePool {
   ) {
     this.address = `${host}:${port}`;
     this.links = new Array<Link | null>(options.size).fill(null);
+    this.health = options.health;
+    this.limits = options.limits;
   }
 
   /** Links currently open (ready). */
@@ -40,6 +79,11 @@ export class NodePool {
     let n = 0;
     for (const link of this.links) if (link?.state === 'ready') n++;
     return n;
+  }
+
+  /** Requests waiting for a link. */
+  get waitingCount(): number {
+    return this.waiting.length;
   }
 
   get isClosed(): boolean {
@@ -51,33 +95,36 @@ export class NodePool {
   }
 
   /**
-   * `affinity` (the client's id) pins a client to one link of the pool: Valkey runs one
-   * connection's commands in order, so a client's pipelined SET then GET must travel on the
-   * same link to execute in the order it sent them.
+   * Sends one request (its one reply goes to `req`). `affinity` (the client's id, -1 for none)
+   * pins a client to one link of the pool so that its commands execute in the order it sent them.
    */
   send(data: Buffer, req: LinkRequest, affinity = -1): void {
-    const link = this.pick(affinity);
-    if (link) link.send(data, req);
-    else req.onLinkFailure(ProxyError.upstreamUnavailable(this.address, this.lastError), false);
+    this.health.retryBudget.deposit();
+    const link = this.waiting.length === 0 ? this.pick(affinity) : null;
+    if (link !== null) this.sendOn(link, data, req);
+    else this.wait(data, req, affinity);
   }
 
   /** Sends two requests back to back on the same link (ASKING + the command). */
   sendPair(first: Buffer, firstReq: LinkRequest, second: Buffer, secondReq: LinkRequest, affinity = -1): void {
     const link = this.pick(affinity);
-    if (link) {
+    if (link !== null && this.hasRoom(link, first.length + second.length)) {
       link.send(first, firstReq);
       link.send(second, secondReq);
     } else {
-      const error = ProxyError.upstreamUnavailable(this.address, this.lastError);
-      firstReq.onLinkFailure(error, false);
-      secondReq.onLinkFailure(error, false);
+      // Rare (a redirect to a node with no open link): fail both, unsent; the router may retry.
+      const error = link === null ? this.unavailable() : ProxyError.shed(this.address, 'too many requests in flight on its links');
+      firstReq.onLinkFailure(error, false, link !== null);
+      secondReq.onLinkFailure(error, false, link !== null);
     }
   }
 
   /** Control plane: one command, its reply frame (copied). Rejects with the link error. */
   call(args: ReadonlyArray<string | Buffer | number>): Promise<Buffer> {
-    const link = this.pick(-1);
-    if (!link) return Promise.reject(new Error(ProxyError.upstreamUnavailable(this.address, this.lastError)));
+    let link = this.pick(-1);
+    // A link still connecting queues the call itself (bounded by the connect timeout).
+    if (link === null) link = this.links.find((l) => l?.state === 'connecting') ?? null;
+    if (link === null) return Promise.reject(new Error(this.unavailable()));
     return link.call(args);
   }
 
@@ -87,23 +134,121 @@ export class NodePool {
       this.links[i]?.close('pool closed');
       this.links[i] = null;
     }
+    this.expireWaiting(Infinity, ProxyError.upstreamUnavailable(this.address, 'pool closed'));
+  }
+
+  private sendOn(link: Link, data: Buffer, req: LinkRequest): void {
+    if (!this.hasRoom(link, data.length)) {
+      const load = this.options.load;
+      const processFull = load !== undefined && load.full(data.length);
+      this.shed(processFull ? 'process_inflight' : 'link_inflight', req, processFull
+        ? ProxyError.shed(this.address, 'respool has too many requests in flight')
+        : ProxyError.shed(this.address, 'too many requests in flight on its links'));
+      return;
+    }
+    link.send(data, req);
+  }
+
+  private hasRoom(link: Link, size: number): boolean {
+    const { limits } = this;
+    if (link.inflightCount >= limits.maxInflightPerLink) return false;
+    if (link.inflightBytes + size > limits.maxInflightBytesPerLink && link.inflightCount > 0) return false;
+    const load = this.options.load;
+    return load === undefined || !load.full(size);
+  }
+
+  private shed(reason: ShedReason, req: LinkRequest, error: string): void {
+    this.options.metrics?.raw.requests_shed_total.labels(reason).inc();
+    req.onLinkFailure(error, false, true);
+  }
+
+  private unavailable(): string {
+    const { circuit } = this.health;
+    const cause = circuit.isOpen
+      ? `${circuit.lastError || this.lastError}; circuit open after ${circuit.consecutiveFailures} consecutive failures`
+      : this.lastError;
+    return ProxyError.upstreamUnavailable(this.address, cause);
+  }
+
+  /** No open link: wait (bounded, with a deadline) for one to open. */
+  private wait(data: Buffer, req: LinkRequest, affinity: number): void {
+    const { limits } = this;
+    if (this.closed || limits.queueWindowMs <= 0) {
+      this.shed('node_down', req, this.unavailable());
+      return;
+    }
+    if (this.waiting.length >= limits.maxQueued || this.waitingBytes + data.length > limits.maxQueuedBytes) {
+      this.shed('node_queue', req, ProxyError.shed(this.address, 'too many requests waiting for a connection'));
+      return;
+    }
+    this.waiting.push({ data, req, affinity, deadline: Date.now() + limits.queueWindowMs });
+    // Nothing was picked because others wait: a link may be open now (flush in order).
+    if (this.waiting.length > 1 && this.openLinks > 0) this.flushWaiting();
+    this.waitingBytes += data.length;
+    if (this.waitTimer === null) this.armWaitTimer();
+  }
+
+  private armWaitTimer(): void {
+    const head = this.waiting.peek();
+    if (head === undefined) return;
+    this.waitTimer = setTimeout(() => {
+      this.waitTimer = null;
+      // A dial may have become allowed meanwhile (backoff elapsed): try before giving up.
+      if (this.pick(-1) !== null) this.flushWaiting();
+      this.expireWaiting(Date.now(), null);
+      this.armWaitTimer();
+    }, Math.max(1, head.deadline - Date.now()));
+    this.waitTimer.unref();
+  }
+
+  /** Fails waiting requests whose deadline is ≤ now (not written: the router may retry elsewhere). */
+  private expireWaiting(now: number, error: string | null): void {
+    let head = this.waiting.peek();
+    while (head !== undefined && head.deadline <= now) {
+      this.waiting.shift();
+      this.waitingBytes -= head.data.length;
+      this.options.metrics?.raw.requests_shed_total.labels('node_down').inc();
+      head.req.onLinkFailure(error ?? this.unavailable(), false);
+      head = this.waiting.peek();
+    }
+    if (this.waiting.length === 0 && this.waitTimer !== null) {
+      clearTimeout(this.waitTimer);
+      this.waitTimer = null;
+    }
+  }
+
+  /** A link opened: send what waited, in order. */
+  private flushWaiting(): void {
+    while (this.waiting.length > 0) {
+      const entry = this.waiting.peek()!;
+      const link = this.pick(entry.affinity);
+      if (link === null) return;
+      this.waiting.shift();
+      this.waitingBytes -= entry.data.length;
+      this.sendOn(link, entry.data, entry.req);
+    }
+    if (this.waitTimer !== null) {
+      clearTimeout(this.waitTimer);
+      this.waitTimer = null;
+    }
   }
 
   /**
-   * The client's own link (affinity ≥ 0) when it is usable, else the usable link with the least
-   * outstanding work. Refills empty places when the backoff allows, so the pool keeps its size.
+   * The client's own link (affinity ≥ 0) once some link is open and its own is usable (a link
+   * still connecting queues the request itself, in order), else the ready link with the least
+   * outstanding work; null when no link is open. Refills empty places when the circuit allows.
    */
   private pick(affinity: number): Link | null {
     if (this.closed) return null;
     let best: Link | null = null;
     const size = this.links.length;
     for (let i = 0; i < size; i++) {
-      let link: Link | null = this.links[i] ?? null;
+      let link = this.links[i] ?? null;
       if (link === null || link.state === 'closed') link = this.refill(i);
-      if (link === null) continue;
+      if (link === null || link.state !== 'ready') continue;
       if (best === null || link.inflightCount < best.inflightCount) best = link;
     }
-    if (affinity >= 0) {
+    if (best !== null && affinity >= 0) {
       const own = this.links[affinity % size];
       if (own && own.state !== 'closed') return own;
     }
@@ -112,28 +257,32 @@ export class NodePool {
 
   private refill(index: number): Link | null {
     this.links[index] = null;
-    const now = Date.now();
-    if (now < this.nextConnectAt) return null;
-    // One connect attempt at a time after a failure: the others wait for its outcome.
-    if (this.backoff.consecutiveFailures > 0) this.nextConnectAt = now + 60_000;
-    const { size: _size, metrics, role, ...linkOptions } = this.options;
+    const { circuit } = this.health;
+    if (!circuit.tryAcquireDial()) return null;
+    const { size: _size, metrics, role, health: _health, limits: _limits, ...linkOptions } = this.options;
     const link = new Link({ ...linkOptions, host: this.host, port: this.port });
     const protocol = this.options.protocol === 3 ? 'resp3' : 'resp2';
     this.links[index] = link;
     link.once('ready', () => {
-      this.backoff.reset();
-      this.nextConnectAt = 0;
+      circuit.onDialSuccess();
       metrics?.upstreamLinksGauge(this.address, protocol, role).inc();
       metrics?.linkConnectCounter(this.address, 'ok').inc();
+      if (this.closed) return;
+      this.flushWaiting();
     });
     link.once('close', (reason: string) => {
       if (this.links[index] === link) this.links[index] = null;
       this.lastError = reason;
       if (link.wasReady) {
         metrics?.upstreamLinksGauge(this.address, protocol, role).dec();
+        if (this.closed || reason === 'pool closed') return;
+        if (link.timedOut) circuit.onCommandTimeout(`no reply within ${this.options.commandTimeoutMs} ms`);
+        else circuit.onLinkLost(reason);
       } else {
         metrics?.linkConnectCounter(this.address, reason.includes('timeout') ? 'timeout' : 'failed').inc();
-        if (!this.closed) this.nextConnectAt = Date.now() + this.backoff.nextDelayMs();
+        circuit.onDialFailure(reason);
+        // The requests waiting were waiting for this dial: with no other link coming, fail them now.
+        if (!this.closed && !this.links.some((l) => l !== null && l.state !== 'closed')) this.expireWaiting(Infinity, null);
       }
     });
     return link;

@@ -1,4 +1,6 @@
-import { NodePool } from './node-pool.js';
+import { NodePool, type NodePoolLimits } from './node-pool.js';
+import { NodeHealth } from './node-health.js';
+import { ProcessLoad } from './process-load.js';
 import type { RespoolConfig } from '../config/types.js';
 import type { Metrics } from '../admin/metrics.js';
 import type { ClusterNode } from '../cluster/topology.js';
@@ -14,11 +16,43 @@ export class UpstreamPools {
   private readonly pools = new Map<string, NodePool>();
   /** Hot-path cache: node object → its pools by [protocol 2|3][role], no string building. */
   private readonly byNode = new WeakMap<ClusterNode, Array<NodePool | undefined>>();
+  /** One per node address, shared by all its pools: circuit, dial budget, retry budget. */
+  private readonly healthByAddress = new Map<string, NodeHealth>();
+  /** Requests and bytes in flight on every link of the process (resilience.maxInflightPerProcess). */
+  readonly load: ProcessLoad;
+  private readonly limits: NodePoolLimits;
 
   constructor(
     private readonly config: RespoolConfig,
     private readonly metrics?: Metrics,
-  ) {}
+  ) {
+    const r = config.resilience;
+    this.load = new ProcessLoad(r.maxInflightPerProcess, r.maxInflightBytesPerProcess);
+    this.limits = {
+      queueWindowMs: r.queueWindowMs,
+      maxQueued: r.maxQueuedPerNode,
+      maxQueuedBytes: r.maxQueuedBytesPerNode,
+      maxInflightPerLink: r.maxInflightPerLink,
+      maxInflightBytesPerLink: r.maxInflightBytesPerLink,
+    };
+  }
+
+  /** The shared health record of a node address ("host:port"). */
+  health(address: string): NodeHealth {
+    let health = this.healthByAddress.get(address);
+    if (health === undefined) {
+      health = new NodeHealth(address, this.config.resilience, this.metrics);
+      this.healthByAddress.set(address, health);
+    }
+    return health;
+  }
+
+  /** Requests waiting for a link, over every pool. */
+  waitingRequests(): number {
+    let n = 0;
+    for (const pool of this.pools.values()) n += pool.waitingCount;
+    return n;
+  }
 
   get(host: string, port: number, protocol: 2 | 3, role: NodeRole = 'primary'): NodePool {
     const key = `${host}:${port}/${protocol}/${role}`;
@@ -39,6 +73,9 @@ export class UpstreamPools {
           maxNestingDepth: this.config.limits.maxNestingDepth,
         },
         metrics: this.metrics,
+        health: this.health(`${host}:${port}`),
+        limits: this.limits,
+        load: this.load,
       });
       this.pools.set(key, pool);
     }
@@ -67,6 +104,7 @@ export class UpstreamPools {
       if (!addresses.has(pool.address)) {
         pool.close();
         this.pools.delete(key);
+        this.healthByAddress.delete(pool.address);
       }
     }
   }

@@ -1,0 +1,74 @@
+import net from 'node:net';
+import { RequestFramer } from '../../src/resp/request-framer.js';
+
+/**
+ * An in-process, fault-injecting stand-in for a Valkey node (for the cases a real server cannot
+ * produce on demand). Modes, switchable at any time:
+ *  - 'answer'   : +OK to CLIENT/HELLO/READONLY/AUTH, $0 to INFO, +PONG to PING, and for any
+ *                 other command a bulk reply echoing its first argument after the name;
+ *  - 'handshake-only' : answers the handshake (CLIENT, AUTH, INFO) and nothing else — a black hole
+ *                 for data commands on links that look healthy;
+ *  - 'silent'   : accepts connections and never answers anything;
+ *  - 'delay'    : like 'answer', each reply after `delayMs`.
+ */
+export type FakeMode = 'answer' | 'handshake-only' | 'silent' | 'delay';
+
+export interface FakeValkey {
+  readonly port: number;
+  mode: FakeMode;
+  delayMs: number;
+  /** Connections accepted so far. */
+  connections(): number;
+  /** Data (non-handshake) commands received so far. */
+  commands(): number;
+  close(): Promise<void>;
+}
+
+const HANDSHAKE = new Set(['client', 'hello', 'auth', 'readonly', 'info', 'command']);
+
+export async function startFakeValkey(mode: FakeMode = 'answer'): Promise<FakeValkey> {
+  let accepted = 0;
+  let received = 0;
+  const sockets = new Set<net.Socket>();
+  const fake: FakeValkey = {
+    port: 0,
+    mode,
+    delayMs: 200,
+    connections: () => accepted,
+    commands: () => received,
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => server.close(r));
+    },
+  };
+  const server = net.createServer((socket) => {
+    accepted++;
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => {});
+    const framer = new RequestFramer();
+    socket.on('data', (chunk: Buffer) => {
+      framer.push(chunk);
+      for (let frame = framer.next(); frame !== null; frame = framer.next()) {
+        const name = frame.args[0]!.toString('latin1').toLowerCase();
+        const handshake = HANDSHAKE.has(name);
+        if (!handshake) received++;
+        if (fake.mode === 'silent') continue;
+        if (fake.mode === 'handshake-only' && !handshake) continue;
+        let reply: Buffer;
+        if (name === 'info' || name === 'command') reply = Buffer.from('$0\r\n\r\n');
+        else if (name === 'ping') reply = Buffer.from('+PONG\r\n');
+        else if (handshake) reply = Buffer.from('+OK\r\n');
+        else {
+          const arg = frame.args[1] ?? Buffer.alloc(0);
+          reply = Buffer.concat([Buffer.from(`$${arg.length}\r\n`), arg, Buffer.from('\r\n')]);
+        }
+        if (fake.mode === 'delay' && !handshake) setTimeout(() => socket.writable && socket.write(reply), fake.delayMs);
+        else socket.write(reply);
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  (fake as { port: number }).port = (server.address() as net.AddressInfo).port;
+  return fake;
+}
