@@ -4,7 +4,7 @@ import { Topology, type ClusterNode, type Shard } from './topology.js';
 
 export type UpstreamMode = 'auto' | 'cluster' | 'standalone';
 
-/** How long discovery waits for a node's INFO server (zone) before leaving its zone unknown. */
+/** How long discovery waits for a node's INFO (zone, offset) before keeping what it had. */
 const ZONE_LOOKUP_TIMEOUT_MS = 1_000;
 
 /** Asks one seed for the topology; throws with the seed's error when it cannot tell. */
@@ -110,22 +110,37 @@ function nodeFromSlotsEntry(n: RespValue[], isPrimary: boolean, seedHost: string
 }
 
 /**
- * Fills each node's zone from `availability_zone` in INFO server (Valkey 8.0+) where CLUSTER
- * SHARDS did not give one. A node that does not answer in time keeps zone null.
+ * Fills in what CLUSTER SHARDS may lack, from one `INFO server replication persistence` per node (in
+ * parallel): the zone from `availability_zone` (Valkey 8.0+) where CLUSTER SHARDS gave none
+ * (it does from 9.1), and the replication offset from `master_repl_offset` (fresher than the
+ * gossiped `replication-offset`; read strategies compare a replica's with its primary's for
+ * reads.maxReplicaLagBytes), and a replica's health from its own view (loading / syncing /
+ * link up). A node that does not answer in time keeps what it had.
  */
 async function withZones(topology: Topology, pools: UpstreamPools): Promise<Topology> {
   const lookups = topology.allNodes().map(async (node) => {
-    if (node.zone !== null) return;
     const pool = pools.get(node.host, node.port, 2, node.role);
     const reply = await Promise.race([
-      pool.call(['INFO', 'server']).catch(() => null),
+      pool.call(['INFO', 'server', 'replication', 'persistence']).catch(() => null),
       new Promise<null>((resolve) => setTimeout(() => resolve(null), ZONE_LOOKUP_TIMEOUT_MS).unref()),
     ]);
     if (reply === null) return;
     const value = decodeReply(reply);
     if (value instanceof RespError) return;
-    const match = /^availability_zone:(.*?)\s*$/m.exec(text(value));
-    node.zone = match && match[1] ? match[1] : null;
+    const info = text(value);
+    if (node.zone === null) {
+      const match = /^availability_zone:(.*?)\s*$/m.exec(info);
+      node.zone = match && match[1] ? match[1] : null;
+    }
+    const offset = /^master_repl_offset:(\d+)/m.exec(info);
+    if (offset) node.replicationOffset = Number(offset[1]);
+    if (node.role === 'replica' && node.health !== 'failed' && node.health !== 'fail') {
+      // CLUSTER SHARDS calls every replica with a gossiped offset of 0 "loading", which is
+      // also every replica of a shard that has not been written to yet. The replica's own
+      // INFO tells: loading (or still syncing) means loading, a live link means online.
+      if (/^loading:1/m.test(info) || /^master_sync_in_progress:1/m.test(info)) node.health = 'loading';
+      else if (/^master_link_status:up/m.test(info)) node.health = 'online';
+    }
   });
   await Promise.all(lookups);
   return topology;

@@ -10,9 +10,9 @@ export interface ClusterNode {
   role: 'primary' | 'replica';
   /** From CLUSTER SHARDS: online | failed | loading; "online" when not reported. */
   health: string;
-  /** availability_zone from INFO server (Valkey 8.0+), null when the node has none. */
+  /** availability-zone from CLUSTER SHARDS (9.1+), else availability_zone from INFO server (8.0+); null when none. */
   zone: string | null;
-  /** Replication offset (CLUSTER SHARDS), 0 when unknown. */
+  /** Replication offset (INFO replication master_repl_offset, else CLUSTER SHARDS), 0 when unknown. */
   replicationOffset: number;
 }
 

@@ -4,10 +4,15 @@
  *   node dist/testing/demo-cluster.js [extra respool flags…]
  *
  * Env: RESPOOL_DEMO_PORT (listen port, default 6380), RESPOOL_DEMO_ADMIN (admin address, default
- * 127.0.0.1:9121). SIGINT/SIGTERM are forwarded to respool; when it exits the cluster is stopped
+ * 127.0.0.1:9121), RESPOOL_DEMO_ZONE (respool's zone, default az-a).
+ * respool reads with azAffinity and learns its zone at start from a fake AWS instance metadata
+ * service that this process serves on 127.0.0.1 (nothing contacts a real metadata address);
+ * pass --read-strategy / --zone to override. SIGINT/SIGTERM are forwarded to respool; when it exits the cluster is stopped
  * and this process exits with respool's status.
  */
 import type { ChildProcess } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawnTied, startCluster, type ValkeyCluster } from './valkey-processes.js';
@@ -15,6 +20,19 @@ import { spawnTied, startCluster, type ValkeyCluster } from './valkey-processes.
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const listenPort = process.env['RESPOOL_DEMO_PORT'] ?? '6380';
 const admin = process.env['RESPOOL_DEMO_ADMIN'] ?? '127.0.0.1:9121';
+const demoZone = process.env['RESPOOL_DEMO_ZONE'] ?? 'az-a';
+
+/** A fake AWS IMDSv2 on 127.0.0.1 answering `demoZone`; its base URL. */
+async function startFakeMetadata(): Promise<string> {
+  const server = http.createServer((req, res) => {
+    if (req.method === 'PUT' && req.url === '/latest/api/token') return void res.end('demo-token');
+    if (req.url === '/latest/meta-data/placement/availability-zone') return void res.end(demoZone);
+    res.writeHead(404).end();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  server.unref();
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
 
 let cluster: ValkeyCluster | undefined;
 let proxy: ChildProcess | undefined;
@@ -53,8 +71,11 @@ async function main(): Promise<void> {
   }
   const seeds = cluster.nodes.slice(0, 2).map((n) => n.address).join(',');
   const listen = listenPort.includes(':') ? listenPort : `127.0.0.1:${listenPort}`;
-  const args = [path.join(root, 'bin', 'respool.js'), '--listen', listen, '--upstream', seeds, '--admin', admin, ...process.argv.slice(2)];
-  console.log(`demo: node ${args.map((a) => path.relative(root, a) || a).join(' ')}`);
+  const metadataUrl = await startFakeMetadata();
+  console.log(`demo: reads use azAffinity; respool's zone comes from a fake AWS metadata service on ${metadataUrl} (${demoZone})`);
+  const reads = ['--read-strategy', 'azAffinity', '--zone-from', 'aws', '--metadata-base-url', metadataUrl];
+  const args = [path.join(root, 'bin', 'respool.js'), '--listen', listen, '--upstream', seeds, '--admin', admin, ...reads, ...process.argv.slice(2)];
+  console.log(`demo: node ${args.map((a) => (a.startsWith(root) ? path.relative(root, a) : a)).join(' ')}`);
   const port = listen.slice(listen.lastIndexOf(':') + 1);
   console.log(`demo: try  valkey-cli -p ${port} set hello world  |  curl http://${admin}/metrics  |  Ctrl-C to stop`);
   // Tied to us (dies if we are SIGKILLed) and in its own process group: it gets exactly one
