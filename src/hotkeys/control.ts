@@ -1,0 +1,183 @@
+import type { AdminRequest, AdminResponse } from '../admin/admin-server.js';
+import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeSimple } from '../resp/encode.js';
+import { ProxyError } from '../errors.js';
+import type { HotKeys, SplitRuleInput } from './hot-keys.js';
+import type { SplitRuleKind } from './split-key.js';
+
+// The two ways to look at and steer hot keys at run time: admin HTTP routes and the RESPOOL
+// command a valkey-cli user sends through respool itself.
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+const json = (status: number, body: unknown): AdminResponse => ({ status, contentType: JSON_TYPE, body });
+const MAX_BODY = 64 * 1024;
+
+async function readJsonBody(req: AdminRequest): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req.raw) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY) throw new Error('request body too large');
+    chunks.push(chunk as Buffer);
+  }
+  const text = Buffer.concat(chunks).toString('utf8').trim();
+  return text === '' ? {} : JSON.parse(text);
+}
+
+function ruleFromQuery(url: URL): { text: string; kind?: SplitRuleKind } | null {
+  for (const kind of ['key', 'prefix', 'pattern'] as const) {
+    const v = url.searchParams.get(kind);
+    if (v !== null) return { text: v, kind };
+  }
+  return null;
+}
+
+/**
+ * Admin routes:
+ *   GET    /hotkeys                      detection report + split rules and copies (JSON)
+ *   POST   /hotkeys/split  {"key"|"prefix"|"pattern": "...", "copies": n?}   add (or change) a rule
+ *   DELETE /hotkeys/split?key=...|prefix=...|pattern=...                     remove it; copies deleted, originals kept
+ */
+export function hotKeyRoutes(hotKeys: HotKeys): Array<{ method: string; path: string; handler: (req: AdminRequest) => Promise<AdminResponse> | AdminResponse }> {
+  return [
+    { method: 'GET', path: '/hotkeys', handler: () => json(200, hotKeys.report()) },
+    {
+      method: 'POST',
+      path: '/hotkeys/split',
+      handler: async (req) => {
+        let body: unknown;
+        try {
+          body = await readJsonBody(req);
+        } catch (err) {
+          return json(400, { error: `body must be JSON: ${(err as Error).message}` });
+        }
+        if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+          return json(400, { error: 'body must be a JSON object like {"key": "k", "copies": 3}' });
+        }
+        const b = body as Record<string, unknown>;
+        const unknown = Object.keys(b).filter((k) => !['key', 'prefix', 'pattern', 'copies'].includes(k));
+        if (unknown.length > 0) return json(400, { error: `unknown field(s): ${unknown.join(', ')}` });
+        for (const k of ['key', 'prefix', 'pattern']) {
+          if (b[k] !== undefined && typeof b[k] !== 'string') return json(400, { error: `${k} must be a string` });
+        }
+        if (b.copies !== undefined && b.copies !== null && typeof b.copies !== 'number') {
+          return json(400, { error: 'copies must be a number or null' });
+        }
+        try {
+          const rule = hotKeys.addRule(b as SplitRuleInput);
+          return json(200, { ok: true, rule: { [rule.kind]: rule.text, copies: rule.copies } });
+        } catch (err) {
+          return json(400, { error: (err as Error).message });
+        }
+      },
+    },
+    {
+      method: 'DELETE',
+      path: '/hotkeys/split',
+      handler: async (req) => {
+        const which = ruleFromQuery(req.url);
+        if (which === null) return json(400, { error: 'give ?key=, ?prefix= or ?pattern=' });
+        const removed = await hotKeys.removeRule(which.text, which.kind);
+        return removed ? json(200, { ok: true }) : json(404, { error: `no split rule for ${which.kind} ${JSON.stringify(which.text)}` });
+      },
+    },
+  ];
+}
+
+const HELP = [
+  'RESPOOL HOTKEYS [COUNT n] [CURRENT]  -- top keys of the last detection window: key, requests/s, share, node',
+  'RESPOOL NODES [CURRENT]              -- each primary\'s share of keyed requests in the last window',
+  'RESPOOL SPLIT ADD key [copies]       -- split a key into copies on distinct primaries (default one per primary)',
+  'RESPOOL SPLIT ADDPREFIX prefix [copies]',
+  'RESPOOL SPLIT ADDPATTERN glob [copies]',
+  'RESPOOL SPLIT DEL key|prefix|glob    -- stop splitting; copies are deleted, the original stays',
+  'RESPOOL SPLIT LIST                   -- split keys and where their copies are',
+  'RESPOOL HELP',
+];
+
+const eqi = (b: Buffer | undefined, s: string) => b !== undefined && b.length === s.length && b.toString('latin1').toUpperCase() === s;
+
+/** True when args[0] is RESPOOL (any case). Called only for commands the table does not know. */
+export function isRespoolCommand(name: Buffer): boolean {
+  return eqi(name, 'RESPOOL');
+}
+
+/** Answers `RESPOOL ...` in the session, from the hot-key state. */
+export function runRespoolCommand(hotKeys: HotKeys | null, args: Buffer[], protocol: 2 | 3): Buffer {
+  const bulk = (v: string | Buffer) => encodeBulk(v, protocol);
+  if (hotKeys === null) return encodeError('ERR respool: hot keys are not available');
+  const sub = args[1]?.toString('latin1').toUpperCase();
+  const fmt = (n: number) => (Math.round(n * 10000) / 10000).toString();
+  switch (sub) {
+    case undefined:
+    case 'HELP':
+      return encodeArray(HELP.map((l) => encodeSimple(l)));
+    case 'HOTKEYS': {
+      const det = hotKeys.detector;
+      if (det === null) return encodeError(ProxyError.hotKeysOff());
+      let count = det.options.topK;
+      let current = false;
+      for (let i = 2; i < args.length; i++) {
+        if (eqi(args[i], 'COUNT') && i + 1 < args.length) {
+          count = Number(args[++i]!.toString());
+          if (!Number.isInteger(count) || count < 1) return encodeError('ERR value is not an integer or out of range');
+        } else if (eqi(args[i], 'CURRENT')) {
+          current = true;
+        } else {
+          return encodeError(ProxyError.syntax());
+        }
+      }
+      const report = current ? hotKeys.currentWindow() : (hotKeys.lastWindow() ?? hotKeys.currentWindow());
+      return encodeArray(report.topKeys.slice(0, count).map((k) => encodeArray([
+        bulk('key'), bulk(k.key),
+        bulk('requests_per_sec'), bulk(fmt(k.requestsPerSecond)),
+        bulk('share'), bulk(fmt(k.share)),
+        bulk('node'), bulk(k.node),
+        bulk('split'), encodeInteger(hotKeys.splitKey(k.key) ? 1 : 0),
+      ])));
+    }
+    case 'NODES': {
+      if (hotKeys.detector === null) return encodeError(ProxyError.hotKeysOff());
+      const current = eqi(args[2], 'CURRENT');
+      const report = current ? hotKeys.currentWindow() : (hotKeys.lastWindow() ?? hotKeys.currentWindow());
+      return encodeArray(report.nodes.map((n) => encodeArray([
+        bulk('node'), bulk(n.node), bulk('requests_per_sec'), bulk(fmt(n.requestsPerSecond)), bulk('share'), bulk(fmt(n.share)),
+      ])));
+    }
+    case 'SPLIT': {
+      const op = args[2]?.toString('latin1').toUpperCase();
+      if (op === 'LIST') {
+        return encodeArray(hotKeys.splitKeys().map((s) => encodeArray([
+          bulk(s.key),
+          encodeArray(s.active.map((c) => bulk(`${c.name.toString('utf8')}@${c.node}`))),
+        ])));
+      }
+      if (op === 'ADD' || op === 'ADDPREFIX' || op === 'ADDPATTERN') {
+        if (args.length < 4 || args.length > 5) return encodeError(ProxyError.wrongArity('respool|split'));
+        const text = args[3]!.toString('utf8');
+        let copies: number | null = null;
+        if (args.length === 5) {
+          copies = Number(args[4]!.toString());
+          if (!Number.isInteger(copies) || copies < 1) return encodeError('ERR value is not an integer or out of range');
+        }
+        const kind = op === 'ADD' ? 'key' : op === 'ADDPREFIX' ? 'prefix' : 'pattern';
+        try {
+          hotKeys.addRule({ [kind]: text, copies });
+        } catch (err) {
+          return encodeError(`ERR respool: ${(err as Error).message}`);
+        }
+        return encodeSimple('OK');
+      }
+      if (op === 'DEL') {
+        if (args.length !== 4) return encodeError(ProxyError.wrongArity('respool|split'));
+        const text = args[3]!.toString('utf8');
+        const known = hotKeys.rules().some((r) => r.text === text);
+        if (!known) return encodeInteger(0);
+        void hotKeys.removeRule(text);
+        return encodeInteger(1);
+      }
+      return encodeError(ProxyError.unknownSubcommand(args[2]?.toString() ?? '', 'RESPOOL SPLIT'));
+    }
+    default:
+      return encodeError(ProxyError.unknownSubcommand(args[1]!.toString(), 'RESPOOL'));
+  }
+}

@@ -1,0 +1,555 @@
+import type { Logger } from 'pino';
+import calculateSlot from 'cluster-key-slot';
+import { CommandFlag } from '../commands/command-flags.js';
+import type { CommandSpec } from '../commands/command-table.js';
+import type { TopologyRefresher } from '../cluster/topology-refresher.js';
+import { SLOT_COUNT, type Topology } from '../cluster/topology.js';
+import type { HotKeysConfig } from '../config/types.js';
+import type { Metrics } from '../admin/metrics.js';
+import { decodeReply, RespError } from '../resp/decode.js';
+import { encodeError } from '../resp/encode.js';
+import { ProxyError } from '../errors.js';
+import type { ProxyRequest, ReplySink } from '../routing/proxy-request.js';
+import type { Router } from '../routing/router.js';
+import type { UpstreamPools } from '../upstream/upstream-pools.js';
+import { HotKeyDetector, displayKey, type WindowReport } from './detector.js';
+import { globMatch } from './glob.js';
+import { placeCopies } from './placement.js';
+import { makeCopy, pickCopy, rewriteKey, SplitKey, type SplitCopy, type SplitRule, type SplitRuleKind } from './split-key.js';
+import { FallbackRead, SplitRead, SplitWrite, WriteChild, isEmptyReply, type SplitOwner } from './split-requests.js';
+
+/** Concrete split keys kept at most (prefix/pattern rules materialize keys as they are seen). */
+const MAX_SPLIT_KEYS = 10_000;
+/** Rules kept at most (config + admin + auto-split). */
+const MAX_RULES = 1_000;
+/** Keys auto-split adds at most. */
+const MAX_AUTO_SPLIT = 16;
+/** Sampled requests a key needs in a window before auto-split trusts its share. */
+const AUTO_SPLIT_MIN_SAMPLES = 50;
+/** Repair rounds before giving up while writes keep racing it. */
+const REPAIR_ATTEMPTS = 5;
+/** Debounce of topology changes (MOVED installs many snapshots in a burst). */
+const REPLACE_DELAY_MS = 50;
+/** Marker of copy names: keys containing it are never split themselves. */
+const COPY_MARKER = Buffer.from('{rpcopy:');
+
+const SCRIPT_COMMANDS = new Set(['eval', 'evalsha', 'eval_ro', 'evalsha_ro', 'fcall', 'fcall_ro']);
+
+export interface HotKeysDeps {
+  config: HotKeysConfig;
+  router: Router;
+  refresher: TopologyRefresher;
+  pools: UpstreamPools;
+  log: Logger;
+  metrics?: Metrics;
+}
+
+export type SplitRuleInput = { key?: string; prefix?: string; pattern?: string; copies?: number | null };
+
+/**
+ * Hot keys: detection (sampled Space-Saving top-k per window) and split copies (reads spread
+ * over N copies on distinct primaries, writes fanned out to all of them).
+ *
+ * The router calls `route()` for every keyed request in cluster mode, but only while
+ * `router.hotKeys` is set: this object sets it when detection is on or any split rule exists,
+ * and clears it otherwise, so an idle feature costs the hot path one null check.
+ */
+export class HotKeys implements SplitOwner {
+  readonly detector: HotKeyDetector | null;
+  private readonly exact = new Map<string, SplitRule>();
+  private readonly prefixes: SplitRule[] = [];
+  private readonly patterns: SplitRule[] = [];
+  /** Exact rules per slot: a request's key is turned into a string only when its slot has one. */
+  private readonly exactSlots = new Uint16Array(SLOT_COUNT);
+  private readonly keys = new Map<string, SplitKey>();
+  private ruleCount = 0;
+  private readonly random: boolean;
+  private windowTimer: NodeJS.Timeout | null = null;
+  private replaceTimer: NodeJS.Timeout | null = null;
+  private stopped = false;
+  private warnedFull = false;
+  readonly stats = { reads: 0, fallbacks: 0, writes: 0, partialFailures: 0, repairs: 0, repairFailures: 0, refused: 0 };
+
+  constructor(private readonly deps: HotKeysDeps) {
+    const { detection } = deps.config;
+    this.detector = detection.enabled ? new HotKeyDetector(detection) : null;
+    this.random = deps.config.readChoice === 'random';
+    for (const rule of deps.config.split) this.addRule(rule);
+    this.updateHook();
+  }
+
+  start(): void {
+    if (this.detector !== null) {
+      this.windowTimer = setInterval(() => this.closeWindow(), this.detector.options.windowMs);
+      this.windowTimer.unref();
+    }
+    this.deps.refresher.onChange(() => this.scheduleReplace());
+    if (this.deps.refresher.current !== null) this.scheduleReplace();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.windowTimer) clearInterval(this.windowTimer);
+    if (this.replaceTimer) clearTimeout(this.replaceTimer);
+  }
+
+  // ---- hot path ---------------------------------------------------------------------------------
+
+  /**
+   * A keyed request in cluster mode (all keys in `slot`). Returns null to let the router forward
+   * it unchanged, or the request/error reply that replaces it.
+   */
+  route(sink: ReplySink, raw: Buffer, args: Buffer[], spec: CommandSpec, keys: number[], slot: number, command: string): ProxyRequest | Buffer | null {
+    const detector = this.detector;
+    if (detector !== null && detector.shouldSample()) detector.record(args[keys[0]!]!.toString('latin1'), slot);
+    if (this.ruleCount === 0) return null;
+    let split: SplitKey | null = null;
+    let at = -1;
+    for (let i = 0; i < keys.length; i++) {
+      split = this.match(args[keys[i]!]!, slot);
+      if (split !== null) {
+        at = keys[i]!;
+        break;
+      }
+    }
+    if (split === null) return null;
+    const flags = spec.flags;
+    if (SCRIPT_COMMANDS.has(command)) return this.refuse(command, split, 'scripts cannot be applied to split copies');
+    if (keys.length === 1) {
+      if (flags & CommandFlag.READONLY) return this.read(sink, raw, args, at, split, command);
+      if (flags & CommandFlag.WRITE) {
+        if (spec.tips.includes('nondeterministic_output')) {
+          return this.refuse(command, split, 'its result is random, so the copies would differ');
+        }
+        return this.write(sink, raw, args, at, split, command);
+      }
+    } else if (flags & CommandFlag.READONLY) {
+      return null; // a multi-key read: the original is always current
+    }
+    return this.refuse(command, split, 'it involves other keys or is neither a plain read nor a plain write');
+  }
+
+  private match(key: Buffer, slot: number): SplitKey | null {
+    if (this.exactSlots[slot] !== 0) {
+      const id = key.toString('latin1');
+      const hit = this.keys.get(id);
+      if (hit !== undefined) return hit;
+      const rule = this.exact.get(id);
+      if (rule !== undefined) return this.materialize(rule, key, id);
+    }
+    let rule: SplitRule | undefined;
+    for (const p of this.prefixes) {
+      if (key.length >= p.bytes.length && key.compare(p.bytes, 0, p.bytes.length, 0, p.bytes.length) === 0) {
+        rule = p;
+        break;
+      }
+    }
+    if (rule === undefined) {
+      for (const p of this.patterns) {
+        if (globMatch(p.bytes, key)) {
+          rule = p;
+          break;
+        }
+      }
+    }
+    if (rule === undefined) return null;
+    const id = key.toString('latin1');
+    return this.keys.get(id) ?? this.materialize(rule, key, id);
+  }
+
+  private read(sink: ReplySink, raw: Buffer, args: Buffer[], at: number, split: SplitKey, command: string): ProxyRequest {
+    const copy = pickCopy(split, this.random);
+    let out: Buffer;
+    if (copy === split.original) out = raw;
+    else if (command === 'get' && args.length === 2) out = copy.getRaw;
+    else out = rewriteKey(args, at, copy.name);
+    this.stats.reads++;
+    this.deps.metrics?.raw.split_reads_total.labels(copy === split.original ? 'original' : 'copy').inc();
+    const req = new SplitRead(sink, this.deps.router, out, command, split, copy, raw, this);
+    this.deps.router.dispatch(req);
+    return req;
+  }
+
+  readFallback(read: SplitRead): void {
+    this.stats.fallbacks++;
+    this.deps.metrics?.raw.split_reads_total.labels('fallback').inc();
+    const fallback = new FallbackRead(read, (reply) => {
+      if (reply[0] !== 0x2d && !isEmptyReply(reply)) void this.repairCopy(read.key, read.copy);
+      read.finish(reply);
+    });
+    this.deps.router.dispatch(fallback);
+  }
+
+  private write(sink: ReplySink, raw: Buffer, args: Buffer[], at: number, split: SplitKey, command: string): ProxyRequest {
+    const targets = split.writeTargets();
+    const write = new SplitWrite(sink, this.deps.router, raw, command, split, targets, this);
+    split.writeSeq++;
+    split.inflightWrites++;
+    this.stats.writes++;
+    for (let i = 0; i < targets.length; i++) {
+      const copy = targets[i]!;
+      const out = copy === split.original ? raw : rewriteKey(args, at, copy.name);
+      this.deps.router.dispatch(new WriteChild(write, i, out, copy.slot));
+    }
+    return write;
+  }
+
+  writeDone(write: SplitWrite): void {
+    const split = write.key;
+    split.inflightWrites--;
+    const total = write.targets.length;
+    const metrics = this.deps.metrics?.raw.split_writes_total;
+    if (write.failures === 0) {
+      metrics?.labels('ok').inc();
+      write.finish(write.originalReply!);
+      return;
+    }
+    if (write.failures === total) {
+      // Every copy refused it the same way (WRONGTYPE, syntax...): the server's own answer.
+      metrics?.labels('failed').inc();
+      write.finish(write.originalReply!);
+      return;
+    }
+    this.stats.partialFailures++;
+    metrics?.labels('partial_failure').inc();
+    this.deps.metrics?.commandErrorCounter(write.command, 'proxy').inc();
+    const keyText = displayKey(split.id);
+    this.deps.log.warn({ key: keyText, command: write.command, failed: write.failures, total, error: write.firstError }, 'split write failed on some copies');
+    // Bring the copies back in line with the original (or the original's failure with them).
+    const originalFailed = write.failed.includes(split.original);
+    for (const copy of originalFailed ? split.writeTargets() : write.failed) {
+      if (copy !== split.original) void this.repairCopy(split, copy);
+    }
+    write.finish(encodeError(ProxyError.splitWritePartial(write.command.toUpperCase(), keyText, write.failures, total, write.firstError)));
+  }
+
+  private refuse(command: string, split: SplitKey, why: string): Buffer {
+    this.stats.refused++;
+    this.deps.metrics?.raw.split_refused_total.inc();
+    this.deps.metrics?.commandErrorCounter(command, 'proxy').inc();
+    return encodeError(ProxyError.splitKeyUnsupported(command.replace('|', ' ').toUpperCase(), displayKey(split.id), why));
+  }
+
+  // ---- rules ------------------------------------------------------------------------------------
+
+  /** Adds a rule (or updates the copies of an existing one). Throws Error with a user-facing message. */
+  addRule(input: SplitRuleInput, auto = false): SplitRule {
+    const given = (['key', 'prefix', 'pattern'] as const).filter((k) => typeof input[k] === 'string');
+    if (given.length !== 1) throw new Error('give exactly one of key, prefix or pattern');
+    const kind: SplitRuleKind = given[0]!;
+    const text = input[kind]!;
+    if (text === '') throw new Error(`${kind} must not be empty`);
+    const copies = input.copies ?? null;
+    if (copies !== null && (!Number.isInteger(copies) || copies < 1 || copies > 1024)) {
+      throw new Error(`copies must be an integer from 1 to 1024 (got ${copies})`);
+    }
+    const existing = this.findRule(kind, text);
+    if (existing !== undefined) {
+      existing.copies = copies;
+      for (const split of this.keys.values()) if (split.rule === existing) void this.place(split);
+      return existing;
+    }
+    if (this.ruleCount >= MAX_RULES) throw new Error(`too many split rules (limit ${MAX_RULES})`);
+    const bytes = Buffer.from(text, 'utf8');
+    const rule: SplitRule = { kind, text, bytes, copies, auto };
+    if (kind === 'key') {
+      this.exact.set(bytes.toString('latin1'), rule);
+      this.exactSlots[calculateSlot(bytes)]!++;
+    } else if (kind === 'prefix') {
+      this.prefixes.push(rule);
+    } else {
+      this.patterns.push(rule);
+    }
+    this.ruleCount++;
+    this.updateHook();
+    if (kind === 'key' && this.deps.refresher.current !== null) this.materialize(rule, bytes, bytes.toString('latin1'));
+    return rule;
+  }
+
+  /**
+   * Removes the rule with this key/prefix/pattern text (any kind when `kind` is omitted).
+   * Deletes every copy of the keys it covered; the original keys stay. False when no such rule.
+   */
+  async removeRule(text: string, kind?: SplitRuleKind): Promise<boolean> {
+    const kinds: SplitRuleKind[] = kind ? [kind] : ['key', 'prefix', 'pattern'];
+    let rule: SplitRule | undefined;
+    for (const k of kinds) rule ??= this.findRule(k, text);
+    if (rule === undefined) return false;
+    if (rule.kind === 'key') {
+      this.exact.delete(rule.bytes.toString('latin1'));
+      this.exactSlots[calculateSlot(rule.bytes)]!--;
+    } else {
+      const list = rule.kind === 'prefix' ? this.prefixes : this.patterns;
+      list.splice(list.indexOf(rule), 1);
+    }
+    this.ruleCount--;
+    this.updateHook();
+    const deletions: Array<Promise<unknown>> = [];
+    for (const [id, split] of this.keys) {
+      if (split.rule !== rule) continue;
+      this.keys.delete(id);
+      split.generation++; // a placement in progress must not install anything
+      for (const copy of [...split.active, ...split.pending]) {
+        if (copy !== split.original) deletions.push(this.call(copy.slot, ['UNLINK', copy.name]).catch(() => {}));
+      }
+    }
+    this.deps.metrics?.raw.split_keys.set(this.keys.size);
+    await Promise.all(deletions);
+    return true;
+  }
+
+  rules(): SplitRule[] {
+    return [...this.exact.values(), ...this.prefixes, ...this.patterns];
+  }
+
+  splitKeys(): SplitKey[] {
+    return [...this.keys.values()];
+  }
+
+  /** The concrete split key for `key`, if it is split and has been seen. */
+  splitKey(key: string | Buffer): SplitKey | undefined {
+    return this.keys.get(Buffer.isBuffer(key) ? key.toString('latin1') : Buffer.from(key, 'utf8').toString('latin1'));
+  }
+
+  private findRule(kind: SplitRuleKind, text: string): SplitRule | undefined {
+    if (kind === 'key') return this.exact.get(Buffer.from(text, 'utf8').toString('latin1'));
+    return (kind === 'prefix' ? this.prefixes : this.patterns).find((r) => r.text === text);
+  }
+
+  private updateHook(): void {
+    const active = this.detector !== null || this.ruleCount > 0;
+    this.deps.router.hotKeys = active ? this : null;
+  }
+
+  private materialize(rule: SplitRule, key: Buffer, id: string): SplitKey | null {
+    if (key.includes(COPY_MARKER)) return null;
+    if (this.keys.size >= MAX_SPLIT_KEYS) {
+      if (!this.warnedFull) this.deps.log.warn({ limit: MAX_SPLIT_KEYS }, 'too many split keys; further matching keys are not split');
+      this.warnedFull = true;
+      return null;
+    }
+    const split = new SplitKey(Buffer.from(key), rule);
+    this.keys.set(id, split);
+    this.deps.metrics?.raw.split_keys.set(this.keys.size);
+    void this.place(split);
+    return split;
+  }
+
+  // ---- placement and repair ---------------------------------------------------------------------
+
+  private scheduleReplace(): void {
+    if (this.stopped || this.replaceTimer !== null) return;
+    this.replaceTimer = setTimeout(() => {
+      this.replaceTimer = null;
+      for (const rule of this.exact.values()) {
+        const id = rule.bytes.toString('latin1');
+        if (!this.keys.has(id)) this.materialize(rule, rule.bytes, id);
+      }
+      for (const split of this.keys.values()) void this.place(split);
+    }, REPLACE_DELAY_MS);
+    this.replaceTimer.unref();
+  }
+
+  /** Places (or re-places) a split key's copies on the current topology and populates new ones. */
+  async place(split: SplitKey): Promise<void> {
+    const topology = this.deps.refresher.current;
+    if (topology === null || topology.mode !== 'cluster' || this.stopped) return;
+    const primaries = topology.primaries().map((n) => n.address).sort();
+    const ownerOf = (slot: number) => topology.primaryForSlot(slot)?.address;
+    const previous = [...split.active, ...split.pending].filter((c) => c !== split.original).map((c) => c.name);
+    const placement = placeCopies(split.key, split.wanted(primaries.length), primaries, ownerOf, previous);
+    const signature = placement.map((p) => `${p.name.toString('latin1')}@${p.node}`).join(',');
+    if (signature === split.signature) return;
+    split.signature = signature;
+    const generation = ++split.generation;
+
+    const known = new Map<string, SplitCopy>();
+    for (const c of [...split.active, ...split.pending]) known.set(c.id, c);
+    const next: SplitCopy[] = [];
+    const toRepair: SplitCopy[] = [];
+    for (const p of placement) {
+      const id = p.name.toString('latin1');
+      const old = known.get(id);
+      if (old === split.original) {
+        split.original.node = p.node;
+        next.push(split.original);
+        continue;
+      }
+      // A kept copy whose node changed (failover, migration) may have lost recent writes: repair it.
+      const copy = old !== undefined && old.node === p.node && split.active.includes(old) ? old : makeCopy(p.name, p.node);
+      if (copy !== old) toRepair.push(copy);
+      next.push(copy);
+    }
+    const nextIds = new Set(next.map((c) => c.id));
+    // Writes reach old and new copies while the new ones are filled; reads stay on the old ones.
+    split.pending = toRepair;
+    await Promise.all(toRepair.map((c) => this.repairCopy(split, c)));
+    if (generation !== split.generation || this.keys.get(split.id) !== split) return;
+    const retired = [...split.active].filter((c) => !nextIds.has(c.id) && c !== split.original);
+    split.active = next;
+    split.pending = [];
+    split.cursor = 0;
+    for (const c of retired) {
+      if (!nextIds.has(c.id)) await this.call(c.slot, ['UNLINK', c.name]).catch(() => {});
+    }
+    this.deps.log.debug({ key: displayKey(split.id), copies: next.map((c) => `${displayKey(c.id)}@${c.node}`) }, 'split key placed');
+  }
+
+  /**
+   * Makes `copy` equal to the original: DUMP + PTTL of the original, RESTORE … REPLACE on the copy
+   * (or DEL when the original does not exist). Valid only if no write started meanwhile; else
+   * it runs again (bounded). One repair per copy at a time.
+   */
+  async repairCopy(split: SplitKey, copy: SplitCopy): Promise<boolean> {
+    if (copy === split.original || split.repairing.has(copy.id)) return false;
+    split.repairing.add(copy.id);
+    try {
+      for (let attempt = 0; attempt < REPAIR_ATTEMPTS; attempt++) {
+        for (let wait = 0; split.inflightWrites > 0 && wait < 200; wait++) await sleep(2);
+        const seq = split.writeSeq;
+        try {
+          const [dump, pttl] = await Promise.all([
+            this.call(split.original.slot, ['DUMP', split.key]),
+            this.call(split.original.slot, ['PTTL', split.key]),
+          ]);
+          if (dump === null || pttl === -2) {
+            await this.call(copy.slot, ['DEL', copy.name]);
+          } else {
+            const ttl = typeof pttl === 'number' && pttl > 0 ? pttl : 0;
+            await this.call(copy.slot, ['RESTORE', copy.name, ttl, dump as Buffer, 'REPLACE']);
+          }
+        } catch (err) {
+          this.deps.log.debug({ err: (err as Error).message, copy: displayKey(copy.id) }, 'split copy repair failed');
+          await sleep(50 * (attempt + 1));
+          continue;
+        }
+        if (seq === split.writeSeq && split.inflightWrites === 0) {
+          this.stats.repairs++;
+          this.deps.metrics?.raw.split_repairs_total.labels('ok').inc();
+          return true;
+        }
+      }
+      this.stats.repairFailures++;
+      this.deps.metrics?.raw.split_repairs_total.labels('failed').inc();
+      return false;
+    } finally {
+      split.repairing.delete(copy.id);
+    }
+  }
+
+  /** Control-plane command on the primary serving `slot`; the decoded reply (errors throw). */
+  private async call(slot: number, args: Array<string | Buffer | number>): Promise<unknown> {
+    const topology = this.deps.refresher.current;
+    const node = topology?.primaryForSlot(slot);
+    if (node === undefined) throw new Error(`slot ${slot} not served`);
+    const frame = await this.deps.pools.forNode(node, 2, 'primary').call(args);
+    const reply = decodeReply(frame);
+    if (reply instanceof RespError) {
+      if (/^(MOVED|ASK) /.test(reply.message)) this.deps.refresher.requestRefresh('moved');
+      throw new Error(reply.message);
+    }
+    return reply;
+  }
+
+  // ---- detection windows ----------------------------------------------------------------------
+
+  /** Closes the detection window now (the timer does it every windowMs). */
+  closeWindow(): WindowReport | null {
+    const detector = this.detector;
+    if (detector === null) return null;
+    const topology = this.deps.refresher.current;
+    const report = detector.rotate(topology);
+    this.exportWindow(report);
+    this.autoSplit(report);
+    return report;
+  }
+
+  private exportWindow(report: WindowReport): void {
+    const raw = this.deps.metrics?.raw;
+    if (raw === undefined) return;
+    raw.hotkeys_node_request_share.reset();
+    for (const n of report.nodes) raw.hotkeys_node_request_share.labels(n.node).set(n.share);
+    raw.hotkeys_top_key_share.reset();
+    raw.hotkeys_top_key_requests_per_second.reset();
+    report.topKeys.forEach((k, i) => {
+      const key = k.key.length > 100 ? `${k.key.slice(0, 100)}…` : k.key;
+      raw.hotkeys_top_key_share.labels(String(i + 1), key).set(k.share);
+      raw.hotkeys_top_key_requests_per_second.labels(String(i + 1), key).set(k.requestsPerSecond);
+    });
+    raw.hotkeys_requests_per_second.set(report.requestsPerSecond);
+  }
+
+  private autoSplit(report: WindowReport): void {
+    const auto = this.deps.config.autoSplit;
+    if (!auto.enabled || this.deps.refresher.current?.mode !== 'cluster') return;
+    const autoCount = this.rules().filter((r) => r.auto).length;
+    let room = MAX_AUTO_SPLIT - autoCount;
+    for (const k of report.topKeys) {
+      if (room <= 0) break;
+      if (k.share < auto.share || k.share * report.sampled < AUTO_SPLIT_MIN_SAMPLES) continue;
+      if (k.key.includes('\\x') || this.findRule('key', k.key) !== undefined) continue;
+      if (Buffer.from(k.key, 'utf8').includes(COPY_MARKER)) continue;
+      this.addRule({ key: k.key, copies: auto.copies }, true);
+      this.deps.log.info({ key: k.key, share: k.share }, 'auto-split a hot key');
+      room--;
+    }
+  }
+
+  // ---- reports ----------------------------------------------------------------------------------
+
+  lastWindow(): WindowReport | null {
+    return this.detector?.lastWindow ?? null;
+  }
+
+  currentWindow(): WindowReport {
+    return this.detector!.current(this.deps.refresher.current);
+  }
+
+  /** The /hotkeys JSON. */
+  report(): unknown {
+    const topology = this.deps.refresher.current;
+    const det = this.detector;
+    return {
+      detection: { ...this.deps.config.detection, enabled: det !== null },
+      lastWindow: det?.lastWindow ?? null,
+      currentWindow: det ? det.current(topology) : null,
+      split: {
+        readChoice: this.deps.config.readChoice,
+        autoSplit: this.deps.config.autoSplit,
+        rules: this.rules().map((r) => ({ [r.kind]: r.text, copies: r.copies, auto: r.auto })),
+        keys: this.splitKeys().map((s) => this.describe(s, topology)),
+      },
+      stats: this.stats,
+    };
+  }
+
+  describe(split: SplitKey, topology: Topology | null): unknown {
+    const rule = split.rule;
+    return {
+      key: displayKey(split.id),
+      rule: { [rule.kind]: rule.text },
+      copies: split.active.map((c) => ({
+        name: displayKey(c.id),
+        slot: c.slot,
+        node: topology?.primaryForSlot(c.slot)?.address ?? c.node,
+        original: c === split.original,
+      })),
+      pending: split.pending.map((c) => displayKey(c.id)),
+    };
+  }
+
+  /** Resolves once no placement or repair is running (tests, admin). */
+  async settled(timeoutMs = 10_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    await sleep(REPLACE_DELAY_MS + 10);
+    while (Date.now() < deadline) {
+      const busy = this.replaceTimer !== null || [...this.keys.values()].some((s) => s.pending.length > 0 || s.repairing.size > 0);
+      if (!busy) return;
+      await sleep(20);
+    }
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
