@@ -10,6 +10,13 @@ export const ProxyError = {
     `ERR respool: upstream ${node} is unavailable (${cause})`,
   connectionLost: (node: string) =>
     `ERR respool: connection to upstream ${node} was lost; the command may or may not have run`,
+  shed: (node: string, why: string) =>
+    `ERR respool: request to upstream ${node} refused: ${why}; try again later`,
+  maxClients: (max: number) => `ERR max number of clients reached (respool limit ${max})`,
+  outputBufferExceeded: (bytes: number, max: number) =>
+    `ERR respool: closing this connection: ${bytes} bytes of unread replies exceed the limit of ${max}`,
+  retryBudgetExhausted: (node: string, last: string) =>
+    `ERR respool: not retrying on upstream ${node}: its retry budget is spent (last: ${last})`,
   timeout: (node: string, ms: number) =>
     `ERR respool: upstream ${node} did not answer within ${ms} ms; the command may or may not have run`,
   tooManyRedirects: (command: string, max: number) =>
@@ -40,4 +47,9 @@ export const ProxyError = {
   unknownSubcommand: (sub: string, command: string) =>
     `ERR unknown subcommand '${sub}'. Try ${command.toUpperCase()} HELP.`,
   shuttingDown: () => `ERR respool: shutting down`,
+  splitKeyUnsupported: (command: string, key: string, why: string) =>
+    `ERR respool: ${command} cannot be applied to split key '${key}': ${why}`,
+  splitWritePartial: (command: string, key: string, failed: number, total: number, first: string) =>
+    `ERR respool: ${command} on split key '${key}' failed on ${failed} of ${total} copies (${first}); the copies are being repaired from the original`,
+  hotKeysOff: () => `ERR respool: hot-key detection is off (hotKeys.detection.enabled)`,
 } as const;

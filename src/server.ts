@@ -12,6 +12,13 @@ import type { ServerContext } from './session/server-context.js';
 import { Metrics } from './admin/metrics.js';
 import { startAdminServer, type AdminServer } from './admin/admin-server.js';
 import { createLogger } from './util/logger.js';
+import { HotKeys } from './hotkeys/hot-keys.js';
+import { hotKeyRoutes } from './hotkeys/control.js';
+import { AcceptGate } from './session/accept-gate.js';
+import { encodeError } from './resp/encode.js';
+import { ProxyError } from './errors.js';
+import { ReadRouting } from './routing/read-strategy.js';
+import { resolveOwnZone } from './cluster/zone-discovery.js';
 
 export interface RespoolProxy {
   /** The address clients connect to (the real port when listen.port was 0). */
@@ -20,6 +27,8 @@ export interface RespoolProxy {
   readonly metrics: Metrics;
   readonly pools: UpstreamPools;
   readonly refresher: TopologyRefresher;
+  /** Hot-key detection and split copies. */
+  readonly hotKeys: HotKeys;
   clientCount(): number;
   /** Stops accepting, waits up to drainMs for in-flight requests, then closes everything. */
   close(drainMs?: number): Promise<void>;
@@ -43,7 +52,14 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger 
     log,
     metrics,
   });
-  const router = new Router(refresher, pools, config.cluster, log, metrics);
+  const reads = new ReadRouting(config.reads, log, metrics);
+  // respool's own zone (config, RESPOOL_ZONE, or opt-in metadata lookup bounded by reads.metadataTimeoutMs).
+  const ownZone = resolveOwnZone(config.reads, process.env, log).then((z) => reads.setOwnZone(z.zone, z.source));
+  const router = new Router(refresher, pools, config.cluster, log, metrics, reads);
+  // Hot keys (src/hotkeys): detection + split copies; hooks itself into the router when active.
+  const hotKeys = new HotKeys({ config: config.hotKeys, router, refresher, pools, log, metrics });
+  router.hotKeysControl = hotKeys;
+  hotKeys.start();
   const sessions = new Set<ClientSession>();
   let clientIds = 0;
   let serverVersion = '8.0.0';
@@ -84,19 +100,60 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger 
     }).catch(() => {});
   });
 
-  const server = net.createServer({ noDelay: true }, (socket) => {
+  // Client-side storms (config.clients): maxClients with an error reply to the excess client;
+  // an accept-rate gate that parks new sockets (paused) and admits them after the established
+  // clients' I/O of each event-loop turn; TCP keepalive and idle timeout in ClientSession.
+  let draining = false;
+  const refuse = (socket: net.Socket, reason: 'max_clients' | 'draining', reply: Buffer) => {
+    metrics.connectionRejectedCounter(reason).inc();
+    socket.on('error', () => {});
+    socket.end(reply);
+    // A client that never reads must not keep the fd: give the reply a moment, then close.
+    setTimeout(() => socket.destroy(), 1000).unref();
+  };
+  const maxClientsReply = encodeError(ProxyError.maxClients(config.clients.maxClients));
+  const shuttingDownReply = encodeError(ProxyError.shuttingDown());
+  const gate = new AcceptGate(config.clients.acceptRatePerSecond, (socket) => {
+    if (draining) return refuse(socket, 'draining', shuttingDownReply);
     metrics.clientConnectionsAccepted.inc();
     metrics.clientConnections.inc();
     sessions.add(new ClientSession(socket, ctx));
+    socket.resume(); // accepted paused (pauseOnConnect)
+  });
+  const server = net.createServer({ noDelay: true, pauseOnConnect: true }, (socket) => {
+    if (draining) return refuse(socket, 'draining', shuttingDownReply);
+    if (sessions.size + gate.parkedCount >= config.clients.maxClients) return refuse(socket, 'max_clients', maxClientsReply);
+    gate.offer(socket);
   });
   server.on('error', (err) => log.error({ err: err.message }, 'listener error'));
 
+  // Queue depths, sampled once a second (cheaper than updating gauges on the hot path).
+  const depth = {
+    accept: metrics.raw.queue_depth.labels('accept'),
+    nodeWait: metrics.raw.queue_depth.labels('node_wait'),
+    inflight: metrics.raw.queue_depth.labels('upstream_inflight'),
+    pending: metrics.raw.queue_depth.labels('client_pending'),
+  };
+  const sampler = setInterval(() => {
+    depth.accept.set(gate.parkedCount);
+    depth.nodeWait.set(pools.waitingRequests());
+    depth.inflight.set(pools.load.requests);
+    metrics.raw.upstream_inflight_bytes.set(pools.load.bytes);
+    let pending = 0;
+    for (const session of sessions) pending += session.pending;
+    depth.pending.set(pending);
+  }, 1000);
+  sampler.unref();
+
   const firstTopology = refresher.start();
+  await ownZone;
   await Promise.race([firstTopology, new Promise((r) => setTimeout(r, STARTUP_TOPOLOGY_WAIT_MS).unref())]);
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(config.listen.port, config.listen.host, () => {
+    // A deep accept backlog (the kernel caps it at net.core.somaxconn) absorbs connection storms
+    // in the kernel instead of dropping SYNs; the AcceptGate then admits them at its rate.
+    server.listen({ port: config.listen.port, host: config.listen.host, backlog: 4096 }, () => {
       server.off('error', reject);
       resolve();
     });
@@ -120,6 +177,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger 
         clients: sessions.size,
       }),
     });
+    for (const r of hotKeyRoutes(hotKeys)) admin.registerRoute(r.method, r.path, r.handler);
   }
   log.info({ listen: address, admin: admin?.address ?? null, upstreams: config.upstreams, mode: config.mode }, 'respool listening');
 
@@ -130,15 +188,26 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger 
     metrics,
     pools,
     refresher,
+    hotKeys,
     clientCount: () => sessions.size,
     close(drainMs = 0) {
       closing ??= (async () => {
+        // Graceful drain: stop accepting; every client gets the replies it is owed, then its
+        // connection is closed; whatever is left at the deadline is cut.
+        draining = true;
         server.close();
+        for (const socket of gate.close()) refuse(socket, 'draining', shuttingDownReply);
+        for (const session of sessions) session.drain();
         const deadline = Date.now() + drainMs;
-        while (Date.now() < deadline && [...sessions].some((s) => s.pending > 0)) {
+        while (Date.now() < deadline && sessions.size > 0) {
           await new Promise((r) => setTimeout(r, 20));
         }
-        for (const session of sessions) session.socket.destroy();
+        for (const session of [...sessions]) {
+          if (session.pending > 0) metrics.raw.client_disconnects_total.labels('drain_deadline').inc();
+          session.destroy();
+        }
+        clearInterval(sampler);
+        hotKeys.stop();
         refresher.stop();
         pools.closeAll();
         await admin?.close();

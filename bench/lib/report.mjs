@@ -58,8 +58,8 @@ out.push('## Core proxy: throughput, pooling, connection per request (issue 2)')
 out.push('');
 out.push('**Rerun:** `npm run bench` (that is `bash bench/run.sh`, from the repository root). It installs valkey-server, ' +
   'valkey-benchmark and twemproxy when missing (`scripts/install-valkey.sh --with-twemproxy`), runs `npm ci` if ' +
-  '`node_modules/` is missing, builds respool, runs `bench/throughput.mjs` and `bench/conn-per-request.mjs`, and overwrites ' +
-  'this file. Raw results (JSON per run, with every round) go to `bench/out/` (gitignored). All traffic is on 127.0.0.1.');
+  '`node_modules/` is missing, builds respool, runs `bench/throughput.mjs` and `bench/conn-per-request.mjs`, and rewrites ' +
+  'this section of RESULTS.md. Raw results (JSON per run, with every round) go to `bench/out/` (gitignored). All traffic is on 127.0.0.1.');
 out.push('');
 out.push('Knobs: `BENCH_QUICK=1` (short smoke run), `RESPOOL_BENCH_SKIP_RESPOOL=1` (direct and twemproxy only), ' +
   '`BENCH_ROUNDS`, `BENCH_N_P1`, `BENCH_N_P16`, `BENCH_CLIENTS`, `BENCH_TWEMPROXY_CONNECTIONS`, `BENCH_CPR_OPS`, ' +

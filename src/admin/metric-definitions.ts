@@ -68,6 +68,41 @@ export type TopologyRefreshTrigger = (typeof TOPOLOGY_REFRESH_TRIGGERS)[number];
 export const TOPOLOGY_REFRESH_OUTCOMES = ['ok', 'failed', 'skipped'] as const;
 export type TopologyRefreshOutcome = (typeof TOPOLOGY_REFRESH_OUTCOMES)[number];
 
+// resilience (issue 4: src/upstream/circuit-breaker.ts, node-pool.ts, routing/router.ts, server.ts)
+
+/** How a request that was retried at least once finally ended. */
+export const RETRY_OUTCOMES = ['ok', 'error'] as const;
+export type RetryOutcome = (typeof RETRY_OUTCOMES)[number];
+
+/**
+ * Why a request was refused with an error instead of being sent (a bound was reached):
+ *  - link_inflight: resilience.maxInflightPerLink / maxInflightBytesPerLink
+ *  - process_inflight: resilience.maxInflightPerProcess / maxInflightBytesPerProcess
+ *  - node_queue: resilience.maxQueuedPerNode / maxQueuedBytesPerNode (waiting for a link)
+ *  - node_down: no link to the node within resilience.queueWindowMs
+ */
+export const SHED_REASONS = ['link_inflight', 'process_inflight', 'node_queue', 'node_down'] as const;
+export type ShedReason = (typeof SHED_REASONS)[number];
+
+/** Why respool closed a client connection on its own initiative. */
+export const CLIENT_DISCONNECT_REASONS = ['idle_timeout', 'output_buffer', 'drain_deadline'] as const;
+export type ClientDisconnectReason = (typeof CLIENT_DISCONNECT_REASONS)[number];
+
+/** Queues whose depth is exported (sampled once a second). */
+export const QUEUE_NAMES = ['accept', 'node_wait', 'upstream_inflight', 'client_pending'] as const;
+export type QueueName = (typeof QUEUE_NAMES)[number];
+
+/**
+ * Where a read-only command was served, relative to respool's own availability zone:
+ *  - same_zone_replica / other_zone_replica: a replica in / outside respool's zone (outside
+ *    includes "zone unknown")
+ *  - same_zone_primary: azAffinityReplicasAndPrimary's second choice, the primary in respool's zone
+ *  - primary_fallback: a replica strategy fell back to the primary (no usable replica)
+ *  - primary: the strategy is primary (counted only when some read strategy is configured)
+ */
+export const READ_OUTCOMES = ['same_zone_replica', 'other_zone_replica', 'same_zone_primary', 'primary_fallback', 'primary'] as const;
+export type ReadOutcome = (typeof READ_OUTCOMES)[number];
+
 /** Label value for command names outside the known set (keeps `command` bounded). */
 export const UNKNOWN_COMMAND_LABEL = 'unknown';
 
@@ -152,9 +187,115 @@ export const METRIC_DEFINITIONS = {
     help: 'Number of topology snapshots installed since start.',
     labelNames: [],
   },
+  // resilience
+  circuit_state: {
+    type: 'gauge',
+    help: 'Circuit per upstream node: 0 closed, 1 half-open (one probe dial in flight), 2 open (node treated as down).',
+    labelNames: ['node'],
+  },
+  circuit_opens_total: {
+    type: 'counter',
+    help: 'Times a node\'s circuit opened after resilience.circuitFailureThreshold consecutive failures.',
+    labelNames: ['node'],
+  },
+  dial_budget_exhausted_total: {
+    type: 'counter',
+    help: 'Dials to a failing node deferred because resilience.dialAttemptsPerWindow was spent.',
+    labelNames: ['node'],
+  },
+  retry_budget_exhausted_total: {
+    type: 'counter',
+    help: 'Retries refused because the node\'s retry budget (resilience.retryBudgetPercent) was spent.',
+    labelNames: ['node'],
+  },
+  retry_outcomes_total: {
+    type: 'counter',
+    help: 'Requests retried at least once, by how they finally ended (ok: a non-error reply).',
+    labelNames: ['outcome'],
+  },
+  requests_shed_total: {
+    type: 'counter',
+    help: 'Requests refused with an error because a queue bound was reached or the node stayed down, by reason.',
+    labelNames: ['reason'],
+  },
+  client_disconnects_total: {
+    type: 'counter',
+    help: 'Client connections closed by respool (idle timeout, output buffer limit, drain deadline).',
+    labelNames: ['reason'],
+  },
+  queue_depth: {
+    type: 'gauge',
+    help: 'Entries in respool\'s queues, sampled each second: accept (new clients waiting for admission), node_wait (requests waiting for a link), upstream_inflight (requests written, unanswered), client_pending (replies owed to clients).',
+    labelNames: ['queue'],
+  },
+  upstream_inflight_bytes: {
+    type: 'gauge',
+    help: 'Request bytes written to upstream links and not yet answered, sampled each second.',
+    labelNames: [],
+  },
+
   slots_covered: {
     type: 'gauge',
     help: 'Hash slots (of 16384) served by some node in the current topology.',
+    labelNames: [],
+  },
+
+  // read strategies and availability zones
+  reads_total: {
+    type: 'counter',
+    help: 'Read-only commands answered, by read strategy, outcome (same_zone_replica|other_zone_replica|same_zone_primary|primary_fallback|primary), node and the node\'s zone.',
+    labelNames: ['strategy', 'outcome', 'node', 'zone'],
+  },
+  zone_info: {
+    type: 'gauge',
+    help: 'respool\'s own availability zone (value 1), and where it came from (config|env|aws|gcp|azure|none).',
+    labelNames: ['zone', 'source'],
+  },
+
+  // hot keys (src/hotkeys): detection per window, split copies
+  hotkeys_node_request_share: {
+    type: 'gauge',
+    help: 'Share (0..1) of sampled keyed requests each primary served in the last detection window.',
+    labelNames: ['node'],
+  },
+  hotkeys_top_key_share: {
+    type: 'gauge',
+    help: 'Share (0..1) of sampled keyed requests of the top keys in the last detection window (at most hotKeys.detection.topK series, replaced every window).',
+    labelNames: ['rank', 'key'],
+  },
+  hotkeys_top_key_requests_per_second: {
+    type: 'gauge',
+    help: 'Estimated requests per second of the top keys in the last detection window (bounded like hotkeys_top_key_share).',
+    labelNames: ['rank', 'key'],
+  },
+  hotkeys_requests_per_second: {
+    type: 'gauge',
+    help: 'Estimated keyed requests per second in the last detection window.',
+    labelNames: [],
+  },
+  split_keys: {
+    type: 'gauge',
+    help: 'Split keys currently kept in copies.',
+    labelNames: [],
+  },
+  split_reads_total: {
+    type: 'counter',
+    help: 'Reads of split keys, by where they were served: copy, original, or fallback (a copy was empty and the original was read).',
+    labelNames: ['outcome'],
+  },
+  split_writes_total: {
+    type: 'counter',
+    help: 'Writes fanned out to the copies of split keys, by outcome: ok, failed (every copy refused it), partial_failure.',
+    labelNames: ['outcome'],
+  },
+  split_repairs_total: {
+    type: 'counter',
+    help: 'Copies of split keys made equal to the original (placement, missing copy, partial write), by outcome.',
+    labelNames: ['outcome'],
+  },
+  split_refused_total: {
+    type: 'counter',
+    help: 'Commands refused because they cannot be applied to a split key (scripts, multi-key writes, random writes).',
     labelNames: [],
   },
 } as const satisfies Record<string, MetricDefinition>;

@@ -1,4 +1,5 @@
 import type { RespoolConfig } from './types.js';
+import { DEFAULT_HOT_KEYS } from './hot-keys-config.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -35,6 +36,40 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
     retryMaxMs: 1000,
   },
   logLevel: 'info',
+  resilience: {
+    backoffBaseMs: 100, // AWS guidance for Lettuce: base 100 ms, cap 5 s
+    backoffCapMs: 5_000,
+    dialAttemptsPerWindow: 10, // Valkey PR #2154: ~10 attempts per cluster-node-timeout
+    dialWindowMs: 15_000, // Valkey's default cluster-node-timeout
+    retryBudgetPercent: 10,
+    retryBudgetMinPerSecond: 10,
+    circuitFailureThreshold: 3,
+    queueWindowMs: 250,
+    maxQueuedPerNode: 10_000,
+    maxQueuedBytesPerNode: 64 * MiB,
+    maxInflightPerLink: 10_000,
+    maxInflightBytesPerLink: 64 * MiB,
+    maxInflightPerProcess: 200_000,
+    maxInflightBytesPerProcess: 512 * MiB,
+  },
+  clients: {
+    maxClients: 10_000, // Valkey's maxclients
+    acceptRatePerSecond: 5_000,
+    idleTimeoutMs: 0, // Valkey's timeout 0
+    maxOutputBytesPerClient: 64 * MiB,
+    outputStallMs: 10_000, // like Valkey's soft client-output-buffer-limit seconds
+    tcpKeepAliveMs: 300_000, // Valkey's tcp-keepalive 300
+  },
+  reads: {
+    strategy: 'primary',
+    zone: null,
+    zoneFrom: 'off', // never contacts a metadata service unless the operator opts in
+    metadataBaseUrl: null,
+    metadataTimeoutMs: 1000,
+    maxReplicaLagBytes: 0,
+    prefixes: [],
+  },
+  hotKeys: structuredClone(DEFAULT_HOT_KEYS),
 });
 
 function deepFreeze<T>(value: T): T {

@@ -3,7 +3,7 @@
 
 import { DEFAULT_CONFIG } from './defaults.js';
 import { numericField, type NumericField } from './schema.js';
-import { LOG_LEVELS, MODES } from './types.js';
+import { LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM } from './types.js';
 import { formatDuration, formatHostPort, formatSize } from './values.js';
 
 export interface FlagSpec {
@@ -65,6 +65,51 @@ export const FLAGS: readonly FlagSpec[] = [
   numeric('command-timeout', 'timeouts.commandMs', 'time to wait for an upstream reply'),
   numeric('max-redirects', 'cluster.maxRedirects', 'MOVED/ASK redirects followed per request'),
   numeric('refresh-period', 'cluster.refreshPeriodMs', 'cluster topology refresh period'),
+  numeric('max-clients', 'clients.maxClients', 'client connections; the excess client gets an error reply'),
+  numeric('accept-rate', 'clients.acceptRatePerSecond', 'new client connections admitted per second (0 = unlimited); established clients are served first'),
+  numeric('idle-timeout', 'clients.idleTimeoutMs', 'close a client idle this long (0 = never)'),
+  numeric('max-output-bytes-per-client', 'clients.maxOutputBytesPerClient', 'unread reply bytes before a client is disconnected'),
+  numeric('tcp-keepalive', 'clients.tcpKeepAliveMs', 'TCP keepalive interval for client connections (0 = off)'),
+  numeric('dial-attempts-per-window', 'resilience.dialAttemptsPerWindow', 'connection attempts to a failing node per window, all links together'),
+  numeric('dial-window', 'resilience.dialWindowMs', 'the window of --dial-attempts-per-window (like cluster-node-timeout)'),
+  numeric('queue-window', 'resilience.queueWindowMs', 'how long a request waits for a link to a node that has none before failing'),
+  {
+    name: 'read-strategy', type: 'string', value: 'STRATEGY',
+    help: `where read-only commands go: ${READ_STRATEGIES.join(', ')} (replicas in respool's zone first)`,
+    default: DEFAULT_CONFIG.reads.strategy,
+  },
+  {
+    name: 'zone', type: 'string', value: 'NAME',
+    help: 'respool\'s own availability zone (else the environment variable RESPOOL_ZONE, else --zone-from)',
+    default: 'none',
+  },
+  {
+    name: 'zone-from', type: 'string', value: ZONE_FROM.join('|'),
+    help: 'discover the zone at start from this cloud\'s instance metadata service at --metadata-base-url (opt-in)',
+    default: DEFAULT_CONFIG.reads.zoneFrom,
+  },
+  {
+    name: 'metadata-base-url', type: 'string', value: 'URL',
+    help: 'base URL of the instance metadata service for --zone-from (required with it)',
+  },
+  {
+    name: 'hot-keys-detection', type: 'string', value: 'on|off',
+    help: 'count sampled keys and report the hot ones (admin /hotkeys, RESPOOL HOTKEYS, metrics)', default: 'on',
+  },
+  {
+    name: 'hot-keys-sample-rate', type: 'string', value: 'RATE',
+    help: 'share of keyed requests sampled by hot-key detection, above 0 and at most 1',
+    default: String(DEFAULT_CONFIG.hotKeys.detection.sampleRate),
+  },
+  {
+    name: 'hot-keys-window', type: 'string', value: 'DURATION',
+    help: 'hot-key detection window: rates and shares are reported per window',
+    default: formatDuration(DEFAULT_CONFIG.hotKeys.detection.windowMs),
+  },
+  {
+    name: 'split-key', type: 'string', multiple: true, value: 'KEY[=COPIES]',
+    help: 'keep KEY in COPIES copies on distinct primaries (default one per primary): reads go to one copy, writes to all; repeatable',
+  },
   {
     name: 'log-level', type: 'string', value: LOG_LEVELS.join('|'),
     help: 'log verbosity', default: DEFAULT_CONFIG.logLevel,

@@ -24,14 +24,25 @@ Values:
 Environment:
   ${UPSTREAM_PASSWORD_ENV}  password for the upstream nodes, unless --upstream-password
                              is given; wins over the config file
+  RESPOOL_ZONE               respool's availability zone when neither --zone nor
+                             reads.zone is given
 
 Config file:
   --config file.yaml reads every setting, with the same camelCase names as the configuration
-  (listen, upstreams, mode, admin, connectionsPerNode, upstreamAuth, users, limits, timeouts,
-  cluster, logLevel); see config/sidecar.yaml and config/central-proxy.yaml. Some settings
-  (users, upstreamAuth.passwordEnv, limits.maxArrayLength, cluster.retryBudget, ...) exist
-  only in the file. Flags win over the file; the file wins over the defaults. Unknown keys
-  are errors.
+  (listen, upstreams, mode, admin, connectionsPerNode, upstreamAuth, users, limits,
+  timeouts, cluster, resilience, clients, reads, hotKeys, logLevel); see config/sidecar.yaml
+  and config/central-proxy.yaml. Some settings (users, upstreamAuth.passwordEnv,
+  limits.maxArrayLength, cluster.retryBudget, ...) exist only in the file. Flags win over
+  the file; the file wins over the defaults. Unknown keys are errors.
+
+Proxy commands (send them to respool, e.g. with valkey-cli -p 6380):
+  RESPOOL HOTKEYS [COUNT n] [CURRENT]      top keys of the last hot-key window: rate, share, node
+  RESPOOL NODES [CURRENT]                  each primary's share of keyed requests
+  RESPOOL SPLIT ADD key [copies]           keep key in copies on distinct primaries
+  RESPOOL SPLIT ADDPREFIX|ADDPATTERN p [copies]
+  RESPOOL SPLIT DEL key|prefix|pattern     stop splitting (copies deleted, original kept)
+  RESPOOL SPLIT LIST                       split keys and their copies
+  (admin HTTP: GET /hotkeys, POST /hotkeys/split, DELETE /hotkeys/split?key=...)
 
 Exit codes:
   0  ok

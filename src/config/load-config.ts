@@ -12,8 +12,11 @@ import { parseDocument } from 'yaml';
 import { DEFAULT_CONFIG } from './defaults.js';
 import { FLAGS, UPSTREAM_PASSWORD_ENV } from './flags.js';
 import { helpText } from './help-text.js';
+import { convertHotKeyFlags, readHotKeysFile } from './hot-keys-config.js';
 import { CONFIG_FILE_SCHEMA, NUMERIC_FIELDS, type NumericField } from './schema.js';
-import { ConfigError, LOG_LEVELS, MODES, type HostPort, type RespoolConfig } from './types.js';
+import {
+  ConfigError, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type HostPort, type ReadStrategyName, type RespoolConfig,
+} from './types.js';
 import {
   ValueProblem, formatDuration, formatHostPort, show, suggest,
   toDuration, toEnum, toHostPort, toInteger, toSize,
@@ -132,6 +135,11 @@ function convertFlags(values: FlagValues, env: NodeJS.ProcessEnv, problems: stri
   convert('mode', 'mode', (v) => toEnum(v, MODES));
   convert('admin', 'admin', (v) => (v === 'off' ? null : toHostPort(v, true)));
   convert('log-level', 'logLevel', (v) => toEnum(v, LOG_LEVELS));
+  convertHotKeyFlags(values, out, problems);
+  convert('read-strategy', 'reads.strategy', (v) => toEnum(v, READ_STRATEGIES));
+  convert('zone', 'reads.zone', (v) => toZone(v));
+  convert('zone-from', 'reads.zoneFrom', (v) => toEnum(v, ZONE_FROM));
+  convert('metadata-base-url', 'reads.metadataBaseUrl', (v) => toHttpUrl(v));
   convert('upstream-user', 'upstreamAuth.username', (v) => nonEmpty(v));
   convert('upstream-password', 'upstreamAuth.password', (v) => nonEmpty(v));
   if (values['upstream-password'] === undefined) {
@@ -142,6 +150,26 @@ function convertFlags(values: FlagValues, env: NodeJS.ProcessEnv, problems: stri
     if (f.field) convert(f.name, f.field.path, (v) => toNumber(f.field!, v));
   }
   return out;
+}
+
+/** An availability zone name: non-empty, no whitespace (it becomes a metric label). */
+function toZone(v: unknown): string {
+  if (typeof v !== 'string' || !/^\S+$/.test(v)) throw new ValueProblem(`must be a zone name without spaces (got ${show(v)})`);
+  return v;
+}
+
+/** An http:// or https:// base URL, without a trailing slash. */
+function toHttpUrl(v: unknown): string {
+  let url: URL | undefined;
+  try {
+    url = typeof v === 'string' ? new URL(v) : undefined;
+  } catch {
+    url = undefined;
+  }
+  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    throw new ValueProblem(`must be an http:// or https:// URL (got ${show(v)})`);
+  }
+  return (v as string).replace(/\/+$/, '');
 }
 
 function nonEmpty(v: string): string {
@@ -246,6 +274,29 @@ function readConfigFile(path: string, env: NodeJS.ProcessEnv, problems: string[]
   if (settings.admin === null || settings.admin === 'off') out.set('admin', null);
   else set('admin', convert('admin', settings.admin, (v) => toHostPort(v, true)));
   set('logLevel', convert('logLevel', settings.logLevel, (v) => toEnum(v, LOG_LEVELS)));
+  const reads = settings.reads as Record<string, unknown> | undefined;
+  if (reads !== undefined && reads !== null && typeof reads === 'object') {
+    set('reads.strategy', convert('reads.strategy', reads.strategy, (v) => toEnum(v, READ_STRATEGIES)));
+    if (reads.zone === null) out.set('reads.zone', null);
+    else set('reads.zone', convert('reads.zone', reads.zone, (v) => toZone(v)));
+    set('reads.zoneFrom', convert('reads.zoneFrom', reads.zoneFrom, (v) => toEnum(v, ZONE_FROM)));
+    if (reads.metadataBaseUrl === null) out.set('reads.metadataBaseUrl', null);
+    else set('reads.metadataBaseUrl', convert('reads.metadataBaseUrl', reads.metadataBaseUrl, (v) => toHttpUrl(v)));
+    if (Array.isArray(reads.prefixes) && !isBad('reads.prefixes')) {
+      const prefixes: Array<{ prefix: string; strategy: ReadStrategyName }> = [];
+      (reads.prefixes as Array<Record<string, unknown>>).forEach((entry, i) => {
+        const item = convert(`reads.prefixes[${i}]`, entry, () => {
+          const prefix = entry.prefix as string;
+          const twin = prefixes.findIndex((x) => x.prefix === prefix);
+          if (twin >= 0) throw new ValueProblem(`prefix ${JSON.stringify(prefix)} is already listed in reads.prefixes[${twin}]`);
+          return { prefix, strategy: toEnum(entry.strategy, READ_STRATEGIES) };
+        });
+        if (item) prefixes.push(item);
+      });
+      out.set('reads.prefixes', prefixes);
+    }
+  }
+  if (!isBad('hotKeys')) readHotKeysFile(settings.hotKeys, convert, set);
   for (const f of NUMERIC_FIELDS) {
     const [group, key] = f.path.split('.') as [string, string | undefined];
     const raw = key === undefined ? settings[group] : (settings[group] as Record<string, unknown> | undefined)?.[key];
@@ -352,8 +403,9 @@ function assemble(fromFile: Map<string, unknown>, fromFlags: Map<string, unknown
   const target = config as unknown as Record<string, Record<string, unknown>>;
   for (const [key, value] of settings) {
     if (key.startsWith('upstreamAuth')) continue;
-    const [group, field] = key.split('.') as [string, string | undefined];
+    const [group, field, leaf] = key.split('.') as [string, string | undefined, string | undefined];
     if (field === undefined) (target as Record<string, unknown>)[group] = value;
+    else if (leaf !== undefined) (target[group]![field] as Record<string, unknown>)[leaf] = value; // hotKeys.detection.x
     else target[group]![field] = value;
   }
 
@@ -369,6 +421,12 @@ function assemble(fromFile: Map<string, unknown>, fromFlags: Map<string, unknown
     );
   }
 
+  if (config.reads.zoneFrom !== 'off' && config.reads.metadataBaseUrl === null) {
+    problems.push(
+      `config: reads.zoneFrom ${config.reads.zoneFrom} needs reads.metadataBaseUrl (--metadata-base-url), `
+        + `the address of the instance metadata service; respool has no built-in one`,
+    );
+  }
   if (config.upstreams.length === 0) {
     problems.push('--upstream (or upstreams: in the config file) is required');
   }
@@ -376,6 +434,13 @@ function assemble(fromFile: Map<string, unknown>, fromFlags: Map<string, unknown
   const { admin, listen } = config;
   if (admin && admin.port !== 0 && admin.port === listen.port && admin.host === listen.host) {
     problems.push(`config: admin and listen must be different addresses (both ${formatHostPort(listen)})`);
+  }
+  const { backoffBaseMs, backoffCapMs } = config.resilience;
+  if (backoffBaseMs > backoffCapMs) {
+    problems.push(
+      `config: resilience.backoffBaseMs (${formatDuration(backoffBaseMs)}) must not exceed `
+        + `resilience.backoffCapMs (${formatDuration(backoffCapMs)})`,
+    );
   }
   const { retryBaseMs, retryMaxMs } = config.cluster;
   if (retryBaseMs > retryMaxMs) {

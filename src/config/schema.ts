@@ -11,7 +11,8 @@
 // ("must be a size like 512mb"). load-config.ts registers it with ajv.
 
 import { DURATION_PATTERN, ENV_NAME_PATTERN, GiB, SIZE_PATTERN, TiB, type Range } from './values.js';
-import { LOG_LEVELS, MODES } from './types.js';
+import { LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM } from './types.js';
+import { HOT_KEYS_SCHEMA } from './hot-keys-config.js';
 
 /** Every numeric setting: where it lives, how it is written, and its allowed range. */
 export interface NumericField extends Range {
@@ -39,6 +40,32 @@ export const NUMERIC_FIELDS: readonly NumericField[] = [
   { path: 'cluster.retryBudget', kind: 'integer', min: 0, max: 100 },
   { path: 'cluster.retryBaseMs', kind: 'duration', min: 1, max: DAY_MS },
   { path: 'cluster.retryMaxMs', kind: 'duration', min: 1, max: DAY_MS },
+  // resilience: backoff, budgets, circuits, queue bounds (src/upstream/*)
+  { path: 'resilience.backoffBaseMs', kind: 'duration', min: 1, max: DAY_MS },
+  { path: 'resilience.backoffCapMs', kind: 'duration', min: 1, max: DAY_MS },
+  { path: 'resilience.dialAttemptsPerWindow', kind: 'integer', min: 1, max: 1_000_000 },
+  { path: 'resilience.dialWindowMs', kind: 'duration', min: 1, max: DAY_MS },
+  { path: 'resilience.retryBudgetPercent', kind: 'integer', min: 0, max: 1000 },
+  { path: 'resilience.retryBudgetMinPerSecond', kind: 'integer', min: 0, max: 1_000_000 },
+  { path: 'resilience.circuitFailureThreshold', kind: 'integer', min: 1, max: 1000 },
+  { path: 'resilience.queueWindowMs', kind: 'duration', min: 0, max: DAY_MS },
+  { path: 'resilience.maxQueuedPerNode', kind: 'integer', min: 0, max: 100_000_000 },
+  { path: 'resilience.maxQueuedBytesPerNode', kind: 'size', min: 0, max: 1 * TiB },
+  { path: 'resilience.maxInflightPerLink', kind: 'integer', min: 1, max: 100_000_000 },
+  { path: 'resilience.maxInflightBytesPerLink', kind: 'size', min: 1, max: 1 * TiB },
+  { path: 'resilience.maxInflightPerProcess', kind: 'integer', min: 1, max: 1_000_000_000 },
+  { path: 'resilience.maxInflightBytesPerProcess', kind: 'size', min: 1, max: 1 * TiB },
+  // clients: storms, idle and slow clients (src/server.ts, src/session/client-session.ts)
+  { path: 'clients.maxClients', kind: 'integer', min: 1, max: 10_000_000 },
+  { path: 'clients.acceptRatePerSecond', kind: 'integer', min: 0, max: 100_000_000 },
+  { path: 'clients.idleTimeoutMs', kind: 'duration', min: 0, max: DAY_MS },
+  { path: 'clients.maxOutputBytesPerClient', kind: 'size', min: 1, max: 1 * TiB },
+  { path: 'clients.outputStallMs', kind: 'duration', min: 1, max: DAY_MS },
+  { path: 'clients.tcpKeepAliveMs', kind: 'duration', min: 0, max: DAY_MS },
+  // reads: read strategies and zone discovery (src/routing/read-strategy.ts, src/cluster/zone-discovery.ts)
+  // The metadata lookup delays start-up by at most this much: capped at 10 s.
+  { path: 'reads.metadataTimeoutMs', kind: 'duration', min: 1, max: 10_000 },
+  { path: 'reads.maxReplicaLagBytes', kind: 'size', min: 0, max: 1 * TiB },
 ];
 
 export function numericField(path: string): NumericField {
@@ -77,6 +104,37 @@ function numericGroup(group: string): Schema {
     if (key !== undefined && g === group) properties[key] = numericSchema(f);
   }
   return { type: 'object', additionalProperties: false, properties, 'x-expect': 'must be a mapping' };
+}
+
+const readStrategy: Schema = { enum: [...READ_STRATEGIES], 'x-expect': `must be one of ${READ_STRATEGIES.join(', ')}` };
+
+/** reads: the numeric fields plus strategy, zone, zoneFrom, metadataBaseUrl and per-prefix strategies. */
+function readsSchema(): Schema {
+  const group = numericGroup('reads');
+  return {
+    ...group,
+    properties: {
+      ...(group.properties as Record<string, Schema>),
+      strategy: readStrategy,
+      zone: { type: ['string', 'null'], pattern: '^\\S+$', 'x-expect': 'must be a zone name without spaces, or null' },
+      zoneFrom: { enum: [...ZONE_FROM], 'x-expect': `must be one of ${ZONE_FROM.join(', ')}` },
+      metadataBaseUrl: { type: ['string', 'null'], 'x-expect': 'must be an http:// or https:// URL, or null' },
+      prefixes: {
+        type: 'array',
+        'x-expect': 'must be a list of { prefix, strategy } mappings',
+        items: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['prefix', 'strategy'],
+          'x-expect': 'must be a mapping with prefix and strategy',
+          properties: {
+            prefix: { type: 'string', minLength: 1, 'x-expect': 'must be a non-empty string' },
+            strategy: readStrategy,
+          },
+        },
+      },
+    },
+  };
 }
 
 // Loose on purpose: the exact host:port rules (brackets, port range) live in toHostPort().
@@ -132,6 +190,10 @@ export const CONFIG_FILE_SCHEMA: Schema = {
     limits: numericGroup('limits'),
     timeouts: numericGroup('timeouts'),
     cluster: numericGroup('cluster'),
+    resilience: numericGroup('resilience'),
+    clients: numericGroup('clients'),
+    reads: readsSchema(),
+    hotKeys: HOT_KEYS_SCHEMA,
     logLevel: { enum: [...LOG_LEVELS], 'x-expect': `must be one of ${LOG_LEVELS.join(', ')}` },
   },
 };
@@ -148,5 +210,9 @@ export interface ConfigFile {
   limits?: Record<string, number | string>;
   timeouts?: Record<string, number | string>;
   cluster?: Record<string, number | string>;
+  resilience?: Record<string, number | string>;
+  clients?: Record<string, number | string>;
+  reads?: Record<string, unknown>;
+  hotKeys?: Record<string, unknown>;
   logLevel?: string;
 }

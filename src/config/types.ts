@@ -2,6 +2,9 @@
 // optional YAML file and the command line (in that order; later wins). Values here are already
 // converted: sizes in bytes, durations in milliseconds, addresses split into host and port.
 
+import type { HotKeysConfig } from './hot-keys-config.js';
+export type { HotKeysConfig, ReadChoice, SplitRuleConfig } from './hot-keys-config.js';
+
 export interface HostPort {
   host: string; // an IPv6 host is stored without brackets ("::1")
   port: number;
@@ -36,6 +39,55 @@ export interface RespoolConfig {
     retryMaxMs: number; // default 1000
   };
   logLevel: LogLevel; // default info
+  /** Backoff, budgets, circuits and queue bounds toward the upstream (docs/resilience.md). */
+  resilience: ResilienceConfig;
+  /** Client-side limits: connection storms, idle and slow clients. */
+  clients: ClientsConfig;
+  /** Where read-only commands go: read strategies and availability-zone affinity (docs in README). */
+  reads: ReadsConfig;
+  /** Hot-key detection and split copies (src/hotkeys; config in hot-keys-config.ts). */
+  hotKeys: HotKeysConfig;
+}
+
+export type ReadStrategyName = 'primary' | 'preferReplica' | 'azAffinity' | 'azAffinityReplicasAndPrimary';
+export const READ_STRATEGIES: readonly ReadStrategyName[] = ['primary', 'preferReplica', 'azAffinity', 'azAffinityReplicasAndPrimary'];
+export type ZoneFrom = 'off' | 'aws' | 'gcp' | 'azure';
+export const ZONE_FROM: readonly ZoneFrom[] = ['off', 'aws', 'gcp', 'azure'];
+
+export interface ReadsConfig {
+  strategy: ReadStrategyName; // default primary: every command to the slot's primary
+  zone: string | null; // respool's own availability zone; null = RESPOOL_ZONE, else zoneFrom
+  zoneFrom: ZoneFrom; // default off: ask a cloud's instance metadata service at start (opt-in)
+  metadataBaseUrl: string | null; // required with zoneFrom (no built-in address, so nothing is contacted by accident)
+  metadataTimeoutMs: number; // default 1000: the whole metadata lookup, start-up never waits longer
+  maxReplicaLagBytes: number; // default 0 (off): skip replicas trailing their primary by more bytes
+  prefixes: Array<{ prefix: string; strategy: ReadStrategyName }>; // per key prefix; the longest match wins
+}
+
+export interface ResilienceConfig {
+  backoffBaseMs: number; // default 100: first reconnect delay ceiling (full jitter)
+  backoffCapMs: number; // default 5000: largest reconnect delay
+  dialAttemptsPerWindow: number; // default 10: dials to a failing node per window, all links together
+  dialWindowMs: number; // default 15000 (Valkey's default cluster-node-timeout)
+  retryBudgetPercent: number; // default 10: retries per node as a share of its recent requests
+  retryBudgetMinPerSecond: number; // default 10: retries always allowed per node and second
+  circuitFailureThreshold: number; // default 3: consecutive failures that open a node's circuit
+  queueWindowMs: number; // default 250: how long a request waits for a link to a node that has none
+  maxQueuedPerNode: number; // default 10000: requests waiting for a link, per pool
+  maxQueuedBytesPerNode: number; // default 64 MiB
+  maxInflightPerLink: number; // default 10000: requests written and unanswered, per link
+  maxInflightBytesPerLink: number; // default 64 MiB
+  maxInflightPerProcess: number; // default 200000: all links together
+  maxInflightBytesPerProcess: number; // default 512 MiB
+}
+
+export interface ClientsConfig {
+  maxClients: number; // default 10000; the excess client gets an error reply, then is closed
+  acceptRatePerSecond: number; // default 5000; 0 = unlimited; new clients above it wait, established ones are served first
+  idleTimeoutMs: number; // default 0 (off): close clients idle this long
+  maxOutputBytesPerClient: number; // default 64 MiB: a client whose unread replies exceed it is closed
+  outputStallMs: number; // default 10000: closed too when its unread replies stay above half the limit this long
+  tcpKeepAliveMs: number; // default 300000 (Valkey's tcp-keepalive 300); 0 = off
 }
 
 export const MODES: readonly Mode[] = ['auto', 'cluster', 'standalone'];

@@ -1,5 +1,6 @@
 import type { Link, LinkRequest } from '../upstream/link.js';
 import type { Router } from './router.js';
+import type { ReadChoice, ReadStrategy } from './read-strategy.js';
 
 /** Where a finished request's reply goes: the client session's ordered reply queue. */
 export interface ReplySink {
@@ -27,6 +28,14 @@ export class ProxyRequest implements LinkRequest, ReplyEntry {
   retries = 0;
   /** Address of the node the request was last sent to (for errors and metrics). */
   node = '';
+  /** A read-only command: may be re-sent even when a lost link may have run it (router.ts). */
+  safeToRepeat = false;
+  /** Read-only command under a read strategy (read-strategy.ts); null: the slot's primary. */
+  read: ReadStrategy | null = null;
+  /** Where the read strategy last sent it. */
+  readChoice: ReadChoice | null = null;
+  /** Replicas this read already failed on (MOVED, LOADING, link failure), skipped on re-plan. */
+  avoid: string[] | null = null;
 
   constructor(
     readonly sink: ReplySink,
@@ -45,8 +54,8 @@ export class ProxyRequest implements LinkRequest, ReplyEntry {
     this.finish(frame);
   }
 
-  onLinkFailure(error: string, written: boolean): void {
-    this.router.handleLinkFailure(this, error, written);
+  onLinkFailure(error: string, written: boolean, shed = false): void {
+    this.router.handleLinkFailure(this, error, written, shed);
   }
 
   /** Completes the request with these reply bytes (exactly once). */

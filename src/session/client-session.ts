@@ -9,6 +9,7 @@ import { proxyHandling } from '../commands/proxy-handling.js';
 import { runLocalCommand, AUTH_EXEMPT } from './local-commands.js';
 import type { ServerContext } from './server-context.js';
 import { BatchedWriter } from '../util/batched-writer.js';
+import { isRespoolCommand, runRespoolCommand } from '../hotkeys/control.js';
 
 /**
  * One client connection: frames its requests, answers the local ones, hands the rest to the
@@ -20,6 +21,13 @@ import { BatchedWriter } from '../util/batched-writer.js';
  *             (its bytes copied, since link read buffers are not ours to keep).
  *   bound    : at most limits.maxPendingPerClient entries; at the bound the session stops
  *             reading the socket (TCP backpressure reaches the client) until half have drained.
+ *   output   : replies written but not yet read by the client (socket buffer) stay under
+ *             clients.maxOutputBytesPerClient; past it the client is disconnected (like Valkey's
+ *             client-output-buffer-limit), so a client that stops reading cannot hold memory.
+ *             Past half of it (at most 4 MiB) the session stops reading that client's requests
+ *             until the socket drains: a slow reader stops adding work to the shared links; if it
+ *             does not drain within clients.outputStallMs, the client is disconnected too.
+ *   idle     : clients.idleTimeoutMs without traffic and nothing pending closes the connection.
  */
 export class ClientSession implements ReplySink {
   readonly id: number;
@@ -35,6 +43,8 @@ export class ClientSession implements ReplySink {
   private readonly framer: RequestFramer;
   private readonly replies = new FifoQueue<ReplyEntry>();
   private readingPaused = false;
+  /** Reading paused because the client is not reading its replies (see `output` above). */
+  private outputPaused = false;
   private closeWhenFlushed = false;
   private readonly writer: BatchedWriter;
 
@@ -51,6 +61,12 @@ export class ClientSession implements ReplySink {
       maxInlineLength: limits.maxInlineLength,
     });
     socket.setNoDelay(true);
+    const { tcpKeepAliveMs, idleTimeoutMs } = ctx.config.clients;
+    if (tcpKeepAliveMs > 0) socket.setKeepAlive(true, tcpKeepAliveMs);
+    if (idleTimeoutMs > 0) {
+      socket.setTimeout(idleTimeoutMs);
+      socket.on('timeout', () => this.onIdle());
+    }
     this.writer = new BatchedWriter(socket, 'microtask');
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('close', () => this.onClose());
@@ -129,6 +145,10 @@ export class ClientSession implements ReplySink {
       this.replyNow(encodeError(ProxyError.noAuth()));
       return;
     }
+    if (spec === undefined && isRespoolCommand(args[0]!)) {
+      this.replyNow(runRespoolCommand(this.ctx.router.hotKeysControl, args, this.protocol));
+      return;
+    }
     const handling = spec ? proxyHandling(spec, args) : 'anyNode';
     switch (handling) {
       case 'local':
@@ -165,7 +185,7 @@ export class ClientSession implements ReplySink {
       this.endSocket();
       return;
     }
-    if (this.readingPaused && !this.closeWhenFlushed && this.replies.length <= this.ctx.config.limits.maxPendingPerClient / 2) {
+    if (this.readingPaused && !this.outputPaused && !this.closeWhenFlushed && this.replies.length <= this.ctx.config.limits.maxPendingPerClient / 2) {
       this.resumeReading();
     }
   }
@@ -173,6 +193,63 @@ export class ClientSession implements ReplySink {
   /** Replies produced while handling one upstream chunk leave in one write (BatchedWriter). */
   private write(data: Buffer): void {
     this.writer.write(data);
+    const unread = this.socket.writableLength + this.writer.pendingBytes;
+    const max = this.ctx.config.clients.maxOutputBytesPerClient;
+    if (unread > max) this.dropSlowClient(unread);
+    else if (!this.outputPaused && unread > Math.min(max / 2, 4 * 1024 * 1024)) this.pauseForOutput();
+  }
+
+  private pauseForOutput(): void {
+    this.outputPaused = true;
+    this.pauseReading();
+    // Still stalled after outputStallMs: the client is not reading; let it go (soft limit).
+    const stall = setTimeout(() => {
+      if (this.outputPaused) this.dropSlowClient(this.socket.writableLength + this.writer.pendingBytes);
+    }, this.ctx.config.clients.outputStallMs);
+    stall.unref();
+    this.socket.once('drain', () => {
+      clearTimeout(stall);
+      this.outputPaused = false;
+      if (this.readingPaused && !this.closeWhenFlushed && !this.closed
+        && this.replies.length <= this.ctx.config.limits.maxPendingPerClient / 2) {
+        this.resumeReading();
+      }
+    });
+  }
+
+  /** The client stopped reading its replies: disconnect it (its memory must stay bounded). */
+  private dropSlowClient(unread: number): void {
+    if (this.closed) return;
+    const max = this.ctx.config.clients.maxOutputBytesPerClient;
+    this.ctx.metrics?.raw.client_disconnects_total.labels('output_buffer').inc();
+    this.ctx.log.warn({ client: this.address, unread, max }, ProxyError.outputBufferExceeded(unread, max));
+    this.writer.discard();
+    this.socket.destroy();
+    this.onClose();
+  }
+
+  private onIdle(): void {
+    if (this.closed || this.replies.length > 0) return; // waiting on upstream is not idleness
+    this.ctx.metrics?.raw.client_disconnects_total.labels('idle_timeout').inc();
+    this.closed = true;
+    this.socket.destroy();
+    this.ctx.onSessionClosed(this);
+  }
+
+  /**
+   * Graceful drain (SIGTERM): read no more requests; close once every reply owed has been
+   * written. The server destroys what is left at its drain deadline.
+   */
+  drain(): void {
+    if (this.closed) return;
+    this.closeAfterReplies();
+  }
+
+  /** Ends the connection now (drain deadline passed). */
+  destroy(): void {
+    if (this.closed) return;
+    this.socket.destroy();
+    this.onClose();
   }
 
   private endSocket(): void {

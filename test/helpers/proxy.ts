@@ -20,6 +20,9 @@ export async function startTestProxy(
     limits: { ...base.limits, ...(overrides.limits ?? {}) },
     timeouts: { ...base.timeouts, ...(overrides.timeouts ?? {}) },
     cluster: { ...base.cluster, ...(overrides.cluster ?? {}) },
+    resilience: { ...base.resilience, ...(overrides.resilience ?? {}) },
+    clients: { ...base.clients, ...(overrides.clients ?? {}) },
+    reads: { ...base.reads, ...(overrides.reads ?? {}) },
   } as RespoolConfig;
   const log = pino({ level: process.env['RESPOOL_TEST_LOG'] ?? 'silent' });
   return startProxy(config, { log });

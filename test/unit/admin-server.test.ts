@@ -45,6 +45,29 @@ function touchEverything(m: Metrics): void {
   m.topologyRefreshCounter('startup', 'ok').inc();
   m.topologyEpoch.set(1);
   m.slotsCovered.set(16384);
+  // resilience (issue 4)
+  m.raw.circuit_state.labels('127.0.0.1:7000').set(2);
+  m.raw.circuit_opens_total.labels('127.0.0.1:7000').inc();
+  m.raw.dial_budget_exhausted_total.labels('127.0.0.1:7000').inc();
+  m.raw.retry_budget_exhausted_total.labels('127.0.0.1:7000').inc();
+  m.raw.retry_outcomes_total.labels('ok').inc();
+  m.raw.requests_shed_total.labels('node_down').inc();
+  m.raw.client_disconnects_total.labels('idle_timeout').inc();
+  m.raw.queue_depth.labels('accept').set(3);
+  m.raw.upstream_inflight_bytes.set(100);
+  // hot keys (issue 3)
+  m.raw.hotkeys_node_request_share.labels('127.0.0.1:7000').set(0.9);
+  m.raw.hotkeys_top_key_share.labels('1', 'hot').set(0.9);
+  m.raw.hotkeys_top_key_requests_per_second.labels('1', 'hot').set(1000);
+  m.raw.hotkeys_requests_per_second.set(1100);
+  m.raw.split_keys.set(1);
+  m.raw.split_reads_total.labels('copy').inc();
+  m.raw.split_writes_total.labels('ok').inc();
+  m.raw.split_repairs_total.labels('ok').inc();
+  m.raw.split_refused_total.inc();
+  // read strategies (issue 5)
+  m.raw.reads_total.labels('azAffinity', 'same_zone_replica', '127.0.0.1:7001', 'az-a').inc();
+  m.raw.zone_info.labels('az-a', 'config').set(1);
 }
 
 describe('admin server', () => {

@@ -67,6 +67,45 @@ describe('defaults', () => {
         retryMaxMs: 1000,
       },
       logLevel: 'info',
+      resilience: {
+        backoffBaseMs: 100,
+        backoffCapMs: 5000,
+        dialAttemptsPerWindow: 10,
+        dialWindowMs: 15_000,
+        retryBudgetPercent: 10,
+        retryBudgetMinPerSecond: 10,
+        circuitFailureThreshold: 3,
+        queueWindowMs: 250,
+        maxQueuedPerNode: 10_000,
+        maxQueuedBytesPerNode: 64 * 1024 * 1024,
+        maxInflightPerLink: 10_000,
+        maxInflightBytesPerLink: 64 * 1024 * 1024,
+        maxInflightPerProcess: 200_000,
+        maxInflightBytesPerProcess: 512 * 1024 * 1024,
+      },
+      clients: {
+        maxClients: 10_000,
+        acceptRatePerSecond: 5000,
+        idleTimeoutMs: 0,
+        maxOutputBytesPerClient: 64 * 1024 * 1024,
+        outputStallMs: 10_000,
+        tcpKeepAliveMs: 300_000,
+      },
+      reads: {
+        strategy: 'primary',
+        zone: null,
+        zoneFrom: 'off',
+        metadataBaseUrl: null,
+        metadataTimeoutMs: 1000,
+        maxReplicaLagBytes: 0,
+        prefixes: [],
+      },
+      hotKeys: {
+        detection: { enabled: true, sampleRate: 0.01, windowMs: 10_000, topK: 10 },
+        split: [],
+        autoSplit: { enabled: false, share: 0.5, copies: null },
+        readChoice: 'roundRobin',
+      },
     } satisfies RespoolConfig);
   });
 
@@ -296,6 +335,28 @@ cluster:
   retryBudget: 0
   retryBaseMs: 10
   retryMaxMs: 2s
+resilience:
+  backoffBaseMs: 50ms
+  backoffCapMs: 2s
+  dialAttemptsPerWindow: 5
+  dialWindowMs: 2s
+  retryBudgetPercent: 20
+  retryBudgetMinPerSecond: 3
+  circuitFailureThreshold: 2
+  queueWindowMs: 100ms
+  maxQueuedPerNode: 50
+  maxQueuedBytesPerNode: 1mb
+  maxInflightPerLink: 60
+  maxInflightBytesPerLink: 2mb
+  maxInflightPerProcess: 70
+  maxInflightBytesPerProcess: 3mb
+clients:
+  maxClients: 500
+  acceptRatePerSecond: 0
+  idleTimeoutMs: 5m
+  maxOutputBytesPerClient: 8mb
+  outputStallMs: 3s
+  tcpKeepAliveMs: 0
 logLevel: trace
 `);
     expect(run(['--config', path], { BOB_PW: 'b' })).toEqual({
@@ -315,7 +376,19 @@ logLevel: trace
         maxRedirects: 3, refreshMinIntervalMs: 500, refreshPeriodMs: 60_000, retryBudget: 0, retryBaseMs: 10,
         retryMaxMs: 2000,
       },
+      resilience: {
+        backoffBaseMs: 50, backoffCapMs: 2000, dialAttemptsPerWindow: 5, dialWindowMs: 2000,
+        retryBudgetPercent: 20, retryBudgetMinPerSecond: 3, circuitFailureThreshold: 2, queueWindowMs: 100,
+        maxQueuedPerNode: 50, maxQueuedBytesPerNode: 1_048_576, maxInflightPerLink: 60,
+        maxInflightBytesPerLink: 2 * 1_048_576, maxInflightPerProcess: 70, maxInflightBytesPerProcess: 3 * 1_048_576,
+      },
+      clients: {
+        maxClients: 500, acceptRatePerSecond: 0, idleTimeoutMs: 300_000, maxOutputBytesPerClient: 8 * 1_048_576,
+        outputStallMs: 3000, tcpKeepAliveMs: 0,
+      },
       logLevel: 'trace',
+      reads: { ...DEFAULT_CONFIG.reads, prefixes: [] },
+      hotKeys: DEFAULT_CONFIG.hotKeys,
     } satisfies RespoolConfig);
   });
 
@@ -515,5 +588,133 @@ describe('example configs in config/', () => {
         expect(text, `${name} mentions ${key}`).toMatch(new RegExp(`^#? *-? *${key}:`, 'm'));
       }
     }
+  });
+});
+
+describe('reads (read strategies and zones)', () => {
+  it('reads --read-strategy, --zone, --zone-from and --metadata-base-url', () => {
+    const config = run([
+      ...UP, '--read-strategy', 'azAffinity', '--zone', 'az-a', '--zone-from', 'gcp',
+      '--metadata-base-url', 'http://127.0.0.1:8080/',
+    ]);
+    expect(config.reads).toMatchObject({
+      strategy: 'azAffinity', zone: 'az-a', zoneFrom: 'gcp', metadataBaseUrl: 'http://127.0.0.1:8080',
+    });
+  });
+
+  it('reads the reads section of the file, flags win', () => {
+    const file = yamlFile(
+      [
+        'upstreams: ["127.0.0.1:7000"]',
+        'reads:',
+        '  strategy: preferReplica',
+        '  zone: az-b',
+        '  zoneFrom: aws',
+        '  metadataBaseUrl: http://127.0.0.1:9999',
+        '  metadataTimeoutMs: 300ms',
+        '  maxReplicaLagBytes: 1mb',
+        '  prefixes:',
+        '    - { prefix: "session:", strategy: primary }',
+        '    - { prefix: "cache:", strategy: azAffinityReplicasAndPrimary }',
+        '',
+      ].join('\n'),
+    );
+    const config = run(['--config', file]);
+    expect(config.reads).toEqual({
+      strategy: 'preferReplica',
+      zone: 'az-b',
+      zoneFrom: 'aws',
+      metadataBaseUrl: 'http://127.0.0.1:9999',
+      metadataTimeoutMs: 300,
+      maxReplicaLagBytes: 1024 * 1024,
+      prefixes: [
+        { prefix: 'session:', strategy: 'primary' },
+        { prefix: 'cache:', strategy: 'azAffinityReplicasAndPrimary' },
+      ],
+    });
+    expect(run(['--config', file, '--read-strategy', 'azAffinity', '--zone', 'az-c']).reads).toMatchObject({
+      strategy: 'azAffinity', zone: 'az-c',
+    });
+  });
+
+  it('names the field of a bad value', () => {
+    expect(errorOf([...UP, '--read-strategy', 'azaffinity'])).toBe(
+      '--read-strategy: must be one of primary, preferReplica, azAffinity, azAffinityReplicasAndPrimary (got "azaffinity", did you mean "azAffinity"?)',
+    );
+    expect(errorOf([...UP, '--zone-from', 'ibm'])).toMatch(/^--zone-from: must be one of off, aws, gcp, azure/);
+    expect(errorOf([...UP, '--metadata-base-url', 'ftp://x'])).toBe(
+      '--metadata-base-url: must be an http:// or https:// URL (got "ftp://x")',
+    );
+    expect(errorOf([...UP, '--zone', 'az a'])).toBe('--zone: must be a zone name without spaces (got "az a")');
+    const file = yamlFile(
+      'upstreams: ["127.0.0.1:7000"]\nreads:\n  strategy: fastest\n  metadataTimeoutMs: 1m\n  prefixes:\n    - { prefix: "a:" }\n  colour: blue\n',
+    );
+    const message = errorOf(['--config', file]);
+    expect(message).toMatch(/reads\.strategy: must be one of primary, preferReplica/);
+    expect(message).toMatch(/reads\.metadataTimeoutMs: must be a duration from 1ms to 10s \(got "1m"\)/);
+    expect(message).toMatch(/reads\.prefixes\[0\]: missing field "strategy"/);
+    expect(message).toMatch(/unknown field "colour" in reads/);
+  });
+
+  it('refuses zoneFrom without a metadata URL (no built-in address is ever contacted)', () => {
+    expect(errorOf([...UP, '--zone-from', 'aws'])).toMatch(/reads\.zoneFrom aws needs reads\.metadataBaseUrl/);
+    expect(run([...UP, '--zone-from', 'off']).reads.metadataBaseUrl).toBeNull();
+  });
+
+  it('refuses the same prefix twice', () => {
+    const file = yamlFile(
+      'upstreams: ["127.0.0.1:7000"]\nreads:\n  prefixes:\n    - { prefix: "a:", strategy: primary }\n    - { prefix: "a:", strategy: preferReplica }\n',
+    );
+    expect(errorOf(['--config', file])).toMatch(/reads\.prefixes\[1\]: prefix "a:" is already listed in reads\.prefixes\[0\]/);
+  });
+
+  it('lists the flags in --help', () => {
+    const r = parseCommandLine(['--help']);
+    expect(r.kind).toBe('help');
+    const text = (r as { text: string }).text;
+    for (const flag of ['--read-strategy', '--zone NAME', '--zone-from', '--metadata-base-url', 'RESPOOL_ZONE']) expect(text).toContain(flag);
+  });
+});
+
+describe('resilience and clients (issue 4)', () => {
+  it('reads the client and dial flags', () => {
+    const config = run([
+      ...UP, '--max-clients', '20000', '--accept-rate', '0', '--idle-timeout', '30s',
+      '--max-output-bytes-per-client', '16mb', '--tcp-keepalive', '60s',
+      '--dial-attempts-per-window', '4', '--dial-window', '2s', '--queue-window', '0',
+    ]);
+    expect(config.clients).toEqual({
+      maxClients: 20_000, acceptRatePerSecond: 0, idleTimeoutMs: 30_000,
+      maxOutputBytesPerClient: 16 * 1024 * 1024, outputStallMs: 10_000, tcpKeepAliveMs: 60_000,
+    });
+    expect(config.resilience.dialAttemptsPerWindow).toBe(4);
+    expect(config.resilience.dialWindowMs).toBe(2000);
+    expect(config.resilience.queueWindowMs).toBe(0);
+    // The existing per-request retry settings keep working next to the new section.
+    expect(config.cluster.retryBudget).toBe(3);
+  });
+
+  it('names the field of a bad value, and checks base against cap', () => {
+    expect(errorOf([...UP, '--max-clients', '0'])).toBe('--max-clients: must be an integer from 1 to 10000000 (got "0")');
+    expect(errorOf([...UP, '--config', yamlFile('resilience: { queueWindowMs: fast }\n')])).toMatch(
+      /resilience\.queueWindowMs: must be a duration like 5s or 200ms \(got "fast"\)/,
+    );
+    expect(errorOf([...UP, '--config', yamlFile('clients: { maxClient: 5 }\n')])).toMatch(
+      /unknown field "maxClient" in clients \(did you mean "maxClients"\?\)/,
+    );
+    expect(errorOf([...UP, '--config', yamlFile('resilience: { backoffBaseMs: 10s, backoffCapMs: 1s }\n')])).toBe(
+      'config: resilience.backoffBaseMs (10s) must not exceed resilience.backoffCapMs (1s)',
+    );
+  });
+
+  it('lists the new flags in --help with their defaults', () => {
+    const help = parseCommandLine(['--help']);
+    if (help.kind !== 'help') throw new Error('expected help');
+    for (const flag of ['--max-clients', '--accept-rate', '--idle-timeout', '--max-output-bytes-per-client', '--tcp-keepalive',
+      '--dial-attempts-per-window', '--dial-window', '--queue-window']) {
+      expect(help.text).toContain(flag);
+    }
+    expect(help.text).toContain('[default: 15s]');
+    expect(help.text).toContain('[default: 250ms]');
   });
 });
