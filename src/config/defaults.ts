@@ -54,7 +54,7 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
   },
   clients: {
     maxClients: 10_000, // Valkey's maxclients
-    acceptRatePerSecond: 5_000,
+    acceptRatePerSecond: 20_000,
     idleTimeoutMs: 0, // Valkey's timeout 0
     maxOutputBytesPerClient: 64 * MiB,
     outputStallMs: 10_000, // like Valkey's soft client-output-buffer-limit seconds

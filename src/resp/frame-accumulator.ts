@@ -9,9 +9,11 @@
  * a zero-copy view, and a 100 MB bulk arriving in 64 KiB pieces costs one copy, not a copy per
  * piece.
  */
+import { ProtocolError } from './protocol-error.js';
+
 const EMPTY = Buffer.alloc(0);
 
-export abstract class FrameAccumulator {
+export abstract class FrameAccumulator<Frame> {
   /** Chunk being scanned. */
   protected cur: Buffer = EMPTY;
   /** Next byte of `cur` to scan. */
@@ -26,6 +28,27 @@ export abstract class FrameAccumulator {
   private queueHead = 0;
   /** Earlier pieces of the unfinished frame, referenced, not copied. */
   private parts: Buffer[] = [];
+
+  /** The first protocol error; the stream cannot be resynchronised after it. */
+  private failure: ProtocolError | null = null;
+
+  /** The next complete frame, or null until more bytes arrive. Throws ProtocolError, then keeps throwing it. */
+  next(): Frame | null {
+    if (this.failure !== null) throw this.failure;
+    try {
+      for (;;) {
+        if (this.pos === this.cur.length && !this.advance()) return null;
+        const frame = this.scanChunk();
+        if (frame !== null) return frame;
+      }
+    } catch (err) {
+      if (err instanceof ProtocolError) this.failure = err;
+      throw err;
+    }
+  }
+
+  /** Scans `cur` from `pos` until a frame completes (returned) or the chunk runs out (null). */
+  protected abstract scanChunk(): Frame | null;
 
   /** Appends a chunk; scanning is deferred to next(), so push never throws. */
   push(chunk: Buffer): void {

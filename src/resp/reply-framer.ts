@@ -58,9 +58,8 @@ const ARRAY = 0x2a; // '*': the only aggregate with a RESP2 null (*-1)
 const INVALID_BULK = 'Protocol error: invalid bulk length';
 const INVALID_MULTIBULK = 'Protocol error: invalid multibulk length';
 
-export class ReplyFramer extends FrameAccumulator {
+export class ReplyFramer extends FrameAccumulator<Buffer> {
   private readonly limits: FramerLimits;
-  private failure: ProtocolError | null = null;
 
   private state = TYPE;
   /** Type byte of the scalar or aggregate header being scanned. */
@@ -84,23 +83,8 @@ export class ReplyFramer extends FrameAccumulator {
     this.limits = resolveLimits(limits);
   }
 
-  /** The next complete reply's bytes (a view when it sat in one chunk), or null. Throws ProtocolError, then keeps throwing it. */
-  next(): Buffer | null {
-    if (this.failure !== null) throw this.failure;
-    try {
-      for (;;) {
-        if (this.pos === this.cur.length && !this.advance()) return null;
-        const frame = this.scanChunk();
-        if (frame !== null) return frame;
-      }
-    } catch (err) {
-      if (err instanceof ProtocolError) this.failure = err;
-      throw err;
-    }
-  }
-
-  /** Scans `cur` from `pos` until a reply completes (returned) or the chunk runs out (null). */
-  private scanChunk(): Buffer | null {
+  /** Scans `cur` from `pos` until a reply completes (its bytes, a view when it sat in one chunk) or the chunk runs out (null). */
+  protected scanChunk(): Buffer | null {
     const buf = this.cur;
     const len = buf.length;
     let pos = this.pos;

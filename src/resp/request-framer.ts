@@ -48,9 +48,8 @@ const NEGATIVE_CAP = 9e18;
 const INVALID_MULTIBULK = 'Protocol error: invalid multibulk length';
 const INVALID_BULK = 'Protocol error: invalid bulk length';
 
-export class RequestFramer extends FrameAccumulator {
+export class RequestFramer extends FrameAccumulator<RequestFrame> {
   private readonly limits: FramerLimits;
-  private failure: ProtocolError | null = null;
 
   private state = START;
   private numPhase = N_FIRST;
@@ -71,23 +70,8 @@ export class RequestFramer extends FrameAccumulator {
     this.limits = resolveLimits(limits);
   }
 
-  /** The next complete request, or null until more bytes arrive. Throws ProtocolError, then keeps throwing it. */
-  next(): RequestFrame | null {
-    if (this.failure !== null) throw this.failure;
-    try {
-      for (;;) {
-        if (this.pos === this.cur.length && !this.advance()) return null;
-        const frame = this.scanChunk();
-        if (frame !== null) return frame;
-      }
-    } catch (err) {
-      if (err instanceof ProtocolError) this.failure = err;
-      throw err;
-    }
-  }
-
   /** Scans `cur` from `pos` until a request completes (returned) or the chunk runs out (null). */
-  private scanChunk(): RequestFrame | null {
+  protected scanChunk(): RequestFrame | null {
     const buf = this.cur;
     const len = buf.length;
     let pos = this.pos;

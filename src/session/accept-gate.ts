@@ -7,7 +7,7 @@ import { FifoQueue } from '../util/fifo-queue.js';
  * being served.
  *
  *   offer(socket) : the listener accepted a socket (paused: pauseOnConnect, nothing is read).
- *                   With a token it is admitted now; otherwise it is parked.
+ *                   It is parked; the next step admits it if a token is left.
  *   parked        : sockets waiting for admission, oldest first, still paused — a parked socket
  *                   costs its fd and a net.Socket, no session, no buffers.
  *   admission     : parked sockets are admitted from a setImmediate/setTimeout step that runs
@@ -44,12 +44,9 @@ export class AcceptGate {
       this.admit(socket);
       return;
     }
-    this.refill();
-    if (this.parked.length === 0 && this.tokens >= 1) {
-      this.tokens -= 1;
-      this.admit(socket);
-      return;
-    }
+    // Always through a step, never inside the accept callback: libuv hands a storm's
+    // connections to us in one burst, and admitting them there would run before the
+    // established clients' I/O of this turn.
     this.parked.push(socket);
     this.schedule();
   }
@@ -74,6 +71,7 @@ export class AcceptGate {
 
   private schedule(): void {
     if (this.step !== null || this.closed) return;
+    this.refill();
     if (this.tokens >= 1) {
       this.step = setImmediate(this.run);
     } else {

@@ -85,7 +85,7 @@ describe('defaults', () => {
       },
       clients: {
         maxClients: 10_000,
-        acceptRatePerSecond: 5000,
+        acceptRatePerSecond: 20000,
         idleTimeoutMs: 0,
         maxOutputBytesPerClient: 64 * 1024 * 1024,
         outputStallMs: 10_000,
