@@ -25,8 +25,6 @@ export const ProxyError = {
     `ERR respool: ${command} still failing after retries (last: ${last})`,
   needsDedicatedConnection: (command: string) =>
     `ERR respool: ${command.toUpperCase()} needs a dedicated upstream connection, which this respool version does not support`,
-  notSupportedInCluster: (command: string) =>
-    `ERR respool: ${command.toUpperCase()} is not supported in cluster mode by this respool version`,
   crossSlot: () => `CROSSSLOT Keys in request don't hash to the same slot`,
   slotNotServed: (slot: number) => `CLUSTERDOWN Hash slot ${slot} not served`,
   topologyUnknown: () => `CLUSTERDOWN respool: cluster topology not known yet`,

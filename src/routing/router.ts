@@ -16,6 +16,8 @@ import type { HotKeys } from '../hotkeys/hot-keys.js';
 import { CommandFlag } from '../commands/command-flags.js';
 import type { ReadRouting } from './read-strategy.js';
 import { fullJitterDelay } from '../upstream/backoff.js';
+import { ClusterScan, FanOut, fanOutPolicy, fanOutTargets } from './fan-out.js';
+import type { ReplyEntry } from './proxy-request.js';
 
 export interface RouterOptions {
   maxRedirects: number;
@@ -92,6 +94,22 @@ export class Router {
     this.metrics?.commandCounter(command).inc();
     const error = this.send(req, topology);
     return error ?? req;
+  }
+
+  /**
+   * A command that speaks for the whole data set (DBSIZE, KEYS, FLUSHALL, SCAN, …) in cluster
+   * mode: to every primary (or every node), replies merged (fan-out.ts). An error reply when it
+   * cannot start.
+   */
+  fanOut(sink: ReplySink, raw: Buffer, args: Buffer[], spec: CommandSpec, command: string): ReplyEntry | Buffer {
+    const topology = this.refresher.current;
+    if (topology === null) return encodeError(ProxyError.topologyUnknown());
+    this.metrics?.commandCounter(command).inc();
+    if (command === 'scan') {
+      const scan = new ClusterScan(sink, topology, this.pools, args);
+      return scan.start() ?? scan;
+    }
+    return new FanOut(sink, command, fanOutPolicy(spec), fanOutTargets(spec, topology), raw, this.pools);
   }
 
   /** Sends a request built elsewhere (hot-key copies) to its slot's node; finishes it on failure. */

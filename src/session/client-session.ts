@@ -159,9 +159,15 @@ export class ClientSession implements ReplySink {
         this.replyNow(encodeError(ProxyError.needsDedicatedConnection(command.replace('|', ' '))));
         return;
       case 'allShards':
-        if (this.ctx.isCluster()) {
-          this.ctx.metrics?.commandErrorCounter(command, 'proxy').inc();
-          this.replyNow(encodeError(ProxyError.notSupportedInCluster(command.replace('|', ' '))));
+        if (this.ctx.isCluster() && spec !== undefined) {
+          // Every shard answers; fan-out.ts merges. The entry is queued before any node can
+          // answer, so its reply keeps its place in this client's order.
+          const entry = this.ctx.router.fanOut(this, frame.raw, args, spec, command);
+          if (Buffer.isBuffer(entry)) this.replyNow(entry);
+          else {
+            this.replies.push(entry);
+            if (entry.reply !== null && this.replies.length === 1) this.flushHead();
+          }
           return;
         }
         break;

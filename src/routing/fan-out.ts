@@ -1,0 +1,203 @@
+import type { CommandSpec } from '../commands/command-table.js';
+import { requestPolicy, responsePolicy } from '../commands/proxy-handling.js';
+import type { ClusterNode, Topology } from '../cluster/topology.js';
+import type { UpstreamPools } from '../upstream/upstream-pools.js';
+import type { Link, LinkRequest } from '../upstream/link.js';
+import { decodeReply, RespError, splitAggregate } from '../resp/decode.js';
+import { encodeArray, encodeBulk, encodeCommand, encodeError, encodeInteger } from '../resp/encode.js';
+import type { ReplyEntry, ReplySink } from './proxy-request.js';
+
+/**
+ * Commands that speak for the whole data set (DBSIZE, KEYS, FLUSHALL, SCAN, SCRIPT LOAD, …) in
+ * cluster mode: sent to every primary (request_policy:all_shards) or every node (all_nodes),
+ * and the replies merged by the command's response_policy tip from COMMAND INFO:
+ *
+ *   agg_sum / agg_min / agg_max      integers combined          (DBSIZE, SLOWLOG LEN, WAIT…)
+ *   agg_logical_and / _or            arrays combined element-wise (SCRIPT EXISTS)
+ *   all_succeeded                    the first reply if none failed (FLUSHALL, SCRIPT LOAD)
+ *   one_succeeded                    the first success, else the first error (SCRIPT KILL)
+ *   none                             arrays concatenated         (KEYS, SLOWLOG GET)
+ *   RANDOMKEY                        a random non-nil answer
+ *   SCAN                             one shard after another; see ScanCursor below
+ *
+ * An error from any node (for the policies that need all) is passed on as the node's own error
+ * reply. Nothing here is retried: these are one round per node, and a write such as FLUSHALL
+ * must not run twice.
+ */
+export class FanOut implements ReplyEntry {
+  reply: Buffer | null = null;
+  private readonly replies: Array<Buffer | null>;
+  private remaining: number;
+
+  constructor(
+    private readonly sink: ReplySink,
+    private readonly command: string,
+    private readonly policy: string | undefined,
+    targets: ReadonlyArray<{ node: ClusterNode; role: 'primary' | 'replica' }>,
+    raw: Buffer,
+    pools: UpstreamPools,
+  ) {
+    this.replies = new Array<Buffer | null>(targets.length).fill(null);
+    this.remaining = targets.length;
+    targets.forEach(({ node, role }, i) => {
+      pools.forNode(node, sink.protocol, role).send(raw, this.child(i), sink.id);
+    });
+  }
+
+  private child(index: number): LinkRequest {
+    return {
+      sentAt: 0,
+      onReply: (frame: Buffer, _link: Link) => this.settle(index, Buffer.from(frame)),
+      onLinkFailure: (error: string) => this.settle(index, encodeError(error)),
+    };
+  }
+
+  private settle(index: number, reply: Buffer): void {
+    if (this.replies[index] !== null) return;
+    this.replies[index] = reply;
+    if (--this.remaining > 0) return;
+    let merged: Buffer;
+    try {
+      merged = mergeReplies(this.command, this.policy, this.replies as Buffer[], this.sink.protocol);
+    } catch (err) {
+      merged = encodeError(`ERR respool: cannot merge the nodes' replies to ${this.command.toUpperCase()}: ${(err as Error).message}`);
+    }
+    this.reply = merged;
+    this.sink.onRequestDone(this);
+  }
+}
+
+function isError(frame: Buffer): boolean {
+  return frame[0] === 0x2d /* - */ || frame[0] === 0x21 /* ! blob error */;
+}
+
+function isNull(frame: Buffer): boolean {
+  return frame[0] === 0x5f /* _ */ || (frame.length >= 3 && frame[1] === 0x2d && frame[2] === 0x31 /* $-1 / *-1 */);
+}
+
+export function mergeReplies(command: string, policy: string | undefined, replies: Buffer[], protocol: 2 | 3): Buffer {
+  const firstError = replies.find(isError);
+  if (command === 'randomkey') {
+    const found = replies.filter((r) => !isError(r) && !isNull(r));
+    if (found.length > 0) return found[Math.floor(Math.random() * found.length)]!;
+    return firstError ?? replies[0]!;
+  }
+  if (policy === 'one_succeeded') return replies.find((r) => !isError(r)) ?? firstError!;
+  if (firstError) return firstError;
+  switch (policy) {
+    case 'all_succeeded':
+      return replies[0]!;
+    case 'agg_sum':
+    case 'agg_min':
+    case 'agg_max': {
+      const values = replies.map((r) => toNumber(decodeReply(r)));
+      const result = policy === 'agg_sum' ? values.reduce((a, b) => a + b, 0)
+        : policy === 'agg_min' ? Math.min(...values) : Math.max(...values);
+      return encodeInteger(result);
+    }
+    case 'agg_logical_and':
+    case 'agg_logical_or': {
+      const arrays = replies.map((r) => decodeReply(r) as unknown[]);
+      const and = policy === 'agg_logical_and';
+      const combined = arrays[0]!.map((_, i) =>
+        arrays.reduce<boolean>((acc, a) => (and ? acc && toNumber(a[i] as never) !== 0 : acc || toNumber(a[i] as never) !== 0), and));
+      return encodeArray(combined.map((v) => encodeInteger(v ? 1 : 0)));
+    }
+    default: {
+      // No response policy: the nodes' arrays, concatenated (KEYS, SLOWLOG GET, …).
+      const items: Buffer[] = [];
+      for (const r of replies) {
+        const children = splitAggregate(r);
+        if (children === null) continue;
+        for (const c of children) items.push(c);
+      }
+      return protocol === 3 || items.length > 0 ? encodeArray(items) : encodeArray([]);
+    }
+  }
+}
+
+function toNumber(value: unknown): number {
+  if (typeof value === 'number') return value;
+  if (typeof value === 'string' || Buffer.isBuffer(value)) return Number(value.toString());
+  if (value instanceof RespError) throw new Error(value.message);
+  throw new Error('expected an integer reply');
+}
+
+/** Which nodes a fan-out command visits: primaries, or every node for all_nodes commands. */
+export function fanOutTargets(spec: CommandSpec, topology: Topology): Array<{ node: ClusterNode; role: 'primary' | 'replica' }> {
+  const primaries = orderedShards(topology).map((s) => ({ node: s.primary, role: 'primary' as const }));
+  if (requestPolicy(spec) !== 'all_nodes') return primaries;
+  const replicas = orderedShards(topology).flatMap((s) =>
+    s.replicas.filter((r) => r.health !== 'failed' && r.health !== 'fail').map((node) => ({ node, role: 'replica' as const })));
+  return [...primaries, ...replicas];
+}
+
+export function fanOutPolicy(spec: CommandSpec): string | undefined {
+  return responsePolicy(spec);
+}
+
+/** Shards in slot order, so a SCAN cursor means the same shard across calls. */
+function orderedShards(topology: Topology) {
+  return [...topology.shards].sort((a, b) => (a.slots[0]?.[0] ?? 0) - (b.slots[0]?.[0] ?? 0));
+}
+
+/**
+ * SCAN across a cluster, one shard after another. respool's cursor packs the node's cursor and
+ * the shard's index: cursor = nodeCursor × shards + shardIndex (decimal, as SCAN cursors are),
+ * so "0" starts and ends the scan as clients expect. A resharding between calls can make a scan
+ * miss or repeat keys (as SCAN itself may); a cursor from a different shard count is refused.
+ */
+export class ClusterScan implements ReplyEntry {
+  reply: Buffer | null = null;
+
+  constructor(
+    private readonly sink: ReplySink,
+    private readonly topology: Topology,
+    private readonly pools: UpstreamPools,
+    private readonly args: Buffer[],
+  ) {}
+
+  /** Returns an error reply instead of starting, when the cursor cannot be read. */
+  start(): Buffer | null {
+    const shards = orderedShards(this.topology);
+    let cursor: bigint;
+    try {
+      cursor = BigInt(this.args[1]!.toString());
+      if (cursor < 0n) throw new Error('negative');
+    } catch {
+      return encodeError('ERR invalid cursor');
+    }
+    const count = BigInt(shards.length);
+    const shard = Number(cursor % count);
+    const nodeCursor = cursor / count;
+    this.scanShard(shards, shard, nodeCursor);
+    return null;
+  }
+
+  private scanShard(shards: ReturnType<typeof orderedShards>, shard: number, nodeCursor: bigint): void {
+    const node = shards[shard]!.primary;
+    const command = encodeCommand(['SCAN', nodeCursor.toString(), ...this.args.slice(2)]);
+    this.pools.forNode(node, this.sink.protocol, 'primary').send(command, {
+      sentAt: 0,
+      onReply: (frame: Buffer) => {
+        if (isError(frame)) return this.finish(Buffer.from(frame));
+        const parts = splitAggregate(frame);
+        if (parts === null || parts.length !== 2) return this.finish(encodeError('ERR respool: unexpected SCAN reply'));
+        const next = BigInt(String(decodeReply(parts[0]!)));
+        const count = BigInt(shards.length);
+        let cursor: bigint;
+        if (next !== 0n) cursor = next * count + BigInt(shard);
+        else if (shard + 1 < shards.length) cursor = BigInt(shard + 1);
+        else cursor = 0n;
+        this.finish(encodeArray([encodeBulk(cursor.toString(), this.sink.protocol), Buffer.from(parts[1]!)]));
+      },
+      onLinkFailure: (error: string) => this.finish(encodeError(error)),
+    }, this.sink.id);
+  }
+
+  private finish(reply: Buffer): void {
+    if (this.reply !== null) return;
+    this.reply = reply;
+    this.sink.onRequestDone(this);
+  }
+}
