@@ -10,6 +10,7 @@
  * piece.
  */
 import { ProtocolError } from './protocol-error.js';
+import { resolveLimits, type FramerLimits } from './limits.js';
 
 const EMPTY = Buffer.alloc(0);
 
@@ -28,6 +29,12 @@ export abstract class FrameAccumulator<Frame> {
   private queueHead = 0;
   /** Earlier pieces of the unfinished frame, referenced, not copied. */
   private parts: Buffer[] = [];
+
+  protected readonly limits: FramerLimits;
+
+  constructor(limits?: Partial<FramerLimits>) {
+    this.limits = resolveLimits(limits);
+  }
 
   /** The first protocol error; the stream cannot be resynchronised after it. */
   private failure: ProtocolError | null = null;

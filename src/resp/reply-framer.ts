@@ -12,7 +12,6 @@
  * Valkey never sends them, and supporting them would only add states to the hot path.
  */
 import { FrameAccumulator } from './frame-accumulator.js';
-import { resolveLimits, type FramerLimits } from './limits.js';
 import { ProtocolError } from './protocol-error.js';
 
 const CR = 0x0d;
@@ -59,7 +58,6 @@ const INVALID_BULK = 'Protocol error: invalid bulk length';
 const INVALID_MULTIBULK = 'Protocol error: invalid multibulk length';
 
 export class ReplyFramer extends FrameAccumulator<Buffer> {
-  private readonly limits: FramerLimits;
 
   private state = TYPE;
   /** Type byte of the scalar or aggregate header being scanned. */
@@ -77,11 +75,6 @@ export class ReplyFramer extends FrameAccumulator<Buffer> {
   /** Whether each open aggregate is an attribute. */
   private readonly isAttribute: boolean[] = [];
   private depth = 0;
-
-  constructor(limits?: Partial<FramerLimits>) {
-    super();
-    this.limits = resolveLimits(limits);
-  }
 
   /** Scans `cur` from `pos` until a reply completes (its bytes, a view when it sat in one chunk) or the chunk runs out (null). */
   protected scanChunk(): Buffer | null {

@@ -5,7 +5,6 @@
  */
 import { encodeCommand } from './encode.js';
 import { FrameAccumulator } from './frame-accumulator.js';
-import { resolveLimits, type FramerLimits } from './limits.js';
 import { ProtocolError } from './protocol-error.js';
 
 export interface RequestFrame {
@@ -49,7 +48,6 @@ const INVALID_MULTIBULK = 'Protocol error: invalid multibulk length';
 const INVALID_BULK = 'Protocol error: invalid bulk length';
 
 export class RequestFramer extends FrameAccumulator<RequestFrame> {
-  private readonly limits: FramerLimits;
 
   private state = START;
   private numPhase = N_FIRST;
@@ -64,11 +62,6 @@ export class RequestFramer extends FrameAccumulator<RequestFrame> {
   /** Frame-relative [start, end) pairs of the arguments seen so far (argCount pairs). */
   private argOffsets: number[] = [];
   private argCount = 0;
-
-  constructor(limits?: Partial<FramerLimits>) {
-    super();
-    this.limits = resolveLimits(limits);
-  }
 
   /** Scans `cur` from `pos` until a request completes (returned) or the chunk runs out (null). */
   protected scanChunk(): RequestFrame | null {
