@@ -152,8 +152,10 @@ describe('malformed and hostile input', () => {
     expect(greedyClosed).toBe(true);
     const text = await proxy.metrics.render();
     expect(/^respool_client_disconnects_total\{reason="output_buffer"\} [1-9]/m.test(text)).toBe(true);
-    // 1 MiB limit: respool held at most a few MiB for it (socket buffers included), not hundreds.
-    expect(process.memoryUsage().rss - rssBefore).toBeLessThan(96 * 1024 * 1024);
+    // 1 MiB limit: respool held at most a few MiB for it. Unbounded, the greedy client's
+    // 40,000 GETs/s of 64 KB replies would pile up ~2.5 GB/s; the bound leaves room for this
+    // in-process test's own garbage and GC timing (96 MiB was exceeded once under full-suite load).
+    expect(process.memoryUsage().rss - rssBefore).toBeLessThan(256 * 1024 * 1024);
     expect(percentile(during, 99)).toBeLessThan(Math.max(50, 5 * percentile(before, 99)));
     greedy.destroy();
   });
