@@ -1,4 +1,4 @@
-import type { Link, LinkRequest } from '../upstream/link.js';
+import type { Link, LinkFailureCause, LinkRequest } from '../upstream/link.js';
 import type { Router } from './router.js';
 import type { ReadChoice, ReadStrategy } from './read-strategy.js';
 
@@ -54,8 +54,8 @@ export class ProxyRequest implements LinkRequest, ReplyEntry {
     this.finish(frame);
   }
 
-  onLinkFailure(error: string, written: boolean, shed = false): void {
-    this.router.handleLinkFailure(this, error, written, shed);
+  onLinkFailure(error: string, written: boolean, cause?: LinkFailureCause): void {
+    this.router.handleLinkFailure(this, error, written, cause);
   }
 
   /** Completes the request with these reply bytes (exactly once). */

@@ -6,7 +6,7 @@ import type { CommandTable } from '../commands/command-table.js';
 import type { TopologyRefresher } from '../cluster/topology-refresher.js';
 import type { ClusterNode, Shard, Topology } from '../cluster/topology.js';
 import type { UpstreamPools } from '../upstream/upstream-pools.js';
-import type { Link, LinkRequest } from '../upstream/link.js';
+import type { Link, LinkFailureCause, LinkRequest } from '../upstream/link.js';
 import type { Metrics } from '../admin/metrics.js';
 import { encodeCommand, encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
@@ -227,13 +227,14 @@ export class Router {
    * A write whose fate is unknown gets the error, never a second send. Shed requests (a bound
    * was reached) are never retried: that would add load where there is too much.
    */
-  handleLinkFailure(req: ProxyRequest, error: string, written: boolean, shed = false): void {
+  handleLinkFailure(req: ProxyRequest, error: string, written: boolean, cause?: LinkFailureCause): void {
     if (req.readChoice !== null && req.readChoice.role === 'replica' && !req.sink.closed) {
       this.readFallback(req, req.readChoice.node.address, 'connection');
       return;
     }
+    const shed = cause === 'shed';
     if (!shed) this.refresher.requestRefresh('error');
-    const timedOut = error.includes('did not answer');
+    const timedOut = cause === 'timeout';
     const repeatable = !shed && (!written || (req.safeToRepeat && !timedOut));
     if (!repeatable || req.retries >= this.options.retryBudget || !this.pools.health(req.node).tryRetry()) {
       this.metrics?.commandErrorCounter(req.command, timedOut ? 'timeout' : 'proxy').inc();

@@ -9,6 +9,14 @@ import { FifoQueue } from '../util/fifo-queue.js';
 import { BatchedWriter } from '../util/batched-writer.js';
 import type { ProcessLoad } from './process-load.js';
 
+/**
+ * Why a request failed without a reply, when it is more than "the link went away":
+ *  - 'timeout': it was written on a link whose oldest request waited past commandTimeoutMs;
+ *  - 'shed': respool refused it because a bound was reached (queue full, node down past the
+ *    queueing window); it was not written, and must not be retried either.
+ */
+export type LinkFailureCause = 'timeout' | 'shed';
+
 /** Something waiting for one reply frame from a link. ProxyRequest implements it. */
 export interface LinkRequest {
   /** Set by the link when the request's bytes are handed to the socket (performance.now()). */
@@ -18,10 +26,10 @@ export interface LinkRequest {
   /**
    * The link failed before a reply came. `written` tells whether the request's bytes were handed
    * to the socket: if so the server may have run it, so it must not be re-sent blindly.
-   * `shed` is true when respool refused the request because a bound was reached (queue full,
-   * node down past the queueing window): it was not written, and must not be retried either.
+   * `cause` says when it was a timeout or a refusal (see LinkFailureCause); the router decides
+   * by it, never by the error's text (which may quote an earlier failure).
    */
-  onLinkFailure(error: string, written: boolean, shed?: boolean): void;
+  onLinkFailure(error: string, written: boolean, cause?: LinkFailureCause): void;
 }
 
 export interface LinkOptions {
@@ -230,7 +238,8 @@ export class Link extends EventEmitter {
     this.writer.discard();
     this.socket.destroy();
     const inflightError = isTimeout ? reason : ProxyError.connectionLost(this.address);
-    for (const req of this.inflight.drain()) req.onLinkFailure(inflightError, true);
+    const cause = isTimeout ? 'timeout' : undefined;
+    for (const req of this.inflight.drain()) req.onLinkFailure(inflightError, true, cause);
     const unsentError = ProxyError.upstreamUnavailable(this.address, reason);
     for (const { req } of this.waiting.drain()) req.onLinkFailure(unsentError, false);
     this.emit('close', reason);

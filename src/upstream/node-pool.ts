@@ -114,8 +114,9 @@ export class NodePool {
     } else {
       // Rare (a redirect to a node with no open link): fail both, unsent; the router may retry.
       const error = link === null ? this.unavailable() : ProxyError.shed(this.address, 'too many requests in flight on its links');
-      firstReq.onLinkFailure(error, false, link !== null);
-      secondReq.onLinkFailure(error, false, link !== null);
+      const cause = link !== null ? 'shed' : undefined;
+      firstReq.onLinkFailure(error, false, cause);
+      secondReq.onLinkFailure(error, false, cause);
     }
   }
 
@@ -159,7 +160,7 @@ export class NodePool {
 
   private shed(reason: ShedReason, req: LinkRequest, error: string): void {
     this.options.metrics?.raw.requests_shed_total.labels(reason).inc();
-    req.onLinkFailure(error, false, true);
+    req.onLinkFailure(error, false, 'shed');
   }
 
   private unavailable(): string {
