@@ -60,7 +60,7 @@ export class ClientSession implements ReplySink {
       maxArrayLength: limits.maxArrayLength,
       maxInlineLength: limits.maxInlineLength,
     });
-    socket.setNoDelay(true);
+    // TCP_NODELAY is set on accept by the listener (net.createServer({ noDelay: true })).
     const { tcpKeepAliveMs, idleTimeoutMs } = ctx.config.clients;
     if (tcpKeepAliveMs > 0) socket.setKeepAlive(true, tcpKeepAliveMs);
     if (idleTimeoutMs > 0) {
@@ -96,8 +96,16 @@ export class ClientSession implements ReplySink {
 
   /** Queues a reply that is already known (local commands, refusals). */
   replyNow(reply: Buffer): void {
-    this.replies.push({ reply });
-    if (this.replies.length === 1) this.flushHead();
+    this.enqueue({ reply });
+  }
+
+  /**
+   * Takes its place in the reply queue. An entry may already be done when it gets here (a
+   * node refused it synchronously): then, if nothing is ahead of it, it is written at once.
+   */
+  private enqueue(entry: ReplyEntry): void {
+    this.replies.push(entry);
+    if (entry.reply !== null && this.replies.length === 1) this.flushHead();
   }
 
   /** Closes after every queued reply has been written (QUIT, protocol errors). */
@@ -160,24 +168,15 @@ export class ClientSession implements ReplySink {
         return;
       case 'allShards':
         if (this.ctx.isCluster() && spec !== undefined) {
-          // Every shard answers; fan-out.ts merges. The entry is queued before any node can
-          // answer, so its reply keeps its place in this client's order.
+          // Every shard answers; fan-out.ts merges the replies into this one entry.
           const entry = this.ctx.router.fanOut(this, frame.raw, args, spec, command);
-          if (Buffer.isBuffer(entry)) this.replyNow(entry);
-          else {
-            this.replies.push(entry);
-            if (entry.reply !== null && this.replies.length === 1) this.flushHead();
-          }
+          this.enqueue(Buffer.isBuffer(entry) ? { reply: entry } : entry);
           return;
         }
         break;
     }
     const result = this.ctx.router.forward(this, frame.raw, args, spec, table, command);
-    if (Buffer.isBuffer(result)) this.replyNow(result);
-    else {
-      this.replies.push(result);
-      if (result.reply !== null && this.replies.length === 1) this.flushHead();
-    }
+    this.enqueue(Buffer.isBuffer(result) ? { reply: result } : result);
   }
 
   private flushHead(): void {
@@ -191,9 +190,7 @@ export class ClientSession implements ReplySink {
       this.endSocket();
       return;
     }
-    if (this.readingPaused && !this.outputPaused && !this.closeWhenFlushed && this.replies.length <= this.ctx.config.limits.maxPendingPerClient / 2) {
-      this.resumeReading();
-    }
+    this.maybeResumeReading();
   }
 
   /** Replies produced while handling one upstream chunk leave in one write (BatchedWriter). */
@@ -216,10 +213,7 @@ export class ClientSession implements ReplySink {
     this.socket.once('drain', () => {
       clearTimeout(stall);
       this.outputPaused = false;
-      if (this.readingPaused && !this.closeWhenFlushed && !this.closed
-        && this.replies.length <= this.ctx.config.limits.maxPendingPerClient / 2) {
-        this.resumeReading();
-      }
+      this.maybeResumeReading();
     });
   }
 
@@ -237,9 +231,7 @@ export class ClientSession implements ReplySink {
   private onIdle(): void {
     if (this.closed || this.replies.length > 0) return; // waiting on upstream is not idleness
     this.ctx.metrics?.raw.client_disconnects_total.labels('idle_timeout').inc();
-    this.closed = true;
-    this.socket.destroy();
-    this.ctx.onSessionClosed(this);
+    this.destroy();
   }
 
   /**
@@ -269,7 +261,10 @@ export class ClientSession implements ReplySink {
     this.socket.pause();
   }
 
-  private resumeReading(): void {
+  /** Reads again once neither bound holds it back: pending replies at half the limit, output drained. */
+  private maybeResumeReading(): void {
+    if (!this.readingPaused || this.outputPaused || this.closeWhenFlushed || this.closed) return;
+    if (this.replies.length > this.ctx.config.limits.maxPendingPerClient / 2) return;
     this.readingPaused = false;
     this.socket.resume();
     this.processFrames(); // frames already buffered before the pause
