@@ -79,9 +79,12 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger 
     },
   };
 
-  // Learn the upstream's own command table and version once per new set of nodes.
+  // After each discovery: drop pools of nodes that left; learn the upstream's own command
+  // table and version when the first primary changed. A MOVED patch removes no node and keeps
+  // the first shard, so it needs neither (and MOVED storms must stay cheap).
   let learnedFrom = '';
-  refresher.onChange((topology: Topology) => {
+  refresher.onChange((topology: Topology, change) => {
+    if (change === 'moved') return;
     pools.retainOnly(new Set(topology.allNodes().map((n) => n.address)));
     const primary = topology.shards[0]?.primary;
     if (!primary || primary.address === learnedFrom) return;

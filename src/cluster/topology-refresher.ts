@@ -7,6 +7,12 @@ import { Backoff } from '../upstream/backoff.js';
 
 export type RefreshTrigger = 'startup' | 'moved' | 'periodic' | 'error';
 
+/**
+ * How a snapshot came to be: read from the cluster ('discovered'), or patched from one MOVED
+ * reply ('moved': one slot changed owner; no node removed).
+ */
+export type TopologyChange = 'discovered' | 'moved';
+
 export interface RefresherOptions {
   seeds: Array<{ host: string; port: number }>;
   mode: UpstreamMode;
@@ -33,11 +39,11 @@ export class TopologyRefresher {
   private scheduled: NodeJS.Timeout | null = null;
   private periodic: NodeJS.Timeout | null = null;
   private stopped = false;
-  private readonly listeners: Array<(t: Topology) => void> = [];
+  private readonly listeners: Array<(t: Topology, change: TopologyChange) => void> = [];
 
   constructor(private readonly options: RefresherOptions) {}
 
-  onChange(listener: (t: Topology) => void): void {
+  onChange(listener: (t: Topology, change: TopologyChange) => void): void {
     this.listeners.push(listener);
   }
 
@@ -86,10 +92,10 @@ export class TopologyRefresher {
     if (this.periodic) clearTimeout(this.periodic);
   }
 
-  /** Replaces the snapshot (used for MOVED's copy-on-write slot updates). */
-  install(topology: Topology): void {
+  /** Replaces the snapshot (discovery, and MOVED's copy-on-write slot updates). */
+  install(topology: Topology, change: TopologyChange): void {
     this.current = topology;
-    for (const listener of this.listeners) listener(topology);
+    for (const listener of this.listeners) listener(topology, change);
   }
 
   private async discover(trigger: RefreshTrigger): Promise<Topology | null> {
@@ -99,7 +105,7 @@ export class TopologyRefresher {
       try {
         const topology = await discoverFrom(seed, mode, pools);
         if (this.stopped) return null;
-        this.install(topology);
+        this.install(topology, 'discovered');
         metrics?.topologyRefreshCounter(trigger, 'ok').inc();
         metrics?.topologyEpoch.inc();
         metrics?.slotsCovered.set(topology.coveredSlots());

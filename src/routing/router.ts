@@ -198,7 +198,7 @@ export class Router {
       const host = redirect.host || link.address.slice(0, link.address.lastIndexOf(':'));
       if (redirect.kind === 'moved') {
         const current = this.refresher.current;
-        if (current) this.refresher.install(current.withSlotOwner(redirect.slot, host, redirect.port));
+        if (current) this.refresher.install(current.withSlotOwner(redirect.slot, host, redirect.port), 'moved');
         this.refresher.requestRefresh('moved');
         req.slot = redirect.slot;
         const error = this.send(req, this.refresher.current!);

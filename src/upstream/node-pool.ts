@@ -183,9 +183,9 @@ export class NodePool {
       return;
     }
     this.waiting.push({ data, req, affinity, deadline: Date.now() + limits.queueWindowMs });
+    this.waitingBytes += data.length;
     // Nothing was picked because others wait: a link may be open now (flush in order).
     if (this.waiting.length > 1 && this.openLinks > 0) this.flushWaiting();
-    this.waitingBytes += data.length;
     if (this.waitTimer === null) this.armWaitTimer();
   }
 
