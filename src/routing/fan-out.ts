@@ -1,5 +1,5 @@
 import type { CommandSpec } from '../commands/command-table.js';
-import { requestPolicy, responsePolicy } from '../commands/proxy-handling.js';
+import { requestPolicy } from '../commands/proxy-handling.js';
 import type { ClusterNode, Topology } from '../cluster/topology.js';
 import type { UpstreamPools } from '../upstream/upstream-pools.js';
 import type { Link, LinkRequest } from '../upstream/link.js';
@@ -58,7 +58,7 @@ export class FanOut implements ReplyEntry {
     if (--this.remaining > 0) return;
     let merged: Buffer;
     try {
-      merged = mergeReplies(this.command, this.policy, this.replies as Buffer[], this.sink.protocol);
+      merged = mergeReplies(this.command, this.policy, this.replies as Buffer[]);
     } catch (err) {
       merged = encodeError(`ERR respool: cannot merge the nodes' replies to ${this.command.toUpperCase()}: ${(err as Error).message}`);
     }
@@ -75,7 +75,7 @@ function isNull(frame: Buffer): boolean {
   return frame[0] === 0x5f /* _ */ || (frame.length >= 3 && frame[1] === 0x2d && frame[2] === 0x31 /* $-1 / *-1 */);
 }
 
-export function mergeReplies(command: string, policy: string | undefined, replies: Buffer[], protocol: 2 | 3): Buffer {
+export function mergeReplies(command: string, policy: string | undefined, replies: Buffer[]): Buffer {
   const firstError = replies.find(isError);
   if (command === 'randomkey') {
     const found = replies.filter((r) => !isError(r) && !isNull(r));
@@ -97,10 +97,9 @@ export function mergeReplies(command: string, policy: string | undefined, replie
     }
     case 'agg_logical_and':
     case 'agg_logical_or': {
-      const arrays = replies.map((r) => decodeReply(r) as unknown[]);
+      const truth = replies.map((r) => (decodeReply(r) as unknown[]).map((v) => toNumber(v) !== 0));
       const and = policy === 'agg_logical_and';
-      const combined = arrays[0]!.map((_, i) =>
-        arrays.reduce<boolean>((acc, a) => (and ? acc && toNumber(a[i] as never) !== 0 : acc || toNumber(a[i] as never) !== 0), and));
+      const combined = truth[0]!.map((_, i) => (and ? truth.every((t) => t[i]) : truth.some((t) => t[i])));
       return encodeArray(combined.map((v) => encodeInteger(v ? 1 : 0)));
     }
     default: {
@@ -111,7 +110,7 @@ export function mergeReplies(command: string, policy: string | undefined, replie
         if (children === null) continue;
         for (const c of children) items.push(c);
       }
-      return protocol === 3 || items.length > 0 ? encodeArray(items) : encodeArray([]);
+      return encodeArray(items);
     }
   }
 }
@@ -125,15 +124,12 @@ function toNumber(value: unknown): number {
 
 /** Which nodes a fan-out command visits: primaries, or every node for all_nodes commands. */
 export function fanOutTargets(spec: CommandSpec, topology: Topology): Array<{ node: ClusterNode; role: 'primary' | 'replica' }> {
-  const primaries = orderedShards(topology).map((s) => ({ node: s.primary, role: 'primary' as const }));
+  const shards = orderedShards(topology);
+  const primaries = shards.map((s) => ({ node: s.primary, role: 'primary' as const }));
   if (requestPolicy(spec) !== 'all_nodes') return primaries;
-  const replicas = orderedShards(topology).flatMap((s) =>
+  const replicas = shards.flatMap((s) =>
     s.replicas.filter((r) => r.health !== 'failed' && r.health !== 'fail').map((node) => ({ node, role: 'replica' as const })));
   return [...primaries, ...replicas];
-}
-
-export function fanOutPolicy(spec: CommandSpec): string | undefined {
-  return responsePolicy(spec);
 }
 
 /** Shards in slot order, so a SCAN cursor means the same shard across calls. */

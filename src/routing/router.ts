@@ -16,7 +16,8 @@ import type { HotKeys } from '../hotkeys/hot-keys.js';
 import { CommandFlag } from '../commands/command-flags.js';
 import type { ReadRouting } from './read-strategy.js';
 import { fullJitterDelay } from '../upstream/backoff.js';
-import { ClusterScan, FanOut, fanOutPolicy, fanOutTargets } from './fan-out.js';
+import { ClusterScan, FanOut, fanOutTargets } from './fan-out.js';
+import { responsePolicy } from '../commands/proxy-handling.js';
 import type { ReplyEntry } from './proxy-request.js';
 
 export interface RouterOptions {
@@ -109,7 +110,7 @@ export class Router {
       const scan = new ClusterScan(sink, topology, this.pools, args);
       return scan.start() ?? scan;
     }
-    return new FanOut(sink, command, fanOutPolicy(spec), fanOutTargets(spec, topology), raw, this.pools);
+    return new FanOut(sink, command, responsePolicy(spec), fanOutTargets(spec, topology), raw, this.pools);
   }
 
   /** Sends a request built elsewhere (hot-key copies) to its slot's node; finishes it on failure. */
