@@ -25,7 +25,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import {
-  HOST, OUT_DIR, ROOT_DIR, RespConn, envFlag, envInt, fmt, fmtInt, log, mdTable, median, parseInfo, run,
+  HOST, OUT_DIR, ROOT_DIR, RespConn, envFlag, envInt, fmt, fmtInt, log, mdTable, median, parseBenchmarkCsv, parseInfo, run,
   shellLine, spawn, stop, uniquePort, waitForPing, writeOutputs,
 } from './lib/common.mjs';
 import { writeSection } from './lib/results-file.mjs';
@@ -113,20 +113,6 @@ async function getCalls(nodes) {
   for (const n of nodes) {
     const info = String(await nodeCall(n.port, 'INFO', 'commandstats'));
     out.set(n.port, Number(/^cmdstat_get:calls=(\d+)/m.exec(info)?.[1] ?? 0));
-  }
-  return out;
-}
-
-/** valkey-benchmark --csv → { GET: { p50_latency_ms, p99_latency_ms, rps, ... } }. */
-function parseCsv(text) {
-  const lines = text.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('"'));
-  if (lines.length < 2) return {};
-  const cells = (l) => l.split(',').map((c) => c.replace(/^"|"$/g, ''));
-  const header = cells(lines[0]);
-  const out = {};
-  for (const l of lines.slice(1)) {
-    const c = cells(l);
-    out[c[0]] = Object.fromEntries(header.slice(1).map((h, i) => [h, Number(c[i + 1])]));
   }
   return out;
 }
@@ -240,7 +226,7 @@ async function main() {
           result.commands.load = shellLine('valkey-benchmark', args);
           const r = await run('valkey-benchmark', args, { timeoutMs: 300_000 });
           if (r.code !== 0) throw new Error(`valkey-benchmark exited ${r.code}: ${r.err.slice(-400)}`);
-          const get = parseCsv(r.out).GET ?? {};
+          const get = parseBenchmarkCsv(r.out).GET ?? {};
           const after = await getCalls(allNodes);
           const metricsAfter = readsByOutcome(await metricsText(respool.adminPort));
           let total = 0;

@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {
   HOST, OUT_DIR, RESPOOL_CONNECTIONS_PER_NODE, RespConn, checkSetGet, envFlag, envInt, fmt, fmtInt,
-  log, makeTmpRoot, mdTable, median, parseInfo, run, sleep, startRespool, startTwemproxy, startValkey,
+  log, makeTmpRoot, mdTable, median, parseBenchmarkCsv, parseInfo, run, sleep, startRespool, startTwemproxy, startValkey,
   respoolArgs, shellLine, stop, upstreamConnsByOwner, writeOutputs,
 } from './lib/common.mjs';
 
@@ -34,24 +34,6 @@ const SAMPLE_EVERY_MS = 250;
 function benchArgs(port, pipeline) {
   return ['-h', HOST, '-p', String(port), '-c', String(CLIENTS), '-n', String(N[pipeline]), '-d', String(DATA_SIZE),
     '-P', String(pipeline), '-t', 'get,set', '--csv', '-q'];
-}
-
-/** valkey-benchmark --csv: a header line, then one line per test. */
-function parseCsv(text) {
-  const lines = text.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('"'));
-  if (lines.length < 2) return {};
-  const cells = (l) => l.split(',').map((c) => c.replace(/^"|"$/g, ''));
-  const header = cells(lines[0]);
-  const out = {};
-  for (const l of lines.slice(1)) {
-    const c = cells(l);
-    const row = {};
-    header.forEach((h, i) => {
-      if (i > 0) row[h] = Number(c[i]);
-    });
-    out[c[0]] = row;
-  }
-  return out;
 }
 
 async function main() {
@@ -171,7 +153,7 @@ async function oneRun({ target, port, upstreamPort, pipeline, round, info, owner
     ? snapshots.reduce((best, x) => (Math.abs(x.atMs - res.ms / 2) < Math.abs(best.atMs - res.ms / 2) ? x : best))
     : null;
   const after = parseInfo(await info.call('INFO', 'stats'));
-  const tests = parseCsv(res.out);
+  const tests = parseBenchmarkCsv(res.out);
   const r = {
     round, target, pipeline, n: N[pipeline], ms: Math.round(res.ms), exitCode: res.code,
     tests,

@@ -434,6 +434,20 @@ export async function checkSetGet(port, what) {
 
 // ---------------------------------------------------------------- stats & output
 
+/** valkey-benchmark --csv → { GET: { rps, avg_latency_ms, p50_latency_ms, p99_latency_ms, … }, … }. */
+export function parseBenchmarkCsv(text) {
+  const lines = text.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('"'));
+  if (lines.length < 2) return {};
+  const cells = (l) => l.split(',').map((c) => c.replace(/^"|"$/g, ''));
+  const header = cells(lines[0]);
+  const out = {};
+  for (const l of lines.slice(1)) {
+    const c = cells(l);
+    out[c[0]] = Object.fromEntries(header.slice(1).map((h, i) => [h, Number(c[i + 1])]));
+  }
+  return out;
+}
+
 export function median(xs) {
   const a = xs.filter((x) => Number.isFinite(x)).sort((x, y) => x - y);
   if (!a.length) return NaN;
