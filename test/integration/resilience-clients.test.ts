@@ -5,17 +5,13 @@ import { startFakeValkey } from '../helpers/fake-valkey.js';
 import { startTestProxy } from '../helpers/proxy.js';
 import { RawConnection } from '../helpers/raw-resp.js';
 import type { RespoolProxy } from '../../src/server.js';
+import { percentile } from '../helpers/test-data.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function metric(text: string, line: RegExp): number {
   const m = line.exec(text);
   return m ? Number(m[1]) : 0;
-}
-
-function percentile(xs: number[], p: number): number {
-  const a = [...xs].sort((x, y) => x - y);
-  return a[Math.min(a.length - 1, Math.max(0, Math.ceil((p / 100) * a.length) - 1))]!;
 }
 
 /** Round trips of PING-free GETs on one raw connection for `ms`; latencies in ms. */

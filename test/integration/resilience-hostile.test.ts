@@ -5,25 +5,10 @@ import { startTestProxy } from '../helpers/proxy.js';
 import { RawConnection } from '../helpers/raw-resp.js';
 import { encodeCommand } from '../../src/resp/encode.js';
 import type { RespoolProxy } from '../../src/server.js';
+import { seededRandom, percentile } from '../helpers/test-data.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function percentile(xs: number[], p: number): number {
-  const a = [...xs].sort((x, y) => x - y);
-  return a[Math.min(a.length - 1, Math.max(0, Math.ceil((p / 100) * a.length) - 1))]!;
-}
-
-/** A small deterministic PRNG (mulberry32) so a failure can be replayed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Opens a raw socket, writes `data`, collects what comes back until close or `ms`. */
 async function hostile(port: number, data: Buffer, ms = 1500): Promise<{ reply: string; closed: boolean }> {
@@ -78,7 +63,7 @@ describe('malformed and hostile input', () => {
   }
 
   it('random bytes: each such client gets an error or is closed; respool keeps serving', async () => {
-    const random = prng(4);
+    const random = seededRandom(4);
     for (let i = 0; i < 30; i++) {
       const bytes = Buffer.alloc(1 + Math.floor(random() * 4096));
       for (let j = 0; j < bytes.length; j++) bytes[j] = Math.floor(random() * 256);

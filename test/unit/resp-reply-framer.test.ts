@@ -4,18 +4,8 @@ import { decodeReply, RespError, type RespValue } from '../../src/resp/decode.js
 import { ProtocolError } from '../../src/resp/protocol-error.js';
 import { ReplyFramer } from '../../src/resp/reply-framer.js';
 import type { FramerLimits } from '../../src/resp/limits.js';
+import { seededRandom, everySplit, randomChunks } from '../helpers/test-data.js';
 
-/** Seeded PRNG (mulberry32), so every failure reproduces. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const b = (s: string): Buffer => Buffer.from(s, 'latin1');
 
@@ -38,25 +28,6 @@ function feed(chunks: Buffer[], limits?: Partial<FramerLimits>): Result {
     return { frames, error: err.message };
   }
   return { frames };
-}
-
-function splits(input: Buffer): Array<[string, Buffer[]]> {
-  const out: Array<[string, Buffer[]]> = [['whole', [input]]];
-  const bytes: Buffer[] = [];
-  for (let i = 0; i < input.length; i++) bytes.push(input.subarray(i, i + 1));
-  out.push(['byte by byte', bytes]);
-  for (let i = 1; i < input.length; i++) out.push([`split at ${i}`, [input.subarray(0, i), input.subarray(i)]]);
-  return out;
-}
-
-function randomChunks(rand: () => number, input: Buffer, maxChunk: number): Buffer[] {
-  const chunks: Buffer[] = [];
-  for (let i = 0; i < input.length; ) {
-    const n = 1 + Math.floor(rand() * maxChunk);
-    chunks.push(input.subarray(i, i + n));
-    i += n;
-  }
-  return chunks;
 }
 
 /** One complete reply of every RESP2 and RESP3 type, nested aggregates and attributes. */
@@ -103,15 +74,15 @@ const corpus: string[] = [
 describe('ReplyFramer corpus', () => {
   for (const item of corpus) {
     it(`frames ${JSON.stringify(item).slice(0, 60)}`, () => {
-      for (const [how, chunks] of splits(b(item))) expect(feed(chunks), how).toEqual({ frames: [item] });
+      for (const [how, chunks] of everySplit(b(item))) expect(feed(chunks), how).toEqual({ frames: [item] });
       expect(() => decodeReply(b(item))).not.toThrow();
     });
   }
 
   it('frames the whole corpus as one stream, split at every offset and at random', () => {
     const all = b(corpus.join(''));
-    for (const [how, chunks] of splits(all)) expect(feed(chunks), how).toEqual({ frames: corpus });
-    const rand = rng(7);
+    for (const [how, chunks] of everySplit(all)) expect(feed(chunks), how).toEqual({ frames: corpus });
+    const rand = seededRandom(7);
     for (let i = 0; i < 200; i++) expect(feed(randomChunks(rand, all, 1 + Math.floor(rand() * 64)))).toEqual({ frames: corpus });
   });
 
@@ -163,7 +134,7 @@ describe('ReplyFramer errors and limits', () => {
   ];
   for (const [input, message] of cases) {
     it(`rejects ${JSON.stringify(input)}`, () => {
-      for (const [how, chunks] of splits(b(input))) expect(feed(chunks).error, how).toBe(message);
+      for (const [how, chunks] of everySplit(b(input))) expect(feed(chunks).error, how).toBe(message);
     });
   }
 
@@ -292,7 +263,7 @@ function plainFromDecode(v: RespValue): Plain {
 
 describe('ReplyFramer + decodeReply vs redis-parser', () => {
   it('agree on framing and values for thousands of random RESP2 replies', () => {
-    const rand = rng(0xc0ffee);
+    const rand = seededRandom(0xc0ffee);
     for (let round = 0; round < 3000; round++) {
       const replies = Array.from({ length: 1 + Math.floor(rand() * 5) }, () => randomReply(rand, 0));
       const input = b(replies.map((r) => r.bytes).join(''));
@@ -326,7 +297,7 @@ describe('ReplyFramer + decodeReply vs redis-parser', () => {
 
 describe('ReplyFramer robustness', () => {
   it('never throws anything but ProtocolError on random bytes, and terminates', () => {
-    const rand = rng(1234);
+    const rand = seededRandom(1234);
     const alphabet = b('+-:$*_#,(=!%~>|\r\n\r\n\r\n0123456789-?abt');
     let protocolErrors = 0;
     let framesSeen = 0;
@@ -360,7 +331,7 @@ describe('ReplyFramer robustness', () => {
   });
 
   it('never throws anything but ProtocolError on mutated valid streams', () => {
-    const rand = rng(99);
+    const rand = seededRandom(99);
     const valid = b(corpus.join(''));
     const alphabet = b('+-:$*_#,(=!%~>|\r\n0123456789-?');
     let protocolErrors = 0;

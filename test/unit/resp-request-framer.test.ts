@@ -3,18 +3,8 @@ import { encodeCommand } from '../../src/resp/encode.js';
 import { ProtocolError } from '../../src/resp/protocol-error.js';
 import { RequestFramer, splitInlineArgs, type RequestFrame } from '../../src/resp/request-framer.js';
 import type { FramerLimits } from '../../src/resp/limits.js';
+import { seededRandom, everySplit, randomChunks } from '../helpers/test-data.js';
 
-/** Seeded PRNG (mulberry32), so every failure reproduces. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const b = (s: string | Buffer): Buffer => (typeof s === 'string' ? Buffer.from(s, 'latin1') : s);
 
@@ -39,15 +29,6 @@ function feed(chunks: Buffer[], limits?: Partial<FramerLimits>): Result {
     return { frames, error: err.message };
   }
   return { frames };
-}
-
-function splits(input: Buffer): Array<[string, Buffer[]]> {
-  const out: Array<[string, Buffer[]]> = [['whole', [input]]];
-  const bytes: Buffer[] = [];
-  for (let i = 0; i < input.length; i++) bytes.push(input.subarray(i, i + 1));
-  out.push(['byte by byte', bytes]);
-  for (let i = 1; i < input.length; i++) out.push([`split at ${i}`, [input.subarray(0, i), input.subarray(i)]]);
-  return out;
 }
 
 const mb = (...args: string[]) => encodeCommand(args).toString('latin1');
@@ -77,7 +58,7 @@ describe('RequestFramer corpus', () => {
   for (const [input, expected] of corpus) {
     it(`frames ${JSON.stringify(input).slice(0, 60)}`, () => {
       const buf = b(input);
-      for (const [how, chunks] of splits(buf)) {
+      for (const [how, chunks] of everySplit(buf)) {
         const res = feed(chunks);
         expect(res.error, how).toBeUndefined();
         expect(res.frames.map((f) => f.args), how).toEqual(expected);
@@ -90,7 +71,7 @@ describe('RequestFramer corpus', () => {
   it('frames the whole corpus as one stream, split at every offset', () => {
     const all = b(corpus.map(([i]) => i).join(''));
     const expected = corpus.flatMap(([, e]) => e);
-    for (const [how, chunks] of splits(all)) {
+    for (const [how, chunks] of everySplit(all)) {
       expect(feed(chunks).frames.map((f) => f.args), how).toEqual(expected);
     }
   });
@@ -181,7 +162,7 @@ describe('RequestFramer errors', () => {
   ];
   for (const [input, message] of cases) {
     it(`rejects ${JSON.stringify(input)}`, () => {
-      for (const [how, chunks] of splits(b(input))) expect(feed(chunks).error, how).toBe(message);
+      for (const [how, chunks] of everySplit(b(input))) expect(feed(chunks).error, how).toBe(message);
     });
   }
 
@@ -223,9 +204,9 @@ describe('RequestFramer errors', () => {
     const ok = b('0123456789\r\n');
     const okLf = b('0123456789\n');
     const tooLong = b('0123456789A\r\n');
-    for (const [how, chunks] of splits(ok)) expect(feed(chunks, limits), how).toEqual({ frames: [{ args: ['0123456789'], raw: mb('0123456789') }] });
-    for (const [how, chunks] of splits(okLf)) expect(feed(chunks, limits).frames, how).toHaveLength(1);
-    for (const [how, chunks] of splits(tooLong)) expect(feed(chunks, limits).error, how).toBe('Protocol error: too big inline request');
+    for (const [how, chunks] of everySplit(ok)) expect(feed(chunks, limits), how).toEqual({ frames: [{ args: ['0123456789'], raw: mb('0123456789') }] });
+    for (const [how, chunks] of everySplit(okLf)) expect(feed(chunks, limits).frames, how).toHaveLength(1);
+    for (const [how, chunks] of everySplit(tooLong)) expect(feed(chunks, limits).error, how).toBe('Protocol error: too big inline request');
     // an incomplete line past the limit fails without waiting for its end
     expect(feed([b('0123456789AB')], limits).error).toBe('Protocol error: too big inline request');
     expect(feed([b('0123456789\r')], limits).error).toBeUndefined();
@@ -281,19 +262,9 @@ function randomRequests(rand: () => number, count: number): { input: Buffer; exp
   return { input: Buffer.concat(parts), expected };
 }
 
-function randomChunks(rand: () => number, input: Buffer, maxChunk: number): Buffer[] {
-  const chunks: Buffer[] = [];
-  for (let i = 0; i < input.length; ) {
-    const n = 1 + Math.floor(rand() * maxChunk);
-    chunks.push(input.subarray(i, i + n));
-    i += n;
-  }
-  return chunks;
-}
-
 describe('RequestFramer randomized', () => {
   it('frames random request streams identically under random chunking', () => {
-    const rand = rng(0x5eed);
+    const rand = seededRandom(0x5eed);
     for (let round = 0; round < 1000; round++) {
       const { input, expected } = randomRequests(rand, 1 + Math.floor(rand() * 8));
       const res = feed(randomChunks(rand, input, rand() < 0.3 ? 4 : 512));
@@ -303,7 +274,7 @@ describe('RequestFramer randomized', () => {
   });
 
   it('never throws anything but ProtocolError on random bytes, and terminates', () => {
-    const rand = rng(42);
+    const rand = seededRandom(42);
     const alphabet = b('*$\r\n\r\n0123456789-"\' \tab');
     let protocolErrors = 0;
     for (let round = 0; round < 5000; round++) {
