@@ -79,14 +79,16 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger 
     },
   };
 
-  // After each discovery: drop pools of nodes that left; learn the upstream's own command
-  // table and version when the first primary changed. A MOVED patch removes no node and keeps
-  // the first shard, so it needs neither (and MOVED storms must stay cheap).
+  // After each discovery: drop pools of nodes that left; take the upstream's version (read by
+  // discovery's INFO); learn its own command table when the first primary changed. A MOVED
+  // patch removes no node and keeps the first shard, so it needs none of this (and MOVED
+  // storms must stay cheap).
   let learnedFrom = '';
   refresher.onChange((topology: Topology, change) => {
     if (change === 'moved') return;
     pools.retainOnly(new Set(topology.allNodes().map((n) => n.address)));
     const primary = topology.shards[0]?.primary;
+    if (primary?.version) serverVersion = primary.version;
     if (!primary || primary.address === learnedFrom) return;
     learnedFrom = primary.address;
     const pool = pools.get(primary.host, primary.port, 2, 'primary');
@@ -97,10 +99,6 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger 
         metrics.setKnownCommands(table.names());
       }
     }).catch((err: Error) => log.warn({ err: err.message }, 'COMMAND failed; keeping the built-in command table'));
-    pool.call(['INFO', 'server']).then((frame) => {
-      const match = /^(?:valkey|redis)_version:(\S+)/m.exec(decodeReply(frame)?.toString() ?? '');
-      if (match) serverVersion = match[1]!;
-    }).catch(() => {});
   });
 
   // Client-side storms (config.clients): maxClients with an error reply to the excess client;

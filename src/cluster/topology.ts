@@ -14,6 +14,8 @@ export interface ClusterNode {
   zone: string | null;
   /** Replication offset (INFO replication master_repl_offset, else CLUSTER SHARDS), 0 when unknown. */
   replicationOffset: number;
+  /** The server's version from INFO server (redis_version, which is what Valkey reports in HELLO), when it answered. */
+  version?: string;
 }
 
 export interface Shard {

@@ -32,6 +32,13 @@ describe('respool in front of a standalone valkey-server', () => {
     expect(await client.echo('hi')).toBe('hi');
   });
 
+  it("reports the upstream's version in HELLO (read once by discovery)", async () => {
+    const info = await client.info('server');
+    const version = /^redis_version:(\S+)/m.exec(info)![1]!;
+    const hello = (await client.call('HELLO', '2')) as string[];
+    expect(hello[hello.indexOf('version') + 1]).toBe(version);
+  });
+
   it('serves single-key commands of every data type', async () => {
     await exerciseDataTypes(client, 'standalone');
   });
