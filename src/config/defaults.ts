@@ -70,6 +70,16 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
     prefixes: [],
   },
   hotKeys: structuredClone(DEFAULT_HOT_KEYS),
+  dedicated: {
+    maxPerNode: 1000,
+    maxTotal: 10_000,
+    acquireTimeoutMs: 1000,
+    idleMs: 30_000,
+    blockMarginMs: 5_000,
+  },
+  pubsub: {
+    maxOutputBytesPerClient: 32 * MiB, // Valkey's client-output-buffer-limit pubsub 32mb
+  },
 });
 
 function deepFreeze<T>(value: T): T {

@@ -72,6 +72,10 @@ export const FLAGS: readonly FlagSpec[] = [
   numeric('tcp-keepalive', 'clients.tcpKeepAliveMs', 'TCP keepalive interval for client connections (0 = off)'),
   numeric('dial-attempts-per-window', 'resilience.dialAttemptsPerWindow', 'connection attempts to a failing node per window, all links together'),
   numeric('dial-window', 'resilience.dialWindowMs', 'the window of --dial-attempts-per-window (like cluster-node-timeout)'),
+  numeric('dedicated-max-per-node', 'dedicated.maxPerNode', 'leased upstream connections (WATCH, blocking commands) per node'),
+  numeric('dedicated-max-total', 'dedicated.maxTotal', 'leased upstream connections for the whole process'),
+  numeric('dedicated-acquire-timeout', 'dedicated.acquireTimeoutMs', 'wait for a leased connection at the bound before refusing'),
+  numeric('pubsub-max-output-bytes-per-client', 'pubsub.maxOutputBytesPerClient', 'unread pub/sub bytes before a subscriber is disconnected'),
   numeric('queue-window', 'resilience.queueWindowMs', 'how long a request waits for a link to a node that has none before failing'),
   {
     name: 'read-strategy', type: 'string', value: 'STRATEGY',

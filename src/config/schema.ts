@@ -66,6 +66,14 @@ export const NUMERIC_FIELDS: readonly NumericField[] = [
   // The metadata lookup delays start-up by at most this much: capped at 10 s.
   { path: 'reads.metadataTimeoutMs', kind: 'duration', min: 1, max: 10_000 },
   { path: 'reads.maxReplicaLagBytes', kind: 'size', min: 0, max: 1 * TiB },
+  // dedicated: leased connections for WATCH and blocking commands (src/upstream/dedicated-pool.ts)
+  { path: 'dedicated.maxPerNode', kind: 'integer', min: 1, max: 1_000_000 },
+  { path: 'dedicated.maxTotal', kind: 'integer', min: 1, max: 10_000_000 },
+  { path: 'dedicated.acquireTimeoutMs', kind: 'duration', min: 0, max: DAY_MS },
+  { path: 'dedicated.idleMs', kind: 'duration', min: 1, max: DAY_MS },
+  { path: 'dedicated.blockMarginMs', kind: 'duration', min: 0, max: DAY_MS },
+  // pubsub: multiplexed subscriptions (src/pubsub)
+  { path: 'pubsub.maxOutputBytesPerClient', kind: 'size', min: 1, max: 1 * TiB },
 ];
 
 export function numericField(path: string): NumericField {
@@ -194,6 +202,8 @@ export const CONFIG_FILE_SCHEMA: Schema = {
     clients: numericGroup('clients'),
     reads: readsSchema(),
     hotKeys: HOT_KEYS_SCHEMA,
+    dedicated: numericGroup('dedicated'),
+    pubsub: numericGroup('pubsub'),
     logLevel: { enum: [...LOG_LEVELS], 'x-expect': `must be one of ${LOG_LEVELS.join(', ')}` },
   },
 };
@@ -214,5 +224,7 @@ export interface ConfigFile {
   clients?: Record<string, number | string>;
   reads?: Record<string, unknown>;
   hotKeys?: Record<string, unknown>;
+  dedicated?: Record<string, number | string>;
+  pubsub?: Record<string, number | string>;
   logLevel?: string;
 }

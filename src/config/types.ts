@@ -47,6 +47,22 @@ export interface RespoolConfig {
   reads: ReadsConfig;
   /** Hot-key detection and split copies (src/hotkeys; config in hot-keys-config.ts). */
   hotKeys: HotKeysConfig;
+  /** Leased upstream connections (WATCH transactions, blocking commands; src/upstream/dedicated-pool.ts). */
+  dedicated: DedicatedConfig;
+  /** Multiplexed pub/sub (src/pubsub). */
+  pubsub: PubSubConfig;
+}
+
+export interface DedicatedConfig {
+  maxPerNode: number; // default 1000: leased connections to one node at once
+  maxTotal: number; // default 10000: leased connections of the whole process
+  acquireTimeoutMs: number; // default 1000: wait for a lease at the bound before the client gets an error
+  idleMs: number; // default 30000: an idle leased connection kept this long for reuse, then closed
+  blockMarginMs: number; // default 5000: a blocking command's lease deadline is its own timeout plus this
+}
+
+export interface PubSubConfig {
+  maxOutputBytesPerClient: number; // default 32 MiB (Valkey's client-output-buffer-limit pubsub hard limit)
 }
 
 export type ReadStrategyName = 'primary' | 'preferReplica' | 'azAffinity' | 'azAffinityReplicasAndPrimary';

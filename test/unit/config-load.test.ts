@@ -106,6 +106,8 @@ describe('defaults', () => {
         autoSplit: { enabled: false, share: 0.5, copies: null },
         readChoice: 'roundRobin',
       },
+      dedicated: { maxPerNode: 1000, maxTotal: 10_000, acquireTimeoutMs: 1000, idleMs: 30_000, blockMarginMs: 5000 },
+      pubsub: { maxOutputBytesPerClient: 32 * 1_048_576 },
     } satisfies RespoolConfig);
   });
 
@@ -389,6 +391,8 @@ logLevel: trace
       logLevel: 'trace',
       reads: { ...DEFAULT_CONFIG.reads, prefixes: [] },
       hotKeys: DEFAULT_CONFIG.hotKeys,
+      dedicated: DEFAULT_CONFIG.dedicated,
+      pubsub: DEFAULT_CONFIG.pubsub,
     } satisfies RespoolConfig);
   });
 
