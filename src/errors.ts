@@ -50,4 +50,6 @@ export const ProxyError = {
   splitWritePartial: (command: string, key: string, failed: number, total: number, first: string) =>
     `ERR respool: ${command} on split key '${key}' failed on ${failed} of ${total} copies (${first}); the copies are being repaired from the original`,
   hotKeysOff: () => `ERR respool: hot-key detection is off (hotKeys.detection.enabled)`,
+  leaseLimitReached: (node: string, waitedMs: number, limit: 'dedicated.maxPerNode' | 'dedicated.maxTotal', value: number) =>
+    `ERR respool: no leased upstream connection to ${node} within ${waitedMs} ms (${limit} ${value} reached)`,
 } as const;

@@ -103,6 +103,22 @@ export type QueueName = (typeof QUEUE_NAMES)[number];
 export const READ_OUTCOMES = ['same_zone_replica', 'other_zone_replica', 'same_zone_primary', 'primary_fallback', 'primary'] as const;
 export type ReadOutcome = (typeof READ_OUTCOMES)[number];
 
+// leased connections (src/upstream/dedicated-pool.ts)
+
+/** What a leased upstream connection (or a request for one) is doing; waiting = acquires parked at a bound. */
+export const LEASE_STATES = ['in_use', 'idle', 'waiting'] as const;
+export type LeaseState = (typeof LEASE_STATES)[number];
+
+/**
+ * Why a lease was refused:
+ *  - max_per_node / max_total: dedicated.maxPerNode / dedicated.maxTotal stayed reached for
+ *    dedicated.acquireTimeoutMs
+ *  - upstream_unavailable: dialing the node (connect, handshake) failed
+ *  - shutting_down: the pools were closed while the acquire waited
+ */
+export const LEASE_REFUSAL_REASONS = ['max_per_node', 'max_total', 'upstream_unavailable', 'shutting_down'] as const;
+export type LeaseRefusalReason = (typeof LEASE_REFUSAL_REASONS)[number];
+
 /** Label value for command names outside the known set (keeps `command` bounded). */
 export const UNKNOWN_COMMAND_LABEL = 'unknown';
 
@@ -232,6 +248,18 @@ export const METRIC_DEFINITIONS = {
     type: 'gauge',
     help: 'Request bytes written to upstream links and not yet answered, sampled each second.',
     labelNames: [],
+  },
+
+  // leased connections (WATCH transactions, blocking commands)
+  leased_connections: {
+    type: 'gauge',
+    help: 'Leased upstream connections per node: in_use (leased to a client, or being handed back), idle (kept for reuse up to dedicated.idleMs), waiting (acquires parked at dedicated.maxPerNode / maxTotal).',
+    labelNames: ['node', 'state'],
+  },
+  lease_refusals_total: {
+    type: 'counter',
+    help: 'Requests for a leased upstream connection refused, by reason (max_per_node|max_total|upstream_unavailable|shutting_down).',
+    labelNames: ['reason'],
   },
 
   slots_covered: {

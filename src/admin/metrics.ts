@@ -17,6 +17,7 @@ import { LabeledHistogram, type HistogramSeries } from './fast-histogram.js';
 import {
   COMMAND_ERROR_KINDS,
   CONNECTION_REJECT_REASONS,
+  LEASE_REFUSAL_REASONS,
   METRIC_DEFINITIONS,
   METRIC_KEYS,
   METRIC_PREFIX,
@@ -28,6 +29,8 @@ import {
   metricName,
   type CommandErrorKind,
   type ConnectionRejectReason,
+  type LeaseRefusalReason,
+  type LeaseState,
   type LinkConnectOutcome,
   type LinkProtocol,
   type LinkRole,
@@ -126,6 +129,7 @@ export class Metrics {
   private readonly redirects: Record<RedirectType, Counter.Internal>;
   private readonly retries: Record<RetryReason, Counter.Internal>;
   private readonly refreshes: Record<TopologyRefreshTrigger, Record<TopologyRefreshOutcome, Counter.Internal>>;
+  private readonly leaseRefusals: Record<LeaseRefusalReason, Counter.Internal>;
 
   // command-labelled children, keyed by label value (bounded)
   private knownCommands: Set<string> | null;
@@ -139,6 +143,7 @@ export class Metrics {
   private readonly inflight = new Map<string, Gauge.Internal<'node'>>();
   private readonly links = new Map<string, NodeSeries<Gauge.Internal<'node' | 'protocol' | 'role'>>>();
   private readonly connects = new Map<string, NodeSeries<Counter.Internal>>();
+  private readonly leased = new Map<string, NodeSeries<Gauge.Internal<'node' | 'state'>>>();
 
   constructor(opts: MetricsOptions = {}) {
     this.registry = new Registry();
@@ -158,11 +163,12 @@ export class Metrics {
     this.rejected = preset(CONNECTION_REJECT_REASONS, (v) => r.client_connections_rejected_total.labels(v));
     this.redirects = preset(REDIRECT_TYPES, (v) => r.redirects_total.labels(v));
     this.retries = preset(RETRY_REASONS, (v) => r.retries_total.labels(v));
+    this.leaseRefusals = preset(LEASE_REFUSAL_REASONS, (v) => r.lease_refusals_total.labels(v));
     this.refreshes = preset(TOPOLOGY_REFRESH_TRIGGERS, (t) =>
       preset(TOPOLOGY_REFRESH_OUTCOMES, (o) => r.topology_refreshes_total.labels(t, o)),
     );
     // Make the fixed-vocabulary series visible at 0 so rate() works from the first scrape.
-    for (const group of [this.rejected, this.redirects, this.retries]) {
+    for (const group of [this.rejected, this.redirects, this.retries, this.leaseRefusals]) {
       for (const child of Object.values<Counter.Internal>(group)) child.inc(0);
     }
     for (const byOutcome of Object.values(this.refreshes)) {
@@ -290,6 +296,23 @@ export class Metrics {
     return series.child;
   }
 
+  /** `respool_leased_connections{node,state}` child (set by the dedicated pools on every change). */
+  leasedConnectionsGauge(node: string, state: LeaseState): Gauge.Internal<'node' | 'state'> {
+    const key = `${node}\0${state}`;
+    let series = this.leased.get(key);
+    if (series === undefined) {
+      const values = [node, state];
+      series = { node, values, child: this.raw.leased_connections.labels(...values) };
+      this.leased.set(key, series);
+    }
+    return series.child;
+  }
+
+  /** `respool_lease_refusals_total{reason}` child. */
+  leaseRefusalCounter(reason: LeaseRefusalReason): Counter.Internal {
+    return this.leaseRefusals[reason] ?? this.raw.lease_refusals_total.labels(reason);
+  }
+
   /** Drop every series labelled with `node` (call when a node leaves the topology). */
   forgetNode(node: string): void {
     if (this.latency.delete(node)) this.raw.upstream_latency_seconds.remove(node);
@@ -303,6 +326,11 @@ export class Metrics {
       if (s.node !== node) continue;
       this.connects.delete(key);
       this.raw.upstream_link_connects_total.remove(...s.values);
+    }
+    for (const [key, s] of this.leased) {
+      if (s.node !== node) continue;
+      this.leased.delete(key);
+      this.raw.leased_connections.remove(...s.values);
     }
   }
 

@@ -17,12 +17,21 @@ import type { ProcessLoad } from './process-load.js';
  */
 export type LinkFailureCause = 'timeout' | 'shed';
 
+/**
+ * The connection a reply came on, as a LinkRequest sees it: a shared Link or a leased
+ * DedicatedConnection (dedicated-connection.ts). Only what reply handling reads.
+ */
+export interface ReplySource {
+  /** "host:port" of the upstream node. */
+  readonly address: string;
+}
+
 /** Something waiting for one reply frame from a link. ProxyRequest implements it. */
 export interface LinkRequest {
   /** Set by the link when the request's bytes are handed to the socket (performance.now()). */
   sentAt: number;
   /** The reply frame (a view into the link's read buffer: copy it to keep it past the call). */
-  onReply(frame: Buffer, link: Link): void;
+  onReply(frame: Buffer, link: ReplySource): void;
   /**
    * The link failed before a reply came. `written` tells whether the request's bytes were handed
    * to the socket: if so the server may have run it, so it must not be re-sent blindly.
@@ -61,7 +70,7 @@ export type LinkState = 'connecting' | 'ready' | 'closed';
  *
  * Events: 'ready', 'close' (reason: string).
  */
-export class Link extends EventEmitter {
+export class Link extends EventEmitter implements ReplySource {
   readonly address: string;
   state: LinkState = 'connecting';
   closeReason = '';

@@ -1,0 +1,299 @@
+import { EventEmitter } from 'node:events';
+import net from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { ReplyFramer } from '../resp/reply-framer.js';
+import type { FramerLimits } from '../resp/limits.js';
+import { encodeCommand } from '../resp/encode.js';
+import { ProxyError } from '../errors.js';
+import { FifoQueue } from '../util/fifo-queue.js';
+import { BatchedWriter } from '../util/batched-writer.js';
+import type { LinkRequest, LinkState, ReplySource } from './link.js';
+
+export interface DedicatedConnectionOptions {
+  host: string;
+  port: number;
+  protocol: 2 | 3;
+  auth: { username: string | null; password: string } | null;
+  connectTimeoutMs: number;
+  /** CLIENT SETNAME of the upstream connection; default "respool-lease". */
+  clientName?: string;
+  framerLimits?: Partial<FramerLimits>;
+}
+
+/** The name leased connections give themselves upstream (CLIENT LIST shows it). */
+export const LEASE_CLIENT_NAME = 'respool-lease';
+
+const PUSH = 0x3e; // '>'
+const MINUS = 0x2d; // '-'
+const COLON = 0x3a; // ':'
+
+/** Control-plane requests of the handshake: their replies never reach a caller. */
+interface HandshakeStep {
+  args: ReadonlyArray<string>;
+  onReply(frame: Buffer): void;
+}
+
+/**
+ * One socket to one upstream node, leased to one client at a time (WATCH … EXEC, a blocking
+ * command). Pipelined like a Link, but with no command timeout of its own: BLPOP k 0 may wait
+ * for ever. The lease holder bounds the wait with setDeadline() when it wants one.
+ *
+ *   handshake: HELLO 3 [AUTH] SETNAME respool-lease (RESP3) or [AUTH], CLIENT SETNAME (RESP2),
+ *              then CLIENT ID → clientId (what CLIENT UNBLOCK needs); then state 'ready'
+ *   waiting  : requests sent before 'ready' — not written, safe to retry
+ *   inflight : requests written, oldest first; the n-th reply frame belongs to the n-th entry
+ *              (push frames '>' are out of band: they go to onPush, never to a request)
+ *   deadline : null = none. While set, if the oldest in-flight request has waited longer than
+ *              it, the whole connection fails: every in-flight request gets ProxyError.timeout
+ *              (written, cause 'timeout'), waiting ones upstreamUnavailable (not written), and
+ *              the socket closes — later frames could no longer be matched.
+ *   invariant: a reply frame always completes inflight.shift(); nothing else reads replies.
+ *
+ * Events: 'ready'; 'settled' (a reply emptied the in-flight FIFO); 'close' (reason: string).
+ */
+export class DedicatedConnection extends EventEmitter implements ReplySource {
+  readonly host: string;
+  readonly port: number;
+  readonly protocol: 2 | 3;
+  /** "host:port" */
+  readonly address: string;
+  state: LinkState = 'connecting';
+  closeReason = '';
+  /** True once the handshake completed (a connection that closes before that was a failed dial). */
+  wasReady = false;
+  /** True when the connection failed because the oldest request waited past the deadline. */
+  timedOut = false;
+  /** The upstream's CLIENT ID for this connection; -1 until ready. */
+  clientId = -1;
+  /** RESP3 push frames (a view into the read buffer: copy to keep). Unset: pushes are dropped. */
+  onPush: ((frame: Buffer) => void) | null = null;
+  /** Resolves when ready; rejects with the close reason if the connection closes before. */
+  readonly opened: Promise<void>;
+
+  private readonly socket: net.Socket;
+  private readonly writer: BatchedWriter;
+  private readonly framer: ReplyFramer;
+  private readonly waiting = new FifoQueue<{ data: Buffer; req: LinkRequest }>();
+  private readonly inflight = new FifoQueue<LinkRequest>();
+  /** Handshake replies still expected; they precede every caller's request in `inflight`. */
+  private handshakeSteps: HandshakeStep[] = [];
+  private deadlineMs: number | null = null;
+  private deadlineTimer: NodeJS.Timeout | null = null;
+  private connectTimer: NodeJS.Timeout | null = null;
+  private resolveOpened!: () => void;
+  private rejectOpened!: (err: Error) => void;
+
+  constructor(private readonly options: DedicatedConnectionOptions) {
+    super();
+    this.host = options.host;
+    this.port = options.port;
+    this.protocol = options.protocol;
+    this.address = `${options.host}:${options.port}`;
+    this.opened = new Promise<void>((resolve, reject) => {
+      this.resolveOpened = resolve;
+      this.rejectOpened = reject;
+    });
+    this.opened.catch(() => {}); // observed through state/closeReason as well; never unhandled
+    this.framer = new ReplyFramer(options.framerLimits);
+    this.socket = net.connect({ host: options.host, port: options.port, noDelay: true });
+    // A lease may sit in BLPOP … 0 for hours: keepalive finds a peer that vanished meanwhile.
+    this.socket.setKeepAlive(true, 10_000);
+    this.writer = new BatchedWriter(this.socket, 'immediate');
+    this.connectTimer = setTimeout(
+      () => this.fail(`connect timeout after ${options.connectTimeoutMs} ms`),
+      options.connectTimeoutMs,
+    );
+    this.socket.once('connect', () => this.handshake());
+    this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    this.socket.on('error', (err: Error) => this.fail(err.message));
+    this.socket.on('close', () => this.fail('connection closed by upstream'));
+  }
+
+  /** Caller requests sent and not yet answered (written or waiting for the handshake). */
+  get inflightCount(): number {
+    return this.inflight.length - this.handshakeSteps.length + this.waiting.length;
+  }
+
+  /** The current deadline in ms, or null. */
+  get deadline(): number | null {
+    return this.deadlineMs;
+  }
+
+  /**
+   * Queues `raw` (exactly one complete RESP request; its one reply goes to `req`). Before the
+   * handshake completes it waits; after close it fails at once, marked as not written.
+   */
+  send(raw: Buffer, req: LinkRequest): void {
+    if (this.state === 'ready') {
+      this.writeNow(raw, req);
+    } else if (this.state === 'connecting') {
+      this.waiting.push({ data: raw, req });
+    } else {
+      req.onLinkFailure(ProxyError.upstreamUnavailable(this.address, this.closeReason), false);
+    }
+  }
+
+  /** Control-plane helper: one command, its reply frame (copied). Error replies resolve too. */
+  call(args: ReadonlyArray<string | Buffer | number>): Promise<Buffer> {
+    return new Promise((resolve, reject) => {
+      this.send(encodeCommand(args), {
+        sentAt: 0,
+        onReply: (frame) => resolve(Buffer.from(frame)),
+        onLinkFailure: (error) => reject(new Error(error)),
+      });
+    });
+  }
+
+  /**
+   * How long the oldest in-flight request may wait for its reply, in ms; null = for ever (the
+   * default). Measured from when each request was written, so setting it while a request
+   * already waits counts the time it has waited.
+   */
+  setDeadline(ms: number | null): void {
+    this.deadlineMs = ms;
+    this.armDeadline();
+  }
+
+  close(reason = 'closed by respool'): void {
+    this.fail(reason);
+  }
+
+  private writeNow(data: Buffer, req: LinkRequest): void {
+    req.sentAt = performance.now();
+    this.inflight.push(req);
+    this.writer.write(data);
+    if (this.deadlineTimer === null) this.armDeadline();
+  }
+
+  private handshake(): void {
+    const { auth, protocol } = this.options;
+    const clientName = this.options.clientName ?? LEASE_CLIENT_NAME;
+    const commands: Array<ReadonlyArray<string>> = [];
+    if (protocol === 3) {
+      const hello: string[] = ['HELLO', '3'];
+      if (auth) hello.push('AUTH', auth.username ?? 'default', auth.password);
+      hello.push('SETNAME', clientName);
+      commands.push(hello);
+    } else {
+      if (auth) commands.push(auth.username ? ['AUTH', auth.username, auth.password] : ['AUTH', auth.password]);
+      commands.push(['CLIENT', 'SETNAME', clientName]);
+    }
+    const steps: HandshakeStep[] = commands.map((args) => ({ args, onReply: () => {} }));
+    steps.push({
+      args: ['CLIENT', 'ID'],
+      onReply: (frame) => {
+        const id = frame[0] === COLON ? Number(frame.toString('latin1', 1, frame.length - 2)) : NaN;
+        if (!Number.isSafeInteger(id)) {
+          this.fail(`handshake CLIENT ID: unexpected reply ${JSON.stringify(frame.toString('latin1', 0, 40))}`);
+          return;
+        }
+        this.clientId = id;
+        this.becomeReady();
+      },
+    });
+    this.handshakeSteps = steps;
+    for (const step of steps) {
+      // Handshake entries sit in `inflight` like any request; onData routes their frames here.
+      this.inflight.push({ sentAt: performance.now(), onReply() {}, onLinkFailure() {} });
+      this.writer.write(encodeCommand(step.args));
+    }
+  }
+
+  private onHandshakeReply(frame: Buffer): void {
+    const step = this.handshakeSteps.shift()!;
+    if (frame[0] === MINUS) {
+      this.fail(`handshake ${step.args[0]} failed: ${frame.toString('utf8', 1).trim()}`);
+      return;
+    }
+    step.onReply(frame);
+  }
+
+  private becomeReady(): void {
+    if (this.state !== 'connecting') return;
+    if (this.connectTimer) clearTimeout(this.connectTimer);
+    this.connectTimer = null;
+    this.state = 'ready';
+    this.wasReady = true;
+    for (const { data, req } of this.waiting.drain()) this.writeNow(data, req);
+    this.resolveOpened();
+    this.emit('ready');
+  }
+
+  private onData(chunk: Buffer): void {
+    this.framer.push(chunk);
+    let frame: Buffer | null;
+    try {
+      while ((frame = this.framer.next()) !== null) {
+        if (frame[0] === PUSH) {
+          this.onPush?.(frame);
+          if (this.state === 'closed') return;
+          continue;
+        }
+        const req = this.inflight.shift();
+        if (req === undefined) {
+          this.fail('upstream sent a reply nobody asked for');
+          return;
+        }
+        if (this.handshakeSteps.length > 0) {
+          this.onHandshakeReply(frame);
+        } else {
+          req.onReply(frame, this);
+          if (this.inflight.length === 0 && this.waiting.length === 0 && this.state === 'ready') this.emit('settled');
+        }
+        if (this.state === 'closed') return;
+      }
+    } catch (err) {
+      this.fail(`unreadable reply from upstream: ${(err as Error).message}`);
+    }
+  }
+
+  /** (Re)arms the one deadline timer for the oldest in-flight request, if a deadline is set. */
+  private armDeadline(): void {
+    if (this.deadlineTimer !== null) {
+      clearTimeout(this.deadlineTimer);
+      this.deadlineTimer = null;
+    }
+    if (this.deadlineMs === null || this.state === 'closed') return;
+    const oldest = this.inflight.peek();
+    if (oldest === undefined) return;
+    const due = Math.max(0, oldest.sentAt + this.deadlineMs - performance.now());
+    this.deadlineTimer = setTimeout(() => this.checkDeadline(), Math.ceil(due));
+  }
+
+  private checkDeadline(): void {
+    this.deadlineTimer = null;
+    const ms = this.deadlineMs;
+    const oldest = this.inflight.peek();
+    if (ms === null || oldest === undefined || this.state === 'closed') return;
+    if (performance.now() - oldest.sentAt >= ms) {
+      this.fail(ProxyError.timeout(this.address, ms), true);
+    } else {
+      this.armDeadline(); // the oldest was answered meanwhile: watch the new oldest
+    }
+  }
+
+  /** Ends the connection once and fails everything it holds; a timeout's message replaces the generic one. */
+  private fail(reason: string, isTimeout = false): void {
+    if (this.state === 'closed') return;
+    const wasConnecting = this.state === 'connecting';
+    this.state = 'closed';
+    this.closeReason = reason;
+    this.timedOut = isTimeout;
+    if (this.connectTimer) clearTimeout(this.connectTimer);
+    if (this.deadlineTimer) clearTimeout(this.deadlineTimer);
+    this.connectTimer = null;
+    this.deadlineTimer = null;
+    this.writer.discard();
+    this.socket.destroy();
+    // Handshake entries are ours: drop them without telling anybody.
+    for (let i = 0; i < this.handshakeSteps.length; i++) this.inflight.shift();
+    this.handshakeSteps = [];
+    const inflightError = isTimeout ? reason : ProxyError.connectionLost(this.address);
+    const cause = isTimeout ? 'timeout' : undefined;
+    for (const req of this.inflight.drain()) req.onLinkFailure(inflightError, true, cause);
+    const unsentError = ProxyError.upstreamUnavailable(this.address, reason);
+    for (const { req } of this.waiting.drain()) req.onLinkFailure(unsentError, false);
+    if (wasConnecting) this.rejectOpened(new Error(unsentError));
+    this.emit('close', reason);
+  }
+}
