@@ -42,12 +42,12 @@ const ZONES = ['az-a', 'az-b', 'az-c'];
 const OWN_ZONE = 'az-a';
 const STRATEGIES = ['primary', 'preferReplica', 'azAffinity', 'azAffinityReplicasAndPrimary'];
 
-const dist = path.join(ROOT_DIR, 'dist', 'testing', 'valkey-processes.js');
-if (!fs.existsSync(dist)) {
-  console.error('bench/az-reads.mjs: dist/ is missing; run `npm run build` first');
+const harness = path.join(ROOT_DIR, 'build', 'harness', 'valkey-processes.js');
+if (!fs.existsSync(harness)) {
+  console.error('bench/az-reads.mjs: build/harness/ is missing; run `npm run build:harness` first');
   process.exit(1);
 }
-const { startCluster } = await import(dist);
+const { startCluster } = await import(harness);
 
 // ---------------------------------------------------------------- the forwarding shims
 

@@ -17,7 +17,7 @@ import path from 'node:path';
 import net from 'node:net';
 import {
   HOST, OUT_DIR, RESPOOL_CONNECTIONS_PER_NODE, RespConn, checkSetGet, encodeCommand, envFlag, envInt, fmt,
-  fmtInt, log, makeTmpRoot, mdTable, mean, median, parseInfo, parseReply, percentile, sleep, startRespool,
+  fmtInt, log, makeTmpRoot, mdTable, mean, median, parseInfo, percentile, RespDecoder, sleep, startRespool,
   respoolArgs, shellLine, startTwemproxy, startValkey, stop, writeOutputs,
 } from './lib/common.mjs';
 
@@ -57,12 +57,12 @@ function getOverNewConnection(port) {
     const sock = net.createConnection({ port, host: HOST });
     const timer = setTimeout(() => finish(new Error('timeout')), OP_TIMEOUT_MS);
     sock.setNoDelay(true);
-    let buf = null;
+    const decoder = new RespDecoder();
     sock.on('connect', () => sock.write(GET));
     sock.on('data', (d) => {
-      buf = buf ? Buffer.concat([buf, d]) : d;
-      const r = parseReply(buf, 0);
-      if (r) finish(null, r.value);
+      decoder.push(d);
+      const r = decoder.next();
+      if (r !== undefined) finish(null, r);
     });
     sock.on('error', (e) => finish(e));
     sock.on('close', () => finish(new Error('closed before the reply')));
@@ -79,7 +79,7 @@ async function oneRun(cfg, port, round, info) {
   const tStart = performance.now();
   const deadline = tStart + MAX_MS;
   const check = (v) => {
-    if (v !== VALUE) throw new Error(`unexpected reply ${JSON.stringify(v).slice(0, 80)}`);
+    if (v !== VALUE) throw new Error(`unexpected reply ${(v instanceof Error ? `-${v.message}` : JSON.stringify(v)).slice(0, 80)}`);
   };
   const worker = async () => {
     let conn = null;

@@ -17,7 +17,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import {
-  HOST, OUT_DIR, ROOT_DIR, RespConn, envFlag, envInt, fmt, fmtInt, log, mdTable, sleep, spawn, stop, uniquePort,
+  HOST, OUT_DIR, ROOT_DIR, ReplyError, RespConn, envFlag, envInt, fmt, fmtInt, log, mdTable, sleep, spawn, stop, uniquePort,
   waitForPing, writeOutputs,
 } from './lib/common.mjs';
 import { writeSection } from './lib/results-file.mjs';
@@ -30,7 +30,7 @@ const NODE_TIMEOUT_MS = envInt('BENCH_FAILOVER_NODE_TIMEOUT_MS', 2000);
 const DIAL_ATTEMPTS = envInt('BENCH_FAILOVER_DIAL_ATTEMPTS', 10);
 const OP_TIMEOUT_MS = 10_000;
 
-const { startCluster } = await import(path.join(ROOT_DIR, 'dist/testing/valkey-processes.js'));
+const { startCluster } = await import(path.join(ROOT_DIR, 'build/harness/valkey-processes.js'));
 const Valkey = (await import('iovalkey')).default;
 const calculateSlot = (await import('cluster-key-slot')).default;
 
@@ -182,12 +182,12 @@ async function main() {
     const viaRespool = await runPhase('respool', cluster, {
       set: async (w, k, v) => {
         const r = await conns[w].call('SET', k, v);
-        if (r && r.error) throw new Error(r.error);
+        if (r instanceof ReplyError) throw new Error(r.message);
         return r;
       },
       get: async (w, k) => {
         const r = await conns[w].call('GET', k);
-        if (r && r.error) throw new Error(r.error);
+        if (r instanceof ReplyError) throw new Error(r.message);
         return r;
       },
     }, tagNames);

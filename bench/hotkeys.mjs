@@ -28,7 +28,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import {
-  HOST, OUT_DIR, RespConn, ROOT_DIR, envFlag, envInt, fmt, fmtInt, log, mdTable, median, parseInfo,
+  HOST, OUT_DIR, ReplyError, RespConn, ROOT_DIR, envFlag, envInt, fmt, fmtInt, log, mdTable, median, parseInfo,
   sleep, spawn, stop, uniquePort, waitForPing, writeOutputs,
 } from './lib/common.mjs';
 import { writeSection } from './lib/results-file.mjs';
@@ -52,7 +52,7 @@ const WINDOW_S = 2;
 const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
 const CGROUP_ROOT = '/sys/fs/cgroup/cpu';
 
-const { startCluster } = await import(path.join(ROOT_DIR, 'dist/testing/valkey-processes.js'));
+const { startCluster } = await import(path.join(ROOT_DIR, 'build/harness/valkey-processes.js'));
 
 // ---------------------------------------------------------------- CPU accounting
 
@@ -165,7 +165,7 @@ async function getCounts(cluster, primaries) {
 
 async function split(conn, copies) {
   const r = await conn.call('RESPOOL', 'SPLIT', 'ADD', HOT_KEY, String(copies));
-  if (r !== 'OK') throw new Error(`RESPOOL SPLIT ADD: ${JSON.stringify(r)}`);
+  if (r !== 'OK') throw new Error(`RESPOOL SPLIT ADD: ${r instanceof ReplyError ? r.message : JSON.stringify(r)}`);
   for (let i = 0; i < 200; i++) {
     const list = await conn.call('RESPOOL', 'SPLIT', 'LIST');
     const entry = list.find((e) => e[0] === HOT_KEY);

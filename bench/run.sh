@@ -58,6 +58,8 @@ step bash scripts/install-valkey.sh --with-twemproxy || { echo "bench: installin
 if [[ ! -d node_modules ]]; then
   step npm ci || { echo "bench: npm ci failed" >&2; exit 1; }
 fi
+# The benches' RESP client and Valkey processes come from the test harness (build/harness/).
+step npm run build:harness || { echo "bench: npm run build:harness failed" >&2; exit 1; }
 if ! step npm run build; then
   if [[ $skip_respool == 1 ]]; then
     echo "bench: npm run build failed; continuing because RESPOOL_BENCH_SKIP_RESPOOL=1" >&2

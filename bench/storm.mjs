@@ -32,7 +32,7 @@ const ACCEPT_RATE = process.env.BENCH_STORM_ACCEPT_RATE;
 const POOL = envInt('BENCH_STORM_POOL', 2);
 const SETTLE_MS = 1500;
 
-const { startCluster } = await import(path.join(ROOT_DIR, 'dist/testing/valkey-processes.js'));
+const { startCluster } = await import(path.join(ROOT_DIR, 'build/harness/valkey-processes.js'));
 const calculateSlot = (await import('cluster-key-slot')).default;
 
 function openFileLimit() {

@@ -7,4 +7,5 @@ cd "$(dirname "$0")/.."
 bash scripts/install-valkey.sh
 [ -d node_modules ] || npm ci
 npm run build
-exec node dist/testing/demo-cluster.js "$@"
+npm run build:harness
+exec node build/harness/demo-cluster.js "$@"

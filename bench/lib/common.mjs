@@ -3,7 +3,7 @@
 // - child processes: spawn(), tracked so that every child is killed when this process exits,
 //   throws, or gets SIGINT/SIGTERM/SIGHUP; each live child's pid is also written to
 //   bench/out/pids/ so bench/run.sh can kill leftovers by id if node itself is killed hard.
-// - free loopback ports, waiting for a port, a tiny RESP client (for PING / INFO / SET),
+// - free loopback ports, waiting for a port, a RESP connection (test/harness/raw-client.ts, built),
 // - stats (median, percentile, mean) and Markdown tables.
 import { execFileSync, spawn as cpSpawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -182,107 +182,33 @@ export async function uniquePort() {
   }
 }
 
-// ---------------------------------------------------------------- a tiny RESP client
+// ---------------------------------------------------------------- the RESP client
 
-function encodeCommand(args) {
-  const parts = [`*${args.length}\r\n`];
-  for (const a of args) {
-    const b = Buffer.isBuffer(a) ? a : Buffer.from(String(a));
-    parts.push(`$${b.length}\r\n`, b, '\r\n');
-  }
-  return Buffer.concat(parts.map((p) => (Buffer.isBuffer(p) ? p : Buffer.from(p))));
+// The harness's independent RESP client (test/harness/raw-client.ts, compiled to build/harness/ by
+// `npm run build:harness`), shared with the tests.
+const RAW_CLIENT = path.join(ROOT_DIR, 'build', 'harness', 'raw-client.js');
+if (!fs.existsSync(RAW_CLIENT)) {
+  console.error('bench: build/harness/ is missing; run `npm run build:harness` first');
+  process.exit(1);
 }
-export { encodeCommand };
+const { RawClient, RespDecoder, ReplyError, encodeCommand } = await import(RAW_CLIENT);
+export { RespDecoder, ReplyError, encodeCommand };
 
 /**
- * Parse one RESP2 reply at `buf[off]`. Returns { value, end } or null when incomplete.
- * Errors come back as { error: 'message' }. Enough for PING/INFO/SET/GET/CONFIG.
+ * One persistent connection; call(...args) resolves to the reply (FIFO), error replies as
+ * ReplyError values (`instanceof ReplyError`, `.message`). No reply timeout unless callT().
  */
-export function parseReply(buf, off = 0) {
-  if (off >= buf.length) return null;
-  const nl = buf.indexOf('\r\n', off);
-  if (nl < 0) return null;
-  const type = String.fromCharCode(buf[off]);
-  const line = buf.toString('utf8', off + 1, nl);
-  switch (type) {
-    case '+':
-      return { value: line, end: nl + 2 };
-    case '-':
-      return { value: { error: line }, end: nl + 2 };
-    case ':':
-      return { value: Number(line), end: nl + 2 };
-    case '$': {
-      const len = Number(line);
-      if (len < 0) return { value: null, end: nl + 2 };
-      if (buf.length < nl + 2 + len + 2) return null;
-      return { value: buf.toString('utf8', nl + 2, nl + 2 + len), end: nl + 2 + len + 2 };
-    }
-    case '*': {
-      const n = Number(line);
-      if (n < 0) return { value: null, end: nl + 2 };
-      const arr = [];
-      let p = nl + 2;
-      for (let i = 0; i < n; i++) {
-        const r = parseReply(buf, p);
-        if (!r) return null;
-        arr.push(r.value);
-        p = r.end;
-      }
-      return { value: arr, end: p };
-    }
-    default:
-      throw new Error(`unexpected RESP type byte ${JSON.stringify(type)}`);
-  }
-}
-
-/** One persistent connection; call(...args) resolves to the reply (FIFO). */
 export class RespConn {
-  static connect(port, host = HOST, timeoutMs = 2000) {
-    return new Promise((resolve, reject) => {
-      const sock = net.createConnection({ port, host });
-      const t = setTimeout(() => {
-        sock.destroy();
-        reject(new Error(`connect ${host}:${port} timed out`));
-      }, timeoutMs);
-      sock.once('error', (e) => {
-        clearTimeout(t);
-        reject(e);
-      });
-      sock.once('connect', () => {
-        clearTimeout(t);
-        sock.removeAllListeners('error');
-        resolve(new RespConn(sock));
-      });
-    });
+  static async connect(port, host = HOST, timeoutMs = 2000) {
+    return new RespConn(await RawClient.connect(port, { host, connectTimeoutMs: timeoutMs, timeoutMs: 0 }));
   }
 
-  constructor(sock) {
-    this.sock = sock;
-    this.buf = Buffer.alloc(0);
-    this.waiting = [];
-    sock.setNoDelay(true);
-    sock.on('data', (d) => {
-      this.buf = this.buf.length ? Buffer.concat([this.buf, d]) : d;
-      for (;;) {
-        if (!this.waiting.length) break;
-        const r = parseReply(this.buf, 0);
-        if (!r) break;
-        this.buf = this.buf.subarray(r.end);
-        this.waiting.shift().resolve(r.value);
-      }
-    });
-    const fail = (e) => {
-      for (const w of this.waiting.splice(0)) w.reject(e ?? new Error('connection closed'));
-    };
-    sock.on('error', fail);
-    sock.on('close', () => fail());
+  constructor(client) {
+    this.client = client;
   }
 
   call(...args) {
-    return new Promise((resolve, reject) => {
-      this.waiting.push({ resolve, reject });
-      this.sock.write(encodeCommand(args));
-    });
+    return this.client.call(...args);
   }
 
   /** call() with a timeout; rejects (and leaves the connection unusable) on expiry. */
@@ -299,7 +225,7 @@ export class RespConn {
   }
 
   close() {
-    this.sock.destroy();
+    this.client.close();
   }
 }
 

@@ -1,5 +1,5 @@
 import { pino } from 'pino';
-import Valkey, { type RedisOptions } from 'iovalkey';
+import { Valkey, type RedisOptions } from 'iovalkey';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import type { RespoolConfig } from '../../src/config/types.js';
 import { startProxy, type RespoolProxy } from '../../src/server.js';

@@ -1,22 +1,32 @@
 import net from 'node:net';
-import { ReplyFramer } from '../../src/resp/reply-framer.js';
-import { encodeCommand } from '../../src/resp/encode.js';
+import { encodeCommand, RespDecoder } from '../harness/raw-client.js';
 
 /**
  * A bare RESP connection for exact-byte checks: send raw bytes or commands, read whole reply
  * frames as they arrived (undecoded), see when the server closes.
+ *
+ * Frames are delimited by the harness's own decoder (test/harness/raw-client.ts), never by
+ * src/resp: the code under test must not be its own oracle.
  */
 export class RawConnection {
-  private readonly framer = new ReplyFramer();
+  private readonly decoder = new RespDecoder();
   private readonly frames: Buffer[] = [];
   private waiters: Array<() => void> = [];
+  /** Set when the server sent bytes that are not RESP; the connection is then closed. */
+  private decodeError: Error | undefined;
   closed = false;
 
   private constructor(private readonly socket: net.Socket) {
     socket.on('data', (chunk: Buffer) => {
-      this.framer.push(chunk);
-      let frame: Buffer | null;
-      while ((frame = this.framer.next()) !== null) this.frames.push(Buffer.from(frame));
+      if (this.decodeError) return;
+      this.decoder.push(chunk);
+      try {
+        let frame: { raw: Buffer } | undefined;
+        while ((frame = this.decoder.nextFrame()) !== undefined) this.frames.push(Buffer.from(frame.raw));
+      } catch (e) {
+        this.decodeError = e as Error;
+        socket.destroy();
+      }
       this.wake();
     });
     socket.on('close', () => {
@@ -45,6 +55,7 @@ export class RawConnection {
   async read(timeoutMs = 5000): Promise<string> {
     const deadline = Date.now() + timeoutMs;
     while (this.frames.length === 0) {
+      if (this.decodeError) throw this.decodeError;
       if (this.closed) throw new Error('connection closed');
       const left = deadline - Date.now();
       if (left <= 0) throw new Error('timed out waiting for a reply');

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startStandalone, type ValkeyNode } from '../../src/testing/valkey-processes.js';
+import { startStandalone, type ValkeyNode } from '../harness/valkey-processes.js';
 
 const run = promisify(execFile);
 const BIN = fileURLToPath(new URL('../../bin/respool.js', import.meta.url));

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type Valkey from 'iovalkey';
+import type { Valkey } from 'iovalkey';
 import calculateSlot from 'cluster-key-slot';
-import { startCluster, type ValkeyCluster, type ValkeyNode } from '../../src/testing/valkey-processes.js';
+import { startCluster, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { clientFor, startTestProxy } from '../helpers/proxy.js';
 

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import type Valkey from 'iovalkey';
-import { startCluster, type ValkeyCluster } from '../../src/testing/valkey-processes.js';
+import type { Valkey } from 'iovalkey';
+import { startCluster, type ValkeyCluster } from '../harness/valkey-processes.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { clientFor, startTestProxy } from '../helpers/proxy.js';
 import { RawConnection } from '../helpers/raw-resp.js';

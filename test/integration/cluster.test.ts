@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import Valkey from 'iovalkey';
+import { Valkey } from 'iovalkey';
 import calculateSlot from 'cluster-key-slot';
-import { startCluster, type ValkeyCluster } from '../../src/testing/valkey-processes.js';
+import { startCluster, type ValkeyCluster } from '../harness/valkey-processes.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { clientFor, startTestProxy } from '../helpers/proxy.js';
 import { exerciseDataTypes } from '../helpers/data-types.js';

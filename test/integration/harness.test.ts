@@ -1,6 +1,6 @@
 // The harness itself: real valkey-server processes, standalone and cluster.
 import { afterAll, describe, expect, it } from 'vitest';
-import { parseInfo, rawCall, RawClient, ReplyError } from '../../src/testing/raw-client.js';
+import { parseInfo, rawCall, RawClient, ReplyError } from '../harness/raw-client.js';
 import {
   CLUSTER_SLOTS,
   freePort,
@@ -8,7 +8,7 @@ import {
   startStandalone,
   type ValkeyCluster,
   type ValkeyNode,
-} from '../../src/testing/valkey-processes.js';
+} from '../harness/valkey-processes.js';
 
 function pidAlive(pid: number): boolean {
   try {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type Valkey from 'iovalkey';
-import { startCluster, type ValkeyCluster } from '../../src/testing/valkey-processes.js';
+import type { Valkey } from 'iovalkey';
+import { startCluster, type ValkeyCluster } from '../harness/valkey-processes.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { DEFAULT_HOT_KEYS } from '../../src/config/hot-keys-config.js';
 import type { WindowReport } from '../../src/hotkeys/detector.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type Valkey from 'iovalkey';
-import { startCluster, type ValkeyCluster, type ValkeyNode } from '../../src/testing/valkey-processes.js';
-import { ReplyError, parseInfo } from '../../src/testing/raw-client.js';
+import type { Valkey } from 'iovalkey';
+import { startCluster, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
+import { ReplyError, parseInfo } from '../harness/raw-client.js';
 import type { RespoolProxy } from '../../src/server.js';
 import type { HotKeysConfig } from '../../src/config/types.js';
 import { DEFAULT_HOT_KEYS } from '../../src/config/hot-keys-config.js';

@@ -4,7 +4,7 @@
 // then GET according to each test's script; respool runs in-process with azAffinity in az-a.
 import net from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type Valkey from 'iovalkey';
+import type { Valkey } from 'iovalkey';
 import { RequestFramer } from '../../src/resp/request-framer.js';
 import { encodeBulk, encodeError, encodeSimple } from '../../src/resp/encode.js';
 import type { RespoolProxy } from '../../src/server.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import net from 'node:net';
-import { startStandalone, type ValkeyNode } from '../../src/testing/valkey-processes.js';
+import { startStandalone, type ValkeyNode } from '../harness/valkey-processes.js';
 import { startFakeValkey } from '../helpers/fake-valkey.js';
 import { startTestProxy } from '../helpers/proxy.js';
 import { RawConnection } from '../helpers/raw-resp.js';

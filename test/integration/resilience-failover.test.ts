@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import net from 'node:net';
 import calculateSlot from 'cluster-key-slot';
-import { startCluster, type ValkeyCluster, type ValkeyNode } from '../../src/testing/valkey-processes.js';
+import { startCluster, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
 import { startTestProxy } from '../helpers/proxy.js';
 import { RawConnection } from '../helpers/raw-resp.js';
 import type { RespoolProxy } from '../../src/server.js';

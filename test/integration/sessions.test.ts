@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import net from 'node:net';
-import { startStandalone, type ValkeyNode } from '../../src/testing/valkey-processes.js';
+import { startStandalone, type ValkeyNode } from '../harness/valkey-processes.js';
 import { RequestFramer } from '../../src/resp/request-framer.js';
 import { encodeBulk } from '../../src/resp/encode.js';
 import { clientFor, startTestProxy } from '../helpers/proxy.js';

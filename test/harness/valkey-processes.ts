@@ -11,7 +11,8 @@
  *   must report our child's pid in INFO server (another test worker may have won a port race).
  *   A server that lost a port race ("Address already in use") is retried on a new port.
  *
- * No vitest imports here: this file is compiled into dist/ and used by the demo.
+ * No vitest imports here: this file is compiled into build/harness/ (`npm run build:harness`) and
+ * used by the demo and the benches.
  */
 import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { randomInt } from 'node:crypto';

@@ -1,7 +1,7 @@
 /**
  * Demo entry (scripts/demo.sh): a local 3-primary + 3-replica Valkey cluster with respool in front.
  *
- *   node dist/testing/demo-cluster.js [extra respool flags…]
+ *   node build/harness/demo-cluster.js [extra respool flags…]   (built by `npm run build:harness`)
  *
  * Env: RESPOOL_DEMO_PORT (listen port, default 6380), RESPOOL_DEMO_ADMIN (admin address, default
  * 127.0.0.1:9121), RESPOOL_DEMO_ZONE (respool's zone, default az-a).
@@ -17,6 +17,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawnTied, startCluster, type ValkeyCluster } from './valkey-processes.js';
 
+// The repo root: two levels up from build/harness/demo-cluster.js (and from test/harness/).
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const listenPort = process.env['RESPOOL_DEMO_PORT'] ?? '6380';
 const admin = process.env['RESPOOL_DEMO_ADMIN'] ?? '127.0.0.1:9121';

@@ -63,20 +63,27 @@ export class RespDecoder {
 
   /** The next complete reply, or undefined when more bytes are needed. */
   next(): RespReply | undefined {
-    for (;;) {
-      if (this.buf.length === 0) return undefined;
-      this.pos = 0;
-      let value: RespReply | typeof INCOMPLETE | typeof ATTRIBUTE;
-      try {
-        value = this.parse();
-      } catch (e) {
-        if (e === INCOMPLETE) return undefined;
-        throw e;
-      }
-      this.buf = this.pos >= this.buf.length ? Buffer.alloc(0) : this.buf.subarray(this.pos);
-      if (value === ATTRIBUTE) continue; // a top-level attribute precedes the real reply
-      return value as RespReply;
+    return this.nextFrame()?.reply;
+  }
+
+  /**
+   * The next complete reply with the exact bytes it arrived as (`raw`: a view, valid after later
+   * pushes; a top-level attribute belongs to the frame of the reply it annotates), or undefined
+   * when more bytes are needed.
+   */
+  nextFrame(): { reply: RespReply; raw: Buffer } | undefined {
+    if (this.buf.length === 0) return undefined;
+    this.pos = 0;
+    let reply: RespReply;
+    try {
+      reply = this.parseValue(); // skips attributes, so a frame may start with one
+    } catch (e) {
+      if (e === INCOMPLETE) return undefined;
+      throw e;
     }
+    const raw = this.buf.subarray(0, this.pos);
+    this.buf = this.pos >= this.buf.length ? Buffer.alloc(0) : this.buf.subarray(this.pos);
+    return { reply, raw };
   }
 
   private line(): string {
