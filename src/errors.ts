@@ -50,6 +50,14 @@ export const ProxyError = {
   splitWritePartial: (command: string, key: string, failed: number, total: number, first: string) =>
     `ERR respool: ${command} on split key '${key}' failed on ${failed} of ${total} copies (${first}); the copies are being repaired from the original`,
   hotKeysOff: () => `ERR respool: hot-key detection is off (hotKeys.detection.enabled)`,
+  pubsubNotConfirmed: (what: string, ms: number) =>
+    `ERR respool: the upstream did not confirm ${what} within ${ms} ms; not subscribed`,
+  /** Valkey 8.0 server.c processCommand: (P|S)UNSUBSCRIBE from a client holding no subscription at all. */
+  notSubscribed: (command: 'unsubscribe' | 'punsubscribe' | 'sunsubscribe') =>
+    `NOSUB '${command}' command executed not in subscribed mode`,
+  /** Valkey 8.0 server.c processCommand: a RESP2 client in subscribed mode; `fullname` as Valkey prints it ("get", "client|list"). */
+  subscribedContextOnly: (fullname: string) =>
+    `ERR Can't execute '${fullname}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context`,
   leaseLimitReached: (node: string, waitedMs: number, limit: 'dedicated.maxPerNode' | 'dedicated.maxTotal', value: number) =>
     `ERR respool: no leased upstream connection to ${node} within ${waitedMs} ms (${limit} ${value} reached)`,
 } as const;

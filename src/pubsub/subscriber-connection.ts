@@ -1,0 +1,286 @@
+/**
+ * One RESP3 subscriber connection to one upstream node, owned by the PubSubHub.
+ *
+ * RESP3, so the server's pushes (`>`) are told apart from ordinary replies: in RESP3 Valkey
+ * sends messages *and* (un)subscribe confirmations as pushes (pubsub.c addReplyPushLen), and
+ * everything else (HELLO's map, PING's +PONG, an error refusing a whole command) as a reply.
+ *
+ *   pending : commands written, oldest first. A (P|S)(UN)SUBSCRIBE of n names is answered by n
+ *             confirmation pushes of its own kind, in argument order, or by one error reply
+ *             (ACL, CROSSSLOT, MOVED: the whole command refused). HELLO and PING get one reply.
+ *   invariant: a confirmation push or a non-push reply always belongs to pending.peek(); a push
+ *             that does not match it is either an unsolicited `sunsubscribe` (Valkey dropped a
+ *             shard channel: slot moved, node demoted — cluster_legacy.c removeChannelsInSlot)
+ *             or a desync, and a desync closes the connection (the hub then re-subscribes).
+ *   messages: `message` / `pmessage` / `smessage` pushes go to the handler as views of the read
+ *             buffer, valid until the handler returns.
+ *   liveness: the oldest pending command may wait timeouts.commandMs; an idle connection is
+ *             PINGed every pingIntervalMs so a black-holed node is noticed too.
+ */
+import net from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { ReplyFramer } from '../resp/reply-framer.js';
+import { encodeCommand } from '../resp/encode.js';
+import type { FramerLimits } from '../resp/limits.js';
+import { BatchedWriter } from '../util/batched-writer.js';
+import { FifoQueue } from '../util/fifo-queue.js';
+
+export type UpstreamSubscribeCommand = 'subscribe' | 'psubscribe' | 'ssubscribe' | 'unsubscribe' | 'punsubscribe' | 'sunsubscribe';
+export type MessageKind = 'message' | 'pmessage' | 'smessage';
+
+export const PUBSUB_CLIENT_NAME = 'respool-pubsub';
+
+export interface SubscriberConnectionOptions {
+  host: string;
+  port: number;
+  auth: { username: string | null; password: string } | null;
+  connectTimeoutMs: number;
+  commandTimeoutMs: number;
+  pingIntervalMs: number;
+  framerLimits?: Partial<FramerLimits>;
+}
+
+export interface SubscriberConnectionHandler {
+  ready(conn: SubscriberConnection): void;
+  /**
+   * A message push. `channel`/`pattern` are latin1 keys of the names; `frame` is the whole push
+   * (a view). `pattern` is null unless kind is 'pmessage'.
+   */
+  message(conn: SubscriberConnection, kind: MessageKind, pattern: string | null, channel: string, frame: Buffer): void;
+  /** Valkey sent `sunsubscribe <channel>` that no command of ours asked for. */
+  shardChannelDropped(conn: SubscriberConnection, channel: string): void;
+  closed(conn: SubscriberConnection, reason: string): void;
+}
+
+/** What a (un)subscribe command reports back, per name and for the whole command. */
+export interface CommandCallbacks {
+  /** The i-th name's confirmation push came. */
+  confirmed(index: number): void;
+  /** The command was refused as a whole (error reply), or the connection ended first. */
+  failed(error: string, connectionLost: boolean): void;
+}
+
+interface Pending {
+  kind: UpstreamSubscribeCommand | 'hello' | 'ping';
+  names: Buffer[];
+  /** Next name whose confirmation is expected. */
+  index: number;
+  callbacks: CommandCallbacks | null;
+  sentAt: number;
+}
+
+const PUSH = 0x3e; // '>'
+const ERROR = 0x2d; // '-'
+const CONFIRMATION_KINDS: ReadonlySet<string> = new Set(['subscribe', 'psubscribe', 'ssubscribe', 'unsubscribe', 'punsubscribe', 'sunsubscribe']);
+
+/** Most names in one upstream command (re-subscribing thousands of channels after a reconnect). */
+export const MAX_NAMES_PER_COMMAND = 1000;
+
+export class SubscriberConnection {
+  readonly address: string;
+  state: 'connecting' | 'ready' | 'closed' = 'connecting';
+  closeReason = '';
+  private readonly socket: net.Socket;
+  private readonly writer: BatchedWriter;
+  private readonly framer: ReplyFramer;
+  private readonly pending = new FifoQueue<Pending>();
+  /** Commands issued before the handshake finished, written once it does. */
+  private readonly queued: Array<{ data: Buffer; pending: Pending }> = [];
+  private connectTimer: NodeJS.Timeout | null = null;
+  private tickTimer: NodeJS.Timeout | null = null;
+  private lastWriteAt = performance.now();
+
+  constructor(
+    private readonly options: SubscriberConnectionOptions,
+    private readonly handler: SubscriberConnectionHandler,
+  ) {
+    this.address = `${options.host}:${options.port}`;
+    this.framer = new ReplyFramer(options.framerLimits);
+    this.socket = net.connect({ host: options.host, port: options.port, noDelay: true });
+    this.socket.setKeepAlive(true, 10_000);
+    this.writer = new BatchedWriter(this.socket, 'immediate');
+    this.connectTimer = setTimeout(() => this.close(`connect timeout after ${options.connectTimeoutMs} ms`), options.connectTimeoutMs);
+    this.socket.once('connect', () => this.handshake());
+    this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    this.socket.on('error', (err: Error) => this.close(err.message));
+    this.socket.on('close', () => this.close('connection closed by upstream'));
+  }
+
+  isClosed(): boolean {
+    return this.state === 'closed';
+  }
+
+  /** Commands written or queued and not fully answered. */
+  get pendingCount(): number {
+    return this.pending.length + this.queued.length;
+  }
+
+  /** Sends one (un)subscribe command for `names` (at most MAX_NAMES_PER_COMMAND, at least one). */
+  send(kind: UpstreamSubscribeCommand, names: Buffer[], callbacks: CommandCallbacks): void {
+    if (this.state === 'closed') {
+      callbacks.failed(`connection to ${this.address} is closed (${this.closeReason})`, true);
+      return;
+    }
+    const pending: Pending = { kind, names, index: 0, callbacks, sentAt: 0 };
+    const data = encodeCommand([kind.toUpperCase(), ...names]);
+    if (this.state === 'ready') this.write(data, pending);
+    else this.queued.push({ data, pending });
+  }
+
+  close(reason = 'closed by respool'): void {
+    if (this.state === 'closed') return;
+    this.state = 'closed';
+    this.closeReason = reason;
+    if (this.connectTimer) clearTimeout(this.connectTimer);
+    if (this.tickTimer) clearInterval(this.tickTimer);
+    this.writer.discard();
+    this.socket.destroy();
+    const error = `connection to upstream ${this.address} was lost (${reason})`;
+    for (const p of this.pending.drain()) p.callbacks?.failed(error, true);
+    for (const { pending } of this.queued.splice(0)) pending.callbacks?.failed(error, true);
+    this.handler.closed(this, reason);
+  }
+
+  private write(data: Buffer, pending: Pending): void {
+    pending.sentAt = this.lastWriteAt = performance.now();
+    this.pending.push(pending);
+    this.writer.write(data);
+  }
+
+  private handshake(): void {
+    const { auth } = this.options;
+    const hello: string[] = ['HELLO', '3'];
+    if (auth) hello.push('AUTH', auth.username ?? 'default', auth.password);
+    hello.push('SETNAME', PUBSUB_CLIENT_NAME);
+    this.write(encodeCommand(hello), { kind: 'hello', names: [], index: 0, callbacks: null, sentAt: 0 });
+  }
+
+  private becomeReady(): void {
+    if (this.state !== 'connecting') return;
+    if (this.connectTimer) clearTimeout(this.connectTimer);
+    this.connectTimer = null;
+    this.state = 'ready';
+    const tick = Math.max(50, Math.min(1000, Math.floor(this.options.commandTimeoutMs / 4)));
+    this.tickTimer = setInterval(() => this.tick(), tick);
+    this.tickTimer.unref();
+    for (const { data, pending } of this.queued.splice(0)) this.write(data, pending);
+    this.handler.ready(this);
+  }
+
+  private tick(): void {
+    const now = performance.now();
+    const oldest = this.pending.peek();
+    if (oldest && now - oldest.sentAt > this.options.commandTimeoutMs) {
+      this.close(`no reply within ${this.options.commandTimeoutMs} ms`);
+      return;
+    }
+    if (!oldest && now - this.lastWriteAt > this.options.pingIntervalMs) {
+      this.write(encodeCommand(['PING']), { kind: 'ping', names: [], index: 0, callbacks: null, sentAt: 0 });
+    }
+  }
+
+  private onData(chunk: Buffer): void {
+    if (this.state === 'closed') return;
+    this.framer.push(chunk);
+    let frame: Buffer | null;
+    try {
+      // A handler may close the connection mid-loop: stop reading its frames then.
+      while (!this.isClosed() && (frame = this.framer.next()) !== null) {
+        if (frame[0] === PUSH) this.onPush(frame);
+        else this.onReply(frame);
+      }
+    } catch (err) {
+      this.close(`unreadable reply from upstream: ${(err as Error).message}`);
+    }
+  }
+
+  /** A non-push reply: HELLO's, PING's, or an error refusing the oldest command whole. */
+  private onReply(frame: Buffer): void {
+    const head = this.pending.peek();
+    if (head === undefined) {
+      this.close('upstream sent a reply nobody asked for');
+      return;
+    }
+    const isError = frame[0] === ERROR;
+    const text = isError ? frame.toString('utf8', 1, frame.length - 2) : '';
+    if (head.kind === 'hello') {
+      this.pending.shift();
+      if (isError) this.close(`handshake HELLO failed: ${text}`);
+      else this.becomeReady();
+      return;
+    }
+    if (head.kind === 'ping') {
+      this.pending.shift();
+      return;
+    }
+    if (!isError || head.index > 0) {
+      this.close(`unexpected reply to ${head.kind.toUpperCase()}: ${frame.toString('latin1', 0, Math.min(frame.length, 80))}`);
+      return;
+    }
+    this.pending.shift();
+    head.callbacks?.failed(text, false);
+  }
+
+  private onPush(frame: Buffer): void {
+    const reader = new PushReader(frame);
+    const kind = reader.string();
+    if (kind === 'message' || kind === 'smessage') {
+      const channel = reader.string();
+      if (channel !== null) this.handler.message(this, kind, null, channel, frame);
+      return;
+    }
+    if (kind === 'pmessage') {
+      const pattern = reader.string();
+      const channel = reader.string();
+      if (pattern !== null && channel !== null) this.handler.message(this, kind, pattern, channel, frame);
+      return;
+    }
+    if (kind === null || !CONFIRMATION_KINDS.has(kind)) return; // other pushes (none expected) are ignored
+    const name = reader.string();
+    const head = this.pending.peek();
+    if (head !== undefined && head.kind === kind && name !== null && head.names[head.index]!.toString('latin1') === name) {
+      const index = head.index++;
+      if (head.index === head.names.length) this.pending.shift();
+      head.callbacks?.confirmed(index);
+      return;
+    }
+    if (kind === 'sunsubscribe' && name !== null) {
+      this.handler.shardChannelDropped(this, name);
+      return;
+    }
+    this.close(`unexpected ${kind} push for ${JSON.stringify(name)} (expected ${head ? head.kind : 'nothing'})`);
+  }
+}
+
+/**
+ * Reads the top-level elements of a push frame one at a time: bulk strings (as latin1 keys),
+ * null (`_`, `$-1`) and simple lines. Enough for the fixed shapes of pub/sub pushes; no nesting.
+ */
+class PushReader {
+  private pos: number;
+
+  constructor(private readonly frame: Buffer) {
+    this.pos = frame.indexOf(0x0a) + 1; // skip `>n\r\n`
+  }
+
+  /** The next element as a latin1 string; null for a null, or anything unreadable. */
+  string(): string | null {
+    const f = this.frame;
+    const type = f[this.pos];
+    const lineEnd = f.indexOf(0x0d, this.pos);
+    if (type === undefined || lineEnd < 0) return null;
+    if (type === 0x24 /* $ */) {
+      const len = Number(f.toString('latin1', this.pos + 1, lineEnd));
+      if (!(len >= 0)) {
+        this.pos = lineEnd + 2;
+        return null; // $-1
+      }
+      const start = lineEnd + 2;
+      this.pos = start + len + 2;
+      return f.toString('latin1', start, start + len);
+    }
+    const text = f.toString('latin1', this.pos + 1, lineEnd);
+    this.pos = lineEnd + 2;
+    return type === 0x5f /* _ */ ? null : text;
+  }
+}
