@@ -23,8 +23,8 @@ export const ProxyError = {
     `ERR respool: ${command} was redirected more than ${max} times; giving up`,
   retriesExhausted: (command: string, last: string) =>
     `ERR respool: ${command} still failing after retries (last: ${last})`,
-  needsDedicatedConnection: (command: string) =>
-    `ERR respool: ${command.toUpperCase()} needs a dedicated upstream connection, which this respool version does not support`,
+  refused: (command: string, why: string) =>
+    `ERR respool: ${command.replace('|', ' ').toUpperCase()} is not supported through respool: ${why}`,
   crossSlot: () => `CROSSSLOT Keys in request don't hash to the same slot`,
   slotNotServed: (slot: number) => `CLUSTERDOWN Hash slot ${slot} not served`,
   topologyUnknown: () => `CLUSTERDOWN respool: cluster topology not known yet`,
@@ -60,4 +60,16 @@ export const ProxyError = {
     `ERR Can't execute '${fullname}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context`,
   leaseLimitReached: (node: string, waitedMs: number, limit: 'dedicated.maxPerNode' | 'dedicated.maxTotal', value: number) =>
     `ERR respool: no leased upstream connection to ${node} within ${waitedMs} ms (${limit} ${value} reached)`,
+  // Valkey's own texts (server.c, multi.c), for what respool decides in its place.
+  execWithoutMulti: () => `ERR EXEC without MULTI`,
+  discardWithoutMulti: () => `ERR DISCARD without MULTI`,
+  notAllowedInMulti: () => `ERR Command not allowed inside a transaction`,
+  execAbort: () => `EXECABORT Transaction discarded because of previous errors.`,
+  unknownCommand: (args: readonly Buffer[]) => {
+    let list = '';
+    for (let i = 1; i < args.length && list.length < 128; i++) list += `'${args[i]!.toString('utf8').slice(0, 128 - list.length)}' `;
+    return `ERR unknown command '${args[0]!.toString('utf8').slice(0, 128)}', with args beginning with: ${list}`.replace(/[\r\n]/g, ' ');
+  },
+  transactionTooLarge: (limit: number) =>
+    `ERR respool: transaction larger than the client query limit of ${limit} bytes`,
 } as const;

@@ -58,7 +58,6 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger 
   const router = new Router(refresher, pools, config.cluster, log, metrics, reads);
   // Hot keys (src/hotkeys): detection + split copies; hooks itself into the router when active.
   const hotKeys = new HotKeys({ config: config.hotKeys, router, refresher, pools, log, metrics });
-  router.hotKeysControl = hotKeys;
   hotKeys.start();
   const sessions = new Set<ClientSession>();
   let clientIds = 0;
@@ -69,6 +68,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger 
     router,
     log,
     metrics,
+    hotKeys,
     commands: () => table,
     isCluster: () => refresher.current?.mode === 'cluster',
     serverVersion: () => serverVersion,

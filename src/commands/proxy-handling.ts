@@ -1,19 +1,24 @@
-// How respool treats each command. One decision per command, made from data (the tables
-// below) and the command's Valkey metadata (flags, tips, key specs); cached per spec.
+// How respool treats each command: the command's family, one handler per family in
+// src/handlers/ (index.ts is the dispatch table). Decided from data (the tables below) and the
+// command's Valkey metadata (flags, tips, key specs); cached per spec. This file only classifies.
 //
-//   local      answered by respool itself (session state: ping, auth, hello, select, client setname, ...)
-//   exclusive  needs a connection of its own (transactions, blocking, subscriptions, connection
-//              state, node administration); not supported yet → the session replies with an error
-//   allShards  must run on every shard (or every node) and have the replies merged
-//   anyNode    keyless; any node answers for the whole data set (or the answer is per-node anyway)
-//   keyed      route by the slot of the keys (CommandTable.keyIndexes); an empty key list
-//              (e.g. EVAL with numkeys 0, malformed arguments) means "any node"
+//   local        answered by respool itself (session state: ping, auth, hello, select, client setname, ...)
+//   transaction  MULTI, EXEC, DISCARD, WATCH, UNWATCH (handlers/transaction.ts)
+//   blocking     may block the connection: BLPOP, BLMOVE, BZPOPMIN, XREAD … BLOCK, ... (a leased connection)
+//   pubsub       the SUBSCRIBE family (multiplexed over respool's own subscriber connections)
+//   script       EVAL/EVALSHA/FCALL (+ _RO): routed by their declared keys, never split
+//   allShards    must run on every shard (or every node) and have the replies merged
+//   anyNode      keyless; any node answers for the whole data set (or the answer is per-node anyway)
+//   keyed        route by the slot of the keys (CommandTable.keyIndexes); an empty key list
+//                (malformed arguments) means "any node"
+//   refused      cannot be offered through a shared proxy (connection state, node administration);
+//                the client gets an error that names the command and the reason
 //
 // Decision order (first match wins):
-//   1. LOCAL_COMMANDS
-//   2. EXCLUSIVE_COMMANDS (name → reason)
-//   3. XREAD / XREADGROUP: exclusive only with the BLOCK option, otherwise keyed
-//   4. the BLOCKING flag (BLPOP, BLMOVE, BZPOPMIN, WAIT, WAITAOF, ...) → exclusive
+//   1. LOCAL_COMMANDS, TRANSACTION_COMMANDS, PUBSUB_COMMANDS, SCRIPT_COMMANDS
+//   2. REFUSED_COMMANDS (name → reason)
+//   3. XREAD / XREADGROUP: blocking only with the BLOCK option, otherwise keyed
+//   4. the BLOCKING flag (BLPOP, BLMOVE, BZPOPMIN, ...) → blocking
 //   5. ALL_SHARDS_COMMANDS (explicit: SCAN, RANDOMKEY, PUBSUB SHARDCHANNELS/SHARDNUMSUB)
 //   6. tip request_policy:all_shards or all_nodes → allShards, unless the tips also say
 //      response_policy:special (INFO, FUNCTION STATS, MEMORY STATS/DOCTOR, LATENCY ...): those
@@ -26,7 +31,16 @@
 import { CommandFlag } from './command-flags.js';
 import { commandMayHaveKeys, type CommandSpec } from './command-table.js';
 
-export type ProxyHandling = 'local' | 'exclusive' | 'allShards' | 'anyNode' | 'keyed';
+export type CommandFamily =
+  | 'local'
+  | 'transaction'
+  | 'blocking'
+  | 'pubsub'
+  | 'script'
+  | 'allShards'
+  | 'anyNode'
+  | 'keyed'
+  | 'refused';
 
 /** Commands respool answers itself (see src/session/local-commands.ts). */
 export const LOCAL_COMMANDS: ReadonlySet<string> = new Set([
@@ -42,28 +56,32 @@ export const LOCAL_COMMANDS: ReadonlySet<string> = new Set([
   'client|id',
   'client|info',
   'client|setinfo',
+  'readonly',
+  'readwrite',
 ]);
 
-const TX = 'transactions (MULTI/EXEC/WATCH) need a dedicated upstream connection';
-const SUB = 'subscriptions need a dedicated upstream connection';
+export const TRANSACTION_COMMANDS: ReadonlySet<string> = new Set(['multi', 'exec', 'discard', 'watch', 'unwatch']);
+
+export const PUBSUB_COMMANDS: ReadonlySet<string> = new Set([
+  'subscribe',
+  'psubscribe',
+  'ssubscribe',
+  'unsubscribe',
+  'punsubscribe',
+  'sunsubscribe',
+]);
+
+export const SCRIPT_COMMANDS: ReadonlySet<string> = new Set(['eval', 'evalsha', 'eval_ro', 'evalsha_ro', 'fcall', 'fcall_ro']);
+
 const CONN = 'it changes or reports the state of one upstream connection, which respool shares between clients';
 const ADMIN = 'it would act on the upstream connections respool shares between clients';
 const NODE = 'node administration: connect to the node directly';
 const REPL = 'the replication protocol needs a dedicated upstream connection';
 
-/** Commands that need a connection of their own, with the reason (name → reason). */
-export const EXCLUSIVE_COMMANDS: ReadonlyMap<string, string> = new Map([
-  ['multi', TX],
-  ['exec', TX],
-  ['discard', TX],
-  ['watch', TX],
-  ['unwatch', TX],
-  ['subscribe', SUB],
-  ['psubscribe', SUB],
-  ['ssubscribe', SUB],
-  ['unsubscribe', SUB],
-  ['punsubscribe', SUB],
-  ['sunsubscribe', SUB],
+const WAIT = "its guarantee is about the client's own earlier writes, which travel on links shared with other clients";
+
+/** Commands respool refuses, with the reason (name → reason). */
+export const REFUSED_COMMANDS: ReadonlyMap<string, string> = new Map([
   ['monitor', 'MONITOR streams every command of the node over a dedicated connection'],
   ['client|tracking', CONN],
   ['client|caching', CONN],
@@ -73,9 +91,9 @@ export const EXCLUSIVE_COMMANDS: ReadonlyMap<string, string> = new Map([
   ['client|no-evict', CONN],
   ['client|no-touch', CONN],
   ['client|capa', CONN],
-  ['readonly', CONN],
-  ['readwrite', CONN],
   ['asking', CONN],
+  ['wait', WAIT],
+  ['waitaof', WAIT],
   ['client|pause', ADMIN],
   ['client|unpause', ADMIN],
   ['client|kill', ADMIN],
@@ -89,8 +107,6 @@ export const EXCLUSIVE_COMMANDS: ReadonlyMap<string, string> = new Map([
   ['slaveof', NODE],
   ['debug', NODE],
 ]);
-
-const BLOCKING_REASON = 'blocking commands need a dedicated upstream connection';
 
 /** Keyless commands that need every shard although their tips do not say so (or say "special"). */
 export const ALL_SHARDS_COMMANDS: ReadonlySet<string> = new Set([
@@ -116,7 +132,7 @@ function tipValue(spec: CommandSpec, prefix: string): string | undefined {
 }
 
 interface Decision {
-  readonly handling: ProxyHandling;
+  readonly family: CommandFamily;
   readonly reason: string | undefined;
   /** Argument-dependent commands (XREAD/XREADGROUP). */
   readonly dynamic: boolean;
@@ -126,19 +142,20 @@ const cache = new WeakMap<CommandSpec, Decision>();
 
 function decide(spec: CommandSpec): Decision {
   const name = spec.name;
-  if (LOCAL_COMMANDS.has(name)) return { handling: 'local', reason: undefined, dynamic: false };
-  const reason = EXCLUSIVE_COMMANDS.get(name);
-  if (reason !== undefined) return { handling: 'exclusive', reason, dynamic: false };
-  if (name === 'xread' || name === 'xreadgroup') return { handling: 'keyed', reason: undefined, dynamic: true };
-  if (spec.flags & CommandFlag.BLOCKING) return { handling: 'exclusive', reason: BLOCKING_REASON, dynamic: false };
-  if (ALL_SHARDS_COMMANDS.has(name)) return { handling: 'allShards', reason: undefined, dynamic: false };
+  const of = (family: CommandFamily, reason?: string, dynamic = false): Decision => ({ family, reason, dynamic });
+  if (LOCAL_COMMANDS.has(name)) return of('local');
+  if (TRANSACTION_COMMANDS.has(name)) return of('transaction');
+  if (PUBSUB_COMMANDS.has(name)) return of('pubsub');
+  if (SCRIPT_COMMANDS.has(name)) return of('script');
+  const reason = REFUSED_COMMANDS.get(name);
+  if (reason !== undefined) return of('refused', reason);
+  if (name === 'xread' || name === 'xreadgroup') return of('keyed', undefined, true);
+  if (spec.flags & CommandFlag.BLOCKING) return of('blocking');
+  if (ALL_SHARDS_COMMANDS.has(name)) return of('allShards');
   const req = requestPolicy(spec);
-  if (req === 'all_shards' || req === 'all_nodes') {
-    const handling = responsePolicy(spec) === 'special' ? 'anyNode' : 'allShards';
-    return { handling, reason: undefined, dynamic: false };
-  }
-  if (commandMayHaveKeys(spec)) return { handling: 'keyed', reason: undefined, dynamic: false };
-  return { handling: 'anyNode', reason: undefined, dynamic: false };
+  if (req === 'all_shards' || req === 'all_nodes') return of(responsePolicy(spec) === 'special' ? 'anyNode' : 'allShards');
+  if (commandMayHaveKeys(spec)) return of('keyed');
+  return of('anyNode');
 }
 
 function decision(spec: CommandSpec): Decision {
@@ -177,19 +194,14 @@ function xreadBlocks(args: readonly Buffer[]): boolean {
   return false;
 }
 
-/** How respool handles this request (see the decision order at the top of this file). */
-export function proxyHandling(spec: CommandSpec, args: readonly Buffer[]): ProxyHandling {
+/** The family of this request (see the decision order at the top of this file). */
+export function commandFamily(spec: CommandSpec, args: readonly Buffer[]): CommandFamily {
   const d = decision(spec);
-  if (d.dynamic && xreadBlocks(args)) return 'exclusive';
-  return d.handling;
+  if (d.dynamic && xreadBlocks(args)) return 'blocking';
+  return d.family;
 }
 
-/**
- * Why a request is 'exclusive' (a sentence without an error code, e.g. "blocking commands need a
- * dedicated upstream connection"); undefined for every other handling.
- */
-export function exclusiveReason(spec: CommandSpec, args: readonly Buffer[]): string | undefined {
-  const d = decision(spec);
-  if (d.dynamic) return xreadBlocks(args) ? BLOCKING_REASON : undefined;
-  return d.handling === 'exclusive' ? d.reason : undefined;
+/** Why a request is refused (a sentence without an error code); undefined for every other family. */
+export function refusalReason(spec: CommandSpec): string | undefined {
+  return decision(spec).reason;
 }

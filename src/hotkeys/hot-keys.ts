@@ -9,14 +9,15 @@ import type { Metrics } from '../admin/metrics.js';
 import { decodeReply, RespError } from '../resp/decode.js';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
-import type { ProxyRequest, ReplySink } from '../routing/proxy-request.js';
+import { UpstreamCall, type CallOwner } from '../routing/upstream-call.js';
+import type { KeyedRouteHook } from '../routing/hooks.js';
 import type { Router } from '../routing/router.js';
 import type { UpstreamPools } from '../upstream/upstream-pools.js';
 import { HotKeyDetector, displayKey, type WindowReport } from './detector.js';
 import { globMatch } from './glob.js';
 import { placeCopies } from './placement.js';
 import { makeCopy, pickCopy, rewriteKey, SplitKey, type SplitCopy, type SplitRule, type SplitRuleKind } from './split-key.js';
-import { FallbackRead, SplitRead, SplitWrite, WriteChild, isEmptyReply, type SplitOwner } from './split-requests.js';
+import { SplitRead, SplitWrite, isEmptyReply, type SplitOwner } from './split-requests.js';
 
 /** Concrete split keys kept at most (prefix/pattern rules materialize keys as they are seen). */
 const MAX_SPLIT_KEYS = 10_000;
@@ -32,8 +33,6 @@ const REPAIR_ATTEMPTS = 5;
 const REPLACE_DELAY_MS = 50;
 /** Marker of copy names: keys containing it are never split themselves. */
 const COPY_MARKER = Buffer.from('{rpcopy:');
-
-const SCRIPT_COMMANDS = new Set(['eval', 'evalsha', 'eval_ro', 'evalsha_ro', 'fcall', 'fcall_ro']);
 
 export interface HotKeysDeps {
   config: HotKeysConfig;
@@ -54,7 +53,7 @@ export type SplitRuleInput = { key?: string; prefix?: string; pattern?: string; 
  * `router.hotKeys` is set: this object sets it when detection is on or any split rule exists,
  * and clears it otherwise, so an idle feature costs the hot path one null check.
  */
-export class HotKeys implements SplitOwner {
+export class HotKeys implements SplitOwner, KeyedRouteHook {
   readonly detector: HotKeyDetector | null;
   private readonly exact = new Map<string, SplitRule>();
   private readonly prefixes: SplitRule[] = [];
@@ -99,7 +98,7 @@ export class HotKeys implements SplitOwner {
    * A keyed request in cluster mode (all keys in `slot`). Returns null to let the router forward
    * it unchanged, or the request/error reply that replaces it.
    */
-  route(sink: ReplySink, raw: Buffer, args: Buffer[], spec: CommandSpec, keys: number[], slot: number, command: string): ProxyRequest | Buffer | null {
+  route(owner: CallOwner, raw: Buffer, args: Buffer[], spec: CommandSpec, keys: number[], slot: number, command: string, isScript: boolean): Buffer | true | null {
     const detector = this.detector;
     if (detector !== null && detector.shouldSample()) detector.record(args[keys[0]!]!.toString('latin1'), slot);
     if (this.ruleCount === 0) return null;
@@ -114,19 +113,32 @@ export class HotKeys implements SplitOwner {
     }
     if (split === null) return null;
     const flags = spec.flags;
-    if (SCRIPT_COMMANDS.has(command)) return this.refuse(command, split, 'scripts cannot be applied to split copies');
+    if (isScript) return this.refuse(command, split, 'scripts cannot be applied to split copies');
     if (keys.length === 1) {
-      if (flags & CommandFlag.READONLY) return this.read(sink, raw, args, at, split, command);
+      if (flags & CommandFlag.READONLY) return this.read(owner, raw, args, at, split, command);
       if (flags & CommandFlag.WRITE) {
         if (spec.tips.includes('nondeterministic_output')) {
           return this.refuse(command, split, 'its result is random, so the copies would differ');
         }
-        return this.write(sink, raw, args, at, split, command);
+        return this.write(owner, raw, args, at, split, command);
       }
     } else if (flags & CommandFlag.READONLY) {
       return null; // a multi-key read: the original is always current
     }
     return this.refuse(command, split, 'it involves other keys or is neither a plain read nor a plain write');
+  }
+
+  refuseInTransaction(args: Buffer[], keys: number[], slot: number, command: string): string | null {
+    if (this.ruleCount === 0) return null;
+    for (const k of keys) {
+      const split = this.match(args[k]!, slot);
+      if (split !== null) {
+        this.stats.refused++;
+        this.deps.metrics?.raw.split_refused_total.inc();
+        return ProxyError.splitKeyUnsupported(command.replace('|', ' ').toUpperCase(), displayKey(split.id), 'a transaction runs on one node, so its copies would not be written');
+      }
+    }
+    return null;
   }
 
   private match(key: Buffer, slot: number): SplitKey | null {
@@ -157,7 +169,7 @@ export class HotKeys implements SplitOwner {
     return this.keys.get(id) ?? this.materialize(rule, key, id);
   }
 
-  private read(sink: ReplySink, raw: Buffer, args: Buffer[], at: number, split: SplitKey, command: string): ProxyRequest {
+  private read(owner: CallOwner, raw: Buffer, args: Buffer[], at: number, split: SplitKey, command: string): true {
     const copy = pickCopy(split, this.random);
     let out: Buffer;
     if (copy === split.original) out = raw;
@@ -165,62 +177,62 @@ export class HotKeys implements SplitOwner {
     else out = rewriteKey(args, at, copy.name);
     this.stats.reads++;
     this.deps.metrics?.raw.split_reads_total.labels(copy === split.original ? 'original' : 'copy').inc();
-    const req = new SplitRead(sink, this.deps.router, out, command, split, copy, raw, this);
-    this.deps.router.dispatch(req);
-    return req;
+    this.deps.router.dispatch(new SplitRead(owner, this.deps.router, out, command, split, copy, raw, this));
+    return true;
   }
 
   readFallback(read: SplitRead): void {
     this.stats.fallbacks++;
     this.deps.metrics?.raw.split_reads_total.labels('fallback').inc();
-    const fallback = new FallbackRead(read, (reply) => {
-      if (reply[0] !== 0x2d && !isEmptyReply(reply)) void this.repairCopy(read.key, read.copy);
-      read.finish(reply);
-    });
-    this.deps.router.dispatch(fallback);
+    this.deps.router.dispatch(new UpstreamCall(read, this.deps.router, read.originalRaw, read.command, read.key.original.slot));
   }
 
-  private write(sink: ReplySink, raw: Buffer, args: Buffer[], at: number, split: SplitKey, command: string): ProxyRequest {
+  fallbackDone(read: SplitRead, reply: Buffer): void {
+    if (reply[0] !== 0x2d && !isEmptyReply(reply)) void this.repairCopy(read.key, read.copy);
+    read.finish(reply);
+  }
+
+  private write(owner: CallOwner, raw: Buffer, args: Buffer[], at: number, split: SplitKey, command: string): true {
     const targets = split.writeTargets();
-    const write = new SplitWrite(sink, this.deps.router, raw, command, split, targets, this);
+    const write = new SplitWrite(owner, command, split, targets, this);
     split.writeSeq++;
     split.inflightWrites++;
     this.stats.writes++;
     for (let i = 0; i < targets.length; i++) {
       const copy = targets[i]!;
       const out = copy === split.original ? raw : rewriteKey(args, at, copy.name);
-      this.deps.router.dispatch(new WriteChild(write, i, out, copy.slot));
+      const child = new UpstreamCall(write, this.deps.router, out, command, copy.slot);
+      child.index = i;
+      this.deps.router.dispatch(child);
     }
-    return write;
+    return true;
   }
 
-  writeDone(write: SplitWrite): void {
+  writeDone(write: SplitWrite, original: Buffer, failed: SplitCopy[], firstError: string): Buffer {
     const split = write.key;
     split.inflightWrites--;
     const total = write.targets.length;
     const metrics = this.deps.metrics?.raw.split_writes_total;
-    if (write.failures === 0) {
+    if (failed.length === 0) {
       metrics?.labels('ok').inc();
-      write.finish(write.originalReply!);
-      return;
+      return original;
     }
-    if (write.failures === total) {
+    if (failed.length === total) {
       // Every copy refused it the same way (WRONGTYPE, syntax...): the server's own answer.
       metrics?.labels('failed').inc();
-      write.finish(write.originalReply!);
-      return;
+      return original;
     }
     this.stats.partialFailures++;
     metrics?.labels('partial_failure').inc();
     this.deps.metrics?.commandErrorCounter(write.command, 'proxy').inc();
     const keyText = displayKey(split.id);
-    this.deps.log.warn({ key: keyText, command: write.command, failed: write.failures, total, error: write.firstError }, 'split write failed on some copies');
+    this.deps.log.warn({ key: keyText, command: write.command, failed: failed.length, total, error: firstError }, 'split write failed on some copies');
     // Bring the copies back in line with the original (or the original's failure with them).
-    const originalFailed = write.failed.includes(split.original);
-    for (const copy of originalFailed ? split.writeTargets() : write.failed) {
+    const originalFailed = failed.includes(split.original);
+    for (const copy of originalFailed ? split.writeTargets() : failed) {
       if (copy !== split.original) void this.repairCopy(split, copy);
     }
-    write.finish(encodeError(ProxyError.splitWritePartial(write.command.toUpperCase(), keyText, write.failures, total, write.firstError)));
+    return encodeError(ProxyError.splitWritePartial(write.command.toUpperCase(), keyText, failed.length, total, firstError));
   }
 
   private refuse(command: string, split: SplitKey, why: string): Buffer {
@@ -318,7 +330,7 @@ export class HotKeys implements SplitOwner {
 
   private updateHook(): void {
     const active = this.detector !== null || this.ruleCount > 0;
-    this.deps.router.hotKeys = active ? this : null;
+    this.deps.router.keyedHook = active ? this : null;
   }
 
   private materialize(rule: SplitRule, key: Buffer, id: string): SplitKey | null {

@@ -1,5 +1,6 @@
 import type { Link } from '../upstream/link.js';
-import { ProxyRequest, type ReplySink } from '../routing/proxy-request.js';
+import { UpstreamCall, type CallOwner } from '../routing/upstream-call.js';
+import { Fragmented } from '../routing/fragmented.js';
 import type { Router } from '../routing/router.js';
 import type { SplitCopy, SplitKey } from './split-key.js';
 
@@ -7,8 +8,10 @@ import type { SplitCopy, SplitKey } from './split-key.js';
 export interface SplitOwner {
   /** A read on copy `copy` found nothing: re-read the original (and repair the copy if it has a value). */
   readFallback(read: SplitRead): void;
-  /** A fan-out write finished: every child replied. */
-  writeDone(write: SplitWrite): void;
+  /** The original's reply to that re-read. */
+  fallbackDone(read: SplitRead, reply: Buffer): void;
+  /** A fan-out write finished: every copy replied (`original`: the original's reply). The client's reply. */
+  writeDone(write: SplitWrite, original: Buffer, failed: SplitCopy[], firstError: string): Buffer;
 }
 
 /**
@@ -36,10 +39,13 @@ export function isEmptyReply(frame: Buffer): boolean {
   }
 }
 
-/** A read of a split key, sent to one copy. Falls back to the original on an empty reply. */
-export class SplitRead extends ProxyRequest {
+/**
+ * A read of a split key, sent to one copy. On an empty reply from a copy it falls back to the
+ * original: the fallback is a call whose owner is this read, and its reply finishes this read.
+ */
+export class SplitRead extends UpstreamCall implements CallOwner {
   constructor(
-    sink: ReplySink,
+    owner: CallOwner,
     router: Router,
     raw: Buffer,
     command: string,
@@ -47,79 +53,50 @@ export class SplitRead extends ProxyRequest {
     readonly copy: SplitCopy,
     /** The client's own request bytes (addressing the original). */
     readonly originalRaw: Buffer,
-    private readonly owner: SplitOwner,
+    private readonly splitOwner: SplitOwner,
   ) {
-    super(sink, router, raw, command, copy.slot);
+    super(owner, router, raw, command, copy.slot);
   }
 
   override onReply(frame: Buffer, link: Link): void {
     if (frame[0] === 0x2d /* - */ && this.router.handleErrorReply(this, frame, link)) return;
     this.router.observeReply(this, frame[0] === 0x2d);
     if (this.copy !== this.key.original && isEmptyReply(frame)) {
-      this.owner.readFallback(this);
+      this.splitOwner.readFallback(this);
       return;
     }
     this.finish(frame);
   }
-}
 
-/** The re-read of the original after a copy came back empty. */
-export class FallbackRead extends ProxyRequest {
-  constructor(readonly parent: SplitRead, private readonly done: (reply: Buffer) => void) {
-    super(parent.sink, parent.router, parent.originalRaw, parent.command, parent.key.original.slot);
-  }
-  // ProxyRequest.finish() reports to `sink`; route it to the parent instead.
-  override finish(reply: Buffer): void {
-    if (this.reply !== null) return;
-    this.reply = reply;
-    this.done(reply);
-  }
-}
-
-/** One copy's part of a fan-out write. */
-export class WriteChild extends ProxyRequest {
-  constructor(readonly parent: SplitWrite, readonly index: number, raw: Buffer, slot: number) {
-    super(parent.sink, parent.router, raw, parent.command, slot);
-  }
-  override finish(reply: Buffer): void {
-    if (this.reply !== null) return;
-    this.reply = reply;
-    this.parent.childDone(this, reply);
+  /** The fallback read of the original answered. */
+  onCallDone(reply: Buffer): void {
+    this.splitOwner.fallbackDone(this, reply);
   }
 }
 
 /**
- * A write to a split key: the client's entry in its reply queue, finished once every copy
- * answered. Never sent itself; its children (one per copy) are.
+ * A write to a split key: one child call per copy (index 0 is the original), finished once every
+ * copy answered; the hot-key manager decides the client's reply (splitOwner.writeDone).
  */
-export class SplitWrite extends ProxyRequest {
-  /** The original's reply (copied: link buffers are not ours to keep). */
-  originalReply: Buffer | null = null;
-  failures = 0;
-  firstError = '';
-  failed: SplitCopy[] = [];
-  private answered = 0;
-
+export class SplitWrite extends Fragmented {
   constructor(
-    sink: ReplySink,
-    router: Router,
-    raw: Buffer,
-    command: string,
+    owner: CallOwner,
+    readonly command: string,
     readonly key: SplitKey,
     readonly targets: readonly SplitCopy[],
-    private readonly owner: SplitOwner,
+    private readonly splitOwner: SplitOwner,
   ) {
-    super(sink, router, raw, command, key.original.slot);
+    super(owner, targets.length);
   }
 
-  childDone(child: WriteChild, reply: Buffer): void {
-    const isError = reply[0] === 0x2d;
-    if (child.index === 0) this.originalReply = Buffer.from(reply);
-    if (isError) {
-      this.failures++;
-      this.failed.push(this.targets[child.index]!);
-      if (this.firstError === '') this.firstError = reply.toString('utf8', 1, Math.max(1, reply.length - 2));
-    }
-    if (++this.answered === this.targets.length) this.owner.writeDone(this);
+  protected merge(replies: Buffer[]): Buffer {
+    const failed: SplitCopy[] = [];
+    let firstError = '';
+    replies.forEach((reply, i) => {
+      if (reply[0] !== 0x2d) return;
+      failed.push(this.targets[i]!);
+      if (firstError === '') firstError = reply.toString('utf8', 1, Math.max(1, reply.length - 2));
+    });
+    return this.splitOwner.writeDone(this, replies[0]!, failed, firstError);
   }
 }

@@ -1,11 +1,11 @@
 import type { CommandSpec } from '../commands/command-table.js';
 import { requestPolicy } from '../commands/proxy-handling.js';
 import type { ClusterNode, Topology } from '../cluster/topology.js';
-import type { UpstreamPools } from '../upstream/upstream-pools.js';
-import type { Link, LinkRequest } from '../upstream/link.js';
+import { Fragmented } from './fragmented.js';
+import type { CallOwner } from './upstream-call.js';
+import type { Router } from './router.js';
 import { decodeReply, RespError, splitAggregate } from '../resp/decode.js';
 import { encodeArray, encodeBulk, encodeCommand, encodeError, encodeInteger } from '../resp/encode.js';
-import type { ReplyEntry, ReplySink } from './proxy-request.js';
 
 /**
  * Commands that speak for the whole data set (DBSIZE, KEYS, FLUSHALL, SCAN, SCRIPT LOAD, …) in
@@ -24,46 +24,22 @@ import type { ReplyEntry, ReplySink } from './proxy-request.js';
  * reply. Nothing here is retried: these are one round per node, and a write such as FLUSHALL
  * must not run twice.
  */
-export class FanOut implements ReplyEntry {
-  reply: Buffer | null = null;
-  private readonly replies: Array<Buffer | null>;
-  private remaining: number;
-
+export class FanOut extends Fragmented {
   constructor(
-    private readonly sink: ReplySink,
+    target: CallOwner,
     private readonly command: string,
     private readonly policy: string | undefined,
-    targets: ReadonlyArray<{ node: ClusterNode; role: 'primary' | 'replica' }>,
-    raw: Buffer,
-    pools: UpstreamPools,
+    count: number,
   ) {
-    this.replies = new Array<Buffer | null>(targets.length).fill(null);
-    this.remaining = targets.length;
-    targets.forEach(({ node, role }, i) => {
-      pools.forNode(node, sink.protocol, role).send(raw, this.child(i), sink.id);
-    });
+    super(target, count);
   }
 
-  private child(index: number): LinkRequest {
-    return {
-      sentAt: 0,
-      onReply: (frame: Buffer, _link: Link) => this.settle(index, Buffer.from(frame)),
-      onLinkFailure: (error: string) => this.settle(index, encodeError(error)),
-    };
-  }
-
-  private settle(index: number, reply: Buffer): void {
-    if (this.replies[index] !== null) return;
-    this.replies[index] = reply;
-    if (--this.remaining > 0) return;
-    let merged: Buffer;
+  protected merge(replies: Buffer[]): Buffer {
     try {
-      merged = mergeReplies(this.command, this.policy, this.replies as Buffer[]);
+      return mergeReplies(this.command, this.policy, replies);
     } catch (err) {
-      merged = encodeError(`ERR respool: cannot merge the nodes' replies to ${this.command.toUpperCase()}: ${(err as Error).message}`);
+      return encodeError(`ERR respool: cannot merge the nodes' replies to ${this.command.toUpperCase()}: ${(err as Error).message}`);
     }
-    this.reply = merged;
-    this.sink.onRequestDone(this);
   }
 }
 
@@ -143,22 +119,21 @@ function orderedShards(topology: Topology) {
  * so "0" starts and ends the scan as clients expect. A resharding between calls can make a scan
  * miss or repeat keys (as SCAN itself may); a cursor from a different shard count is refused.
  */
-export class ClusterScan implements ReplyEntry {
-  reply: Buffer | null = null;
+export class ClusterScan extends Fragmented {
+  private constructor(
+    target: CallOwner,
+    private readonly shard: number,
+    private readonly shardCount: number,
+  ) {
+    super(target, 1);
+  }
 
-  constructor(
-    private readonly sink: ReplySink,
-    private readonly topology: Topology,
-    private readonly pools: UpstreamPools,
-    private readonly args: Buffer[],
-  ) {}
-
-  /** Returns an error reply instead of starting, when the cursor cannot be read. */
-  start(): Buffer | null {
-    const shards = orderedShards(this.topology);
+  /** Sends the scan's one call; returns an error reply instead when the cursor cannot be read. */
+  static start(target: CallOwner, topology: Topology, router: Router, args: Buffer[]): Buffer | null {
+    const shards = orderedShards(topology);
     let cursor: bigint;
     try {
-      cursor = BigInt(this.args[1]!.toString());
+      cursor = BigInt(args[1]!.toString());
       if (cursor < 0n) throw new Error('negative');
     } catch {
       return encodeError('ERR invalid cursor');
@@ -166,34 +141,21 @@ export class ClusterScan implements ReplyEntry {
     const count = BigInt(shards.length);
     const shard = Number(cursor % count);
     const nodeCursor = cursor / count;
-    this.scanShard(shards, shard, nodeCursor);
+    const command = encodeCommand(['SCAN', nodeCursor.toString(), ...args.slice(2)]);
+    router.dispatchTo(new ClusterScan(target, shard, shards.length), command, 'scan', shards[shard]!.primary, 'primary', 0);
     return null;
   }
 
-  private scanShard(shards: ReturnType<typeof orderedShards>, shard: number, nodeCursor: bigint): void {
-    const node = shards[shard]!.primary;
-    const command = encodeCommand(['SCAN', nodeCursor.toString(), ...this.args.slice(2)]);
-    this.pools.forNode(node, this.sink.protocol, 'primary').send(command, {
-      sentAt: 0,
-      onReply: (frame: Buffer) => {
-        if (isError(frame)) return this.finish(Buffer.from(frame));
-        const parts = splitAggregate(frame);
-        if (parts === null || parts.length !== 2) return this.finish(encodeError('ERR respool: unexpected SCAN reply'));
-        const next = BigInt(String(decodeReply(parts[0]!)));
-        const count = BigInt(shards.length);
-        let cursor: bigint;
-        if (next !== 0n) cursor = next * count + BigInt(shard);
-        else if (shard + 1 < shards.length) cursor = BigInt(shard + 1);
-        else cursor = 0n;
-        this.finish(encodeArray([encodeBulk(cursor.toString(), this.sink.protocol), Buffer.from(parts[1]!)]));
-      },
-      onLinkFailure: (error: string) => this.finish(encodeError(error)),
-    }, this.sink.id);
-  }
-
-  private finish(reply: Buffer): void {
-    if (this.reply !== null) return;
-    this.reply = reply;
-    this.sink.onRequestDone(this);
+  protected merge([frame]: Buffer[]): Buffer {
+    if (isError(frame!)) return frame!;
+    const parts = splitAggregate(frame!);
+    if (parts === null || parts.length !== 2) return encodeError('ERR respool: unexpected SCAN reply');
+    const next = BigInt(String(decodeReply(parts[0]!)));
+    const count = BigInt(this.shardCount);
+    let cursor: bigint;
+    if (next !== 0n) cursor = next * count + BigInt(this.shard);
+    else if (this.shard + 1 < this.shardCount) cursor = BigInt(this.shard + 1);
+    else cursor = 0n;
+    return encodeArray([encodeBulk(cursor.toString(), this.client.protocol), parts[1]!]);
   }
 }

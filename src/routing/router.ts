@@ -10,15 +10,14 @@ import type { Link, LinkFailureCause, LinkRequest } from '../upstream/link.js';
 import type { Metrics } from '../admin/metrics.js';
 import { encodeCommand, encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
-import { ProxyRequest, type ReplySink } from './proxy-request.js';
+import { UpstreamCall, type CallClient, type CallOwner } from './upstream-call.js';
+import type { KeyedRouteHook } from './hooks.js';
 import { parseRedirect, errorLine } from './redirect.js';
-import type { HotKeys } from '../hotkeys/hot-keys.js';
 import { CommandFlag } from '../commands/command-flags.js';
 import type { ReadRouting } from './read-strategy.js';
 import { fullJitterDelay } from '../upstream/backoff.js';
 import { ClusterScan, FanOut, fanOutTargets } from './fan-out.js';
 import { responsePolicy } from '../commands/proxy-handling.js';
-import type { ReplyEntry } from './proxy-request.js';
 
 export interface RouterOptions {
   maxRedirects: number;
@@ -42,10 +41,8 @@ const IGNORE_REPLY: LinkRequest = { sentAt: 0, onReply() {}, onLinkFailure() {} 
  */
 export class Router {
   private roundRobin = 0;
-  /** Set by HotKeys while detection or split keys are active (src/hotkeys/hot-keys.ts). */
-  hotKeys: HotKeys | null = null;
-  /** The hot-key manager even while idle (RESPOOL command, admin). */
-  hotKeysControl: HotKeys | null = null;
+  /** Offered every keyed call while set (hot keys set it while detection or split keys are active). */
+  keyedHook: KeyedRouteHook | null = null;
 
   constructor(
     private readonly refresher: TopologyRefresher,
@@ -58,10 +55,13 @@ export class Router {
   ) {}
 
   /**
-   * Forwards one command. Returns an error reply when it cannot be planned (the caller queues
-   * it in order), or null when a ProxyRequest is on its way and will finish by itself.
+   * A keyed (or keyless) command for one node: keys → slot → the slot's primary, or the read
+   * strategy's choice for read-only commands; keyless → any primary. Every key must hash to one
+   * slot (CROSSSLOT otherwise). Keyed calls are offered to the hook (hot keys) first. Returns an
+   * error reply when it cannot be sent, or null when a call is on its way and will complete
+   * `owner` by itself.
    */
-  forward(sink: ReplySink, raw: Buffer, args: Buffer[], spec: CommandSpec | undefined, table: CommandTable, command: string): ProxyRequest | Buffer {
+  routeKeyed(owner: CallOwner, raw: Buffer, args: Buffer[], spec: CommandSpec | undefined, table: CommandTable, command: string, isScript = false): Buffer | null {
     const topology = this.refresher.current;
     if (topology === null) return encodeError(ProxyError.topologyUnknown());
     let slot = -1;
@@ -74,64 +74,91 @@ export class Router {
         for (let i = 1; i < keys.length; i++) {
           if (calculateSlot(args[keys[i]!]!) !== slot) return encodeError(ProxyError.crossSlot());
         }
-        // Hot keys (src/hotkeys): sampling and split-key rewrite; null while the feature is idle.
-        const hotKeys = this.hotKeys;
-        if (hotKeys !== null) {
-          const routed = hotKeys.route(sink, raw, args, spec, keys, slot, command);
+        const hook = this.keyedHook;
+        if (hook !== null) {
+          const routed = hook.route(owner, raw, args, spec, keys, slot, command, isScript);
           if (routed !== null) {
             this.metrics?.commandCounter(command).inc();
-            return routed;
+            return routed === true ? null : routed;
           }
         }
       }
     }
-    const req = new ProxyRequest(sink, this, raw, command, slot);
-    if (spec !== undefined && (spec.flags & CommandFlag.READONLY) !== 0) req.safeToRepeat = true;
+    const call = new UpstreamCall(owner, this, raw, command, slot);
+    if (spec !== undefined && (spec.flags & CommandFlag.READONLY) !== 0) call.safeToRepeat = true;
     // Read-only commands in a cluster follow the read strategy; everything else the primary.
     const reads = this.reads;
     if (reads !== undefined && reads.active && spec !== undefined && (spec.flags & CommandFlag.READONLY) !== 0 && topology.mode === 'cluster') {
-      req.read = reads.strategyFor(firstKey);
+      call.read = reads.strategyFor(firstKey);
     }
     this.metrics?.commandCounter(command).inc();
-    const error = this.send(req, topology);
-    return error ?? req;
+    return this.send(call, topology);
   }
 
   /**
    * A command that speaks for the whole data set (DBSIZE, KEYS, FLUSHALL, SCAN, …) in cluster
    * mode: to every primary (or every node), replies merged (fan-out.ts). An error reply when it
-   * cannot start.
+   * cannot start; null when `target` will be filled.
    */
-  fanOut(sink: ReplySink, raw: Buffer, args: Buffer[], spec: CommandSpec, command: string): ReplyEntry | Buffer {
+  fanOut(target: CallOwner, raw: Buffer, args: Buffer[], spec: CommandSpec, command: string): Buffer | null {
     const topology = this.refresher.current;
     if (topology === null) return encodeError(ProxyError.topologyUnknown());
     this.metrics?.commandCounter(command).inc();
-    if (command === 'scan') {
-      const scan = new ClusterScan(sink, topology, this.pools, args);
-      return scan.start() ?? scan;
-    }
-    return new FanOut(sink, command, responsePolicy(spec), fanOutTargets(spec, topology), raw, this.pools);
+    if (command === 'scan') return ClusterScan.start(target, topology, this, args);
+    const targets = fanOutTargets(spec, topology);
+    const fan = new FanOut(target, command, responsePolicy(spec), targets.length);
+    targets.forEach(({ node, role }, i) => this.dispatchTo(fan, raw, command, node, role, i));
+    return null;
   }
 
-  /** Sends a request built elsewhere (hot-key copies) to its slot's node; finishes it on failure. */
-  dispatch(req: ProxyRequest): void {
+  /** One call pinned to a node (fan-out children): not redirected, not retried. */
+  dispatchTo(owner: CallOwner, raw: Buffer, command: string, node: ClusterNode, role: 'primary' | 'replica', index: number): void {
+    const call = new UpstreamCall(owner, this, raw, command, -1);
+    call.pinned = { node, role };
+    call.index = index;
+    call.node = node.address;
+    this.pools.forNode(node, call.client.protocol, role).send(raw, call, call.client.id);
+  }
+
+  /** Sends a call built elsewhere (hot-key copies) to its slot's node; finishes it on failure. */
+  dispatch(call: UpstreamCall): void {
     const topology = this.refresher.current;
-    const error = topology ? this.send(req, topology) : encodeError(ProxyError.topologyUnknown());
-    if (error) req.finish(error);
+    const error = topology ? this.send(call, topology) : encodeError(ProxyError.topologyUnknown());
+    if (error) call.finish(error);
+  }
+
+  /**
+   * Requests that must run back to back on one connection (a transaction's MULTI … EXEC) to the
+   * primary owning `slot` (any primary for -1): one write on one shared link, never retried.
+   * Returns an error reply when no node serves the slot.
+   */
+  sendBlock(client: CallClient, slot: number, items: ReadonlyArray<{ data: Buffer; req: LinkRequest }>): Buffer | null {
+    const topology = this.refresher.current;
+    if (topology === null) return encodeError(ProxyError.topologyUnknown());
+    const node = this.nodeFor(slot, topology);
+    if (node === undefined) return encodeError(ProxyError.slotNotServed(slot));
+    this.pools.forNode(node, client.protocol, 'primary').sendBlock(items, client.id);
+    return null;
+  }
+
+  /** The primary that owns `slot` now (any primary for -1); undefined when none does. */
+  primaryFor(slot: number): ClusterNode | undefined {
+    const topology = this.refresher.current;
+    return topology === null ? undefined : this.nodeFor(slot, topology);
   }
 
   /** Sends (or re-sends) a request to the node its slot maps to now. Error text when it cannot. */
-  private send(req: ProxyRequest, topology: Topology): Buffer | null {
+  private send(req: UpstreamCall, topology: Topology): Buffer | null {
     if (req.read !== null) return this.sendRead(req, topology);
     const node = this.nodeFor(req.slot, topology);
     if (node === undefined) return encodeError(ProxyError.slotNotServed(req.slot));
     req.node = node.address;
-    this.pools.forNode(node, req.sink.protocol, 'primary').send(req.raw, req, req.sink.id);
+    this.pools.forNode(node, req.client.protocol, 'primary').send(req.raw, req, req.client.id);
     return null;
   }
 
   /** A read under a strategy: the strategy's first usable choice for the slot's shard. */
-  private sendRead(req: ProxyRequest, topology: Topology): Buffer | null {
+  private sendRead(req: UpstreamCall, topology: Topology): Buffer | null {
     let shard: Shard | undefined;
     if (req.slot >= 0) {
       shard = topology.shardForSlot(req.slot);
@@ -143,7 +170,7 @@ export class Router {
     const choice = this.reads!.choose(shard, req.read!, req.avoid);
     req.readChoice = choice;
     req.node = choice.node.address;
-    this.pools.forNode(choice.node, req.sink.protocol, choice.role).send(req.raw, req);
+    this.pools.forNode(choice.node, req.client.protocol, choice.role).send(req.raw, req);
     return null;
   }
 
@@ -152,7 +179,7 @@ export class Router {
    * try the strategy's next choice now. Safe even if the command ran: it is read-only. Bounded:
    * each step adds the replica to the request's avoid list, and the primary ends every order.
    */
-  private readFallback(req: ProxyRequest, address: string, reason: 'moved' | 'loading' | 'connection'): void {
+  private readFallback(req: UpstreamCall, address: string, reason: 'moved' | 'loading' | 'connection'): void {
     (req.avoid ??= []).push(address);
     if (reason === 'moved') {
       this.metrics?.redirectCounter('moved').inc();
@@ -181,7 +208,8 @@ export class Router {
   }
 
   /** Called for every error reply; true when the router took the request over (redirect/retry). */
-  handleErrorReply(req: ProxyRequest, frame: Buffer, link: Link): boolean {
+  handleErrorReply(req: UpstreamCall, frame: Buffer, link: Link): boolean {
+    if (req.pinned !== null) return false; // a node's own answer for a fan-out: passed on as it is
     const redirect = parseRedirect(frame);
     if (redirect === null) return false;
     if (req.readChoice !== null && req.readChoice.role === 'replica' && (redirect.kind === 'moved' || redirect.kind === 'loading')) {
@@ -206,7 +234,7 @@ export class Router {
         if (error) req.finish(error);
       } else {
         req.node = `${host}:${redirect.port}`;
-        this.pools.get(host, redirect.port, req.sink.protocol, 'primary').sendPair(ASKING, IGNORE_REPLY, req.raw, req, req.sink.id);
+        this.pools.get(host, redirect.port, req.client.protocol, 'primary').sendBlock([{ data: ASKING, req: IGNORE_REPLY }, { data: req.raw, req }], req.client.id);
       }
       return true;
     }
@@ -228,8 +256,13 @@ export class Router {
    * A write whose fate is unknown gets the error, never a second send. Shed requests (a bound
    * was reached) are never retried: that would add load where there is too much.
    */
-  handleLinkFailure(req: ProxyRequest, error: string, written: boolean, cause?: LinkFailureCause): void {
-    if (req.readChoice !== null && req.readChoice.role === 'replica' && !req.sink.closed) {
+  handleLinkFailure(req: UpstreamCall, error: string, written: boolean, cause?: LinkFailureCause): void {
+    if (req.pinned !== null) {
+      this.metrics?.commandErrorCounter(req.command, cause === 'timeout' ? 'timeout' : 'proxy').inc();
+      req.finish(encodeError(error));
+      return;
+    }
+    if (req.readChoice !== null && req.readChoice.role === 'replica' && !req.client.closed) {
       this.readFallback(req, req.readChoice.node.address, 'connection');
       return;
     }
@@ -247,7 +280,7 @@ export class Router {
     this.retryLater(req, error);
   }
 
-  observeReply(req: ProxyRequest, isError: boolean): void {
+  observeReply(req: UpstreamCall, isError: boolean): void {
     const choice = req.readChoice;
     if (choice !== null) {
       choice.counter?.inc();
@@ -259,11 +292,11 @@ export class Router {
     if (req.retries > 0) this.metrics.raw.retry_outcomes_total.labels(isError ? 'error' : 'ok').inc();
   }
 
-  private retryLater(req: ProxyRequest, lastError: string): void {
+  private retryLater(req: UpstreamCall, lastError: string): void {
     const delay = fullJitterDelay(this.options.retryBaseMs, this.options.retryMaxMs, req.retries);
     req.retries++;
     setTimeout(() => {
-      if (req.sink.closed) return req.finish(encodeError(lastError));
+      if (req.client.closed) return req.finish(encodeError(lastError));
       const topology = this.refresher.current;
       const error = topology ? this.send(req, topology) : encodeError(ProxyError.topologyUnknown());
       if (error) req.finish(encodeError(ProxyError.retriesExhausted(req.command.toUpperCase(), lastError)));

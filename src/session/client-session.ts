@@ -3,22 +3,21 @@ import { RequestFramer, type RequestFrame } from '../resp/request-framer.js';
 import { ProtocolError } from '../resp/protocol-error.js';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
-import { FifoQueue } from '../util/fifo-queue.js';
-import type { ReplyEntry, ReplySink } from '../routing/proxy-request.js';
-import { proxyHandling } from '../commands/proxy-handling.js';
-import { runLocalCommand, AUTH_EXEMPT } from './local-commands.js';
+import { AUTH_EXEMPT } from '../handlers/local.js';
+import { dispatch } from '../handlers/index.js';
+import type { HandlerSession } from '../handlers/types.js';
 import type { ServerContext } from './server-context.js';
 import { BatchedWriter } from '../util/batched-writer.js';
-import { isRespoolCommand, runRespoolCommand } from '../hotkeys/control.js';
+import { ReplyEntry, ReplyQueue } from './reply-queue.js';
+import { ClientState } from './client-state.js';
 
 /**
- * One client connection: frames its requests, answers the local ones, hands the rest to the
- * router, and writes replies back strictly in request order.
+ * One client connection: frames its requests, hands each to its family's handler
+ * (handlers/index.ts), and writes replies back strictly in request order (reply-queue.ts).
  *
- *   replies : one entry per request, in the order the requests arrived
- *             [ oldest … newest ]; an entry is done once its `reply` is set
- *   invariant: only the head is ever written; a finished entry behind an unfinished one waits
- *             (its bytes copied, since link read buffers are not ours to keep).
+ *   replies  : one entry per request, in the order the requests arrived (ReplyQueue)
+ *   barrier  : while a handler runs exclusively (a leased connection: WATCH, blocking commands),
+ *             no later request is handled until the replies before and of it are written
  *   bound    : at most limits.maxPendingPerClient entries; at the bound the session stops
  *             reading the socket (TCP backpressure reaches the client) until half have drained.
  *   output   : replies written but not yet read by the client (socket buffer) stay under
@@ -29,19 +28,18 @@ import { isRespoolCommand, runRespoolCommand } from '../hotkeys/control.js';
  *             does not drain within clients.outputStallMs, the client is disconnected too.
  *   idle     : clients.idleTimeoutMs without traffic and nothing pending closes the connection.
  */
-export class ClientSession implements ReplySink {
+export class ClientSession implements HandlerSession {
   readonly id: number;
-  protocol: 2 | 3 = 2;
-  name: string | null = null;
-  libName = '';
-  libVersion = '';
-  /** The authenticated user, or null while AUTH is still required. */
-  user: string | null;
+  readonly state: ClientState;
   closed = false;
   readonly createdAt = Date.now();
 
   private readonly framer: RequestFramer;
-  private readonly replies = new FifoQueue<ReplyEntry>();
+  private readonly replies = new ReplyQueue();
+  /** Requests are held back while a lane switch waits for earlier replies (runExclusive). */
+  private barrier = false;
+  private exclusiveStart: (() => void) | null = null;
+  private closeHooks: Array<() => void> | null = null;
   private readingPaused = false;
   /** Reading paused because the client is not reading its replies (see `output` above). */
   private outputPaused = false;
@@ -50,10 +48,10 @@ export class ClientSession implements ReplySink {
 
   constructor(
     readonly socket: Socket,
-    private readonly ctx: ServerContext,
+    readonly ctx: ServerContext,
   ) {
     this.id = ctx.nextClientId();
-    this.user = ctx.config.users.length === 0 ? 'default' : null;
+    this.state = new ClientState(ctx.config.users.length > 0);
     const { limits } = ctx.config;
     this.framer = new RequestFramer({
       maxBulkLength: limits.maxBulkLength,
@@ -69,7 +67,7 @@ export class ClientSession implements ReplySink {
     }
     this.writer = new BatchedWriter(socket, 'microtask');
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
-    socket.on('close', () => this.onClose());
+    socket.on('close', () => this.handleClose());
     socket.on('error', () => {}); // 'close' follows; a client's reset is not respool's error
   }
 
@@ -85,27 +83,57 @@ export class ClientSession implements ReplySink {
     return `${this.socket.localAddress}:${this.socket.localPort}`;
   }
 
-  /** Router and local commands finish entries through here. */
-  onRequestDone(entry: ReplyEntry): void {
-    if (this.replies.peek() === entry) {
+  get protocol(): 2 | 3 {
+    return this.state.protocol;
+  }
+
+  /** Entries report here when filled; the head (and what is done behind it) is written. */
+  onEntryDone(entry: ReplyEntry): void {
+    if (this.replies.isHead(entry)) {
       this.flushHead();
     } else if (entry.reply !== null) {
       entry.reply = Buffer.from(entry.reply); // it must outlive the link's read buffer
     }
   }
 
-  /** Queues a reply that is already known (local commands, refusals). */
-  replyNow(reply: Buffer): void {
-    this.enqueue({ reply });
+  reserve(): ReplyEntry {
+    const entry = new ReplyEntry(this);
+    this.replies.push(entry);
+    return entry;
   }
 
-  /**
-   * Takes its place in the reply queue. An entry may already be done when it gets here (a
-   * node refused it synchronously): then, if nothing is ahead of it, it is written at once.
-   */
-  private enqueue(entry: ReplyEntry): void {
-    this.replies.push(entry);
-    if (entry.reply !== null && this.replies.length === 1) this.flushHead();
+  replyNow(reply: Buffer): void {
+    this.replies.push(new ReplyEntry(this, reply));
+    if (this.replies.length === 1) this.flushHead();
+  }
+
+  push(frame: Buffer): void {
+    if (this.closed) return;
+    if (this.replies.length === 0) this.write(frame);
+    else this.replies.push(new ReplyEntry(this, Buffer.from(frame)));
+  }
+
+  runExclusive(start: () => void): void {
+    this.barrier = true;
+    this.exclusiveStart = start;
+    if (this.replies.length === 0) this.startExclusive();
+  }
+
+  onClose(fn: () => void): void {
+    (this.closeHooks ??= []).push(fn);
+  }
+
+  private startExclusive(): void {
+    const start = this.exclusiveStart!;
+    this.exclusiveStart = null;
+    start();
+    if (this.replies.length === 0) this.liftBarrier();
+  }
+
+  private liftBarrier(): void {
+    this.barrier = false;
+    if (!this.readingPaused) this.processFrames();
+    else this.maybeResumeReading();
   }
 
   /** Closes after every queued reply has been written (QUIT, protocol errors). */
@@ -125,7 +153,7 @@ export class ClientSession implements ReplySink {
     const { maxPendingPerClient, maxQueryBytesPerClient } = this.ctx.config.limits;
     try {
       let frame: RequestFrame | null;
-      while (this.replies.length < maxPendingPerClient && !this.closeWhenFlushed && (frame = this.framer.next()) !== null) {
+      while (this.replies.length < maxPendingPerClient && !this.closeWhenFlushed && !this.barrier && (frame = this.framer.next()) !== null) {
         this.handle(frame);
       }
     } catch (err) {
@@ -146,52 +174,34 @@ export class ClientSession implements ReplySink {
 
   private handle(frame: RequestFrame): void {
     const { args } = frame;
-    const table = this.ctx.commands();
-    const spec = table.lookup(args);
+    const spec = this.ctx.commands().lookup(args);
     const command = spec?.name ?? args[0]!.toString('latin1').toLowerCase();
-    if (this.user === null && !AUTH_EXEMPT.has(command)) {
+    if (this.state.user === null && !AUTH_EXEMPT.has(command)) {
       this.replyNow(encodeError(ProxyError.noAuth()));
       return;
     }
-    if (spec === undefined && isRespoolCommand(args[0]!)) {
-      this.replyNow(runRespoolCommand(this.ctx.router.hotKeysControl, args, this.protocol));
-      return;
-    }
-    const handling = spec ? proxyHandling(spec, args) : 'anyNode';
-    switch (handling) {
-      case 'local':
-        this.replyNow(runLocalCommand(this, this.ctx, command, args));
-        return;
-      case 'exclusive':
-        this.ctx.metrics?.commandErrorCounter(command, 'proxy').inc();
-        this.replyNow(encodeError(ProxyError.needsDedicatedConnection(command.replace('|', ' '))));
-        return;
-      case 'allShards':
-        if (this.ctx.isCluster() && spec !== undefined) {
-          // Every shard answers; fan-out.ts merges the replies into this one entry.
-          const entry = this.ctx.router.fanOut(this, frame.raw, args, spec, command);
-          this.enqueue(Buffer.isBuffer(entry) ? { reply: entry } : entry);
-          return;
-        }
-        break;
-    }
-    const result = this.ctx.router.forward(this, frame.raw, args, spec, table, command);
-    this.enqueue(Buffer.isBuffer(result) ? { reply: result } : result);
+    dispatch(this, { args, raw: frame.raw, spec, command });
   }
 
   private flushHead(): void {
-    let head = this.replies.peek();
-    while (head !== undefined && head.reply !== null) {
-      this.replies.shift();
-      if (!this.closed) this.write(head.reply);
-      head = this.replies.peek();
-    }
-    if (this.replies.length === 0 && this.closeWhenFlushed) {
-      this.endSocket();
-      return;
+    this.replies.drainHead(this.writeReply);
+    if (this.replies.length === 0) {
+      if (this.closeWhenFlushed) {
+        this.endSocket();
+        return;
+      }
+      if (this.barrier) {
+        if (this.exclusiveStart !== null) this.startExclusive();
+        else this.liftBarrier();
+        return;
+      }
     }
     this.maybeResumeReading();
   }
+
+  private readonly writeReply = (reply: Buffer): void => {
+    if (!this.closed) this.write(reply);
+  };
 
   /** Replies produced while handling one upstream chunk leave in one write (BatchedWriter). */
   private write(data: Buffer): void {
@@ -225,7 +235,7 @@ export class ClientSession implements ReplySink {
     this.ctx.log.warn({ client: this.address, unread, max }, ProxyError.outputBufferExceeded(unread, max));
     this.writer.discard();
     this.socket.destroy();
-    this.onClose();
+    this.handleClose();
   }
 
   private onIdle(): void {
@@ -247,12 +257,13 @@ export class ClientSession implements ReplySink {
   destroy(): void {
     if (this.closed) return;
     this.socket.destroy();
-    this.onClose();
+    this.handleClose();
   }
 
+  /** Writes what is owed, then closes fully (not a half-close: a client still writing must not block). */
   private endSocket(): void {
     this.writer.flush();
-    this.socket.end();
+    this.socket.end(() => this.socket.destroy());
   }
 
   private pauseReading(): void {
@@ -263,16 +274,19 @@ export class ClientSession implements ReplySink {
 
   /** Reads again once neither bound holds it back: pending replies at half the limit, output drained. */
   private maybeResumeReading(): void {
-    if (!this.readingPaused || this.outputPaused || this.closeWhenFlushed || this.closed) return;
+    if (!this.readingPaused || this.outputPaused || this.closeWhenFlushed || this.closed || this.barrier) return;
     if (this.replies.length > this.ctx.config.limits.maxPendingPerClient / 2) return;
     this.readingPaused = false;
     this.socket.resume();
     this.processFrames(); // frames already buffered before the pause
   }
 
-  private onClose(): void {
+  private handleClose(): void {
     if (this.closed) return;
     this.closed = true;
+    const hooks = this.closeHooks;
+    this.closeHooks = null;
+    if (hooks !== null) for (const fn of hooks) fn();
     this.ctx.onSessionClosed(this);
   }
 }

@@ -4,6 +4,7 @@ import type { CommandTable } from '../commands/command-table.js';
 import type { Router } from '../routing/router.js';
 import type { Metrics } from '../admin/metrics.js';
 import type { ClientSession } from './client-session.js';
+import type { HotKeys } from '../hotkeys/hot-keys.js';
 
 /** What a client session needs from the running proxy (kept narrow so sessions stay testable). */
 export interface ServerContext {
@@ -11,6 +12,8 @@ export interface ServerContext {
   readonly router: Router;
   readonly log: Logger;
   readonly metrics?: Metrics;
+  /** Hot keys: the RESPOOL command steers them. */
+  readonly hotKeys: HotKeys;
   /** The current command table (built-in until the upstream's COMMAND reply replaces it). */
   commands(): CommandTable;
   /** True when the upstream is a cluster (decides SELECT and fan-out answers). */

@@ -105,19 +105,24 @@ export class NodePool {
     else this.wait(data, req, affinity);
   }
 
-  /** Sends two requests back to back on the same link (ASKING + the command). */
-  sendPair(first: Buffer, firstReq: LinkRequest, second: Buffer, secondReq: LinkRequest, affinity = -1): void {
-    const link = this.pick(affinity);
-    if (link !== null && this.hasRoom(link, first.length + second.length)) {
-      link.send(first, firstReq);
-      link.send(second, secondReq);
-    } else {
-      // Rare (a redirect to a node with no open link): fail both, unsent; the router may retry.
-      const error = link === null ? this.unavailable() : ProxyError.shed(this.address, 'too many requests in flight on its links');
-      const cause = link !== null ? 'shed' : undefined;
-      firstReq.onLinkFailure(error, false, cause);
-      secondReq.onLinkFailure(error, false, cause);
+  /**
+   * Sends requests back to back on one link, in one write, so nothing can interleave (ASKING +
+   * the command; MULTI … EXEC). A link still connecting takes them in order too. When no link is
+   * open or the link has no room, every one fails unsent (the caller may retry).
+   */
+  sendBlock(items: ReadonlyArray<{ data: Buffer; req: LinkRequest }>, affinity = -1): void {
+    let link = this.pick(affinity);
+    if (link === null) link = this.links.find((l) => l?.state === 'connecting') ?? null;
+    let size = 0;
+    for (const item of items) size += item.data.length;
+    if (link !== null && (link.state === 'connecting' || this.hasRoom(link, size))) {
+      for (const { data, req } of items) link.send(data, req);
+      return;
     }
+    // Rare (a redirect to a node with no open link, a full link): fail them all, unsent.
+    const error = link === null ? this.unavailable() : ProxyError.shed(this.address, 'too many requests in flight on its links');
+    const cause = link !== null ? 'shed' : undefined;
+    for (const { req } of items) req.onLinkFailure(error, false, cause);
   }
 
   /** Control plane: one command, its reply frame (copied). Rejects with the link error. */

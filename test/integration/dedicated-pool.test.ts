@@ -15,7 +15,7 @@ class LinkFailure extends Error {
   constructor(
     message: string,
     readonly written: boolean,
-    readonly cause?: LinkFailureCause,
+    override readonly cause?: LinkFailureCause,
   ) {
     super(message);
   }

@@ -128,12 +128,17 @@ describe('split copies on a 3-primary cluster', () => {
     await client.del('hot:6');
   });
 
-  it('scripts and multi-key writes on a split key get an error naming the key; MULTI is refused', async () => {
+  it('scripts, multi-key writes and transactions on a split key get an error naming the key', async () => {
     await expect(client.eval("return redis.call('GET', KEYS[1])", 1, 'hot:3')).rejects.toThrow(/EVAL cannot be applied to split key 'hot:3'/);
     await expect(client.rename('hot:3', '{hot:3}x')).rejects.toThrow(/CROSSSLOT|split key 'hot:3'/);
     await expect(client.call('COPY', 'hot:3', 'hot:3-other')).rejects.toThrow(/CROSSSLOT|split key 'hot:3'/);
     await expect(client.call('SPOP', 'hot:3')).rejects.toThrow(/split key 'hot:3'/);
-    await expect(client.call('MULTI')).rejects.toThrow(/MULTI/);
+    // inside MULTI the command is refused at queue time, so EXEC aborts (nothing ran)
+    const tx = await client.multi().set('hot:3', 'tx').exec().catch((e: Error) => e);
+    expect(String(tx)).toMatch(/EXECABORT/);
+    expect(await client.call('MULTI')).toBe('OK');
+    await expect(client.call('SET', 'hot:3', 'tx')).rejects.toThrow(/SET cannot be applied to split key 'hot:3': a transaction runs on one node/);
+    expect(await client.call('DISCARD')).toBe('OK');
   });
 
   it('spreads GETs of a hot key evenly over the primaries (INFO commandstats within ±10%)', async () => {

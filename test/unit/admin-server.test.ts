@@ -60,6 +60,8 @@ function touchEverything(m: Metrics): void {
   m.raw.hotkeys_top_key_share.labels('1', 'hot').set(0.9);
   m.raw.hotkeys_top_key_requests_per_second.labels('1', 'hot').set(1000);
   m.raw.hotkeys_requests_per_second.set(1100);
+  // leased connections (issue 8)
+  m.leasedConnectionsGauge('127.0.0.1:7000', 'in_use').set(1);
   m.raw.split_keys.set(1);
   m.raw.split_reads_total.labels('copy').inc();
   m.raw.split_writes_total.labels('ok').inc();

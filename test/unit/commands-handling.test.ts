@@ -2,10 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { CommandFlag, commandFlagNames, keySpecFlagNames, KeySpecFlag, parseCommandFlags, parseKeySpecFlags } from '../../src/commands/command-flags.js';
 import { CommandTable } from '../../src/commands/command-table.js';
 import {
-  exclusiveReason,
+  commandFamily,
+  refusalReason,
   LOCAL_COMMANDS,
-  EXCLUSIVE_COMMANDS,
-  proxyHandling,
+  REFUSED_COMMANDS,
   requestPolicy,
   responsePolicy,
 } from '../../src/commands/proxy-handling.js';
@@ -17,7 +17,7 @@ function handling(...words: string[]) {
   const args = b(...words);
   const spec = table.lookup(args);
   expect(spec, words.join(' ')).toBeDefined();
-  return proxyHandling(spec!, args);
+  return commandFamily(spec!, args);
 }
 
 describe('command flags', () => {
@@ -44,7 +44,7 @@ describe('command flags', () => {
   });
 });
 
-describe('proxyHandling()', () => {
+describe('commandFamily()', () => {
   it.each([
     ['ping'],
     ['echo', 'x'],
@@ -58,16 +58,17 @@ describe('proxyHandling()', () => {
     ['client', 'id'],
     ['client', 'info'],
     ['client', 'setinfo', 'lib-name', 'x'],
+    ['readonly'],
+    ['readwrite'],
   ])('local: %j', (...words) => {
     expect(handling(...words)).toBe('local');
   });
 
+  it.each([['multi'], ['exec'], ['discard'], ['watch', 'k'], ['unwatch']])('transaction: %j', (...words) => {
+    expect(handling(...words)).toBe('transaction');
+  });
+
   it.each([
-    ['multi'],
-    ['exec'],
-    ['discard'],
-    ['watch', 'k'],
-    ['unwatch'],
     ['blpop', 'k', '0'],
     ['brpop', 'k', '0'],
     ['blmove', 'a', 'b', 'left', 'right', '0'],
@@ -75,12 +76,28 @@ describe('proxyHandling()', () => {
     ['bzpopmin', 'k', '0'],
     ['bzmpop', '0', '1', 'k', 'min'],
     ['brpoplpush', 'a', 'b', '0'],
-    ['subscribe', 'ch'],
-    ['psubscribe', 'p*'],
-    ['ssubscribe', 'ch'],
-    ['unsubscribe'],
-    ['punsubscribe'],
-    ['sunsubscribe'],
+    ['xread', 'BLOCK', '0', 'STREAMS', 's', '$'],
+    ['xread', 'count', '1', 'block', '10', 'streams', 's', '$'],
+    ['xreadgroup', 'GROUP', 'g', 'c', 'BLOCK', '0', 'STREAMS', 's', '>'],
+  ])('blocking: %j', (...words) => {
+    expect(handling(...words)).toBe('blocking');
+  });
+
+  it.each([['subscribe', 'ch'], ['psubscribe', 'p*'], ['ssubscribe', 'ch'], ['unsubscribe'], ['punsubscribe'], ['sunsubscribe']])(
+    'pubsub: %j',
+    (...words) => {
+      expect(handling(...words)).toBe('pubsub');
+    },
+  );
+
+  it.each([['eval', 'return 1', '1', 'k'], ['eval', 'return 1', '0'], ['evalsha', 'abc', '0'], ['fcall', 'f', '1', 'k'], ['fcall_ro', 'f', '0']])(
+    'script: %j',
+    (...words) => {
+      expect(handling(...words)).toBe('script');
+    },
+  );
+
+  it.each([
     ['monitor'],
     ['client', 'tracking', 'on'],
     ['client', 'reply', 'off'],
@@ -88,15 +105,12 @@ describe('proxyHandling()', () => {
     ['client', 'kill', 'id', '1'],
     ['wait', '1', '0'],
     ['waitaof', '1', '0', '0'],
-    ['xread', 'BLOCK', '0', 'STREAMS', 's', '$'],
-    ['xread', 'count', '1', 'block', '10', 'streams', 's', '$'],
-    ['xreadgroup', 'GROUP', 'g', 'c', 'BLOCK', '0', 'STREAMS', 's', '>'],
-    ['readonly'],
     ['asking'],
-  ])('exclusive: %j', (...words) => {
-    expect(handling(...words)).toBe('exclusive');
+    ['shutdown'],
+  ])('refused: %j', (...words) => {
+    expect(handling(...words)).toBe('refused');
     const args = b(...words);
-    expect(exclusiveReason(table.lookup(args)!, args)).toMatch(/connection|node/);
+    expect(refusalReason(table.lookup(args)!)).toMatch(/connection|node|writes/);
   });
 
   it.each([
@@ -141,9 +155,6 @@ describe('proxyHandling()', () => {
     ['mget', 'a', 'b'],
     ['mset', 'a', '1'],
     ['del', 'a'],
-    ['eval', 'return 1', '1', 'k'],
-    ['eval', 'return 1', '0'], // keyed command without keys in this request: the router picks any node
-    ['fcall', 'f', '1', 'k'],
     ['xread', 'COUNT', '1', 'STREAMS', 's', '0'],
     ['xreadgroup', 'GROUP', 'g', 'c', 'STREAMS', 's', '>'],
     ['sort', 'k', 'store', 'd'],
@@ -156,20 +167,20 @@ describe('proxyHandling()', () => {
   ])('keyed: %j', (...words) => {
     expect(handling(...words)).toBe('keyed');
     const args = b(...words);
-    expect(exclusiveReason(table.lookup(args)!, args)).toBeUndefined();
+    expect(refusalReason(table.lookup(args)!)).toBeUndefined();
   });
 
   it('gives every command of the table a handling', () => {
     const counts: Record<string, number> = {};
     for (const name of table.names()) {
       const spec = table.get(name)!;
-      const h = proxyHandling(spec, b(...name.split('|')));
+      const h = commandFamily(spec, b(...name.split('|')));
       counts[h] = (counts[h] ?? 0) + 1;
-      if (h === 'exclusive') expect(exclusiveReason(spec, b(...name.split('|'))), name).toBeTruthy();
+      if (h === 'refused') expect(refusalReason(spec), name).toBeTruthy();
     }
-    expect(Object.keys(counts).sort()).toEqual(['allShards', 'anyNode', 'exclusive', 'keyed', 'local']);
+    expect(Object.keys(counts).sort()).toEqual(['allShards', 'anyNode', 'blocking', 'keyed', 'local', 'pubsub', 'refused', 'script', 'transaction']);
     for (const n of LOCAL_COMMANDS) expect(table.get(n), n).toBeDefined();
-    for (const n of EXCLUSIVE_COMMANDS.keys()) expect(table.get(n), n).toBeDefined();
+    for (const n of REFUSED_COMMANDS.keys()) expect(table.get(n), n).toBeDefined();
   });
 
   it('reads request and response policies from the tips', () => {

@@ -1,8 +1,9 @@
 import { timingSafeEqual } from 'node:crypto';
 import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeMap, encodeSimple } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
-import type { ClientSession } from './client-session.js';
-import type { ServerContext } from './server-context.js';
+import type { ServerContext } from '../session/server-context.js';
+import type { ClientState } from '../session/client-state.js';
+import type { Handler, HandlerSession } from './types.js';
 
 /** Commands a client may send before it has authenticated (as in Valkey). */
 export const AUTH_EXEMPT: ReadonlySet<string> = new Set(['auth', 'hello', 'quit', 'reset']);
@@ -15,17 +16,25 @@ const PONG = encodeSimple('PONG');
  * name, authentication), which in a pooled proxy is respool's, not the upstream's.
  * `command` is the table name ("client|setname" for subcommands); args[0] is the command.
  */
-export function runLocalCommand(session: ClientSession, ctx: ServerContext, command: string, args: Buffer[]): Buffer {
+export const local: Handler = (session, req) => {
+  session.replyNow(localReply(session, req.command, req.args));
+  // QUIT: +OK first, then the connection closes once every reply owed has been written.
+  if (req.command === 'quit') session.closeAfterReplies();
+};
+
+/** The reply to a local command (also used inside transactions, at EXEC). */
+export function localReply(session: HandlerSession, command: string, args: Buffer[]): Buffer {
+  const ctx = session.ctx;
+  const state = session.state;
   const arg = (i: number) => args[i]!.toString('utf8');
   switch (command) {
     case 'ping':
       if (args.length > 2) return encodeError(ProxyError.wrongArity('ping'));
-      return args.length === 2 ? encodeBulk(args[1]!, session.protocol) : PONG;
+      return args.length === 2 ? encodeBulk(args[1]!, state.protocol) : PONG;
     case 'echo':
       if (args.length !== 2) return encodeError(ProxyError.wrongArity('echo'));
-      return encodeBulk(args[1]!, session.protocol);
+      return encodeBulk(args[1]!, state.protocol);
     case 'quit':
-      session.closeAfterReplies();
       return OK;
     case 'select': {
       if (args.length !== 2) return encodeError(ProxyError.wrongArity('select'));
@@ -37,35 +46,37 @@ export function runLocalCommand(session: ClientSession, ctx: ServerContext, comm
     case 'auth': {
       if (args.length < 2 || args.length > 3) return encodeError(ProxyError.wrongArity('auth'));
       const [user, password] = args.length === 3 ? [arg(1), arg(2)] : ['default', arg(1)];
-      return authenticate(session, ctx, user, password, args.length === 2) ?? OK;
+      return authenticate(state, ctx, user, password, args.length === 2) ?? OK;
     }
     case 'hello':
       return hello(session, ctx, args);
     case 'reset':
-      session.protocol = 2;
-      session.name = null;
-      session.user = ctx.config.users.length === 0 ? 'default' : null;
+      state.reset();
       return encodeSimple('RESET');
+    case 'readonly':
+    case 'readwrite':
+      // Where a client's reads go is respool's read strategy (config reads.*), not the client's.
+      if (args.length !== 1) return encodeError(ProxyError.wrongArity(command));
+      return OK;
     case 'client|setname': {
       if (args.length !== 3) return encodeError(ProxyError.wrongArity('client|setname'));
       const name = arg(2);
       if (/[\s]/.test(name) || /[^\x21-\x7e]/.test(name)) {
         return encodeError('ERR Client names cannot contain spaces, newlines or special characters.');
       }
-      session.name = name === '' ? null : name;
+      state.setName(name);
       return OK;
     }
     case 'client|getname':
-      return encodeBulk(session.name, session.protocol);
+      return encodeBulk(state.name, state.protocol);
     case 'client|id':
       return encodeInteger(session.id);
     case 'client|info':
-      return encodeBulk(clientInfoLine(session), session.protocol);
+      return encodeBulk(clientInfoLine(session), state.protocol);
     case 'client|setinfo': {
       if (args.length !== 4) return encodeError(ProxyError.wrongArity('client|setinfo'));
       const attr = arg(2).toLowerCase();
-      if (attr === 'lib-name') session.libName = arg(3);
-      else if (attr === 'lib-ver') session.libVersion = arg(3);
+      if (attr === 'lib-name' || attr === 'lib-ver') state.setLib(attr, arg(3));
       else return encodeError(`ERR Unrecognized option '${arg(2)}'`);
       return OK;
     }
@@ -79,12 +90,12 @@ export function runLocalCommand(session: ClientSession, ctx: ServerContext, comm
  * server whose default user has no password: `AUTH <password>` is refused with Valkey's message,
  * while `AUTH user pass` and HELLO's AUTH succeed.
  */
-function authenticate(session: ClientSession, ctx: ServerContext, user: string, password: string, passwordOnly = false): Buffer | null {
+function authenticate(state: ClientState, ctx: ServerContext, user: string, password: string, passwordOnly = false): Buffer | null {
   const users = ctx.config.users;
   if (users.length === 0) return passwordOnly ? encodeError(ProxyError.authNotConfigured()) : null;
   const entry = users.find((u) => u.name === user);
   if (!entry || !sameSecret(entry.password, password)) return encodeError(ProxyError.wrongPass());
-  session.user = user;
+  state.authenticate(user);
   return null;
 }
 
@@ -95,8 +106,9 @@ function sameSecret(a: string, b: string): boolean {
 }
 
 /** HELLO [protover [AUTH user pass] [SETNAME name]] */
-function hello(session: ClientSession, ctx: ServerContext, args: Buffer[]): Buffer {
-  let protocol = session.protocol;
+function hello(session: HandlerSession, ctx: ServerContext, args: Buffer[]): Buffer {
+  const state = session.state;
+  let protocol = state.protocol;
   let i = 1;
   if (args.length > 1) {
     const version = Number(args[1]!.toString());
@@ -109,7 +121,7 @@ function hello(session: ClientSession, ctx: ServerContext, args: Buffer[]): Buff
   for (; i < args.length; i++) {
     const option = args[i]!.toString().toLowerCase();
     if (option === 'auth' && i + 2 < args.length) {
-      const failed = authenticate(session, ctx, args[i + 1]!.toString(), args[i + 2]!.toString());
+      const failed = authenticate(state, ctx, args[i + 1]!.toString(), args[i + 2]!.toString());
       if (failed) return failed;
       i += 2;
     } else if (option === 'setname' && i + 1 < args.length) {
@@ -118,11 +130,11 @@ function hello(session: ClientSession, ctx: ServerContext, args: Buffer[]): Buff
       return encodeError(`ERR Syntax error in HELLO option '${args[i]!.toString()}'`);
     }
   }
-  if (session.user === null) {
+  if (state.user === null) {
     return encodeError('NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time');
   }
-  session.protocol = protocol;
-  if (name !== undefined) session.name = name === '' ? null : name;
+  state.setProtocol(protocol);
+  if (name !== undefined) state.setName(name);
   const s = (v: string) => encodeBulk(v, protocol);
   return encodeMap(
     [
@@ -139,11 +151,12 @@ function hello(session: ClientSession, ctx: ServerContext, args: Buffer[]): Buff
   );
 }
 
-function clientInfoLine(session: ClientSession): string {
+function clientInfoLine(session: HandlerSession): string {
   const age = Math.floor((Date.now() - session.createdAt) / 1000);
+  const state = session.state;
   return (
-    `id=${session.id} addr=${session.address} laddr=${session.localAddress} name=${session.name ?? ''} ` +
-    `age=${age} db=0 resp=${session.protocol} user=${session.user ?? ''} ` +
-    `lib-name=${session.libName} lib-ver=${session.libVersion} proxy=respool\n`
+    `id=${session.id} addr=${session.address} laddr=${session.localAddress} name=${state.name ?? ''} ` +
+    `age=${age} db=0 resp=${state.protocol} user=${state.user ?? ''} ` +
+    `lib-name=${state.libName} lib-ver=${state.libVersion} proxy=respool\n`
   );
 }

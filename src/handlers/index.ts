@@ -1,0 +1,42 @@
+import { commandFamily, type CommandFamily } from '../commands/proxy-handling.js';
+import { isRespoolCommand } from '../hotkeys/control.js';
+import type { Handler, HandlerSession, CommandRequest } from './types.js';
+import { local } from './local.js';
+import { keyed } from './keyed.js';
+import { script } from './script.js';
+import { allShards } from './all-shards.js';
+import { refused } from './refused.js';
+import { respool } from './respool.js';
+import { transaction, queueInTransaction } from './transaction.js';
+import { blocking } from './blocking.js';
+import { pubsub, allowedWhileSubscribed, refuseWhileSubscribed } from './pubsub.js';
+
+/** The one dispatch table: command family → the handler that owns its decisions. */
+const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
+  local,
+  transaction,
+  blocking,
+  pubsub,
+  script,
+  allShards,
+  anyNode: keyed,
+  keyed,
+  refused,
+};
+
+/**
+ * Hands one request to its handler. Session modes come first: inside MULTI the transaction
+ * handler queues everything but EXEC/DISCARD/MULTI/WATCH/QUIT/RESET; a RESP2 client with
+ * subscriptions may only run the subscribe family, PING, QUIT and RESET (Valkey's rule).
+ */
+export function dispatch(session: HandlerSession, req: CommandRequest): void {
+  const spec = req.spec;
+  const state = session.state;
+  if (state.transaction !== null && queueInTransaction(session, req)) return;
+  if (spec === undefined) {
+    if (isRespoolCommand(req.args[0]!)) return respool(session, req);
+    return keyed(session, req); // unknown to respool's table: the upstream answers (or refuses) it
+  }
+  if (state.subscribedResp2 && !allowedWhileSubscribed(req.command)) return refuseWhileSubscribed(session, req);
+  HANDLERS[commandFamily(spec, req.args)](session, req);
+}

@@ -1,0 +1,27 @@
+/** One command queued inside MULTI, as respool will send (or answer) it at EXEC. */
+export interface QueuedCommand {
+  /** The request bytes (copied: the client's read buffer is reused). */
+  readonly raw: Buffer;
+  readonly command: string;
+  /** Answered by respool itself at EXEC (local commands): its arguments, copied. */
+  readonly localArgs: Buffer[] | null;
+}
+
+/**
+ * A MULTI … EXEC that respool holds (no WATCH): queued commands, and what EXEC must answer if it
+ * cannot run them.
+ *
+ *   queued   : commands in the order they were sent, bounded by `bytes` ≤ the client's query limit
+ *   dirty    : a command was refused at queue time (unknown, wrong arity, keys in two slots, not
+ *              allowed in MULTI) → EXEC answers EXECABORT, as Valkey does
+ *   slot     : the slot of the first keyed command (-1: none yet); a later command in another
+ *              slot sets `crossSlot` → EXEC answers CROSSSLOT (Valkey checks every queued
+ *              command's keys at EXEC in cluster mode)
+ */
+export class Transaction {
+  readonly queued: QueuedCommand[] = [];
+  dirty = false;
+  crossSlot = false;
+  slot = -1;
+  bytes = 0;
+}

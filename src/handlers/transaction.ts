@@ -1,0 +1,145 @@
+import calculateSlot from 'cluster-key-slot';
+import { CommandFlag } from '../commands/command-flags.js';
+import { LOCAL_COMMANDS } from '../commands/proxy-handling.js';
+import { encodeArray, encodeCommand, encodeError, encodeSimple } from '../resp/encode.js';
+import { splitAggregate } from '../resp/decode.js';
+import { ProxyError } from '../errors.js';
+import type { LinkRequest } from '../upstream/link.js';
+import type { ReplyEntry } from '../session/reply-queue.js';
+import { localReply } from './local.js';
+import { Transaction } from './transaction-state.js';
+import type { CommandRequest, Handler, HandlerSession } from './types.js';
+
+const OK = encodeSimple('OK');
+const QUEUED = encodeSimple('QUEUED');
+const MULTI = encodeCommand(['MULTI']);
+const EXEC = encodeCommand(['EXEC']);
+
+/**
+ * MULTI, EXEC, DISCARD, WATCH, UNWATCH.
+ *
+ * Without WATCH a transaction needs no connection of its own: respool answers MULTI and each
+ * +QUEUED itself (after Valkey's own queue-time checks: the command exists, its arity, its keys
+ * in one slot, not a no-multi command), and at EXEC writes MULTI … EXEC as one block on the
+ * shared link of the transaction's slot (nothing interleaves inside one write). The upstream's
+ * +OK/+QUEUED are dropped; EXEC's reply is the client's. EXEC is never re-sent: a lost link
+ * gives the client an error saying it may or may not have run.
+ */
+export const transaction: Handler = (session, req) => {
+  const state = session.state;
+  switch (req.command) {
+    case 'multi':
+      if (req.args.length !== 1) return session.replyNow(encodeError(ProxyError.wrongArity('multi')));
+      state.transaction = new Transaction();
+      return session.replyNow(OK);
+    case 'exec':
+      if (req.args.length !== 1) return session.replyNow(encodeError(ProxyError.wrongArity('exec')));
+      return session.replyNow(encodeError(ProxyError.execWithoutMulti()));
+    case 'discard':
+      if (req.args.length !== 1) return session.replyNow(encodeError(ProxyError.wrongArity('discard')));
+      return session.replyNow(encodeError(ProxyError.discardWithoutMulti()));
+    case 'unwatch':
+      if (req.args.length !== 1) return session.replyNow(encodeError(ProxyError.wrongArity('unwatch')));
+      return session.replyNow(OK); // nothing is watched outside a lease
+    case 'watch':
+      return session.replyNow(encodeError(ProxyError.refused('watch', 'WATCH needs a leased connection, not available yet')));
+  }
+};
+
+/**
+ * Called for every request while the client is inside MULTI. Returns false for the commands
+ * that are not queued (EXEC, DISCARD, QUIT, RESET: handled here or by their own family).
+ */
+export function queueInTransaction(session: HandlerSession, req: CommandRequest): boolean {
+  const tx = session.state.transaction!;
+  const { spec, command, args } = req;
+  if (command === 'exec' && spec !== undefined && args.length === 1) {
+    session.state.transaction = null;
+    exec(session, tx);
+    return true;
+  }
+  if (command === 'discard' && spec !== undefined && args.length === 1) {
+    session.state.transaction = null;
+    session.replyNow(OK);
+    return true;
+  }
+  if (command === 'quit' || command === 'reset') return false;
+  const refusal = queueTimeError(session, tx, req);
+  if (refusal !== null) {
+    tx.dirty = true;
+    session.replyNow(encodeError(refusal));
+    return true;
+  }
+  const raw = Buffer.from(req.raw);
+  tx.bytes += raw.length;
+  const local = LOCAL_COMMANDS.has(command) && command !== 'ping' && command !== 'echo';
+  tx.queued.push({ raw, command, localArgs: local ? args.map((a) => Buffer.from(a)) : null });
+  session.replyNow(QUEUED);
+  return true;
+}
+
+/** Valkey's checks before it queues a command (server.c processCommand), in its order. */
+function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRequest): string | null {
+  const { spec, args } = req;
+  if (spec === undefined) return ProxyError.unknownCommand(args);
+  if (spec.subcommands !== undefined && args.length > 1 && spec.name.indexOf('|') < 0) {
+    return ProxyError.unknownSubcommand(args[1]!.toString('utf8'), spec.name);
+  }
+  if ((spec.arity > 0 && spec.arity !== args.length) || args.length < -spec.arity) return ProxyError.wrongArity(spec.name);
+  if (spec.flags & CommandFlag.NO_MULTI) return ProxyError.notAllowedInMulti();
+  const limit = session.ctx.config.limits.maxQueryBytesPerClient;
+  if (tx.bytes + req.raw.length > limit) return ProxyError.transactionTooLarge(limit);
+  if (session.ctx.isCluster()) {
+    const keys = session.ctx.commands().keyIndexes(spec, args);
+    if (keys.length > 0) {
+      const slot = calculateSlot(args[keys[0]!]!);
+      for (let i = 1; i < keys.length; i++) if (calculateSlot(args[keys[i]!]!) !== slot) return ProxyError.crossSlot();
+      const hookRefusal = session.ctx.router.keyedHook?.refuseInTransaction(args, keys, slot, req.command) ?? null;
+      if (hookRefusal !== null) return hookRefusal;
+      if (tx.slot < 0) tx.slot = slot;
+      else if (tx.slot !== slot) tx.crossSlot = true;
+    }
+  }
+  return null;
+}
+
+function exec(session: HandlerSession, tx: Transaction): void {
+  if (tx.crossSlot) return session.replyNow(encodeError(ProxyError.crossSlot()));
+  if (tx.dirty) return session.replyNow(encodeError(ProxyError.execAbort()));
+  const entry = session.reserve();
+  const forwarded = tx.queued.filter((q) => q.localArgs === null);
+  if (forwarded.length === 0) {
+    // Nothing for the upstream (empty, or only respool's own commands): answer here.
+    entry.fill(spliceLocalReplies(session, tx, []));
+    return;
+  }
+  const ignore: LinkRequest = { sentAt: 0, onReply() {}, onLinkFailure() {} };
+  const execReq: LinkRequest = {
+    sentAt: 0,
+    onReply: (frame) => entry.fill(tx.queued.length === forwarded.length ? frame : withLocalReplies(session, tx, frame)),
+    // Never re-sent: whether it ran is unknown once written.
+    onLinkFailure: (error) => entry.fill(encodeError(error)),
+  };
+  const items = [{ data: MULTI, req: ignore }, ...forwarded.map((q) => ({ data: q.raw, req: ignore })), { data: EXEC, req: execReq }];
+  session.ctx.metrics?.commandCounter('exec').inc();
+  const error = session.ctx.router.sendBlock(session, tx.slot, items);
+  if (error !== null) entry.fill(error);
+}
+
+/** EXEC's array from the upstream, with respool's own commands' replies put back in their places. */
+function withLocalReplies(session: HandlerSession, tx: Transaction, frame: Buffer): Buffer {
+  const upstream = frame[0] === 0x2a /* * */ ? splitAggregate(frame) : null;
+  if (upstream === null) return frame; // an error or nil: nothing ran
+  return spliceLocalReplies(session, tx, upstream);
+}
+
+function spliceLocalReplies(session: HandlerSession, tx: Transaction, upstream: Buffer[]): Buffer {
+  const out: Buffer[] = [];
+  let next = 0;
+  for (const q of tx.queued) {
+    out.push(q.localArgs === null ? Buffer.from(upstream[next++]!) : localReply(session, q.command, q.localArgs));
+  }
+  return encodeArray(out);
+}
+
+export type { ReplyEntry };

@@ -1,0 +1,41 @@
+import type { CallClient, CallOwner } from './upstream-call.js';
+
+/**
+ * One client command carried out as N upstream calls (Envoy's FragmentedRequest): whole-data-set
+ * fan-out, hot-key writes to every copy, and — next — cross-slot multi-key commands. Each child is
+ * an UpstreamCall with `index` set and this object as its owner, sent through the router, so it
+ * follows MOVED/ASK and retries like any other call. When the last child answers, `merge` turns
+ * the children's replies (copied, in index order) into the one reply handed to `owner` — a
+ * reply-queue entry, or the parent of a nested fragment (a split-key write inside a part).
+ *
+ *   replies  : one slot per child, null until that child answered
+ *   invariant: `owner` gets exactly one reply, after every child answered
+ */
+export abstract class Fragmented implements CallOwner {
+  protected readonly replies: Array<Buffer | null>;
+  private remaining: number;
+
+  constructor(
+    readonly owner: CallOwner,
+    count: number,
+    /** This fragment's own place among its owner's calls. */
+    private readonly index = 0,
+  ) {
+    this.replies = new Array<Buffer | null>(count).fill(null);
+    this.remaining = count;
+  }
+
+  get client(): CallClient {
+    return this.owner.client;
+  }
+
+  onCallDone(reply: Buffer, index: number): void {
+    if (this.replies[index] !== null) return;
+    this.replies[index] = Buffer.from(reply); // link read buffers are not ours to keep
+    if (--this.remaining > 0) return;
+    this.owner.onCallDone(this.merge(this.replies as Buffer[]), this.index);
+  }
+
+  /** The client's reply from the children's replies, in index order. */
+  protected abstract merge(replies: Buffer[]): Buffer;
+}

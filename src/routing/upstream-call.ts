@@ -1,0 +1,81 @@
+import type { Link, LinkFailureCause, LinkRequest } from '../upstream/link.js';
+import type { ClusterNode } from '../cluster/topology.js';
+import type { Router } from './router.js';
+import type { ReadChoice, ReadStrategy } from './read-strategy.js';
+
+/** The client a call is made for: its protocol picks the links, its id is the link affinity. */
+export interface CallClient {
+  /** The client's id: also its link affinity, so its commands to a node keep their order. */
+  readonly id: number;
+  readonly protocol: 2 | 3;
+  readonly closed: boolean;
+}
+
+/**
+ * Where a call's one reply goes: a reply-queue entry (session/reply-queue.ts), a fragmented
+ * request collecting its children (fragmented.ts), or a hot-key read waiting for its fallback.
+ * `reply` may be a view into a link's read buffer: copy it to keep it past the call.
+ */
+export interface CallOwner {
+  readonly client: CallClient;
+  /** `index`: the call's place among its owner's calls (fragmented.ts); 0 for a lone call. */
+  onCallDone(reply: Buffer, index: number): void;
+}
+
+/**
+ * One command on its way to one node: routed by slot (or pinned to a node), maybe redirected or
+ * retried within budgets, finished with exactly one reply handed to its owner. It knows nothing
+ * about reply order: that is the session's reply queue.
+ */
+export class UpstreamCall implements LinkRequest {
+  sentAt = 0;
+  done = false;
+  redirects = 0;
+  retries = 0;
+  /** Address of the node the call was last sent to (for errors and metrics). */
+  node = '';
+  /** A read-only command: may be re-sent even when a lost link may have run it (router.ts). */
+  safeToRepeat = false;
+  /** Read-only command under a read strategy (read-strategy.ts); null: the slot's primary. */
+  read: ReadStrategy | null = null;
+  /** Where the read strategy last sent it. */
+  readChoice: ReadChoice | null = null;
+  /** Replicas this read already failed on (MOVED, LOADING, link failure), skipped on re-plan. */
+  avoid: string[] | null = null;
+  /** A call for one named node (whole-data-set fan-out): never redirected, never retried. */
+  pinned: { node: ClusterNode; role: 'primary' | 'replica' } | null = null;
+  /** The child's place in a fragmented request (fragmented.ts); 0 otherwise. */
+  index = 0;
+
+  constructor(
+    readonly owner: CallOwner,
+    readonly router: Router,
+    /** The command's exact RESP bytes, forwarded as received (or rewritten for a part/copy). */
+    readonly raw: Buffer,
+    /** Lower-case command name, for metrics and errors. */
+    readonly command: string,
+    /** Hash slot of its keys, -1 for keyless commands. */
+    public slot: number,
+  ) {}
+
+  get client(): CallClient {
+    return this.owner.client;
+  }
+
+  onReply(frame: Buffer, link: Link): void {
+    if (frame[0] === 0x2d /* - */ && this.router.handleErrorReply(this, frame, link)) return;
+    this.router.observeReply(this, frame[0] === 0x2d);
+    this.finish(frame);
+  }
+
+  onLinkFailure(error: string, written: boolean, cause?: LinkFailureCause): void {
+    this.router.handleLinkFailure(this, error, written, cause);
+  }
+
+  /** Completes the call with these reply bytes (exactly once). */
+  finish(reply: Buffer): void {
+    if (this.done) return;
+    this.done = true;
+    this.owner.onCallDone(reply, this.index);
+  }
+}

@@ -1,0 +1,60 @@
+import type { Transaction } from '../handlers/transaction-state.js';
+import type { ClientSubscriptions } from '../pubsub/client-subscriptions.js';
+
+/**
+ * What respool knows about one client connection, in one place: protocol, name, library,
+ * authenticated user, and the state of its session modes (transaction, subscriptions, a leased
+ * connection). Handlers change it through these methods only.
+ */
+export class ClientState {
+  protocol: 2 | 3 = 2;
+  name: string | null = null;
+  libName = '';
+  libVersion = '';
+  /** The authenticated user, or null while AUTH is still required. */
+  user: string | null;
+  /** MULTI … EXEC in progress (queued by respool, or forwarded on a lease after WATCH). */
+  transaction: Transaction | null = null;
+  /** Channels, patterns and shard channels this client holds; null until its first SUBSCRIBE. */
+  subscriptions: ClientSubscriptions | null = null;
+  /** Commands in flight on a leased connection (blocking command), for INFO clients. */
+  blocked = false;
+
+  constructor(private readonly authRequired: boolean) {
+    this.user = authRequired ? null : 'default';
+  }
+
+  setProtocol(protocol: 2 | 3): void {
+    this.protocol = protocol;
+  }
+
+  setName(name: string): void {
+    this.name = name === '' ? null : name;
+  }
+
+  setLib(attr: 'lib-name' | 'lib-ver', value: string): void {
+    if (attr === 'lib-name') this.libName = value;
+    else this.libVersion = value;
+  }
+
+  authenticate(user: string): void {
+    this.user = user;
+  }
+
+  get authenticated(): boolean {
+    return this.user !== null;
+  }
+
+  /** In RESP2, a client with subscriptions may only run the subscribe family, PING, QUIT, RESET. */
+  get subscribedResp2(): boolean {
+    return this.protocol === 2 && this.subscriptions !== null && this.subscriptions.total() > 0;
+  }
+
+  /** RESET: protocol 2, no name, authentication required again when users are configured. */
+  reset(): void {
+    this.protocol = 2;
+    this.name = null;
+    this.user = this.authRequired ? null : 'default';
+    this.transaction = null;
+  }
+}
