@@ -19,6 +19,8 @@ import { encodeError } from './resp/encode.js';
 import { ProxyError } from './errors.js';
 import { ReadRouting } from './routing/read-strategy.js';
 import { resolveOwnZone } from './cluster/zone-discovery.js';
+import { DedicatedPools } from './upstream/dedicated-pool.js';
+import { PubSubHub } from './pubsub/hub.js';
 
 export interface RespoolProxy {
   /** The address clients connect to (the real port when listen.port was 0). */
@@ -59,6 +61,11 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger 
   // Hot keys (src/hotkeys): detection + split copies; hooks itself into the router when active.
   const hotKeys = new HotKeys({ config: config.hotKeys, router, refresher, pools, log, metrics });
   hotKeys.start();
+  // Leased connections: a client gone while blocked is unblocked from a shared link by its id.
+  const dedicated = new DedicatedPools(config, async (host, port, id) => {
+    await pools.get(host, port, 2, 'primary').call(['CLIENT', 'UNBLOCK', id]);
+  }, { metrics });
+  const pubsub = new PubSubHub({ refresher, config, log, metrics });
   const sessions = new Set<ClientSession>();
   let clientIds = 0;
   let serverVersion = '8.0.0';
@@ -69,6 +76,9 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger 
     log,
     metrics,
     hotKeys,
+    dedicated,
+    pubsub,
+    sessions: () => sessions,
     commands: () => table,
     isCluster: () => refresher.current?.mode === 'cluster',
     serverVersion: () => serverVersion,
@@ -209,6 +219,8 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger 
         }
         clearInterval(sampler);
         hotKeys.stop();
+        pubsub.close();
+        await dedicated.closeAll();
         refresher.stop();
         pools.closeAll();
         await admin?.close();

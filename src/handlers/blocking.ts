@@ -1,5 +1,116 @@
-import { refused } from './refused.js';
-import type { Handler } from './types.js';
+import { encodeError } from '../resp/encode.js';
+import { ProxyError } from '../errors.js';
+import type { LinkRequest } from '../upstream/link.js';
+import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
+import type { CommandRequest, Handler, HandlerSession } from './types.js';
 
-/** Blocking commands (BLPOP, BLMOVE, BZPOPMIN, XREAD … BLOCK): on a leased connection. */
-export const blocking: Handler = refused;
+/**
+ * Blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZPOPMIN/MAX, BZMPOP, XREAD …
+ * BLOCK, XREADGROUP … BLOCK) run on a leased connection of their own (upstream/dedicated-pool.ts):
+ * a shared link must never wait on one client's command.
+ *
+ *  - Lane switch = barrier: the command starts once the client's earlier replies are written, and
+ *    its later pipelined commands wait behind its reply, as they would on Valkey.
+ *  - Deadline: the command's own timeout plus dedicated.blockMarginMs (none for 0 = forever); the
+ *    shared links' commandMs never applies.
+ *  - The lease goes back clean after the reply. A client that disconnects while blocked: the
+ *    pool unblocks the connection (CLIENT UNBLOCK by its id) and reuses it, or closes it.
+ *  - MOVED/ASK (the slot moved before the command ran): sent again on the new owner's lease,
+ *    within cluster.maxRedirects. Never re-sent after a lost connection: the client gets the error.
+ */
+export const blocking: Handler = (session, req) => {
+  const ctx = session.ctx;
+  const slot = ctx.router.slotOf(req.spec, req.args, ctx.commands());
+  if (typeof slot !== 'number') return session.replyNow(slot); // CROSSSLOT, topology unknown
+  const raw = Buffer.from(req.raw);
+  const parsed = blockingTimeoutMs(req);
+  const timeoutMs = parsed === -1 ? ctx.config.timeouts.commandMs : parsed;
+  session.runExclusive(() => {
+    const entry = session.reserve();
+    ctx.metrics?.commandCounter(req.command).inc();
+    run(session, raw, slot, timeoutMs, 0, (reply) => entry.fill(reply));
+  });
+};
+
+function run(session: HandlerSession, raw: Buffer, slot: number, timeoutMs: number | null, redirects: number, done: (reply: Buffer) => void): void {
+  const ctx = session.ctx;
+  const node = ctx.router.primaryFor(slot);
+  if (node === undefined) return done(encodeError(slot < 0 ? ProxyError.topologyUnknown() : ProxyError.slotNotServed(slot)));
+  const state = session.state;
+  state.blocked = true;
+  ctx.dedicated.acquire(node.host, node.port, state.protocol).then(
+    (conn) => {
+      if (session.closed) {
+        state.blocked = false;
+        ctx.dedicated.release(conn, true);
+        return;
+      }
+      if (timeoutMs !== null) conn.setDeadline(timeoutMs + ctx.config.dedicated.blockMarginMs);
+      state.lease = { abandon: () => ctx.dedicated.abandon(conn) };
+      conn.send(raw, leaseRequest(session, conn, (reply, clean) => {
+        state.lease = null;
+        state.blocked = false;
+        conn.setDeadline(null);
+        ctx.dedicated.release(conn, clean);
+        const moved = clean ? ctx.router.learnRedirect(reply, conn.address) : null;
+        if (moved !== null && redirects < ctx.config.cluster.maxRedirects && !session.closed) {
+          run(session, raw, moved, timeoutMs, redirects + 1, done);
+          return;
+        }
+        done(reply);
+      }));
+    },
+    (err: Error) => {
+      state.blocked = false;
+      done(encodeError(err.message));
+    },
+  );
+}
+
+/** The one reply on a lease (copied: the lease goes back to its pool before the client reads it). */
+function leaseRequest(session: HandlerSession, conn: DedicatedConnection, finish: (reply: Buffer, clean: boolean) => void): LinkRequest {
+  let finished = false;
+  return {
+    sentAt: 0,
+    onReply(frame) {
+      if (finished) return;
+      finished = true;
+      finish(Buffer.from(frame), true);
+    },
+    onLinkFailure(error) {
+      if (finished) return;
+      finished = true;
+      session.ctx.log.debug({ node: conn.address, error }, 'leased connection failed under a blocking command');
+      finish(encodeError(error), false);
+    },
+  };
+}
+
+const B_BLOCK = 'block';
+
+/**
+ * The command's own timeout in ms, null for 0 (wait forever), -1 when it does not parse (the
+ * server refuses it at once; the shared links' command timeout bounds the wait). Seconds (float)
+ * for the list and sorted-set commands, BLOCK milliseconds for XREAD/XREADGROUP.
+ */
+export function blockingTimeoutMs(req: CommandRequest): number | null {
+  const { args, command } = req;
+  let text: string | undefined;
+  let scale = 1000;
+  if (command === 'xread' || command === 'xreadgroup') {
+    scale = 1;
+    for (let i = 1; i < args.length - 1; i++) {
+      if (args[i]!.length === 5 && args[i]!.toString('latin1').toLowerCase() === B_BLOCK) {
+        text = args[i + 1]!.toString('latin1');
+        break;
+      }
+    }
+  } else if (command === 'blmpop' || command === 'bzmpop') {
+    text = args[1]?.toString('latin1');
+  } else {
+    text = args[args.length - 1]?.toString('latin1');
+  }
+  const value = Number(text);
+  if (text === undefined || text === '' || !Number.isFinite(value) || value < 0) return -1;
+  return value === 0 ? null : Math.ceil(value * scale);
+}

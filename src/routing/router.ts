@@ -141,6 +141,38 @@ export class Router {
     return null;
   }
 
+  /**
+   * The slot all of a command's keys hash to (-1: keyless, or a standalone upstream), or the
+   * error reply when they hash to several slots or the topology is not known yet.
+   */
+  slotOf(spec: CommandSpec | undefined, args: Buffer[], table: CommandTable): number | Buffer {
+    const topology = this.refresher.current;
+    if (topology === null) return encodeError(ProxyError.topologyUnknown());
+    if (topology.mode !== 'cluster' || spec === undefined) return -1;
+    const keys = table.keyIndexes(spec, args);
+    if (keys.length === 0) return -1;
+    const slot = calculateSlot(args[keys[0]!]!);
+    for (let i = 1; i < keys.length; i++) if (calculateSlot(args[keys[i]!]!) !== slot) return encodeError(ProxyError.crossSlot());
+    return slot;
+  }
+
+  /**
+   * A reply from a connection outside the shared links (a lease): if it is MOVED, the topology
+   * learns the slot's new owner and the slot is returned so the caller can send again (the
+   * command did not run); null for anything else.
+   */
+  learnRedirect(frame: Buffer, fromAddress: string): number | null {
+    if (frame[0] !== 0x2d /* - */) return null;
+    const redirect = parseRedirect(frame);
+    if (redirect === null || redirect.kind !== 'moved') return null;
+    this.metrics?.redirectCounter('moved').inc();
+    const host = redirect.host || fromAddress.slice(0, fromAddress.lastIndexOf(':'));
+    const current = this.refresher.current;
+    if (current) this.refresher.install(current.withSlotOwner(redirect.slot, host, redirect.port), 'moved');
+    this.refresher.requestRefresh('moved');
+    return redirect.slot;
+  }
+
   /** The primary that owns `slot` now (any primary for -1); undefined when none does. */
   primaryFor(slot: number): ClusterNode | undefined {
     const topology = this.refresher.current;

@@ -284,6 +284,7 @@ export class ClientSession implements HandlerSession {
   private handleClose(): void {
     if (this.closed) return;
     this.closed = true;
+    this.state.release();
     const hooks = this.closeHooks;
     this.closeHooks = null;
     if (hooks !== null) for (const fn of hooks) fn();

@@ -17,8 +17,10 @@ export class ClientState {
   transaction: Transaction | null = null;
   /** Channels, patterns and shard channels this client holds; null until its first SUBSCRIBE. */
   subscriptions: ClientSubscriptions | null = null;
-  /** Commands in flight on a leased connection (blocking command), for INFO clients. */
+  /** A blocking command is waiting on a leased connection (INFO clients: blocked_clients). */
   blocked = false;
+  /** The leased connection in use, if any: what to do with it if the client goes away. */
+  lease: { abandon(): void } | null = null;
 
   constructor(private readonly authRequired: boolean) {
     this.user = authRequired ? null : 'default';
@@ -56,5 +58,11 @@ export class ClientState {
     this.name = null;
     this.user = this.authRequired ? null : 'default';
     this.transaction = null;
+  }
+
+  /** The client went away: hand back what it held upstream. */
+  release(): void {
+    this.lease?.abandon();
+    this.lease = null;
   }
 }

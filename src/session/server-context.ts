@@ -5,6 +5,8 @@ import type { Router } from '../routing/router.js';
 import type { Metrics } from '../admin/metrics.js';
 import type { ClientSession } from './client-session.js';
 import type { HotKeys } from '../hotkeys/hot-keys.js';
+import type { DedicatedPools } from '../upstream/dedicated-pool.js';
+import type { PubSubHub } from '../pubsub/hub.js';
 
 /** What a client session needs from the running proxy (kept narrow so sessions stay testable). */
 export interface ServerContext {
@@ -14,6 +16,12 @@ export interface ServerContext {
   readonly metrics?: Metrics;
   /** Hot keys: the RESPOOL command steers them. */
   readonly hotKeys: HotKeys;
+  /** Leased upstream connections (WATCH, blocking commands). */
+  readonly dedicated: DedicatedPools;
+  /** Multiplexed subscriptions. */
+  readonly pubsub: PubSubHub;
+  /** Every open client session (INFO clients counts them). */
+  sessions(): Iterable<ClientSession>;
   /** The current command table (built-in until the upstream's COMMAND reply replaces it). */
   commands(): CommandTable;
   /** True when the upstream is a cluster (decides SELECT and fan-out answers). */
