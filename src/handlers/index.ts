@@ -8,6 +8,7 @@ import { allShards } from './all-shards.js';
 import { refused } from './refused.js';
 import { respool } from './respool.js';
 import { transaction, queueInTransaction } from './transaction.js';
+import { onLane } from './leased-lane.js';
 import { blocking } from './blocking.js';
 import { pubsub, allowedWhileSubscribed, refuseWhileSubscribed } from './pubsub.js';
 
@@ -25,18 +26,19 @@ const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
 };
 
 /**
- * Hands one request to its handler. Session modes come first: inside MULTI the transaction
+ * Hands one request to its handler. Session modes come first: after WATCH everything but the
+ * subscribe family goes on the client's leased lane (leased-lane.ts); inside MULTI the transaction
  * handler queues everything but EXEC/DISCARD/MULTI/WATCH/QUIT/RESET; a RESP2 client with
  * subscriptions may only run the subscribe family, PING, QUIT and RESET (Valkey's rule).
  */
 export function dispatch(session: HandlerSession, req: CommandRequest): void {
   const spec = req.spec;
   const state = session.state;
+  if (spec === undefined && isRespoolCommand(req.args[0]!)) return respool(session, req);
+  const family = spec === undefined ? 'keyed' : commandFamily(spec, req.args);
+  if (state.lane !== null && family !== 'pubsub') return onLane(session, state.lane, req);
   if (state.transaction !== null && queueInTransaction(session, req)) return;
-  if (spec === undefined) {
-    if (isRespoolCommand(req.args[0]!)) return respool(session, req);
-    return keyed(session, req); // unknown to respool's table: the upstream answers (or refuses) it
-  }
+  if (spec === undefined) return keyed(session, req); // unknown to respool's table: the upstream answers (or refuses) it
   if (state.subscribedResp2 && !allowedWhileSubscribed(req.command)) return refuseWhileSubscribed(session, req);
-  HANDLERS[commandFamily(spec, req.args)](session, req);
+  HANDLERS[family](session, req);
 }

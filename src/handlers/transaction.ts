@@ -8,6 +8,7 @@ import type { LinkRequest } from '../upstream/link.js';
 import type { ReplyEntry } from '../session/reply-queue.js';
 import { localReply } from './local.js';
 import { Transaction } from './transaction-state.js';
+import { LeasedLane } from './leased-lane.js';
 import type { CommandRequest, Handler, HandlerSession } from './types.js';
 
 const OK = encodeSimple('OK');
@@ -42,9 +43,39 @@ export const transaction: Handler = (session, req) => {
       if (req.args.length !== 1) return session.replyNow(encodeError(ProxyError.wrongArity('unwatch')));
       return session.replyNow(OK); // nothing is watched outside a lease
     case 'watch':
-      return session.replyNow(encodeError(ProxyError.refused('watch', 'WATCH needs a leased connection, not available yet')));
+      return watch(session, req);
   }
 };
+
+/**
+ * WATCH opens the client's leased lane (leased-lane.ts): a connection of its own to the keys'
+ * primary, held until EXEC, DISCARD, UNWATCH, RESET or close. Keys in several slots: CROSSSLOT.
+ */
+function watch(session: HandlerSession, req: CommandRequest): void {
+  if (req.args.length < 2) return session.replyNow(encodeError(ProxyError.wrongArity('watch')));
+  const ctx = session.ctx;
+  const slot = ctx.router.slotOf(req.spec, req.args, ctx.commands());
+  if (typeof slot !== 'number') return session.replyNow(slot);
+  const raw = Buffer.from(req.raw);
+  session.runExclusive(() => {
+    const entry = session.reserve();
+    const node = ctx.router.primaryFor(slot);
+    if (node === undefined) return entry.fill(encodeError(ProxyError.slotNotServed(slot)));
+    const state = session.state;
+    ctx.dedicated.acquire(node.host, node.port, state.protocol).then(
+      (conn) => {
+        if (session.closed) return ctx.dedicated.release(conn, true);
+        const lane = new LeasedLane(conn, session);
+        state.lane = lane;
+        state.lease = { abandon: () => lane.end(false) };
+        lane.send(raw, entry, (reply) => {
+          if (reply[0] === 0x2d) lane.end(true); // WATCH refused (MOVED, …): nothing is watched
+        });
+      },
+      (err: Error) => entry.fill(encodeError(err.message)),
+    );
+  });
+}
 
 /**
  * Called for every request while the client is inside MULTI. Returns false for the commands

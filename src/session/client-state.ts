@@ -1,4 +1,5 @@
 import type { Transaction } from '../handlers/transaction-state.js';
+import type { LeasedLane } from '../handlers/leased-lane.js';
 import type { ClientSubscriptions } from '../pubsub/client-subscriptions.js';
 
 /**
@@ -19,6 +20,8 @@ export class ClientState {
   subscriptions: ClientSubscriptions | null = null;
   /** A blocking command is waiting on a leased connection (INFO clients: blocked_clients). */
   blocked = false;
+  /** WATCH … EXEC: every command goes on this leased connection (handlers/leased-lane.ts). */
+  lane: LeasedLane | null = null;
   /** The leased connection in use, if any: what to do with it if the client goes away. */
   lease: { abandon(): void } | null = null;
 
