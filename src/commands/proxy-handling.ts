@@ -17,7 +17,8 @@
 // Decision order (first match wins):
 //   1. LOCAL_COMMANDS, TRANSACTION_COMMANDS, PUBSUB_COMMANDS, SCRIPT_COMMANDS
 //   2. REFUSED_COMMANDS (name → reason)
-//   3. XREAD / XREADGROUP: blocking only with the BLOCK option, otherwise keyed
+//   3. XREAD / XREADGROUP: blocking only with the BLOCK option, otherwise keyed;
+//      INFO: local for `INFO clients` (respool's own clients), otherwise anyNode
 //   4. the BLOCKING flag (BLPOP, BLMOVE, BZPOPMIN, ...) → blocking
 //   5. ALL_SHARDS_COMMANDS (explicit: SCAN, RANDOMKEY, PUBSUB SHARDCHANNELS/SHARDNUMSUB)
 //   6. tip request_policy:all_shards or all_nodes → allShards, unless the tips also say
@@ -150,6 +151,7 @@ function decide(spec: CommandSpec): Decision {
   const reason = REFUSED_COMMANDS.get(name);
   if (reason !== undefined) return of('refused', reason);
   if (name === 'xread' || name === 'xreadgroup') return of('keyed', undefined, true);
+  if (name === 'info') return of('anyNode', undefined, true);
   if (spec.flags & CommandFlag.BLOCKING) return of('blocking');
   if (ALL_SHARDS_COMMANDS.has(name)) return of('allShards');
   const req = requestPolicy(spec);
@@ -171,6 +173,7 @@ const B_BLOCK = Buffer.from('block');
 const B_COUNT = Buffer.from('count');
 const B_GROUP = Buffer.from('group');
 const B_STREAMS = Buffer.from('streams');
+const B_CLIENTS = Buffer.from('clients');
 
 function eqLower(a: Buffer, lower: Buffer): boolean {
   if (a.length !== lower.length) return false;
@@ -197,7 +200,10 @@ function xreadBlocks(args: readonly Buffer[]): boolean {
 /** The family of this request (see the decision order at the top of this file). */
 export function commandFamily(spec: CommandSpec, args: readonly Buffer[]): CommandFamily {
   const d = decision(spec);
-  if (d.dynamic && xreadBlocks(args)) return 'blocking';
+  if (d.dynamic) {
+    if (spec.name === 'info') return args.length === 2 && eqLower(args[1]!, B_CLIENTS) ? 'local' : d.family;
+    if (xreadBlocks(args)) return 'blocking';
+  }
   return d.family;
 }
 

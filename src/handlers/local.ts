@@ -4,6 +4,7 @@ import { ProxyError } from '../errors.js';
 import type { ServerContext } from '../session/server-context.js';
 import type { ClientState } from '../session/client-state.js';
 import type { Handler, HandlerSession } from './types.js';
+import { infoClients } from './info.js';
 
 /** Commands a client may send before it has authenticated (as in Valkey). */
 export const AUTH_EXEMPT: ReadonlySet<string> = new Set(['auth', 'hello', 'quit', 'reset']);
@@ -53,6 +54,8 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
     case 'reset':
       state.reset();
       return encodeSimple('RESET');
+    case 'info':
+      return infoClients(session); // only `INFO clients` is local (commandFamily)
     case 'readonly':
     case 'readwrite':
       // Where a client's reads go is respool's read strategy (config reads.*), not the client's.

@@ -188,3 +188,10 @@ export function encodeMap(entries: Array<[Buffer, Buffer]>, proto: 2 | 3): Buffe
     ? encodeAggregate(PERCENT, entries.length, flat, payload)
     : encodeAggregate(STAR, flat.length, flat, payload);
 }
+
+/** A verbatim string in RESP3 (`=len\r\ntxt:…`, as Valkey answers INFO), a bulk string in RESP2. */
+export function encodeVerbatim(text: string, proto: 2 | 3): Buffer {
+  if (proto === 2) return encodeBulk(text, 2);
+  const body = Buffer.from(`txt:${text}`, 'utf8');
+  return Buffer.concat([Buffer.from(`=${body.length}\r\n`), body, Buffer.from('\r\n')]);
+}

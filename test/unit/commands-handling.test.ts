@@ -60,6 +60,8 @@ describe('commandFamily()', () => {
     ['client', 'setinfo', 'lib-name', 'x'],
     ['readonly'],
     ['readwrite'],
+    ['info', 'clients'],
+    ['INFO', 'CLIENTS'],
   ])('local: %j', (...words) => {
     expect(handling(...words)).toBe('local');
   });

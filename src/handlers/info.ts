@@ -1,0 +1,39 @@
+import { encodeVerbatim } from '../resp/encode.js';
+import type { HandlerSession } from './types.js';
+
+/**
+ * `INFO clients` about respool's own clients (an upstream's clients would be respool's pooled
+ * links). Field names and order as Valkey 8.0 prints them, so INFO parsers work unchanged;
+ * counters respool has no equivalent for are 0.
+ */
+export function infoClients(session: HandlerSession): Buffer {
+  let connected = 0;
+  let blocked = 0;
+  let pubsub = 0;
+  let watching = 0;
+  for (const s of session.ctx.sessions()) {
+    connected++;
+    const state = s.state;
+    if (state.blocked) blocked++;
+    if (state.subscriptions !== null && state.subscriptions.total() > 0) pubsub++;
+    if (state.lane !== null) watching++;
+  }
+  const text = [
+    '# Clients',
+    `connected_clients:${connected}`,
+    'cluster_connections:0',
+    `maxclients:${session.ctx.config.clients.maxClients}`,
+    'client_recent_max_input_buffer:0',
+    'client_recent_max_output_buffer:0',
+    `blocked_clients:${blocked}`,
+    'tracking_clients:0',
+    `pubsub_clients:${pubsub}`,
+    `watching_clients:${watching}`,
+    'clients_in_timeout_table:0',
+    'total_watched_keys:0',
+    `total_blocking_keys:${blocked}`,
+    'total_blocking_keys_on_nokey:0',
+    '',
+  ].join('\r\n');
+  return encodeVerbatim(text, session.state.protocol);
+}

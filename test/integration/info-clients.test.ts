@@ -1,0 +1,70 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Valkey } from 'iovalkey';
+import { startStandalone, type ValkeyNode } from '../harness/valkey-processes.js';
+import { parseInfo } from '../harness/raw-client.js';
+import type { RespoolProxy } from '../../src/server.js';
+import { clientFor, startTestProxy } from '../helpers/proxy.js';
+
+async function until(check: () => Promise<boolean>, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('INFO clients answers about respool\'s own clients', () => {
+  let server: ValkeyNode;
+  let proxy: RespoolProxy;
+  const clients: Valkey[] = [];
+  const open = () => {
+    const c = clientFor(proxy);
+    clients.push(c);
+    return c;
+  };
+
+  beforeAll(async () => {
+    server = await startStandalone();
+    proxy = await startTestProxy([{ host: server.host, port: server.port }]);
+  });
+
+  afterAll(async () => {
+    for (const c of clients) c.disconnect();
+    await proxy?.close();
+    await server?.stop();
+  });
+
+  it('counts connected, blocked and watching clients the way the suite waits on them', async () => {
+    const observer = open();
+    const info = async () => parseInfo(await observer.info('clients'));
+    const before = await info();
+    expect(before['connected_clients']).toBe('1');
+    expect(before['blocked_clients']).toBe('0');
+    expect(Object.keys(before)).toEqual([
+      'connected_clients', 'cluster_connections', 'maxclients', 'client_recent_max_input_buffer',
+      'client_recent_max_output_buffer', 'blocked_clients', 'tracking_clients', 'pubsub_clients',
+      'watching_clients', 'clients_in_timeout_table', 'total_watched_keys', 'total_blocking_keys',
+      'total_blocking_keys_on_nokey',
+    ]);
+
+    const blocker = open();
+    const popped = blocker.blpop('info:q', 0);
+    await until(async () => (await info())['blocked_clients'] === '1');
+
+    const watcher = open();
+    expect(await watcher.watch('info:w')).toBe('OK');
+    const during = await info();
+    expect(during['watching_clients']).toBe('1');
+    expect(during['connected_clients']).toBe('3');
+
+    await observer.lpush('info:q', 'v');
+    expect(await popped).toEqual(['info:q', 'v']);
+    expect(await watcher.unwatch()).toBe('OK');
+    await until(async () => {
+      const after = await info();
+      return after['blocked_clients'] === '0' && after['watching_clients'] === '0';
+    });
+    // other sections still come from the upstream
+    expect(await observer.info('server')).toMatch(/redis_version:/);
+  });
+});
