@@ -59,6 +59,7 @@ export const LOCAL_COMMANDS: ReadonlySet<string> = new Set([
   'client|setinfo',
   'readonly',
   'readwrite',
+  'client|no-evict',
 ]);
 
 export const TRANSACTION_COMMANDS: ReadonlySet<string> = new Set(['multi', 'exec', 'discard', 'watch', 'unwatch']);
@@ -89,8 +90,7 @@ export const REFUSED_COMMANDS: ReadonlyMap<string, string> = new Map([
   ['client|getredir', CONN],
   ['client|trackinginfo', CONN],
   ['client|reply', CONN],
-  ['client|no-evict', CONN],
-  ['client|no-touch', CONN],
+  ['client|no-touch', 'whether a command touches the keys it reads is a property of the upstream connection it runs on, which respool shares between clients'],
   ['client|capa', CONN],
   ['asking', CONN],
   ['wait', WAIT],

@@ -54,6 +54,12 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
     case 'reset':
       state.reset();
       return encodeSimple('RESET');
+    case 'client|no-evict': {
+      // respool never evicts clients for memory (its bounds are per client), so ON and OFF both hold.
+      if (args.length !== 3) return encodeError(ProxyError.wrongArity('client|no-evict'));
+      const mode = arg(2).toLowerCase();
+      return mode === 'on' || mode === 'off' ? OK : encodeError(ProxyError.syntax());
+    }
     case 'info':
       return infoClients(session); // only `INFO clients` is local (commandFamily)
     case 'readonly':

@@ -62,6 +62,7 @@ describe('commandFamily()', () => {
     ['readwrite'],
     ['info', 'clients'],
     ['INFO', 'CLIENTS'],
+    ['client', 'no-evict', 'on'],
   ])('local: %j', (...words) => {
     expect(handling(...words)).toBe('local');
   });
