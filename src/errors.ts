@@ -72,4 +72,20 @@ export const ProxyError = {
   },
   transactionTooLarge: (limit: number) =>
     `ERR respool: transaction larger than the client query limit of ${limit} bytes`,
+  cannotMerge: (command: string, why: string) =>
+    `ERR respool: cannot merge the nodes' replies to ${command.toUpperCase()}: ${why}`,
+  invalidCursor: () => `ERR invalid cursor`,
+  unexpectedReply: (command: string) => `ERR respool: unexpected ${command} reply`,
+  badClientName: () => `ERR Client names cannot contain spaces, newlines or special characters.`,
+  unrecognizedOption: (option: string) => `ERR Unrecognized option '${option}'`,
+  notLocal: (command: string) => `ERR respool: ${command} is not answered locally`,
+  badProtocolVersion: () => `ERR Protocol version is not an integer or out of range`,
+  helloSyntax: (option: string) => `ERR Syntax error in HELLO option '${option}'`,
+  helloNoAuth: () =>
+    `NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time`,
+  hotKeysUnavailable: () => `ERR respool: hot keys are not available`,
+  notAnInteger: () => `ERR value is not an integer or out of range`,
+  respool: (message: string) => `ERR respool: ${message}`,
+  queryBufferExceeded: (bytes: number, max: number) =>
+    `ERR respool: query buffer of ${bytes} bytes exceeds the limit of ${max}`,
 } as const;

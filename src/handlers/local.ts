@@ -71,7 +71,7 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
       if (args.length !== 3) return encodeError(ProxyError.wrongArity('client|setname'));
       const name = arg(2);
       if (/[\s]/.test(name) || /[^\x21-\x7e]/.test(name)) {
-        return encodeError('ERR Client names cannot contain spaces, newlines or special characters.');
+        return encodeError(ProxyError.badClientName());
       }
       state.setName(name);
       return OK;
@@ -86,11 +86,11 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
       if (args.length !== 4) return encodeError(ProxyError.wrongArity('client|setinfo'));
       const attr = arg(2).toLowerCase();
       if (attr === 'lib-name' || attr === 'lib-ver') state.setLib(attr, arg(3));
-      else return encodeError(`ERR Unrecognized option '${arg(2)}'`);
+      else return encodeError(ProxyError.unrecognizedOption(arg(2)));
       return OK;
     }
     default:
-      return encodeError(`ERR respool: ${command} is not answered locally`);
+      return encodeError(ProxyError.notLocal(command));
   }
 }
 
@@ -121,7 +121,7 @@ function hello(session: HandlerSession, ctx: ServerContext, args: Buffer[]): Buf
   let i = 1;
   if (args.length > 1) {
     const version = Number(args[1]!.toString());
-    if (!Number.isInteger(version)) return encodeError('ERR Protocol version is not an integer or out of range');
+    if (!Number.isInteger(version)) return encodeError(ProxyError.badProtocolVersion());
     if (version !== 2 && version !== 3) return encodeError(ProxyError.noProto());
     protocol = version;
     i = 2;
@@ -136,11 +136,11 @@ function hello(session: HandlerSession, ctx: ServerContext, args: Buffer[]): Buf
     } else if (option === 'setname' && i + 1 < args.length) {
       name = args[++i]!.toString();
     } else {
-      return encodeError(`ERR Syntax error in HELLO option '${args[i]!.toString()}'`);
+      return encodeError(ProxyError.helloSyntax(args[i]!.toString()));
     }
   }
   if (state.user === null) {
-    return encodeError('NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time');
+    return encodeError(ProxyError.helloNoAuth());
   }
   state.setProtocol(protocol);
   if (name !== undefined) state.setName(name);

@@ -104,7 +104,7 @@ export function isRespoolCommand(name: Buffer): boolean {
 /** Answers `RESPOOL ...` in the session, from the hot-key state. */
 export function runRespoolCommand(hotKeys: HotKeys | null, args: Buffer[], protocol: 2 | 3): Buffer {
   const bulk = (v: string | Buffer) => encodeBulk(v, protocol);
-  if (hotKeys === null) return encodeError('ERR respool: hot keys are not available');
+  if (hotKeys === null) return encodeError(ProxyError.hotKeysUnavailable());
   const sub = args[1]?.toString('latin1').toUpperCase();
   const fmt = (n: number) => (Math.round(n * 10000) / 10000).toString();
   switch (sub) {
@@ -119,7 +119,7 @@ export function runRespoolCommand(hotKeys: HotKeys | null, args: Buffer[], proto
       for (let i = 2; i < args.length; i++) {
         if (eqi(args[i], 'COUNT') && i + 1 < args.length) {
           count = Number(args[++i]!.toString());
-          if (!Number.isInteger(count) || count < 1) return encodeError('ERR value is not an integer or out of range');
+          if (!Number.isInteger(count) || count < 1) return encodeError(ProxyError.notAnInteger());
         } else if (eqi(args[i], 'CURRENT')) {
           current = true;
         } else {
@@ -157,13 +157,13 @@ export function runRespoolCommand(hotKeys: HotKeys | null, args: Buffer[], proto
         let copies: number | null = null;
         if (args.length === 5) {
           copies = Number(args[4]!.toString());
-          if (!Number.isInteger(copies) || copies < 1) return encodeError('ERR value is not an integer or out of range');
+          if (!Number.isInteger(copies) || copies < 1) return encodeError(ProxyError.notAnInteger());
         }
         const kind = op === 'ADD' ? 'key' : op === 'ADDPREFIX' ? 'prefix' : 'pattern';
         try {
           hotKeys.addRule({ [kind]: text, copies });
         } catch (err) {
-          return encodeError(`ERR respool: ${(err as Error).message}`);
+          return encodeError(ProxyError.respool((err as Error).message));
         }
         return encodeSimple('OK');
       }

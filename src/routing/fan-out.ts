@@ -5,6 +5,7 @@ import { Fragmented } from './fragmented.js';
 import type { CallOwner } from './upstream-call.js';
 import type { Router } from './router.js';
 import { decodeReply, RespError, splitAggregate } from '../resp/decode.js';
+import { ProxyError } from '../errors.js';
 import { encodeArray, encodeBulk, encodeCommand, encodeError, encodeInteger } from '../resp/encode.js';
 
 /**
@@ -38,7 +39,7 @@ export class FanOut extends Fragmented {
     try {
       return mergeReplies(this.command, this.policy, replies);
     } catch (err) {
-      return encodeError(`ERR respool: cannot merge the nodes' replies to ${this.command.toUpperCase()}: ${(err as Error).message}`);
+      return encodeError(ProxyError.cannotMerge(this.command, (err as Error).message));
     }
   }
 }
@@ -136,7 +137,7 @@ export class ClusterScan extends Fragmented {
       cursor = BigInt(args[1]!.toString());
       if (cursor < 0n) throw new Error('negative');
     } catch {
-      return encodeError('ERR invalid cursor');
+      return encodeError(ProxyError.invalidCursor());
     }
     const count = BigInt(shards.length);
     const shard = Number(cursor % count);
@@ -149,7 +150,7 @@ export class ClusterScan extends Fragmented {
   protected merge([frame]: Buffer[]): Buffer {
     if (isError(frame!)) return frame!;
     const parts = splitAggregate(frame!);
-    if (parts === null || parts.length !== 2) return encodeError('ERR respool: unexpected SCAN reply');
+    if (parts === null || parts.length !== 2) return encodeError(ProxyError.unexpectedReply('SCAN'));
     const next = BigInt(String(decodeReply(parts[0]!)));
     const count = BigInt(this.shardCount);
     let cursor: bigint;

@@ -8,6 +8,7 @@ import { dispatch } from '../handlers/index.js';
 import type { HandlerSession } from '../handlers/types.js';
 import type { ServerContext } from './server-context.js';
 import { BatchedWriter } from '../util/batched-writer.js';
+import { FifoQueue } from '../util/fifo-queue.js';
 import { ReplyEntry, ReplyQueue } from './reply-queue.js';
 import { ClientState } from './client-state.js';
 
@@ -45,6 +46,9 @@ export class ClientSession implements HandlerSession {
   private outputPaused = false;
   private closeWhenFlushed = false;
   private readonly writer: BatchedWriter;
+  /** Sizes of the pub/sub pushes queued behind owed replies, oldest first, and their sum (see push()). */
+  private readonly queuedPushSizes = new FifoQueue<number>();
+  private queuedPushBytes = 0;
 
   constructor(
     readonly socket: Socket,
@@ -107,10 +111,41 @@ export class ClientSession implements HandlerSession {
     if (this.replies.length === 1) this.flushHead();
   }
 
+  /**
+   * A pub/sub push (message, or a confirmation respool sends on its own): written now when no
+   * reply is owed, else queued behind every reply owed (copied: the frame is a view into a
+   * subscriber connection's read buffer). Bounded like Valkey's client-output-buffer-limit
+   * pubsub: unread bytes (socket + batch + pushes still queued) past
+   * pubsub.maxOutputBytesPerClient disconnect this client at once — no waiting, no timer, so
+   * one slow subscriber never delays the others the hub is delivering to.
+   *
+   * Queued pushes are tracked by size only: entries leave the queue oldest first, so at most
+   * `replies.length` of them can still be in it; older ones are forgotten (an upper bound on
+   * what is still held; exact when the queue holds pushes behind one owed reply).
+   */
   push(frame: Buffer): void {
     if (this.closed) return;
-    if (this.replies.length === 0) this.write(frame);
-    else this.replies.push(new ReplyEntry(this, Buffer.from(frame)));
+    if (this.replies.length === 0) {
+      if (this.queuedPushBytes > 0) {
+        this.queuedPushSizes.drain();
+        this.queuedPushBytes = 0;
+      }
+      this.write(frame);
+      if (this.closed) return; // past clients.maxOutputBytesPerClient: already dropped
+    } else {
+      while (this.queuedPushSizes.length >= this.replies.length) this.queuedPushBytes -= this.queuedPushSizes.shift()!;
+      this.replies.push(new ReplyEntry(this, Buffer.from(frame)));
+      this.queuedPushSizes.push(frame.length);
+      this.queuedPushBytes += frame.length;
+    }
+    const unread = this.socket.writableLength + this.writer.pendingBytes + this.queuedPushBytes;
+    const max = this.ctx.config.pubsub.maxOutputBytesPerClient;
+    if (unread <= max) return;
+    this.ctx.metrics?.raw.client_disconnects_total.labels('pubsub_output').inc();
+    this.ctx.log.warn({ client: this.address, unread, max }, ProxyError.pubsubOutputExceeded(unread, max));
+    this.writer.discard();
+    this.socket.destroy();
+    this.handleClose();
   }
 
   runExclusive(start: () => void): void {
@@ -165,7 +200,7 @@ export class ClientSession implements HandlerSession {
     }
     if (this.framer.bufferedBytes > maxQueryBytesPerClient) {
       this.ctx.metrics?.protocolErrors.inc();
-      this.replyNow(encodeError(`ERR respool: query buffer of ${this.framer.bufferedBytes} bytes exceeds the limit of ${maxQueryBytesPerClient}`));
+      this.replyNow(encodeError(ProxyError.queryBufferExceeded(this.framer.bufferedBytes, maxQueryBytesPerClient)));
       this.closeAfterReplies();
       return;
     }
