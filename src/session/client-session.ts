@@ -142,7 +142,7 @@ export class ClientSession implements HandlerSession {
     const max = this.ctx.config.pubsub.maxOutputBytesPerClient;
     if (unread <= max) return;
     this.ctx.metrics?.raw.client_disconnects_total.labels('pubsub_output').inc();
-    this.ctx.log.warn({ client: this.address, unread, max }, ProxyError.pubsubOutputExceeded(unread, max));
+    this.ctx.log.warn({ client: this.address, unread, max, limit: 'pubsub.maxOutputBytesPerClient' }, ProxyError.outputBufferExceeded(unread, max));
     this.writer.discard();
     this.socket.destroy();
     this.handleClose();
