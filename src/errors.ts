@@ -88,4 +88,5 @@ export const ProxyError = {
   respool: (message: string) => `ERR respool: ${message}`,
   queryBufferExceeded: (bytes: number, max: number) =>
     `ERR respool: query buffer of ${bytes} bytes exceeds the limit of ${max}`,
+  monitorLost: (node: string, reason: string) => `ERR respool: MONITOR connection to ${node} closed (${reason})`,
 } as const;

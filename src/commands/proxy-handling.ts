@@ -6,6 +6,7 @@
 //   transaction  MULTI, EXEC, DISCARD, WATCH, UNWATCH (handlers/transaction.ts)
 //   blocking     may block the connection: BLPOP, BLMOVE, BZPOPMIN, XREAD … BLOCK, ... (a leased connection)
 //   pubsub       the SUBSCRIBE family (multiplexed over respool's own subscriber connections)
+//   monitor      MONITOR: a leased connection to every node, their lines merged
 //   script       EVAL/EVALSHA/FCALL (+ _RO): routed by their declared keys, never split
 //   allShards    must run on every shard (or every node) and have the replies merged
 //   anyNode      keyless; any node answers for the whole data set (or the answer is per-node anyway)
@@ -15,7 +16,7 @@
 //                the client gets an error that names the command and the reason
 //
 // Decision order (first match wins):
-//   1. LOCAL_COMMANDS, TRANSACTION_COMMANDS, PUBSUB_COMMANDS, SCRIPT_COMMANDS
+//   1. LOCAL_COMMANDS, TRANSACTION_COMMANDS, PUBSUB_COMMANDS, SCRIPT_COMMANDS, MONITOR
 //   2. REFUSED_COMMANDS (name → reason)
 //   3. XREAD / XREADGROUP: blocking only with the BLOCK option, otherwise keyed;
 //      INFO: local for `INFO clients` (respool's own clients), otherwise anyNode
@@ -36,6 +37,7 @@ export type CommandFamily =
   | 'local'
   | 'transaction'
   | 'blocking'
+  | 'monitor'
   | 'pubsub'
   | 'script'
   | 'allShards'
@@ -84,7 +86,6 @@ const WAIT = "its guarantee is about the client's own earlier writes, which trav
 
 /** Commands respool refuses, with the reason (name → reason). */
 export const REFUSED_COMMANDS: ReadonlyMap<string, string> = new Map([
-  ['monitor', 'MONITOR streams every command of the node over a dedicated connection'],
   ['client|tracking', CONN],
   ['client|caching', CONN],
   ['client|getredir', CONN],
@@ -148,6 +149,7 @@ function decide(spec: CommandSpec): Decision {
   if (TRANSACTION_COMMANDS.has(name)) return of('transaction');
   if (PUBSUB_COMMANDS.has(name)) return of('pubsub');
   if (SCRIPT_COMMANDS.has(name)) return of('script');
+  if (name === 'monitor') return of('monitor');
   const reason = REFUSED_COMMANDS.get(name);
   if (reason !== undefined) return of('refused', reason);
   if (name === 'xread' || name === 'xreadgroup') return of('keyed', undefined, true);

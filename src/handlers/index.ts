@@ -10,6 +10,7 @@ import { respool } from './respool.js';
 import { transaction, queueInTransaction } from './transaction.js';
 import { onLane } from './leased-lane.js';
 import { blocking } from './blocking.js';
+import { monitor } from './monitor.js';
 import { pubsub, allowedWhileSubscribed, refuseWhileSubscribed } from './pubsub.js';
 
 /** The one dispatch table: command family → the handler that owns its decisions. */
@@ -17,6 +18,7 @@ const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
   local,
   transaction,
   blocking,
+  monitor,
   pubsub,
   script,
   allShards,

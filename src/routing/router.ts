@@ -173,6 +173,11 @@ export class Router {
     return redirect.slot;
   }
 
+  /** The current topology snapshot (null until the first discovery). */
+  topology(): Topology | null {
+    return this.refresher.current;
+  }
+
   /** The primary that owns `slot` now (any primary for -1); undefined when none does. */
   primaryFor(slot: number): ClusterNode | undefined {
     const topology = this.refresher.current;

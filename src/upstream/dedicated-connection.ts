@@ -67,6 +67,11 @@ export class DedicatedConnection extends EventEmitter implements ReplySource {
   clientId = -1;
   /** RESP3 push frames (a view into the read buffer: copy to keep). Unset: pushes are dropped. */
   onPush: ((frame: Buffer) => void) | null = null;
+  /**
+   * Frames that answer no request (MONITOR's stream after its +OK). Unset: such a frame means the
+   * FIFO can no longer be trusted and the connection fails.
+   */
+  onUnsolicited: ((frame: Buffer) => void) | null = null;
   /** Resolves when ready; rejects with the close reason if the connection closes before. */
   readonly opened: Promise<void>;
 
@@ -231,6 +236,11 @@ export class DedicatedConnection extends EventEmitter implements ReplySource {
         }
         const req = this.inflight.shift();
         if (req === undefined) {
+          if (this.onUnsolicited !== null) {
+            this.onUnsolicited(frame);
+            if (this.state === 'closed') return;
+            continue;
+          }
           this.fail('upstream sent a reply nobody asked for');
           return;
         }

@@ -196,6 +196,7 @@ export class DedicatedPools {
     if (lease === undefined || lease.abandoning) return;
     this.leases.delete(conn);
     conn.onPush = null;
+    conn.onUnsolicited = null;
     conn.setDeadline(null);
     const pool = lease.node.pool;
     if (clean && !this.closed && conn.state === 'ready' && conn.inflightCount === 0) {

@@ -100,8 +100,11 @@ describe('commandFamily()', () => {
     },
   );
 
+  it('monitor: ["monitor"]', () => {
+    expect(handling('monitor')).toBe('monitor');
+  });
+
   it.each([
-    ['monitor'],
     ['client', 'tracking', 'on'],
     ['client', 'reply', 'off'],
     ['client', 'pause', '100'],
@@ -181,7 +184,7 @@ describe('commandFamily()', () => {
       counts[h] = (counts[h] ?? 0) + 1;
       if (h === 'refused') expect(refusalReason(spec), name).toBeTruthy();
     }
-    expect(Object.keys(counts).sort()).toEqual(['allShards', 'anyNode', 'blocking', 'keyed', 'local', 'pubsub', 'refused', 'script', 'transaction']);
+    expect(Object.keys(counts).sort()).toEqual(['allShards', 'anyNode', 'blocking', 'keyed', 'local', 'monitor', 'pubsub', 'refused', 'script', 'transaction']);
     for (const n of LOCAL_COMMANDS) expect(table.get(n), n).toBeDefined();
     for (const n of REFUSED_COMMANDS.keys()) expect(table.get(n), n).toBeDefined();
   });
