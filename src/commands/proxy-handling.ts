@@ -62,6 +62,7 @@ export const LOCAL_COMMANDS: ReadonlySet<string> = new Set([
   'readonly',
   'readwrite',
   'client|no-evict',
+  'client|reply',
 ]);
 
 export const TRANSACTION_COMMANDS: ReadonlySet<string> = new Set(['multi', 'exec', 'discard', 'watch', 'unwatch']);
@@ -90,7 +91,6 @@ export const REFUSED_COMMANDS: ReadonlyMap<string, string> = new Map([
   ['client|caching', CONN],
   ['client|getredir', CONN],
   ['client|trackinginfo', CONN],
-  ['client|reply', CONN],
   ['client|no-touch', 'whether a command touches the keys it reads is a property of the upstream connection it runs on, which respool shares between clients'],
   ['client|capa', CONN],
   ['asking', CONN],

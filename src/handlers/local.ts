@@ -17,8 +17,12 @@ const PONG = encodeSimple('PONG');
  * name, authentication), which in a pooled proxy is respool's, not the upstream's.
  * `command` is the table name ("client|setname" for subcommands); args[0] is the command.
  */
+/** CLIENT REPLY OFF/SKIP: no reply at all (not even an empty one). */
+export const NO_REPLY = Buffer.alloc(0);
+
 export const local: Handler = (session, req) => {
-  session.replyNow(localReply(session, req.command, req.args));
+  const reply = localReply(session, req.command, req.args);
+  if (reply !== NO_REPLY) session.replyNow(reply);
   // QUIT: +OK first, then the connection closes once every reply owed has been written.
   if (req.command === 'quit') session.closeAfterReplies();
 };
@@ -54,6 +58,13 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
     case 'reset':
       state.reset();
       return encodeSimple('RESET');
+    case 'client|reply': {
+      if (args.length !== 3) return encodeError(ProxyError.wrongArity('client|reply'));
+      const mode = arg(2).toLowerCase();
+      if (mode !== 'on' && mode !== 'off' && mode !== 'skip') return encodeError(ProxyError.syntax());
+      state.setReplyMode(mode);
+      return mode === 'on' ? OK : NO_REPLY; // Valkey sends nothing for OFF and SKIP
+    }
     case 'client|no-evict': {
       // respool never evicts clients for memory (its bounds are per client), so ON and OFF both hold.
       if (args.length !== 3) return encodeError(ProxyError.wrongArity('client|no-evict'));

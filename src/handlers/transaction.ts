@@ -6,7 +6,7 @@ import { splitAggregate } from '../resp/decode.js';
 import { ProxyError } from '../errors.js';
 import type { LinkRequest } from '../upstream/link.js';
 import type { ReplyEntry } from '../session/reply-queue.js';
-import { localReply } from './local.js';
+import { localReply, NO_REPLY } from './local.js';
 import { Transaction } from './transaction-state.js';
 import { LeasedLane } from './leased-lane.js';
 import type { CommandRequest, Handler, HandlerSession } from './types.js';
@@ -168,7 +168,11 @@ function spliceLocalReplies(session: HandlerSession, tx: Transaction, upstream: 
   const out: Buffer[] = [];
   let next = 0;
   for (const q of tx.queued) {
-    out.push(q.localArgs === null ? Buffer.from(upstream[next++]!) : localReply(session, q.command, q.localArgs));
+    if (q.localArgs === null) out.push(Buffer.from(upstream[next++]!));
+    else {
+      const reply = localReply(session, q.command, q.localArgs);
+      out.push(reply === NO_REPLY ? OK : reply); // CLIENT REPLY inside MULTI still takes its place
+    }
   }
   return encodeArray(out);
 }

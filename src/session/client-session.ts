@@ -102,12 +102,15 @@ export class ClientSession implements HandlerSession {
 
   reserve(): ReplyEntry {
     const entry = new ReplyEntry(this);
+    if (this.state.repliesSuppressed) entry.silent = true;
     this.replies.push(entry);
     return entry;
   }
 
   replyNow(reply: Buffer): void {
-    this.replies.push(new ReplyEntry(this, reply));
+    const entry = new ReplyEntry(this, reply);
+    if (this.state.repliesSuppressed) entry.silent = true;
+    this.replies.push(entry);
     if (this.replies.length === 1) this.flushHead();
   }
 
@@ -216,6 +219,7 @@ export class ClientSession implements HandlerSession {
       return;
     }
     dispatch(this, { args, raw: frame.raw, spec, command });
+    this.state.commandDone();
   }
 
   private flushHead(): void {

@@ -25,6 +25,11 @@ export class ClientState {
   /** The leased connection in use, if any: what to do with it if the client goes away. */
   lease: { abandon(): void } | null = null;
 
+  /** CLIENT REPLY OFF / SKIP (Valkey's reply_off, reply_skip_next, reply_skip flags). */
+  private replyOff = false;
+  private replySkipNext = false;
+  private replySkip = false;
+
   constructor(private readonly authRequired: boolean) {
     this.user = authRequired ? null : 'default';
   }
@@ -55,12 +60,36 @@ export class ClientState {
     return this.protocol === 2 && this.subscriptions !== null && this.subscriptions.total() > 0;
   }
 
+  /** True while replies are not to be written (CLIENT REPLY OFF, or the command after SKIP). */
+  get repliesSuppressed(): boolean {
+    return this.replyOff || this.replySkip;
+  }
+
+  /** CLIENT REPLY ON | OFF | SKIP. */
+  setReplyMode(mode: 'on' | 'off' | 'skip'): void {
+    if (mode === 'on') {
+      this.replyOff = false;
+      this.replySkip = false;
+    } else if (mode === 'off') {
+      this.replyOff = true;
+    } else if (!this.replyOff) {
+      this.replySkipNext = true;
+    }
+  }
+
+  /** After each command: SKIP applies to the one command that follows it. */
+  commandDone(): void {
+    this.replySkip = this.replySkipNext;
+    this.replySkipNext = false;
+  }
+
   /** RESET: protocol 2, no name, authentication required again when users are configured. */
   reset(): void {
     this.protocol = 2;
     this.name = null;
     this.user = this.authRequired ? null : 'default';
     this.transaction = null;
+    this.setReplyMode('on');
   }
 
   /** The client went away: hand back what it held upstream. */

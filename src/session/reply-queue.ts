@@ -12,6 +12,9 @@ export interface EntryClient extends CallClient {
  * or is filled directly (local commands, refusals, transactions, pushes).
  */
 export class ReplyEntry implements CallOwner {
+  /** CLIENT REPLY OFF/SKIP: the reply is awaited in order but not written. */
+  silent = false;
+
   constructor(
     readonly client: EntryClient,
     public reply: Buffer | null = null,
@@ -56,7 +59,7 @@ export class ReplyQueue {
     let head = this.entries.peek();
     while (head !== undefined && head.reply !== null) {
       this.entries.shift();
-      write(head.reply);
+      if (!head.silent) write(head.reply);
       head = this.entries.peek();
     }
   }

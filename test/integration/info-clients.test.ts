@@ -68,3 +68,63 @@ describe('INFO clients answers about respool\'s own clients', () => {
     expect(await observer.info('server')).toMatch(/redis_version:/);
   });
 });
+
+describe('CLIENT REPLY through respool', () => {
+  let server: ValkeyNode;
+  let proxy: RespoolProxy;
+
+  beforeAll(async () => {
+    server = await startStandalone();
+    proxy = await startTestProxy([{ host: server.host, port: server.port }]);
+  });
+
+  afterAll(async () => {
+    await proxy?.close();
+    await server?.stop();
+  });
+
+  it('OFF, SKIP and ON suppress exactly the replies Valkey suppresses (same bytes as the server)', async () => {
+    const script: string[][] = [
+      ['SET', 'reply:k', '1'],
+      ['CLIENT', 'REPLY', 'SKIP'],
+      ['INCR', 'reply:k'],
+      ['GET', 'reply:k'],
+      ['CLIENT', 'REPLY', 'OFF'],
+      ['INCR', 'reply:k'],
+      ['PING'],
+      ['CLIENT', 'REPLY', 'ON'],
+      ['GET', 'reply:k'],
+      ['CLIENT', 'REPLY', 'MAYBE'],
+    ];
+    const direct = await exchange(server.port, script);
+    await rawPipelineFlush(server.port);
+    const through = await exchange(proxy.address.port, script);
+    expect(through).toBe(direct);
+    expect(direct).toBe('+OK\r\n$1\r\n2\r\n+OK\r\n$1\r\n3\r\n-ERR syntax error\r\n');
+  });
+});
+
+/** Sends the commands in one write and returns every byte that came back within a short wait. */
+async function exchange(port: number, commands: string[][]): Promise<string> {
+  const net = await import('node:net');
+  const { encodeCommand } = await import('../harness/raw-client.js');
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host: '127.0.0.1', port });
+    let got = '';
+    socket.on('data', (d) => (got += d.toString('latin1')));
+    socket.on('error', reject);
+    socket.on('connect', () => {
+      socket.write(Buffer.concat(commands.map((c) => encodeCommand(c))));
+      setTimeout(() => {
+        socket.destroy();
+        resolve(got);
+      }, 300);
+    });
+  });
+}
+
+/** Resets the key between the two runs. */
+async function rawPipelineFlush(port: number): Promise<void> {
+  const { rawCall } = await import('../harness/raw-client.js');
+  await rawCall(port, ['DEL', 'reply:k']);
+}

@@ -63,6 +63,7 @@ describe('commandFamily()', () => {
     ['info', 'clients'],
     ['INFO', 'CLIENTS'],
     ['client', 'no-evict', 'on'],
+    ['client', 'reply', 'skip'],
   ])('local: %j', (...words) => {
     expect(handling(...words)).toBe('local');
   });
@@ -106,7 +107,6 @@ describe('commandFamily()', () => {
 
   it.each([
     ['client', 'tracking', 'on'],
-    ['client', 'reply', 'off'],
     ['client', 'pause', '100'],
     ['client', 'kill', 'id', '1'],
     ['wait', '1', '0'],
