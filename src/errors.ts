@@ -89,4 +89,5 @@ export const ProxyError = {
   queryBufferExceeded: (bytes: number, max: number) =>
     `ERR respool: query buffer of ${bytes} bytes exceeds the limit of ${max}`,
   monitorLost: (node: string, reason: string) => `ERR respool: MONITOR connection to ${node} closed (${reason})`,
+  unblockReason: () => `ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR`,
 } as const;

@@ -79,6 +79,10 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger 
     dedicated,
     pubsub,
     sessions: () => sessions,
+    unblockLease: async (host, port, id, how) => {
+      const reply = await pools.get(host, port, 2, 'primary').call(['CLIENT', 'UNBLOCK', id, how.toUpperCase()]);
+      return reply.toString('latin1') === ':1\r\n';
+    },
     commands: () => table,
     isCluster: () => refresher.current?.mode === 'cluster',
     serverVersion: () => serverVersion,

@@ -99,7 +99,6 @@ export const REFUSED_COMMANDS: ReadonlyMap<string, string> = new Map([
   ['client|pause', ADMIN],
   ['client|unpause', ADMIN],
   ['client|kill', ADMIN],
-  ['client|unblock', ADMIN],
   ['sync', REPL],
   ['psync', REPL],
   ['replconf', REPL],
@@ -150,6 +149,7 @@ function decide(spec: CommandSpec): Decision {
   if (PUBSUB_COMMANDS.has(name)) return of('pubsub');
   if (SCRIPT_COMMANDS.has(name)) return of('script');
   if (name === 'monitor') return of('monitor');
+  if (name === 'client|unblock') return of('blocking'); // about blocked clients: blocking.ts owns it
   const reason = REFUSED_COMMANDS.get(name);
   if (reason !== undefined) return of('refused', reason);
   if (name === 'xread' || name === 'xreadgroup') return of('keyed', undefined, true);

@@ -1,4 +1,4 @@
-import { encodeError } from '../resp/encode.js';
+import { encodeError, encodeInteger } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import type { LinkRequest } from '../upstream/link.js';
 import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
@@ -19,6 +19,7 @@ import type { CommandRequest, Handler, HandlerSession } from './types.js';
  *    within cluster.maxRedirects. Never re-sent after a lost connection: the client gets the error.
  */
 export const blocking: Handler = (session, req) => {
+  if (req.command === 'client|unblock') return clientUnblock(session, req);
   const ctx = session.ctx;
   const slot = ctx.router.slotOf(req.spec, req.args, ctx.commands());
   if (typeof slot !== 'number') return session.replyNow(slot); // CROSSSLOT, topology unknown
@@ -31,6 +32,37 @@ export const blocking: Handler = (session, req) => {
     run(session, raw, slot, timeoutMs, 0, (reply) => entry.fill(reply));
   });
 };
+
+/**
+ * CLIENT UNBLOCK <id> [TIMEOUT|ERROR] about respool's own client ids: a client blocked on a lease
+ * is unblocked by sending CLIENT UNBLOCK for the lease's connection id to its node (the blocked
+ * client then gets nil, or Valkey's -UNBLOCKED error). :1 if it was blocked, :0 otherwise.
+ */
+const clientUnblock: Handler = (session, req) => {
+  const { args } = req;
+  if (args.length !== 3 && args.length !== 4) return session.replyNow(encodeError(ProxyError.wrongArity('client|unblock')));
+  let how: 'timeout' | 'error' = 'timeout';
+  if (args.length === 4) {
+    const mode = args[3]!.toString('latin1').toLowerCase();
+    if (mode !== 'timeout' && mode !== 'error') return session.replyNow(encodeError(ProxyError.unblockReason()));
+    how = mode;
+  }
+  const text = args[2]!.toString('latin1');
+  if (!/^-?\d+$/.test(text)) return session.replyNow(encodeError(ProxyError.notAnInteger()));
+  const id = Number(text);
+  let target: HandlerSession | undefined;
+  for (const s of session.ctx.sessions()) if (s.id === id) target = s;
+  const unblock = target?.state.blocked ? target.state.lease?.unblock : undefined;
+  if (unblock === undefined) return session.replyNow(ZERO);
+  const entry = session.reserve();
+  unblock(how).then(
+    (done) => entry.fill(done ? ONE : ZERO),
+    (err: Error) => entry.fill(encodeError(err.message)),
+  );
+};
+
+const ONE = encodeInteger(1);
+const ZERO = encodeInteger(0);
 
 function run(session: HandlerSession, raw: Buffer, slot: number, timeoutMs: number | null, redirects: number, done: (reply: Buffer) => void): void {
   const ctx = session.ctx;
@@ -46,7 +78,10 @@ function run(session: HandlerSession, raw: Buffer, slot: number, timeoutMs: numb
         return;
       }
       if (timeoutMs !== null) conn.setDeadline(timeoutMs + ctx.config.dedicated.blockMarginMs);
-      state.lease = { abandon: () => ctx.dedicated.abandon(conn) };
+      state.lease = {
+        abandon: () => ctx.dedicated.abandon(conn),
+        unblock: (how) => ctx.unblockLease(conn.host, conn.port, conn.clientId, how),
+      };
       conn.send(raw, leaseRequest(session, conn, (reply, clean) => {
         state.lease = null;
         state.blocked = false;

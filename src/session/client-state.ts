@@ -23,7 +23,7 @@ export class ClientState {
   /** WATCH … EXEC: every command goes on this leased connection (handlers/leased-lane.ts). */
   lane: LeasedLane | null = null;
   /** The leased connection in use, if any: what to do with it if the client goes away. */
-  lease: { abandon(): void } | null = null;
+  lease: { abandon(): void; unblock?(how: 'timeout' | 'error'): Promise<boolean> } | null = null;
 
   /** CLIENT REPLY OFF / SKIP (Valkey's reply_off, reply_skip_next, reply_skip flags). */
   private replyOff = false;

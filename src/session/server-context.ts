@@ -20,6 +20,8 @@ export interface ServerContext {
   readonly dedicated: DedicatedPools;
   /** Multiplexed subscriptions. */
   readonly pubsub: PubSubHub;
+  /** CLIENT UNBLOCK of a leased connection, sent on a shared link to its node; true if it was blocked. */
+  unblockLease(host: string, port: number, clientId: number, how: 'timeout' | 'error'): Promise<boolean>;
   /** Every open client session (INFO clients counts them). */
   sessions(): Iterable<ClientSession>;
   /** The current command table (built-in until the upstream's COMMAND reply replaces it). */

@@ -128,3 +128,38 @@ async function rawPipelineFlush(port: number): Promise<void> {
   const { rawCall } = await import('../harness/raw-client.js');
   await rawCall(port, ['DEL', 'reply:k']);
 }
+
+describe('CLIENT UNBLOCK of respool\'s own client ids', () => {
+  let server: ValkeyNode;
+  let proxy: RespoolProxy;
+  const clients: Valkey[] = [];
+
+  beforeAll(async () => {
+    server = await startStandalone();
+    proxy = await startTestProxy([{ host: server.host, port: server.port }]);
+  });
+
+  afterAll(async () => {
+    for (const c of clients) c.disconnect();
+    await proxy?.close();
+    await server?.stop();
+  });
+
+  it('unblocks a client blocked on a lease with nil (TIMEOUT) or -UNBLOCKED (ERROR); :0 when not blocked', async () => {
+    const admin = clientFor(proxy);
+    const blocked = clientFor(proxy);
+    clients.push(admin, blocked);
+    const id = Number(await blocked.client('ID'));
+    expect(await admin.call('CLIENT', 'UNBLOCK', String(id))).toBe(0);
+    const waiting = blocked.blpop('unblock:q', 0);
+    await until(async () => parseInfo(await admin.info('clients'))['blocked_clients'] === '1');
+    expect(await admin.call('CLIENT', 'UNBLOCK', String(id))).toBe(1);
+    expect(await waiting).toBeNull();
+    const again = blocked.blpop('unblock:q', 0).catch((e: Error) => e);
+    await until(async () => parseInfo(await admin.info('clients'))['blocked_clients'] === '1');
+    expect(await admin.call('CLIENT', 'UNBLOCK', String(id), 'ERROR')).toBe(1);
+    expect(String(await again)).toMatch(/UNBLOCKED client unblocked via CLIENT UNBLOCK/);
+    await expect(admin.call('CLIENT', 'UNBLOCK', String(id), 'LATER')).rejects.toThrow('ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR');
+    await expect(admin.call('CLIENT', 'UNBLOCK', 'x')).rejects.toThrow('ERR value is not an integer or out of range');
+  });
+});

@@ -83,6 +83,7 @@ describe('commandFamily()', () => {
     ['xread', 'BLOCK', '0', 'STREAMS', 's', '$'],
     ['xread', 'count', '1', 'block', '10', 'streams', 's', '$'],
     ['xreadgroup', 'GROUP', 'g', 'c', 'BLOCK', '0', 'STREAMS', 's', '>'],
+    ['client', 'unblock', '7'],
   ])('blocking: %j', (...words) => {
     expect(handling(...words)).toBe('blocking');
   });
