@@ -65,6 +65,8 @@ export const ProxyError = {
   discardWithoutMulti: () => `ERR DISCARD without MULTI`,
   notAllowedInMulti: () => `ERR Command not allowed inside a transaction`,
   execAbort: () => `EXECABORT Transaction discarded because of previous errors.`,
+  /** multi.c execCommandAbort: `error` without its code's "-". */
+  execAbortBecause: (error: string) => `EXECABORT Transaction discarded because of: ${error.replace(/^ERR /, '')}`,
   unknownCommand: (args: readonly Buffer[]) => {
     let list = '';
     for (let i = 1; i < args.length && list.length < 128; i++) list += `'${args[i]!.toString('utf8').slice(0, 128 - list.length)}' `;

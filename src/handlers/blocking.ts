@@ -24,12 +24,14 @@ export const blocking: Handler = (session, req) => {
   const slot = ctx.router.slotOf(req.spec, req.args, ctx.commands());
   if (typeof slot !== 'number') return session.replyNow(slot); // CROSSSLOT, topology unknown
   const raw = Buffer.from(req.raw);
+  const keys = req.spec === undefined ? [] : ctx.commands().keyIndexes(req.spec, req.args).map((i) => req.args[i]!.toString('latin1'));
+  const blockedOn = { keys, onNoKey: req.command === 'xreadgroup' };
   const parsed = blockingTimeoutMs(req);
   const timeoutMs = parsed === -1 ? ctx.config.timeouts.commandMs : parsed;
   session.runExclusive(() => {
     const entry = session.reserve();
     ctx.metrics?.commandCounter(req.command).inc();
-    run(session, raw, slot, timeoutMs, 0, (reply) => entry.fill(reply));
+    run(session, raw, slot, timeoutMs, blockedOn, 0, (reply) => entry.fill(reply));
   });
 };
 
@@ -61,42 +63,57 @@ const clientUnblock: Handler = (session, req) => {
   );
 };
 
+/** What a blocked client waits on, for INFO clients. */
+interface BlockedOn {
+  keys: string[];
+  onNoKey: boolean;
+}
+
+/** CLIENT UNBLOCK racing the blocking command to its node: tries, and the pause between them. */
+const UNBLOCK_TRIES = 5;
+const UNBLOCK_RETRY_MS = 5;
+
 const ONE = encodeInteger(1);
 const ZERO = encodeInteger(0);
 
-function run(session: HandlerSession, raw: Buffer, slot: number, timeoutMs: number | null, redirects: number, done: (reply: Buffer) => void): void {
+function run(session: HandlerSession, raw: Buffer, slot: number, timeoutMs: number | null, blockedOn: BlockedOn, redirects: number, done: (reply: Buffer) => void): void {
   const ctx = session.ctx;
   const node = ctx.router.primaryFor(slot);
   if (node === undefined) return done(encodeError(slot < 0 ? ProxyError.topologyUnknown() : ProxyError.slotNotServed(slot)));
   const state = session.state;
-  state.blocked = true;
   ctx.dedicated.acquire(node.host, node.port, state.protocol).then(
     (conn) => {
-      if (session.closed) {
-        state.blocked = false;
-        ctx.dedicated.release(conn, true);
-        return;
-      }
+      if (session.closed) return ctx.dedicated.release(conn, true);
       if (timeoutMs !== null) conn.setDeadline(timeoutMs + ctx.config.dedicated.blockMarginMs);
-      state.lease = {
+      const lease = {
         abandon: () => ctx.dedicated.abandon(conn),
-        unblock: (how) => ctx.unblockLease(conn.host, conn.port, conn.clientId, how),
+        // The command may still be on its way to the node: a few quick tries before answering :0.
+        unblock: async (how: 'timeout' | 'error') => {
+          for (let attempt = 0; attempt < UNBLOCK_TRIES; attempt++) {
+            if (await ctx.unblockLease(conn.host, conn.port, conn.clientId, how)) return true;
+            if (state.lease !== lease) return false;
+            await new Promise((r) => setTimeout(r, UNBLOCK_RETRY_MS));
+          }
+          return false;
+        },
       };
+      state.lease = lease;
       conn.send(raw, leaseRequest(session, conn, (reply, clean) => {
         state.lease = null;
-        state.blocked = false;
+        state.unblock();
         conn.setDeadline(null);
         ctx.dedicated.release(conn, clean);
         const moved = clean ? ctx.router.learnRedirect(reply, conn.address) : null;
         if (moved !== null && redirects < ctx.config.cluster.maxRedirects && !session.closed) {
-          run(session, raw, moved, timeoutMs, redirects + 1, done);
+          run(session, raw, moved, timeoutMs, blockedOn, redirects + 1, done);
           return;
         }
         done(reply);
       }));
+      if (state.lease === lease) state.block(blockedOn.keys, blockedOn.onNoKey); // INFO clients counts it from now
     },
     (err: Error) => {
-      state.blocked = false;
+      state.unblock();
       done(encodeError(err.message));
     },
   );

@@ -11,12 +11,24 @@ export function infoClients(session: HandlerSession): Buffer {
   let blocked = 0;
   let pubsub = 0;
   let watching = 0;
+  const blockingKeys = new Set<string>();
+  const noKeyKeys = new Set<string>();
+  const watchedKeys = new Set<string>();
   for (const s of session.ctx.sessions()) {
     connected++;
     const state = s.state;
-    if (state.blocked) blocked++;
+    if (state.blocked) {
+      blocked++;
+      for (const k of state.blockedKeys) {
+        blockingKeys.add(k);
+        if (state.blockedOnNoKey) noKeyKeys.add(k);
+      }
+    }
     if (state.subscriptions !== null && state.subscriptions.total() > 0) pubsub++;
-    if (state.lane !== null) watching++;
+    if (state.lane !== null) {
+      watching++;
+      for (const k of state.lane.watched) watchedKeys.add(k);
+    }
   }
   const text = [
     '# Clients',
@@ -30,9 +42,9 @@ export function infoClients(session: HandlerSession): Buffer {
     `pubsub_clients:${pubsub}`,
     `watching_clients:${watching}`,
     'clients_in_timeout_table:0',
-    'total_watched_keys:0',
-    `total_blocking_keys:${blocked}`,
-    'total_blocking_keys_on_nokey:0',
+    `total_watched_keys:${watchedKeys.size}`,
+    `total_blocking_keys:${blockingKeys.size}`,
+    `total_blocking_keys_on_nokey:${noKeyKeys.size}`,
     '',
   ].join('\r\n');
   return encodeVerbatim(text, session.state.protocol);

@@ -21,6 +21,8 @@ import type { CommandRequest, HandlerSession } from './types.js';
 export class LeasedLane {
   /** MULTI was sent on the lane and neither EXEC nor DISCARD yet. */
   inMulti = false;
+  /** Keys WATCHed on the lane (INFO clients: total_watched_keys), latin1. */
+  readonly watched = new Set<string>();
 
   constructor(
     readonly conn: DedicatedConnection,
@@ -66,6 +68,7 @@ export function onLane(session: HandlerSession, lane: LeasedLane, req: CommandRe
     return local(session, req);
   }
   let ends = false;
+  if (command === 'watch' && !lane.inMulti) for (let i = 1; i < req.args.length; i++) lane.watched.add(req.args[i]!.toString('latin1'));
   if (command === 'multi') lane.inMulti = true;
   else if (command === 'exec' || command === 'discard') {
     ends = lane.inMulti;

@@ -34,7 +34,8 @@ export const transaction: Handler = (session, req) => {
       state.transaction = new Transaction();
       return session.replyNow(OK);
     case 'exec':
-      if (req.args.length !== 1) return session.replyNow(encodeError(ProxyError.wrongArity('exec')));
+      // Valkey rejects a malformed EXEC by aborting (rejectCommand → execCommandAbort), MULTI or not.
+      if (req.args.length !== 1) return session.replyNow(encodeError(ProxyError.execAbortBecause(ProxyError.wrongArity('exec'))));
       return session.replyNow(encodeError(ProxyError.execWithoutMulti()));
     case 'discard':
       if (req.args.length !== 1) return session.replyNow(encodeError(ProxyError.wrongArity('discard')));
@@ -57,6 +58,7 @@ function watch(session: HandlerSession, req: CommandRequest): void {
   const slot = ctx.router.slotOf(req.spec, req.args, ctx.commands());
   if (typeof slot !== 'number') return session.replyNow(slot);
   const raw = Buffer.from(req.raw);
+  const keys = req.args.map((a) => a.toString('latin1'));
   session.runExclusive(() => {
     const entry = session.reserve();
     const node = ctx.router.primaryFor(slot);
@@ -66,6 +68,7 @@ function watch(session: HandlerSession, req: CommandRequest): void {
       (conn) => {
         if (session.closed) return ctx.dedicated.release(conn, true);
         const lane = new LeasedLane(conn, session);
+        for (let i = 1; i < keys.length; i++) lane.watched.add(keys[i]!);
         state.lane = lane;
         state.lease = { abandon: () => lane.end(false) };
         lane.send(raw, entry, (reply) => {
@@ -84,9 +87,10 @@ function watch(session: HandlerSession, req: CommandRequest): void {
 export function queueInTransaction(session: HandlerSession, req: CommandRequest): boolean {
   const tx = session.state.transaction!;
   const { spec, command, args } = req;
-  if (command === 'exec' && spec !== undefined && args.length === 1) {
+  if (command === 'exec' && spec !== undefined) {
     session.state.transaction = null;
-    exec(session, tx);
+    if (args.length !== 1) session.replyNow(encodeError(ProxyError.execAbortBecause(ProxyError.wrongArity('exec'))));
+    else exec(session, tx);
     return true;
   }
   if (command === 'discard' && spec !== undefined && args.length === 1) {

@@ -20,6 +20,10 @@ export class ClientState {
   subscriptions: ClientSubscriptions | null = null;
   /** A blocking command is waiting on a leased connection (INFO clients: blocked_clients). */
   blocked = false;
+  /** The keys it waits on (INFO clients: total_blocking_keys), latin1. */
+  blockedKeys: readonly string[] = [];
+  /** It also unblocks when its key is deleted (XREADGROUP: total_blocking_keys_on_nokey). */
+  blockedOnNoKey = false;
   /** WATCH … EXEC: every command goes on this leased connection (handlers/leased-lane.ts). */
   lane: LeasedLane | null = null;
   /** The leased connection in use, if any: what to do with it if the client goes away. */
@@ -58,6 +62,18 @@ export class ClientState {
   /** In RESP2, a client with subscriptions may only run the subscribe family, PING, QUIT, RESET. */
   get subscribedResp2(): boolean {
     return this.protocol === 2 && this.subscriptions !== null && this.subscriptions.total() > 0;
+  }
+
+  block(keys: readonly string[], onNoKey: boolean): void {
+    this.blocked = true;
+    this.blockedKeys = keys;
+    this.blockedOnNoKey = onNoKey;
+  }
+
+  unblock(): void {
+    this.blocked = false;
+    this.blockedKeys = [];
+    this.blockedOnNoKey = false;
   }
 
   /** True while replies are not to be written (CLIENT REPLY OFF, or the command after SKIP). */

@@ -55,6 +55,8 @@ describe('INFO clients answers about respool\'s own clients', () => {
     expect(await watcher.watch('info:w')).toBe('OK');
     const during = await info();
     expect(during['watching_clients']).toBe('1');
+    expect(during['total_watched_keys']).toBe('1');
+    expect(during['total_blocking_keys']).toBe('1');
     expect(during['connected_clients']).toBe('3');
 
     await observer.lpush('info:q', 'v');
