@@ -139,6 +139,8 @@ function leaseRequest(session: HandlerSession, conn: DedicatedConnection, finish
 }
 
 const B_BLOCK = 'block';
+/** setTimeout's largest delay; the deadline adds dedicated.blockMarginMs on top, so keep room. */
+const MAX_TIMER_MS = 2 ** 31 - 1 - 86_400_000;
 
 /**
  * The command's own timeout in ms, null for 0 (wait forever), -1 when it does not parse (the
@@ -164,5 +166,7 @@ export function blockingTimeoutMs(req: CommandRequest): number | null {
   }
   const value = Number(text);
   if (text === undefined || text === '' || !Number.isFinite(value) || value < 0) return -1;
-  return value === 0 ? null : Math.ceil(value * scale);
+  const ms = Math.ceil(value * scale);
+  // 0 waits forever; so, in practice, does anything past a timer's range (~24.8 days).
+  return value === 0 || ms > MAX_TIMER_MS ? null : ms;
 }
