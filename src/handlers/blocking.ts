@@ -139,6 +139,7 @@ function leaseRequest(session: HandlerSession, conn: DedicatedConnection, finish
 }
 
 const B_BLOCK = 'block';
+const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
 /** setTimeout's largest delay; the deadline adds dedicated.blockMarginMs on top, so keep room. */
 const MAX_TIMER_MS = 2 ** 31 - 1 - 86_400_000;
 
@@ -164,8 +165,9 @@ export function blockingTimeoutMs(req: CommandRequest): number | null {
   } else {
     text = args[args.length - 1]?.toString('latin1');
   }
+  if (text === undefined || !DECIMAL.test(text)) return -1;
   const value = Number(text);
-  if (text === undefined || text === '' || !Number.isFinite(value) || value < 0) return -1;
+  if (!Number.isFinite(value) || value < 0) return -1;
   const ms = Math.ceil(value * scale);
   // 0 waits forever; so, in practice, does anything past a timer's range (~24.8 days).
   return value === 0 || ms > MAX_TIMER_MS ? null : ms;
