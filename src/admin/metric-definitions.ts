@@ -85,7 +85,7 @@ export const SHED_REASONS = ['link_inflight', 'process_inflight', 'node_queue', 
 export type ShedReason = (typeof SHED_REASONS)[number];
 
 /** Why respool closed a client connection on its own initiative. */
-export const CLIENT_DISCONNECT_REASONS = ['idle_timeout', 'output_buffer', 'drain_deadline'] as const;
+export const CLIENT_DISCONNECT_REASONS = ['idle_timeout', 'output_buffer', 'drain_deadline', 'pubsub_output'] as const;
 export type ClientDisconnectReason = (typeof CLIENT_DISCONNECT_REASONS)[number];
 
 /** Queues whose depth is exported (sampled once a second). */
@@ -236,7 +236,7 @@ export const METRIC_DEFINITIONS = {
   },
   client_disconnects_total: {
     type: 'counter',
-    help: 'Client connections closed by respool (idle timeout, output buffer limit, drain deadline).',
+    help: 'Client connections closed by respool (idle timeout, output buffer limit, drain deadline, pub/sub output limit).',
     labelNames: ['reason'],
   },
   queue_depth: {
@@ -324,6 +324,33 @@ export const METRIC_DEFINITIONS = {
   split_refused_total: {
     type: 'counter',
     help: 'Commands refused because they cannot be applied to a split key (scripts, multi-key writes, random writes).',
+    labelNames: [],
+  },
+
+  // pub/sub (src/pubsub/hub.ts; sampled from PubSubHub.stats())
+  pubsub_subscribers: {
+    type: 'gauge',
+    help: 'Client connections holding or asking for at least one channel, pattern or shard channel.',
+    labelNames: [],
+  },
+  pubsub_upstream_channels: {
+    type: 'gauge',
+    help: 'Channels respool holds (or is acquiring) upstream: once each, however many clients hold them.',
+    labelNames: [],
+  },
+  pubsub_upstream_patterns: {
+    type: 'gauge',
+    help: 'Patterns respool holds (or is acquiring) upstream: once each, however many clients hold them.',
+    labelNames: [],
+  },
+  pubsub_upstream_shard_channels: {
+    type: 'gauge',
+    help: 'Shard channels respool holds (or is acquiring) upstream, each on its slot\'s primary: once each, however many clients hold them.',
+    labelNames: [],
+  },
+  pubsub_upstream_connections: {
+    type: 'gauge',
+    help: 'Upstream subscriber connections (the classic one plus one per node holding shard channels).',
     labelNames: [],
   },
 } as const satisfies Record<string, MetricDefinition>;

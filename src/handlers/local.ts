@@ -5,6 +5,7 @@ import type { ServerContext } from '../session/server-context.js';
 import type { ClientState } from '../session/client-state.js';
 import type { Handler, HandlerSession } from './types.js';
 import { infoClients } from './info.js';
+import { subscribedPong } from '../pubsub/replies.js';
 
 /** Commands a client may send before it has authenticated (as in Valkey). */
 export const AUTH_EXEMPT: ReadonlySet<string> = new Set(['auth', 'hello', 'quit', 'reset']);
@@ -35,6 +36,8 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
   switch (command) {
     case 'ping':
       if (args.length > 2) return encodeError(ProxyError.wrongArity('ping'));
+      // RESP2 subscribed mode: `*2 pong <message or empty>` (Valkey's pingCommand).
+      if (state.subscribedResp2) return subscribedPong(args.length === 2 ? args[1]! : null);
       return args.length === 2 ? encodeBulk(args[1]!, state.protocol) : PONG;
     case 'echo':
       if (args.length !== 2) return encodeError(ProxyError.wrongArity('echo'));

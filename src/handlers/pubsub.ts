@@ -1,10 +1,169 @@
+import calculateSlot from 'cluster-key-slot';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
+import { ClientSubscriptions, keyName, nameKey } from '../pubsub/client-subscriptions.js';
+import { encodeConfirmation, type ConfirmationKind } from '../pubsub/replies.js';
+import type { Subscriber, SubscriptionKind } from '../pubsub/hub.js';
 import { refused } from './refused.js';
-import type { Handler } from './types.js';
+import type { CommandRequest, Handler, HandlerSession } from './types.js';
 
-/** The SUBSCRIBE family, multiplexed over respool's subscriber connections. */
-export const pubsub: Handler = refused;
+interface Operation {
+  readonly kind: SubscriptionKind;
+  /** The confirmation's kind word, which is also the command's name. */
+  readonly confirm: ConfirmationKind;
+  readonly subscribe: boolean;
+}
+
+const OPERATIONS: Readonly<Record<string, Operation>> = {
+  subscribe: { kind: 'channel', confirm: 'subscribe', subscribe: true },
+  psubscribe: { kind: 'pattern', confirm: 'psubscribe', subscribe: true },
+  ssubscribe: { kind: 'shard', confirm: 'ssubscribe', subscribe: true },
+  unsubscribe: { kind: 'channel', confirm: 'unsubscribe', subscribe: false },
+  punsubscribe: { kind: 'pattern', confirm: 'punsubscribe', subscribe: false },
+  sunsubscribe: { kind: 'shard', confirm: 'sunsubscribe', subscribe: false },
+};
+
+/**
+ * The SUBSCRIBE family, multiplexed over respool's subscriber connections (pubsub/hub.ts),
+ * answered as Valkey 8.0 answers it (pubsub/replies.ts says which bytes and which counts).
+ *
+ *   the client's record : state.subscriptions (ClientSubscriptions) changes when the request is
+ *                         handled, in request order, as Valkey's own per-client dicts do — so each
+ *                         confirmation carries exactly the count Valkey would, and RESP2
+ *                         subscribed mode starts with the request (state.subscribedResp2).
+ *   (P|S)SUBSCRIBE      : the confirmations are encoded at once, one per argument; a reply
+ *                         entry is reserved (its place in request order) and filled with them when
+ *                         the hub confirms the names upstream. The hub delivers messages only
+ *                         after that, and session.push() queues them behind every reply owed, so a
+ *                         message never precedes its confirmation nor lands inside a reply. If the
+ *                         hub fails the request, the entry gets the error and the record drops the
+ *                         names the hub no longer holds for this client.
+ *   (P|S)UNSUBSCRIBE    : answered at once from the record (a reply queued behind earlier ones);
+ *                         the hub stops delivering those names immediately.
+ *   close, RESET        : the hub forgets the client (onClose hook; resetSubscriptions()).
+ *
+ * Counts of a request that the hub fails are already in the confirmations of later requests
+ * handled before the failure (the record assumed success); only that rare path differs from Valkey.
+ */
+export const pubsub: Handler = (session, req) => {
+  const op = OPERATIONS[req.command];
+  if (op === undefined) return refused(session, req);
+  const { args, spec } = req;
+  if (spec !== undefined && ((spec.arity > 0 && spec.arity !== args.length) || args.length < -spec.arity)) {
+    return session.replyNow(encodeError(ProxyError.wrongArity(req.command)));
+  }
+  // Valkey checks the slots of SSUBSCRIBE / SUNSUBSCRIBE's channels before anything else (cluster.c getNodeByQuery).
+  if (op.kind === 'shard' && args.length > 2 && session.ctx.isCluster() && !sameSlot(args)) {
+    return session.replyNow(encodeError(ProxyError.crossSlot()));
+  }
+  if (op.subscribe) subscribe(session, op, req);
+  else unsubscribe(session, op, req);
+};
+
+function sameSlot(args: Buffer[]): boolean {
+  const slot = calculateSlot(args[1]!);
+  for (let i = 2; i < args.length; i++) if (calculateSlot(args[i]!) !== slot) return false;
+  return true;
+}
+
+function subscribe(session: HandlerSession, op: Operation, req: CommandRequest): void {
+  const state = session.state;
+  const subs = (state.subscriptions ??= new ClientSubscriptions());
+  const owner = subs.owner ?? adopt(session, subs);
+  const names = req.args.slice(1);
+  const kind = op.kind;
+  const frames: Buffer[] = [];
+  for (const name of names) {
+    subs.add(kind, name);
+    frames.push(encodeConfirmation(state.protocol, op.confirm, name, subs.countFor(kind)));
+  }
+  const confirmations = frames.length === 1 ? frames[0]! : Buffer.concat(frames);
+  // `names` are views into the read buffer; done may run long after this call.
+  const keys = names.map(nameKey);
+  const entry = session.reserve();
+  const hub = session.ctx.pubsub;
+  hub.subscribe(owner, kind, names, (error) => {
+    if (error === null) return entry.fill(confirmations);
+    for (const key of keys) if (!hub.holdsName(owner, kind, keyName(key))) subs.remove(kind, key);
+    session.ctx.metrics?.commandErrorCounter(req.command, 'proxy').inc();
+    entry.fill(encodeError(error));
+  });
+}
+
+function unsubscribe(session: HandlerSession, op: Operation, req: CommandRequest): void {
+  const state = session.state;
+  const subs = state.subscriptions;
+  const kind = op.kind;
+  if (subs === null || subs.owner === null || subs.total() === 0) {
+    return session.replyNow(encodeError(ProxyError.notSubscribed(op.confirm as 'unsubscribe' | 'punsubscribe' | 'sunsubscribe')));
+  }
+  const names = req.args.slice(1);
+  const protocol = state.protocol;
+  const frames: Buffer[] = [];
+  if (names.length === 0) {
+    const held = subs.names(kind);
+    // Holding none of this kind (but something else): one confirmation with a nil name.
+    if (held.length === 0) frames.push(encodeConfirmation(protocol, op.confirm, null, subs.countFor(kind)));
+    for (const name of held) {
+      subs.remove(kind, name);
+      frames.push(encodeConfirmation(protocol, op.confirm, name, subs.countFor(kind)));
+    }
+  } else {
+    for (const name of names) {
+      subs.remove(kind, name);
+      frames.push(encodeConfirmation(protocol, op.confirm, name, subs.countFor(kind)));
+    }
+  }
+  session.ctx.pubsub.unsubscribe(subs.owner, kind, names);
+  session.replyNow(frames.length === 1 ? frames[0]! : Buffer.concat(frames));
+}
+
+/** The session as the hub's Subscriber: messages become pushes queued behind every reply owed. */
+class SessionSubscriber implements Subscriber {
+  constructor(private readonly session: HandlerSession) {}
+
+  get id(): number {
+    return this.session.id;
+  }
+
+  get protocol(): 2 | 3 {
+    return this.session.protocol;
+  }
+
+  get closed(): boolean {
+    return this.session.closed;
+  }
+
+  deliver(frame: Buffer): void {
+    this.session.push(frame);
+  }
+
+  /** As Valkey's pubsubShardUnsubscribeAllChannelsInSlot: an sunsubscribe push with the client's shard count. */
+  shardChannelLost(channel: Buffer): void {
+    const subs = this.session.state.subscriptions;
+    if (subs === null || !subs.remove('shard', channel)) return;
+    this.session.push(encodeConfirmation(this.session.protocol, 'sunsubscribe', channel, subs.shardCount()));
+  }
+}
+
+function adopt(session: HandlerSession, subs: ClientSubscriptions): Subscriber {
+  const owner = new SessionSubscriber(session);
+  subs.owner = owner;
+  session.onClose(() => session.ctx.pubsub.unsubscribeAll(owner));
+  return owner;
+}
+
+/**
+ * RESET: the client leaves subscribed mode without confirmations (Valkey's
+ * pubsubUnsubscribeAllChannels(c, 0) in resetCommand); the hub lets go of its names. Subscribe
+ * requests still waiting upstream complete first (their confirmations stay ahead of +RESET).
+ */
+export function resetSubscriptions(session: HandlerSession): void {
+  const subs = session.state.subscriptions;
+  if (subs === null) return;
+  if (subs.owner !== null) session.ctx.pubsub.unsubscribeAll(subs.owner);
+  subs.clear();
+}
 
 const ALLOWED_WHILE_SUBSCRIBED: ReadonlySet<string> = new Set([
   'subscribe', 'psubscribe', 'ssubscribe', 'unsubscribe', 'punsubscribe', 'sunsubscribe', 'ping', 'quit', 'reset',

@@ -13,7 +13,7 @@
  * Sets keep insertion order; a mass unsubscribe lists names in that order (Valkey's own order
  * is its dict's, which no client can rely on).
  */
-import type { SubscriptionKind } from './hub.js';
+import type { Subscriber, SubscriptionKind } from './hub.js';
 
 export function nameKey(name: Buffer): string {
   return name.toString('latin1');
@@ -27,6 +27,11 @@ export class ClientSubscriptions {
   readonly channels = new Set<string>();
   readonly patterns = new Set<string>();
   readonly shardChannels = new Set<string>();
+  /**
+   * This client as the hub knows it (handlers/pubsub.ts sets it on the first SUBSCRIBE): what
+   * hub.unsubscribeAll() takes on close and RESET.
+   */
+  owner: Subscriber | null = null;
 
   set(kind: SubscriptionKind): Set<string> {
     return kind === 'channel' ? this.channels : kind === 'pattern' ? this.patterns : this.shardChannels;

@@ -259,6 +259,15 @@ export class PubSubHub {
     this.scheduleIdleChecks();
   }
 
+  /**
+   * True while `sub` receives from, or waits for, this name (the hub's view of what the client
+   * holds; a client reconciles its own record with it after done(error)).
+   */
+  holdsName(sub: Subscriber, kind: SubscriptionKind, name: Buffer): boolean {
+    const e = this.mapFor(kind).get(name.toString('latin1'));
+    return e !== undefined && this.bySub.get(sub)?.has(e) === true;
+  }
+
   /** Subscribers of one channel / pattern / shard channel in respool (receivers only). */
   subscriberCount(kind: SubscriptionKind, name: Buffer | string): number {
     const key = typeof name === 'string' ? Buffer.from(name).toString('latin1') : name.toString('latin1');

@@ -127,7 +127,7 @@ export class ClientSession implements HandlerSession {
    * what is still held; exact when the queue holds pushes behind one owed reply).
    */
   push(frame: Buffer): void {
-    if (this.closed) return;
+    if (this.closed || this.closeWhenFlushed) return; // QUIT, drain: nothing after the last reply
     if (this.replies.length === 0) {
       if (this.queuedPushBytes > 0) {
         this.queuedPushSizes.drain();
