@@ -92,4 +92,6 @@ export const ProxyError = {
     `ERR respool: query buffer of ${bytes} bytes exceeds the limit of ${max}`,
   monitorLost: (node: string, reason: string) => `ERR respool: MONITOR connection to ${node} closed (${reason})`,
   unblockReason: () => `ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR`,
+  partFailed: (command: string, part: number, parts: number, slot: number, error: string, ran: number) =>
+    `ERR respool: ${command.toUpperCase()} was split by slot into ${parts} parts; part ${part} (slot ${slot}) failed: ${error}; ${ran} of the other ${parts - 1} parts succeeded and were not undone`,
 } as const;

@@ -10,6 +10,7 @@
 //   script       EVAL/EVALSHA/FCALL (+ _RO): routed by their declared keys, never split
 //   allShards    must run on every shard (or every node) and have the replies merged
 //   anyNode      keyless; any node answers for the whole data set (or the answer is per-node anyway)
+//   multiKey     MGET, MSET, DEL, UNLINK, EXISTS, TOUCH: split by slot when their keys span slots
 //   keyed        route by the slot of the keys (CommandTable.keyIndexes); an empty key list
 //                (malformed arguments) means "any node"
 //   refused      cannot be offered through a shared proxy (connection state, node administration);
@@ -43,6 +44,7 @@ export type CommandFamily =
   | 'allShards'
   | 'anyNode'
   | 'keyed'
+  | 'multiKey'
   | 'refused';
 
 /** Commands respool answers itself (see src/session/local-commands.ts). */
@@ -75,6 +77,9 @@ export const PUBSUB_COMMANDS: ReadonlySet<string> = new Set([
   'punsubscribe',
   'sunsubscribe',
 ]);
+
+/** Multi-key commands whose keys can be split by slot without changing their meaning (handlers/multi-key.ts). */
+export const MULTI_KEY_COMMANDS: ReadonlySet<string> = new Set(['mget', 'mset', 'del', 'unlink', 'exists', 'touch']);
 
 export const SCRIPT_COMMANDS: ReadonlySet<string> = new Set(['eval', 'evalsha', 'eval_ro', 'evalsha_ro', 'fcall', 'fcall_ro']);
 
@@ -148,6 +153,7 @@ function decide(spec: CommandSpec): Decision {
   if (TRANSACTION_COMMANDS.has(name)) return of('transaction');
   if (PUBSUB_COMMANDS.has(name)) return of('pubsub');
   if (SCRIPT_COMMANDS.has(name)) return of('script');
+  if (MULTI_KEY_COMMANDS.has(name)) return of('multiKey');
   if (name === 'monitor') return of('monitor');
   if (name === 'client|unblock') return of('blocking'); // about blocked clients: blocking.ts owns it
   const reason = REFUSED_COMMANDS.get(name);

@@ -3,6 +3,7 @@ import { isRespoolCommand } from '../hotkeys/control.js';
 import type { Handler, HandlerSession, CommandRequest } from './types.js';
 import { local } from './local.js';
 import { keyed } from './keyed.js';
+import { multiKey } from './multi-key.js';
 import { script } from './script.js';
 import { allShards } from './all-shards.js';
 import { refused } from './refused.js';
@@ -24,6 +25,7 @@ const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
   allShards,
   anyNode: keyed,
   keyed,
+  multiKey,
   refused,
 };
 

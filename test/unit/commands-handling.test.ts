@@ -68,6 +68,10 @@ describe('commandFamily()', () => {
     expect(handling(...words)).toBe('local');
   });
 
+  it.each([['mget', 'a', 'b'], ['mset', 'a', '1'], ['del', 'a'], ['unlink', 'a', 'b'], ['exists', 'a'], ['touch', 'a']])('multiKey: %j', (...words) => {
+    expect(handling(...words)).toBe('multiKey');
+  });
+
   it.each([['multi'], ['exec'], ['discard'], ['watch', 'k'], ['unwatch']])('transaction: %j', (...words) => {
     expect(handling(...words)).toBe('transaction');
   });
@@ -159,9 +163,6 @@ describe('commandFamily()', () => {
   it.each([
     ['get', 'k'],
     ['set', 'k', 'v'],
-    ['mget', 'a', 'b'],
-    ['mset', 'a', '1'],
-    ['del', 'a'],
     ['xread', 'COUNT', '1', 'STREAMS', 's', '0'],
     ['xreadgroup', 'GROUP', 'g', 'c', 'STREAMS', 's', '>'],
     ['sort', 'k', 'store', 'd'],
@@ -185,7 +186,7 @@ describe('commandFamily()', () => {
       counts[h] = (counts[h] ?? 0) + 1;
       if (h === 'refused') expect(refusalReason(spec), name).toBeTruthy();
     }
-    expect(Object.keys(counts).sort()).toEqual(['allShards', 'anyNode', 'blocking', 'keyed', 'local', 'monitor', 'pubsub', 'refused', 'script', 'transaction']);
+    expect(Object.keys(counts).sort()).toEqual(['allShards', 'anyNode', 'blocking', 'keyed', 'local', 'monitor', 'multiKey', 'pubsub', 'refused', 'script', 'transaction']);
     for (const n of LOCAL_COMMANDS) expect(table.get(n), n).toBeDefined();
     for (const n of REFUSED_COMMANDS.keys()) expect(table.get(n), n).toBeDefined();
   });
