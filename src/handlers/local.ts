@@ -5,6 +5,7 @@ import type { ServerContext } from '../session/server-context.js';
 import type { ClientState } from '../session/client-state.js';
 import type { Handler, HandlerSession } from './types.js';
 import { infoClients } from './info.js';
+import { resetSubscriptions } from './pubsub.js';
 import { subscribedPong } from '../pubsub/replies.js';
 
 /** Commands a client may send before it has authenticated (as in Valkey). */
@@ -59,6 +60,7 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
     case 'hello':
       return hello(session, ctx, args);
     case 'reset':
+      resetSubscriptions(session); // no confirmations, as Valkey; subscribes still pending upstream finish first
       state.reset();
       return encodeSimple('RESET');
     case 'client|reply': {

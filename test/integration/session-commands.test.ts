@@ -165,3 +165,32 @@ describe('CLIENT UNBLOCK of respool\'s own client ids', () => {
     await expect(admin.call('CLIENT', 'UNBLOCK', 'x')).rejects.toThrow('ERR value is not an integer or out of range');
   });
 });
+
+describe('RESET of a subscribed client', () => {
+  let server: ValkeyNode;
+  let proxy: RespoolProxy;
+
+  beforeAll(async () => {
+    server = await startStandalone();
+    proxy = await startTestProxy([{ host: server.host, port: server.port }]);
+  });
+
+  afterAll(async () => {
+    await proxy?.close();
+    await server?.stop();
+  });
+
+  it('leaves subscribed mode without confirmations, as Valkey; the upstream subscription goes', async () => {
+    const script = [['SUBSCRIBE', 'reset:ch'], ['PSUBSCRIBE', 'reset:*'], ['RESET'], ['PING'], ['GET', 'reset:k']];
+    const direct = await exchange(server.port, script);
+    const through = await exchange(proxy.address.port, script);
+    expect(through).toBe(direct);
+    expect(direct).toMatch(/\+RESET\r\n\+PONG\r\n\$-1\r\n$/);
+    const { rawCall } = await import('../harness/raw-client.js');
+    const deadline = Date.now() + 5000;
+    while (Date.now() < deadline && JSON.stringify(await rawCall(server.port, ['PUBSUB', 'NUMSUB', 'reset:ch'])) !== '["reset:ch",0]') {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(await rawCall(server.port, ['PUBSUB', 'NUMSUB', 'reset:ch'])).toEqual(['reset:ch', 0]);
+  });
+});
