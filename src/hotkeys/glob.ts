@@ -1,9 +1,14 @@
 /**
- * Valkey's glob (stringmatchlen in util.c) on bytes, case-sensitive: `*`, `?`, `[abc]`,
+ * Valkey's glob (stringmatchlen in util.c, 8.0.1) on bytes, case-sensitive: `*`, `?`, `[abc]`,
  * `[^a-z]`, and `\x` escapes. Works on Buffers so matching a request's key needs no string.
+ *
+ * Ported with Valkey's guard against patterns built to backtrack (after CVE-2022-36021): once
+ * the rest of the pattern after a `*` failed to match at every later position, no earlier `*`
+ * tries a longer match either (`skipLongerMatches`), so `*a*a*a*a*a*a*a*b` against 40 `a`s
+ * costs a few thousand steps, not seconds; and nesting is capped at 1000 like Valkey.
  */
 export function globMatch(pattern: Uint8Array, str: Uint8Array): boolean {
-  return match(pattern, 0, str, 0, 0);
+  return matchFrom(pattern, 0, str, 0, { skipLongerMatches: false }, 0);
 }
 
 const STAR = 0x2a;
@@ -14,60 +19,96 @@ const CARET = 0x5e;
 const BACKSLASH = 0x5c;
 const DASH = 0x2d;
 
-function match(p: Uint8Array, pi: number, s: Uint8Array, si: number, depth: number): boolean {
-  if (depth > 1000) return false; // pathological patterns
-  while (pi < p.length && si <= s.length) {
-    const c = p[pi]!;
-    switch (c) {
+/** A byte of `b` at `i`, or 0 past the end (the C code reads the terminating NUL). */
+const at = (b: Uint8Array, i: number): number => (i < b.length ? b[i]! : 0);
+
+function matchFrom(p: Uint8Array, pi: number, s: Uint8Array, si: number, flags: { skipLongerMatches: boolean }, nesting: number): boolean {
+  if (nesting > 1000) return false; // protection against abusive patterns, as Valkey
+  let plen = p.length - pi;
+  let slen = s.length - si;
+  while (plen > 0 && slen > 0) {
+    switch (p[pi]) {
       case STAR: {
-        while (pi + 1 < p.length && p[pi + 1] === STAR) pi++;
-        if (pi + 1 === p.length) return true;
-        for (let k = si; k <= s.length; k++) {
-          if (match(p, pi + 1, s, k, depth + 1)) return true;
+        while (plen > 1 && p[pi + 1] === STAR) {
+          pi++;
+          plen--;
         }
+        if (plen === 1) return true;
+        while (slen > 0) {
+          if (matchFrom(p, pi + 1, s, si, flags, nesting + 1)) return true;
+          if (flags.skipLongerMatches) return false;
+          si++;
+          slen--;
+        }
+        // The rest of the pattern matches nowhere in the rest of the string: an earlier `*`
+        // matching more could only start it later, so stop every outer `*` too.
+        flags.skipLongerMatches = true;
         return false;
       }
       case QUESTION:
-        if (si >= s.length) return false;
         si++;
-        pi++;
+        slen--;
         break;
       case OPEN: {
-        if (si >= s.length) return false;
         pi++;
-        const not = p[pi] === CARET;
-        if (not) pi++;
+        plen--;
+        const not = at(p, pi) === CARET;
+        if (not) {
+          pi++;
+          plen--;
+        }
         let matched = false;
         const ch = s[si]!;
-        while (pi < p.length && p[pi] !== CLOSE) {
-          if (p[pi] === BACKSLASH && pi + 1 < p.length) {
+        for (;;) {
+          if (at(p, pi) === BACKSLASH && plen >= 2) {
             pi++;
+            plen--;
             if (p[pi] === ch) matched = true;
-          } else if (pi + 2 < p.length && p[pi + 1] === DASH && p[pi + 2] !== CLOSE) {
+          } else if (at(p, pi) === CLOSE) {
+            break;
+          } else if (plen === 0) {
+            pi--;
+            plen++;
+            break;
+          } else if (plen >= 3 && p[pi + 1] === DASH) {
             let lo = p[pi]!;
             let hi = p[pi + 2]!;
             if (lo > hi) [lo, hi] = [hi, lo];
-            if (ch >= lo && ch <= hi) matched = true;
             pi += 2;
+            plen -= 2;
+            if (ch >= lo && ch <= hi) matched = true;
           } else if (p[pi] === ch) {
             matched = true;
           }
           pi++;
+          plen--;
         }
         if (not) matched = !matched;
         if (!matched) return false;
-        pi++; // past ']' (or the end of an unterminated class)
         si++;
+        slen--;
         break;
       }
       default:
         // `\x` matches x itself; any other byte matches itself.
-        if (c === BACKSLASH && pi + 1 < p.length) pi++;
-        if (si >= s.length || p[pi] !== s[si]) return false;
-        pi++;
+        if (p[pi] === BACKSLASH && plen >= 2) {
+          pi++;
+          plen--;
+        }
+        if (p[pi] !== s[si]) return false;
         si++;
+        slen--;
+        break;
+    }
+    pi++;
+    plen--;
+    if (slen === 0) {
+      while (at(p, pi) === STAR) {
+        pi++;
+        plen--;
+      }
+      break;
     }
   }
-  while (pi < p.length && p[pi] === STAR) pi++;
-  return pi === p.length && si === s.length;
+  return plen === 0 && slen === 0;
 }
