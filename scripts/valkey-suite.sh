@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# Runs Valkey 8.0.1's own tcl test suite through respool, in front of a throwaway 3-primary +
+# 3-replica cluster on loopback.
+#
+#   scripts/valkey-suite.sh [unit ...]           run these units (default: every unit of run.sh)
+#   scripts/valkey-suite.sh --check [unit ...]   and fail (exit 1) if a unit listed in
+#                                                test/suite/expected.tsv gets fewer ok than its
+#                                                min_ok; without units, runs the listed ones
+#
+# The suite itself is ../shared/valkey-suite/run.sh beside the repository (override with
+# VALKEY_SUITE_DIR). UNIT_TIMEOUT (seconds, run.sh's default 600) bounds a hung unit.
+# The six valkey-server processes and respool run in a temp dir and are stopped at exit; only
+# the PIDs started here are ever signalled. run.sh's logs go to ${TMPDIR:-/tmp}/valkey-suite-PORT/.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+suite_dir=${VALKEY_SUITE_DIR:-$root/../shared/valkey-suite}
+expected=$root/test/suite/expected.tsv
+
+check=0
+units=()
+for a in "$@"; do
+  case "$a" in
+    --check) check=1 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "valkey-suite: unknown flag $a" >&2; exit 2 ;;
+    *) units+=("$a") ;;
+  esac
+done
+
+say() { echo "valkey-suite: $*" >&2; }
+
+# --- prerequisites ------------------------------------------------------------------------------
+[ -x "$suite_dir/run.sh" ] || [ -f "$suite_dir/run.sh" ] || { say "no run.sh in $suite_dir"; exit 2; }
+for b in valkey-server valkey-cli node; do
+  command -v "$b" >/dev/null || { say "$b missing (npm run setup installs Valkey)"; exit 2; }
+done
+if ! command -v tclsh >/dev/null; then
+  say "tclsh missing: installing Debian's tcl"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get install -y -qq --no-install-recommends tcl >/dev/null 2>&1 ||
+    { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends tcl >/dev/null; } ||
+    { say "could not install tcl"; exit 2; }
+  command -v tclsh >/dev/null || { say "tcl installed but no tclsh on PATH"; exit 2; }
+fi
+if [ ! -f "$root/dist/main.js" ]; then
+  say "dist/ missing: npm run build"
+  (cd "$root" && npm run build >/dev/null) || { say "build failed"; exit 2; }
+fi
+
+# expected.tsv: "unit<TAB>min_ok", '#' comments and a header line allowed
+declare -A min_ok=()
+if [ $check = 1 ]; then
+  [ -f "$expected" ] || { say "no $expected"; exit 2; }
+  listed=()
+  while IFS=$'\t ' read -r u n _; do
+    [[ -z "$u" || "$u" == \#* || "$u" == unit ]] && continue
+    [[ "$n" =~ ^[0-9]+$ ]] || { say "bad min_ok for $u in $expected"; exit 2; }
+    min_ok[$u]=$n; listed+=("$u")
+  done <"$expected"
+  [ ${#units[@]} -gt 0 ] || units=("${listed[@]}")
+fi
+
+# One run at a time per machine: the tcl runner's own test server always takes port 21079 (its
+# free-port probe does not see a listener on 127.0.0.1), so two runs at once break each other.
+# The lock's fd (9) is closed in the processes started below, so none of them outlives us holding it.
+if command -v flock >/dev/null; then
+  exec 9>"${TMPDIR:-/tmp}/respool-valkey-suite.lock"
+  flock -n 9 || { say "another valkey-suite run holds ${TMPDIR:-/tmp}/respool-valkey-suite.lock; waiting"; flock 9; }
+fi
+
+# --- processes ----------------------------------------------------------------------------------
+work=$(mktemp -d "${TMPDIR:-/tmp}/respool-valkey-suite.XXXXXX")
+pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do # gone, or a zombie of ours (reaped by wait below)
+    for _ in $(seq 50); do [[ "$(ps -o stat= -p "$p" 2>/dev/null)" == Z* || -z "$(ps -o stat= -p "$p" 2>/dev/null)" ]] && break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null
+  done
+  if [ "${keep_work:-0}" = 1 ]; then say "kept $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+trap 'exit 143' INT TERM
+
+# A free loopback port whose cluster bus port (+10000) is free too. Ports already handed out by
+# this script are skipped; the server start below still retries if another process wins the race.
+taken=" "
+free_port() {
+  local p
+  for _ in $(seq 200); do
+    p=$((22000 + RANDOM % 23000)) # clear of the tcl runner's 21079 and of its bus-style +10000
+    [[ "$taken" == *" $p "* || "$taken" == *" $((p + 10000)) "* ]] && continue
+    if node -e '
+      const net = require("net"); const ps = process.argv.slice(1).map(Number); let n = 0;
+      const ss = ps.map((p) => net.createServer().once("error", () => process.exit(1))
+        .listen(p, "127.0.0.1", () => { if (++n === ps.length) { ss.forEach((s) => s.close()); } }));
+    ' "$p" "$((p + 10000))" 2>/dev/null; then
+      echo "$p"; return 0
+    fi
+  done
+  return 1
+}
+
+ping_ok() { [ "$(valkey-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" = PONG ]; }
+
+start_valkey() { # sets vk_pid and vk_port
+  local port d pid
+  for _ in 1 2 3 4 5; do
+    free_port >"$work/port" || return 1; port=$(<"$work/port"); taken+="$port $((port + 10000)) "
+    d=$work/$port; mkdir -p "$d"
+    valkey-server --bind 127.0.0.1 --port "$port" --dir "$d" --daemonize no \
+      --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000 \
+      --cluster-require-full-coverage no --enable-debug-command no \
+      --save "" --appendonly no --logfile "$d/valkey.log" >/dev/null 2>&1 9>&- &
+    pid=$!
+    for _ in $(seq 50); do ping_ok "$port" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if ping_ok "$port"; then vk_pid=$pid; vk_port=$port; return 0; fi
+    kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  done
+  return 1
+}
+
+ports=()
+for _ in 1 2 3 4 5 6; do
+  start_valkey || { say "could not start valkey-server"; exit 2; }
+  pids+=("$vk_pid"); ports+=("$vk_port")
+done
+nodes=(); for p in "${ports[@]}"; do nodes+=("127.0.0.1:$p"); done
+if ! valkey-cli --cluster create "${nodes[@]}" --cluster-replicas 1 --cluster-yes >"$work/create.log" 2>&1; then
+  say "cluster create failed:"; cat "$work/create.log" >&2; exit 2
+fi
+for p in "${ports[@]}"; do
+  ok=0
+  for _ in $(seq 300); do
+    if valkey-cli -p "$p" cluster info 2>/dev/null | grep -q '^cluster_state:ok' &&
+       [ "$(valkey-cli -p "$p" cluster info 2>/dev/null | tr -d '\r' | sed -n 's/^cluster_known_nodes://p')" = 6 ]; then
+      ok=1; break
+    fi
+    sleep 0.1
+  done
+  [ $ok = 1 ] || { say "node $p never reached cluster_state:ok"; exit 2; }
+done
+# a primary to point respool at
+primary=""
+for p in "${ports[@]}"; do
+  valkey-cli -p "$p" role 2>/dev/null | head -1 | grep -q master && { primary=$p; break; }
+done
+[ -n "$primary" ] || { say "no primary found"; exit 2; }
+
+rp_port=""
+for _ in 1 2 3 4 5; do
+  free_port >"$work/port" || break; rp_port=$(<"$work/port"); taken+="$rp_port "
+  node "$root/bin/respool.js" --listen "127.0.0.1:$rp_port" --upstream "127.0.0.1:$primary" \
+    --log-level warn >>"$work/respool.log" 2>&1 9>&- &
+  rp_pid=$!
+  for _ in $(seq 150); do ping_ok "$rp_port" && break; kill -0 "$rp_pid" 2>/dev/null || break; sleep 0.1; done
+  if ping_ok "$rp_port"; then pids+=("$rp_pid"); break; fi
+  kill "$rp_pid" 2>/dev/null; wait "$rp_pid" 2>/dev/null; rp_port=""
+done
+[ -n "$rp_port" ] || { say "respool did not answer PING:"; tail -20 "$work/respool.log" >&2; keep_work=1; exit 2; }
+say "cluster ${ports[*]} (respool upstream $primary), respool on 127.0.0.1:$rp_port"
+
+# --- the suite ----------------------------------------------------------------------------------
+# run.sh prints one line per unit as it finishes; the secs column is the time since the line
+# before (that is, the unit's own wall time).
+start=$(date +%s); last=$start
+declare -A got=()
+# run.sh writes to a file, not a pipe: its per-unit watchdog (a `sleep UNIT_TIMEOUT`) outlives
+# the unit and would hold a pipe open, so a reader waiting for EOF would wait UNIT_TIMEOUT.
+# run.sh counts a unit that the tcl runner ended with [TIMEOUT] (one test hung for 60 s: the
+# rest of the unit never ran) as neither err nor exception; such units are flagged here.
+logs=${TMPDIR:-/tmp}/valkey-suite-$rp_port
+SUITE_OUT=$logs bash "$suite_dir/run.sh" "$rp_port" "${units[@]}" >"$work/suite.out" 2>&1 </dev/null 9>&- &
+suite_pid=$!
+pids=("$suite_pid" "${pids[@]}") # run.sh first: its own trap ends the unit it is running
+while IFS= read -r line; do
+  now=$(date +%s)
+  read -r u ok err exc rest <<<"$line"
+  if [[ "$u" == unit/* && "$ok" =~ ^[0-9]+$ && -z "$rest" ]]; then
+    hung=$(grep -a -A1 '^\[TIMEOUT\]' "$logs/$(echo "$u" | tr / _).log" 2>/dev/null | sed -n 's/.*(IN PROGRESS) //p' | head -1)
+    printf '%s %5ds%s\n' "$line" $((now - last)) "${hung:+  TIMEOUT in: $hung}"; got[$u]=$ok; last=$now
+  elif [[ "$u" == unit && "$ok" == ok ]]; then
+    printf '%s %6s\n' "$line" secs
+  else
+    echo "$line"
+  fi
+done < <(tail -n +1 -f --pid="$suite_pid" "$work/suite.out")
+echo "valkey-suite: $(( $(date +%s) - start ))s wall"
+
+status=0
+if ! kill -0 "$rp_pid" 2>/dev/null; then
+  say "respool exited during the run:"; tail -40 "$work/respool.log" >&2; keep_work=1; status=1
+elif [ -s "$work/respool.log" ]; then
+  say "respool logged $(wc -l <"$work/respool.log") warning/error lines ($work/respool.log)"; keep_work=1
+fi
+
+if [ $check = 1 ]; then
+  short=()
+  for u in "${units[@]}"; do
+    [ -n "${min_ok[$u]+x}" ] || continue
+    have=${got[$u]:-0}
+    [ "$have" -ge "${min_ok[$u]}" ] || short+=("$u: $have ok < min_ok ${min_ok[$u]}")
+  done
+  if [ ${#short[@]} -gt 0 ]; then
+    say "below expected.tsv:"; printf '  %s\n' "${short[@]}" >&2
+    say "logs: $logs/"; status=1
+  else
+    say "every unit reached its min_ok in expected.tsv"
+  fi
+fi
+exit $status
