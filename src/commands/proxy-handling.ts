@@ -76,6 +76,10 @@ export const PUBSUB_COMMANDS: ReadonlySet<string> = new Set([
   'unsubscribe',
   'punsubscribe',
   'sunsubscribe',
+  'publish', // counts respool's subscribers as one server would (handlers/pubsub.ts)
+  'pubsub|numsub',
+  'pubsub|numpat',
+  'pubsub|channels',
 ]);
 
 /** Multi-key commands whose keys can be split by slot without changing their meaning (handlers/multi-key.ts). */

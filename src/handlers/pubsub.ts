@@ -5,6 +5,11 @@ import { ClientSubscriptions, keyName, nameKey } from '../pubsub/client-subscrip
 import { encodeConfirmation, type ConfirmationKind } from '../pubsub/replies.js';
 import type { Subscriber, SubscriptionKind } from '../pubsub/hub.js';
 import { refused } from './refused.js';
+import { keyed } from './keyed.js';
+import { encodeArray, encodeInteger } from '../resp/encode.js';
+import { splitAggregate } from '../resp/decode.js';
+import type { CallOwner } from '../routing/upstream-call.js';
+import type { ClusterNode } from '../cluster/topology.js';
 import type { CommandRequest, Handler, HandlerSession } from './types.js';
 
 interface Operation {
@@ -46,6 +51,9 @@ const OPERATIONS: Readonly<Record<string, Operation>> = {
  * handled before the failure (the record assumed success); only that rare path differs from Valkey.
  */
 export const pubsub: Handler = (session, req) => {
+  if (req.command === 'publish') return publish(session, req);
+  if (req.command === 'pubsub|numsub') return numsub(session, req);
+  if (req.command === 'pubsub|numpat' || req.command === 'pubsub|channels') return atClassicNode(session, req);
   const op = OPERATIONS[req.command];
   if (op === undefined) return refused(session, req);
   const { args, spec } = req;
@@ -80,7 +88,7 @@ function subscribe(session: HandlerSession, op: Operation, req: CommandRequest):
   const confirmations = frames.length === 1 ? frames[0]! : Buffer.concat(frames);
   // `names` are views into the read buffer; done may run long after this call.
   const keys = names.map(nameKey);
-  const entry = session.reserve();
+  const entry = session.reserve(true);
   const hub = session.ctx.pubsub;
   hub.subscribe(owner, kind, names, (error) => {
     if (error === null) return entry.fill(confirmations);
@@ -115,7 +123,7 @@ function unsubscribe(session: HandlerSession, op: Operation, req: CommandRequest
     }
   }
   session.ctx.pubsub.unsubscribe(subs.owner, kind, names);
-  session.replyNow(frames.length === 1 ? frames[0]! : Buffer.concat(frames));
+  session.replyNow(frames.length === 1 ? frames[0]! : Buffer.concat(frames), true);
 }
 
 /** The session as the hub's Subscriber: messages become pushes queued behind every reply owed. */
@@ -177,3 +185,71 @@ export function allowedWhileSubscribed(command: string): boolean {
 export const refuseWhileSubscribed: Handler = (session, req) => {
   session.replyNow(encodeError(ProxyError.subscribedContextOnly(req.command)));
 };
+
+/**
+ * PUBLISH counts receivers as one server would: it goes to the node holding respool's classic
+ * subscriptions, and the count that node gives for respool's own connection (1 for the channel,
+ * 1 per matching pattern) is replaced by the number of respool clients that receive it. Other
+ * subscribers of that node (not through respool) are counted as the node counts them. Without
+ * respool subscriptions, an ordinary keyless command.
+ */
+function publish(session: HandlerSession, req: CommandRequest): void {
+  if (req.args.length !== 3) return session.replyNow(encodeError(ProxyError.wrongArity('publish')));
+  const hub = session.ctx.pubsub;
+  const node = classicNode(session, hub.countsFor(req.args[1]!).address);
+  if (node === undefined) return keyed(session, req);
+  const channel = Buffer.from(req.args[1]!);
+  const entry = session.reserve();
+  const owner: CallOwner = {
+    client: session,
+    onCallDone: (reply) => {
+      if (reply[0] !== 0x3a /* : */) return entry.fill(reply);
+      const now = hub.countsFor(channel);
+      entry.fill(encodeInteger(Number(reply.toString('latin1', 1, reply.length - 2)) - now.upstream + now.clients));
+    },
+  };
+  session.ctx.metrics?.commandCounter('publish').inc();
+  session.ctx.router.dispatchTo(owner, req.raw, 'publish', node, 'primary', 0);
+}
+
+/** PUBSUB NUMSUB: per channel, respool's subscribers in place of its one upstream subscription. */
+function numsub(session: HandlerSession, req: CommandRequest): void {
+  const hub = session.ctx.pubsub;
+  const node = classicNode(session, hub.countsFor(Buffer.alloc(0), true).address);
+  if (node === undefined) return keyed(session, req);
+  const channels = req.args.slice(2).map((a) => Buffer.from(a));
+  const entry = session.reserve();
+  const owner: CallOwner = {
+    client: session,
+    onCallDone: (reply) => {
+      const items = reply[0] === 0x2a /* * */ ? splitAggregate(reply) : null;
+      if (items === null || items.length !== channels.length * 2) return entry.fill(reply);
+      const out = items.map((item, i) => {
+        if (i % 2 === 0 || item[0] !== 0x3a) return Buffer.from(item);
+        const view = hub.countsFor(channels[(i - 1) / 2]!, true);
+        return encodeInteger(Number(item.toString('latin1', 1, item.length - 2)) - view.upstream + view.clients);
+      });
+      entry.fill(encodeArray(out));
+    },
+  };
+  session.ctx.metrics?.commandCounter('pubsub|numsub').inc();
+  session.ctx.router.dispatchTo(owner, req.raw, 'pubsub|numsub', node, 'primary', 0);
+}
+
+/**
+ * PUBSUB NUMPAT / CHANNELS: asked of the node holding respool's classic subscriptions (respool's
+ * patterns and channels are each held there once, as one server holds each once).
+ */
+function atClassicNode(session: HandlerSession, req: CommandRequest): void {
+  const node = classicNode(session, session.ctx.pubsub.countsFor(Buffer.alloc(0), true).address);
+  if (node === undefined) return keyed(session, req);
+  const entry = session.reserve();
+  session.ctx.metrics?.commandCounter(req.command).inc();
+  session.ctx.router.dispatchTo(entry, req.raw, req.command, node, 'primary', 0);
+}
+
+/** The topology node holding respool's classic subscriptions, if any. */
+function classicNode(session: HandlerSession, address: string | null): ClusterNode | undefined {
+  if (address === null) return undefined;
+  return session.ctx.router.topology()?.allNodes().find((n) => n.address === address);
+}

@@ -21,10 +21,14 @@ export interface HandlerSession extends EntryClient {
   readonly address: string;
   readonly localAddress: string;
   readonly createdAt: number;
-  /** A new entry at the tail of the reply queue, filled later (by a call, a lease, a handler). */
-  reserve(): ReplyEntry;
-  /** Queues a reply that is already known. */
-  replyNow(reply: Buffer): void;
+  /**
+   * A new entry at the tail of the reply queue, filled later (by a call, a lease, a handler).
+   * `pushing`: pub/sub confirmations, which CLIENT REPLY OFF/SKIP do not silence (Valkey's
+   * flag.pushing).
+   */
+  reserve(pushing?: boolean): ReplyEntry;
+  /** Queues a reply that is already known (`pushing` as for reserve). */
+  replyNow(reply: Buffer, pushing?: boolean): void;
   /** Queues a pub/sub push behind every reply owed so far (never inside one). */
   push(frame: Buffer): void;
   /** Closes after every queued reply has been written (QUIT, protocol errors). */

@@ -14,7 +14,7 @@ import type { KeyedRouteHook } from '../routing/hooks.js';
 import type { Router } from '../routing/router.js';
 import type { UpstreamPools } from '../upstream/upstream-pools.js';
 import { HotKeyDetector, displayKey, type WindowReport } from './detector.js';
-import { globMatch } from './glob.js';
+import { globMatch } from '../util/glob.js';
 import { placeCopies } from './placement.js';
 import { makeCopy, pickCopy, rewriteKey, SplitKey, type SplitCopy, type SplitRule, type SplitRuleKind } from './split-key.js';
 import { SplitRead, SplitWrite, isEmptyReply, type SplitOwner } from './split-requests.js';

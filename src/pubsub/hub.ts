@@ -6,6 +6,7 @@ import type { RespoolConfig } from '../config/types.js';
 import type { Metrics } from '../admin/metrics.js';
 import { ProxyError } from '../errors.js';
 import { fullJitterDelay } from '../upstream/backoff.js';
+import { globMatch } from '../util/glob.js';
 import {
   MAX_NAMES_PER_COMMAND,
   SubscriberConnection,
@@ -266,6 +267,33 @@ export class PubSubHub {
   holdsName(sub: Subscriber, kind: SubscriptionKind, name: Buffer): boolean {
     const e = this.mapFor(kind).get(name.toString('latin1'));
     return e !== undefined && this.bySub.get(sub)?.has(e) === true;
+  }
+
+  /**
+   * What one server would count for PUBLISH / PUBSUB NUMSUB of `channel`, as seen from the node
+   * holding respool's classic subscriptions (`address`, null when there is none): `upstream` is
+   * what that node counts for respool's own connection (the channel itself, and each matching
+   * pattern, active there); `clients` what respool's clients receive instead (each subscriber of
+   * the channel, and of each matching pattern). `channelOnly` restricts both to the channel.
+   */
+  countsFor(channel: Buffer, channelOnly = false): { address: string | null; upstream: number; clients: number } {
+    const classic = this.classic;
+    if (classic === null || classic.state !== 'ready') return { address: null, upstream: 0, clients: 0 };
+    let upstream = 0;
+    let clients = 0;
+    const own = this.channels.get(channel.toString('latin1'));
+    if (own !== undefined && own.state === 'active' && own.conn === classic) {
+      upstream++;
+      clients += own.receivers.size;
+    }
+    if (!channelOnly) {
+      for (const entry of this.patterns.values()) {
+        if (entry.state !== 'active' || entry.conn !== classic || !globMatch(entry.name, channel)) continue;
+        upstream++;
+        clients += entry.receivers.size;
+      }
+    }
+    return { address: classic.address, upstream, clients };
   }
 
   /** Subscribers of one channel / pattern / shard channel in respool (receivers only). */

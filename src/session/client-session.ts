@@ -100,16 +100,16 @@ export class ClientSession implements HandlerSession {
     }
   }
 
-  reserve(): ReplyEntry {
+  reserve(pushing = false): ReplyEntry {
     const entry = new ReplyEntry(this);
-    if (this.state.repliesSuppressed) entry.silent = true;
+    if (!pushing && this.state.repliesSuppressed) entry.silent = true;
     this.replies.push(entry);
     return entry;
   }
 
-  replyNow(reply: Buffer): void {
+  replyNow(reply: Buffer, pushing = false): void {
     const entry = new ReplyEntry(this, reply);
-    if (this.state.repliesSuppressed) entry.silent = true;
+    if (!pushing && this.state.repliesSuppressed) entry.silent = true;
     this.replies.push(entry);
     if (this.replies.length === 1) this.flushHead();
   }

@@ -92,7 +92,7 @@ describe('commandFamily()', () => {
     expect(handling(...words)).toBe('blocking');
   });
 
-  it.each([['subscribe', 'ch'], ['psubscribe', 'p*'], ['ssubscribe', 'ch'], ['unsubscribe'], ['punsubscribe'], ['sunsubscribe']])(
+  it.each([['subscribe', 'ch'], ['psubscribe', 'p*'], ['ssubscribe', 'ch'], ['unsubscribe'], ['punsubscribe'], ['sunsubscribe'], ['publish', 'ch', 'm'], ['pubsub', 'numsub', 'ch'], ['pubsub', 'numpat'], ['pubsub', 'channels']])(
     'pubsub: %j',
     (...words) => {
       expect(handling(...words)).toBe('pubsub');
@@ -151,8 +151,6 @@ describe('commandFamily()', () => {
     ['lastsave'],
     ['function', 'stats'],
     ['memory', 'stats'],
-    ['publish', 'ch', 'm'],
-    ['pubsub', 'channels'],
     ['client', 'list'],
     ['client', 'nosuchsub'],
     ['config', 'get', 'maxmemory'],

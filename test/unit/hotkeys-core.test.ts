@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import calculateSlot from 'cluster-key-slot';
 import { SpaceSaving } from '../../src/hotkeys/space-saving.js';
-import { globMatch } from '../../src/hotkeys/glob.js';
+import { globMatch } from '../../src/util/glob.js';
 import { copyName, copyTargets, hasHashTag, placeCopies } from '../../src/hotkeys/placement.js';
 import { HotKeyDetector, displayKey } from '../../src/hotkeys/detector.js';
 import { isEmptyReply } from '../../src/hotkeys/split-requests.js';

@@ -1,0 +1,63 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCluster, type ValkeyCluster } from '../harness/valkey-processes.js';
+import { RawClient } from '../harness/raw-client.js';
+import type { RespoolProxy } from '../../src/server.js';
+import { startTestProxy } from '../helpers/proxy.js';
+
+/**
+ * PUBLISH and PUBSUB NUMSUB/NUMPAT count receivers through respool as one server would, although
+ * respool holds each channel and pattern upstream once for all its clients: compared with a
+ * one-node cluster owning every slot, given the same subscriptions.
+ */
+describe('pub/sub counts through respool in front of a 3-primary cluster', () => {
+  let cluster: ValkeyCluster;
+  let single: ValkeyCluster;
+  let proxy: RespoolProxy;
+  const opened: RawClient[] = [];
+
+  beforeAll(async () => {
+    [cluster, single] = await Promise.all([
+      startCluster({ primaries: 3, replicasPerPrimary: 0 }),
+      startCluster({ primaries: 1, replicasPerPrimary: 0 }),
+    ]);
+    const seed = cluster.nodes[0]!;
+    proxy = await startTestProxy([{ host: seed.host, port: seed.port }]);
+  });
+
+  afterAll(async () => {
+    for (const c of opened) c.close();
+    await proxy?.close();
+    await Promise.all([cluster?.stop(), single?.stop()]);
+  });
+
+  async function scenario(port: number): Promise<unknown[]> {
+    const connect = async () => {
+      const c = await RawClient.connect(port);
+      opened.push(c);
+      return c;
+    };
+    const [a, b, c, publisher] = await Promise.all([connect(), connect(), connect(), connect()]);
+    const out: unknown[] = [];
+    out.push(await a.call('SUBSCRIBE', 'cnt:chan1', 'cnt:chan2'));
+    out.push(await publisher.call('PUBLISH', 'cnt:chan1', 'hello'));
+    out.push(await b.call('SUBSCRIBE', 'cnt:chan1'));
+    out.push(await c.call('PSUBSCRIBE', 'cnt:chan*', 'cnt:*'));
+    out.push(await publisher.call('PUBLISH', 'cnt:chan1', 'hello'));
+    out.push(await publisher.call('PUBLISH', 'cnt:chan2', 'hello'));
+    out.push(await publisher.call('PUBLISH', 'cnt:other', 'hello'));
+    out.push(await publisher.call('PUBLISH', 'nobody', 'hello'));
+    out.push(await publisher.call('PUBSUB', 'NUMSUB', 'cnt:chan1', 'cnt:chan2', 'nobody'));
+    out.push(await publisher.call('PUBSUB', 'NUMPAT'));
+    out.push(await publisher.call('PUBSUB', 'CHANNELS', 'cnt:*'));
+    return out;
+  }
+
+  it('PUBLISH, NUMSUB, NUMPAT and CHANNELS answer as a single node does', async () => {
+    const direct = await scenario(single.nodes[0]!.port);
+    const through = await scenario(proxy.address.port);
+    // CHANNELS order is a dict's: compare as sets
+    const sortLast = (r: unknown[]) => [...r.slice(0, -1), [...(r[r.length - 1] as string[])].sort()];
+    expect(sortLast(through)).toEqual(sortLast(direct));
+    expect(direct.slice(4, 8)).toEqual([4, 3, 1, 0]);
+  });
+});
