@@ -60,6 +60,17 @@ export const ProxyError = {
     `ERR Can't execute '${fullname}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context`,
   leaseLimitReached: (node: string, waitedMs: number, limit: 'dedicated.maxPerNode' | 'dedicated.maxTotal', value: number) =>
     `ERR respool: no leased upstream connection to ${node} within ${waitedMs} ms (${limit} ${value} reached)`,
+  trackingRedirect: () =>
+    `ERR respool: CLIENT TRACKING REDIRECT is not supported through respool: the id would name an upstream connection; respool delivers invalidations as RESP3 pushes on the client's own connection (HELLO 3, then CLIENT TRACKING ON without REDIRECT)`,
+  trackingTurnedOff: () => `ERR respool: client tracking was turned off while a connection for it was being opened`,
+  trackingSplitKey: (command: string) =>
+    `ERR respool: ${command.replace('|', ' ').toUpperCase()} touches a split hot key, which a client with CLIENT TRACKING cannot use: its commands run on its own connection to the key's primary, where the key's copies would be neither written nor tracked`,
+  trackingInMulti: (command: string) =>
+    `ERR respool: ${command.replace('|', ' ').toUpperCase()} cannot be queued inside MULTI through respool (respool holds the client's tracking state); send it outside the transaction`,
+  /** Valkey 8.0 networking.c clientCommand "caching". */
+  cachingNotTracking: () => `ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled`,
+  cachingYesNotOptin: () => `ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.`,
+  cachingNoNotOptout: () => `ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.`,
   // Valkey's own texts (server.c, multi.c), for what respool decides in its place.
   execWithoutMulti: () => `ERR EXEC without MULTI`,
   discardWithoutMulti: () => `ERR DISCARD without MULTI`,

@@ -7,6 +7,8 @@
 //   blocking     may block the connection: BLPOP, BLMOVE, BZPOPMIN, XREAD … BLOCK, ... (a leased connection)
 //   pubsub       the SUBSCRIBE family (multiplexed over respool's own subscriber connections)
 //   monitor      MONITOR: a leased connection to every node, their lines merged
+//   tracking     CLIENT TRACKING / CACHING / GETREDIR / TRACKINGINFO (handlers/tracking.ts: leased
+//                connections of the client's own, invalidations as RESP3 pushes)
 //   script       EVAL/EVALSHA/FCALL (+ _RO): routed by their declared keys, never split
 //   allShards    must run on every shard (or every node) and have the replies merged
 //   anyNode      keyless; any node answers for the whole data set (or the answer is per-node anyway)
@@ -17,7 +19,7 @@
 //                the client gets an error that names the command and the reason
 //
 // Decision order (first match wins):
-//   1. LOCAL_COMMANDS, TRANSACTION_COMMANDS, PUBSUB_COMMANDS, SCRIPT_COMMANDS, MONITOR
+//   1. LOCAL_COMMANDS, TRANSACTION_COMMANDS, PUBSUB_COMMANDS, SCRIPT_COMMANDS, MONITOR, TRACKING_COMMANDS
 //   2. REFUSED_COMMANDS (name → reason)
 //   3. XREAD / XREADGROUP: blocking only with the BLOCK option, otherwise keyed;
 //      INFO: local for `INFO clients` (respool's own clients), otherwise anyNode
@@ -39,6 +41,7 @@ export type CommandFamily =
   | 'transaction'
   | 'blocking'
   | 'monitor'
+  | 'tracking'
   | 'pubsub'
   | 'script'
   | 'allShards'
@@ -85,6 +88,9 @@ export const PUBSUB_COMMANDS: ReadonlySet<string> = new Set([
 /** Multi-key commands whose keys can be split by slot without changing their meaning (handlers/multi-key.ts). */
 export const MULTI_KEY_COMMANDS: ReadonlySet<string> = new Set(['mget', 'mset', 'del', 'unlink', 'exists', 'touch']);
 
+/** Client-side caching (handlers/tracking.ts). */
+export const TRACKING_COMMANDS: ReadonlySet<string> = new Set(['client|tracking', 'client|caching', 'client|getredir', 'client|trackinginfo']);
+
 export const SCRIPT_COMMANDS: ReadonlySet<string> = new Set(['eval', 'evalsha', 'eval_ro', 'evalsha_ro', 'fcall', 'fcall_ro']);
 
 const CONN = 'it changes or reports the state of one upstream connection, which respool shares between clients';
@@ -96,10 +102,6 @@ const WAIT = "its guarantee is about the client's own earlier writes, which trav
 
 /** Commands respool refuses, with the reason (name → reason). */
 export const REFUSED_COMMANDS: ReadonlyMap<string, string> = new Map([
-  ['client|tracking', CONN],
-  ['client|caching', CONN],
-  ['client|getredir', CONN],
-  ['client|trackinginfo', CONN],
   ['client|no-touch', 'whether a command touches the keys it reads is a property of the upstream connection it runs on, which respool shares between clients'],
   ['client|capa', CONN],
   ['asking', CONN],
@@ -159,6 +161,7 @@ function decide(spec: CommandSpec): Decision {
   if (SCRIPT_COMMANDS.has(name)) return of('script');
   if (MULTI_KEY_COMMANDS.has(name)) return of('multiKey');
   if (name === 'monitor') return of('monitor');
+  if (TRACKING_COMMANDS.has(name)) return of('tracking');
   if (name === 'client|unblock') return of('blocking'); // about blocked clients: blocking.ts owns it
   const reason = REFUSED_COMMANDS.get(name);
   if (reason !== undefined) return of('refused', reason);

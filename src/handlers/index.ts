@@ -13,6 +13,7 @@ import { onLane } from './leased-lane.js';
 import { blocking } from './blocking.js';
 import { monitor } from './monitor.js';
 import { pubsub, allowedWhileSubscribed, refuseWhileSubscribed } from './pubsub.js';
+import { tracking, onTrackingLane } from './tracking.js';
 
 /** The one dispatch table: command family → the handler that owns its decisions. */
 const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
@@ -20,6 +21,7 @@ const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
   transaction,
   blocking,
   monitor,
+  tracking,
   pubsub,
   script,
   allShards,
@@ -33,16 +35,19 @@ const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
  * Hands one request to its handler. Session modes come first: after WATCH everything but the
  * subscribe family goes on the client's leased lane (leased-lane.ts); inside MULTI the transaction
  * handler queues everything but EXEC/DISCARD/MULTI/WATCH/QUIT/RESET; a RESP2 client with
- * subscriptions may only run the subscribe family, PING, QUIT and RESET (Valkey's rule).
+ * subscriptions may only run the subscribe family, PING, QUIT and RESET (Valkey's rule); with
+ * CLIENT TRACKING on, keyed and keyless commands go on the client's tracking lanes (tracking.ts).
  */
 export function dispatch(session: HandlerSession, req: CommandRequest): void {
   const spec = req.spec;
   const state = session.state;
   if (spec === undefined && isRespoolCommand(req.args[0]!)) return respool(session, req);
   const family = spec === undefined ? 'keyed' : commandFamily(spec, req.args);
-  if (state.lane !== null && family !== 'pubsub') return onLane(session, state.lane, req);
+  state.tracking?.noteCommand(req.command, state.transaction !== null);
+  if (state.lane !== null && family !== 'pubsub' && family !== 'tracking') return onLane(session, state.lane, req);
   if (state.transaction !== null && queueInTransaction(session, req)) return;
-  if (spec === undefined) return keyed(session, req); // unknown to respool's table: the upstream answers (or refuses) it
+  if (spec === undefined && state.tracking === null) return keyed(session, req); // unknown to respool's table: the upstream answers (or refuses) it
   if (state.subscribedResp2 && !allowedWhileSubscribed(req.command)) return refuseWhileSubscribed(session, req);
+  if (state.tracking !== null && onTrackingLane(session, state.tracking, req, family)) return; // tracking.ts
   HANDLERS[family](session, req);
 }

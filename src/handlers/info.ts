@@ -11,6 +11,7 @@ export function infoClients(session: HandlerSession): Buffer {
   let blocked = 0;
   let pubsub = 0;
   let watching = 0;
+  let tracking = 0;
   const blockingKeys = new Set<string>();
   const noKeyKeys = new Set<string>();
   const watchedKeys = new Set<string>();
@@ -25,6 +26,7 @@ export function infoClients(session: HandlerSession): Buffer {
       }
     }
     if (state.subscriptions !== null && state.subscriptions.total() > 0) pubsub++;
+    if (state.tracking !== null) tracking++;
     if (state.lane !== null) {
       watching++;
       for (const k of state.lane.watched) watchedKeys.add(k);
@@ -38,7 +40,7 @@ export function infoClients(session: HandlerSession): Buffer {
     'client_recent_max_input_buffer:0',
     'client_recent_max_output_buffer:0',
     `blocked_clients:${blocked}`,
-    'tracking_clients:0',
+    `tracking_clients:${tracking}`,
     `pubsub_clients:${pubsub}`,
     `watching_clients:${watching}`,
     'clients_in_timeout_table:0',

@@ -1,6 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
 import { CommandFlag } from '../commands/command-flags.js';
-import { LOCAL_COMMANDS } from '../commands/proxy-handling.js';
+import { LOCAL_COMMANDS, TRACKING_COMMANDS } from '../commands/proxy-handling.js';
 import { encodeArray, encodeCommand, encodeError, encodeSimple } from '../resp/encode.js';
 import { splitAggregate } from '../resp/decode.js';
 import { ProxyError } from '../errors.js';
@@ -9,6 +9,7 @@ import type { ReplyEntry } from '../session/reply-queue.js';
 import { localReply, NO_REPLY } from './local.js';
 import { Transaction } from './transaction-state.js';
 import { LeasedLane } from './leased-lane.js';
+import { sendBlockOnTrackingLane } from './tracking.js';
 import type { CommandRequest, Handler, HandlerSession } from './types.js';
 
 const OK = encodeSimple('OK');
@@ -122,6 +123,7 @@ function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRe
   }
   if ((spec.arity > 0 && spec.arity !== args.length) || args.length < -spec.arity) return ProxyError.wrongArity(spec.name);
   if (spec.flags & CommandFlag.NO_MULTI) return ProxyError.notAllowedInMulti();
+  if (TRACKING_COMMANDS.has(spec.name)) return ProxyError.trackingInMulti(spec.name);
   const limit = session.ctx.config.limits.maxQueryBytesPerClient;
   if (tx.bytes + req.raw.length > limit) return ProxyError.transactionTooLarge(limit);
   if (session.ctx.isCluster()) {
@@ -141,23 +143,28 @@ function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRe
 function exec(session: HandlerSession, tx: Transaction): void {
   if (tx.crossSlot) return session.replyNow(encodeError(ProxyError.crossSlot()));
   if (tx.dirty) return session.replyNow(encodeError(ProxyError.execAbort()));
-  const entry = session.reserve();
   const forwarded = tx.queued.filter((q) => q.localArgs === null);
   if (forwarded.length === 0) {
     // Nothing for the upstream (empty, or only respool's own commands): answer here.
-    entry.fill(spliceLocalReplies(session, tx, []));
+    session.replyNow(spliceLocalReplies(session, tx, []));
     return;
   }
-  const ignore: LinkRequest = { sentAt: 0, onReply() {}, onLinkFailure() {} };
-  const execReq: LinkRequest = {
-    sentAt: 0,
-    onReply: (frame) => entry.fill(tx.queued.length === forwarded.length ? frame : withLocalReplies(session, tx, frame)),
-    // Never re-sent: whether it ran is unknown once written.
-    onLinkFailure: (error) => entry.fill(encodeError(error)),
+  const block = (entry: ReplyEntry) => {
+    const ignore: LinkRequest = { sentAt: 0, onReply() {}, onLinkFailure() {} };
+    const execReq: LinkRequest = {
+      sentAt: 0,
+      onReply: (frame) => entry.fill(tx.queued.length === forwarded.length ? frame : withLocalReplies(session, tx, frame)),
+      // Never re-sent: whether it ran is unknown once written.
+      onLinkFailure: (error) => entry.fill(encodeError(error)),
+    };
+    return [{ data: MULTI, req: ignore }, ...forwarded.map((q) => ({ data: q.raw, req: ignore })), { data: EXEC, req: execReq }];
   };
-  const items = [{ data: MULTI, req: ignore }, ...forwarded.map((q) => ({ data: q.raw, req: ignore })), { data: EXEC, req: execReq }];
   session.ctx.metrics?.commandCounter('exec').inc();
-  const error = session.ctx.router.sendBlock(session, tx.slot, items);
+  // CLIENT TRACKING on: the block runs on the client's lane for its slot (reads in it are tracked).
+  const lanes = session.state.tracking;
+  if (lanes !== null) return sendBlockOnTrackingLane(session, lanes, tx.slot, block);
+  const entry = session.reserve();
+  const error = session.ctx.router.sendBlock(session, tx.slot, block(entry));
   if (error !== null) entry.fill(error);
 }
 

@@ -1,5 +1,6 @@
 import type { Transaction } from '../handlers/transaction-state.js';
 import type { LeasedLane } from '../handlers/leased-lane.js';
+import type { TrackingLanes } from '../handlers/tracking.js';
 import type { ClientSubscriptions } from '../pubsub/client-subscriptions.js';
 
 /**
@@ -28,6 +29,8 @@ export class ClientState {
   lane: LeasedLane | null = null;
   /** The leased connection in use, if any: what to do with it if the client goes away. */
   lease: { abandon(): void; unblock?(how: 'timeout' | 'error'): Promise<boolean> } | null = null;
+  /** CLIENT TRACKING ON: the client's leased connections, one per node (handlers/tracking.ts). */
+  tracking: TrackingLanes | null = null;
 
   /** CLIENT REPLY OFF / SKIP (Valkey's reply_off, reply_skip_next, reply_skip flags). */
   private replyOff = false;
@@ -105,6 +108,8 @@ export class ClientState {
     this.name = null;
     this.user = this.authRequired ? null : 'default';
     this.transaction = null;
+    this.tracking?.close(true); // tracking off, once the lanes answered what they owe
+    this.tracking = null;
     this.setReplyMode('on');
   }
 
@@ -112,5 +117,7 @@ export class ClientState {
   release(): void {
     this.lease?.abandon();
     this.lease = null;
+    this.tracking?.close(false);
+    this.tracking = null;
   }
 }

@@ -110,8 +110,11 @@ describe('commandFamily()', () => {
     expect(handling('monitor')).toBe('monitor');
   });
 
+  it.each([['client', 'tracking', 'on'], ['client', 'caching', 'yes'], ['client', 'getredir'], ['client', 'trackinginfo']])('tracking: %j', (...words) => {
+    expect(handling(...words)).toBe('tracking');
+  });
+
   it.each([
-    ['client', 'tracking', 'on'],
     ['client', 'pause', '100'],
     ['client', 'kill', 'id', '1'],
     ['wait', '1', '0'],
@@ -184,7 +187,7 @@ describe('commandFamily()', () => {
       counts[h] = (counts[h] ?? 0) + 1;
       if (h === 'refused') expect(refusalReason(spec), name).toBeTruthy();
     }
-    expect(Object.keys(counts).sort()).toEqual(['allShards', 'anyNode', 'blocking', 'keyed', 'local', 'monitor', 'multiKey', 'pubsub', 'refused', 'script', 'transaction']);
+    expect(Object.keys(counts).sort()).toEqual(['allShards', 'anyNode', 'blocking', 'keyed', 'local', 'monitor', 'multiKey', 'pubsub', 'refused', 'script', 'tracking', 'transaction']);
     for (const n of LOCAL_COMMANDS) expect(table.get(n), n).toBeDefined();
     for (const n of REFUSED_COMMANDS.keys()) expect(table.get(n), n).toBeDefined();
   });

@@ -1,0 +1,514 @@
+/**
+ * CLIENT TRACKING through respool (issue 8 step 5): invalidations as RESP3 pushes on the client's
+ * own connection, one leased connection per node the tracking client touches.
+ *
+ * Standalone: every scripted sequence runs once directly against a reference valkey-server and
+ * once through respool (in front of another valkey-server), and the frames each connection got —
+ * replies and pushes — are compared byte for byte (frames cut by the harness's decoder, never by
+ * src/resp). Cluster (3 primaries): keys on every primary, BCAST, MULTI on the lane, leases.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import calculateSlot from 'cluster-key-slot';
+import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
+import type { RespoolProxy } from '../../src/server.js';
+import { startTestProxy } from '../helpers/proxy.js';
+import { RawConnection } from '../helpers/raw-resp.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** How long a step waits for pushes its command may cause (to any connection). */
+const SETTLE_MS = 60;
+
+async function waitFor(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(25);
+  }
+}
+
+/** A raw connection, switched to RESP3 when asked (the HELLO reply is not compared: it names the server). */
+async function connect(port: number, proto: 2 | 3): Promise<RawConnection> {
+  const c = await RawConnection.connect(port);
+  if (proto === 3) {
+    const hello = await c.call('HELLO', '3');
+    if (!hello.startsWith('%')) throw new Error(`HELLO 3 answered ${JSON.stringify(hello)}`);
+  }
+  return c;
+}
+
+/** Every frame that already arrived on `c` (pushes), without waiting. */
+async function pending(c: RawConnection): Promise<string[]> {
+  const out: string[] = [];
+  for (;;) {
+    try {
+      out.push(await c.read(0));
+    } catch {
+      return out;
+    }
+  }
+}
+
+/** Frames arriving on `c` within `ms`. */
+async function framesWithin(c: RawConnection, ms: number): Promise<string[]> {
+  await sleep(ms);
+  return pending(c);
+}
+
+/** A step: which connection (0, 1, …) sends which command. */
+type Step = [conn: number, ...args: Array<string | number>];
+
+/**
+ * Runs `steps` one at a time against `port`: each step's first frame is its reply; then, after a
+ * pause, every frame any connection received meanwhile (pushes) is listed under it.
+ */
+async function transcript(port: number, proto: 2 | 3, steps: Step[]): Promise<string[]> {
+  const conns = new Map<number, RawConnection>();
+  const out: string[] = [];
+  try {
+    for (const [i, ...args] of steps) {
+      let c = conns.get(i);
+      if (c === undefined) {
+        c = await connect(port, proto);
+        conns.set(i, c);
+      }
+      let reply: string;
+      try {
+        c.send(...args);
+        reply = JSON.stringify(await c.read(4000));
+      } catch (e) {
+        reply = `<${(e as Error).message}>`;
+      }
+      out.push(`[${i}] ${args.join(' ')} -> ${reply}`);
+      await sleep(SETTLE_MS);
+      for (const [j, other] of [...conns.entries()].sort((a, b) => a[0] - b[0])) {
+        for (const frame of await pending(other)) out.push(`    [${j}] push ${JSON.stringify(frame)}`);
+      }
+    }
+  } finally {
+    for (const c of conns.values()) c.close();
+  }
+  return out;
+}
+
+/** Leased connections in use, from respool's own metrics. */
+async function leased(proxy: RespoolProxy): Promise<number> {
+  const text = await proxy.metrics.render();
+  let total = 0;
+  for (const m of text.matchAll(/^respool_leased_connections\{[^}]*state="in_use"[^}]*\} (\d+)/gm)) total += Number(m[1]);
+  return total;
+}
+
+const invalidate = (...keys: string[]) => `>2\r\n$10\r\ninvalidate\r\n*${keys.length}\r\n${keys.map((k) => `$${Buffer.byteLength(k)}\r\n${k}\r\n`).join('')}`;
+const INVALIDATE_ALL = '>2\r\n$10\r\ninvalidate\r\n_\r\n';
+
+/** Sequences that must give exactly Valkey's frames (replies and pushes), RESP3. */
+const RESP3_SEQUENCES: Record<string, Step[]> = {
+  'default mode: a read key is invalidated once when another client writes it; replies stay intact': [
+    [0, 'CLIENT', 'TRACKING', 'ON'],
+    [0, 'GET', 'k1'],
+    [1, 'SET', 'k1', 'v'],
+    [0, 'GET', 'k1'],
+    [1, 'SET', 'k1', 'v2'],
+    [1, 'SET', 'k1', 'v3'],
+    [0, 'PING'],
+    [0, 'MGET', 'k1', 'k2'],
+    [1, 'DEL', 'k1', 'k2'],
+    [0, 'CLIENT', 'GETREDIR'],
+    [0, 'CLIENT', 'TRACKINGINFO'],
+  ],
+  'own writes are invalidated after their reply; NOLOOP: not at all': [
+    [0, 'CLIENT', 'TRACKING', 'ON'],
+    [0, 'GET', 'own'],
+    [0, 'SET', 'own', '1'],
+    [0, 'GET', 'own'],
+    [0, 'CLIENT', 'TRACKING', 'ON', 'NOLOOP'],
+    [0, 'CLIENT', 'TRACKINGINFO'],
+    [0, 'GET', 'own'],
+    [0, 'SET', 'own', '2'],
+    [1, 'SET', 'own', '3'],
+  ],
+  'OPTIN: tracked only after CLIENT CACHING yes; CLIENT commands keep the flag; MULTI reads': [
+    [0, 'CLIENT', 'TRACKING', 'ON', 'OPTIN'],
+    [0, 'GET', 'in:a'],
+    [0, 'CLIENT', 'CACHING', 'yes'],
+    [0, 'CLIENT', 'TRACKINGINFO'],
+    [0, 'GET', 'in:b'],
+    [0, 'GET', 'in:c'],
+    [0, 'CLIENT', 'CACHING', 'yes'],
+    [0, 'CLIENT', 'GETNAME'],
+    [0, 'GET', 'in:d'],
+    [0, 'CLIENT', 'CACHING', 'yes'],
+    [0, 'PING'],
+    [0, 'GET', 'in:e'],
+    [0, 'CLIENT', 'CACHING', 'YES'],
+    [0, 'MULTI'],
+    [0, 'GET', 'in:f'],
+    [0, 'GET', 'in:g'],
+    [0, 'EXEC'],
+    [1, 'MSET', 'in:a', '1', 'in:b', '1', 'in:c', '1', 'in:d', '1', 'in:e', '1', 'in:f', '1', 'in:g', '1'],
+  ],
+  'OPTOUT: everything tracked but the command after CLIENT CACHING no': [
+    [0, 'CLIENT', 'TRACKING', 'ON', 'OPTOUT'],
+    [0, 'GET', 'out:a'],
+    [0, 'CLIENT', 'CACHING', 'no'],
+    [0, 'GET', 'out:b'],
+    [0, 'GET', 'out:c'],
+    [0, 'CLIENT', 'CACHING', 'no'],
+    [0, 'MULTI'],
+    [0, 'GET', 'out:d'],
+    [0, 'DISCARD'],
+    [0, 'GET', 'out:d'],
+    [1, 'MSET', 'out:a', '1', 'out:b', '1', 'out:c', '1', 'out:d', '1'],
+  ],
+  'BCAST PREFIX: invalidations for matching keys written anywhere, none for others': [
+    [0, 'CLIENT', 'TRACKING', 'ON', 'BCAST', 'PREFIX', 'a:'],
+    [1, 'SET', 'a:1', 'x'],
+    [1, 'SET', 'b:1', 'x'],
+    [0, 'CLIENT', 'TRACKING', 'ON', 'BCAST', 'PREFIX', 'c:'],
+    [1, 'SET', 'c:1', 'x'],
+    [0, 'CLIENT', 'TRACKING', 'ON', 'BCAST', 'PREFIX', 'a:x'],
+    [0, 'CLIENT', 'TRACKINGINFO'],
+    [0, 'GET', 'b:1'],
+    [1, 'SET', 'b:1', 'y'],
+  ],
+  'option errors are Valkey\'s, and leave tracking as it was': [
+    [0, 'CLIENT', 'TRACKING', 'ON', 'PREFIX', 'a'],
+    [0, 'CLIENT', 'TRACKING', 'ON', 'OPTIN', 'OPTOUT'],
+    [0, 'CLIENT', 'TRACKING', 'ON', 'BCAST', 'OPTIN'],
+    [0, 'CLIENT', 'TRACKING', 'ON', 'BOGUS'],
+    [0, 'CLIENT', 'TRACKING', 'MAYBE'],
+    [0, 'CLIENT', 'TRACKING'],
+    [0, 'CLIENT', 'TRACKING', 'ON', 'BCAST', 'PREFIX', 'ab', 'PREFIX', 'a'],
+    [0, 'CLIENT', 'GETREDIR'],
+    [0, 'CLIENT', 'TRACKINGINFO'],
+    [0, 'CLIENT', 'TRACKING', 'ON', 'OPTIN'],
+    [0, 'CLIENT', 'TRACKING', 'ON', 'OPTOUT'],
+    [0, 'CLIENT', 'TRACKING', 'ON', 'BCAST'],
+    [0, 'CLIENT', 'TRACKINGINFO'],
+    [0, 'CLIENT', 'TRACKING', 'OFF'],
+    [0, 'CLIENT', 'TRACKING', 'ON', 'BCAST', 'PREFIX', 'p'],
+    [0, 'CLIENT', 'TRACKING', 'ON', 'BCAST', 'PREFIX', 'pq'],
+    [0, 'CLIENT', 'TRACKING', 'ON'],
+    [0, 'CLIENT', 'TRACKINGINFO'],
+  ],
+  'CLIENT CACHING errors': [
+    [0, 'CLIENT', 'CACHING', 'yes'],
+    [0, 'CLIENT', 'CACHING'],
+    [0, 'CLIENT', 'CACHING', 'yes', 'extra'],
+    [0, 'CLIENT', 'TRACKING', 'ON'],
+    [0, 'CLIENT', 'CACHING', 'yes'],
+    [0, 'CLIENT', 'CACHING', 'no'],
+    [0, 'CLIENT', 'CACHING', 'maybe'],
+    [0, 'CLIENT', 'TRACKING', 'OFF'],
+    [0, 'CLIENT', 'TRACKING', 'ON', 'OPTIN'],
+    [0, 'CLIENT', 'CACHING', 'no'],
+    [0, 'CLIENT', 'TRACKING', 'OFF'],
+    [0, 'CLIENT', 'TRACKING', 'ON', 'OPTOUT'],
+    [0, 'CLIENT', 'CACHING', 'yes'],
+    [0, 'CLIENT', 'GETREDIR', 'x'],
+  ],
+  'OFF stops invalidations (and OFF when off is +OK); RESET turns tracking off': [
+    [0, 'CLIENT', 'TRACKING', 'OFF'],
+    [0, 'CLIENT', 'TRACKING', 'ON'],
+    [0, 'GET', 'off:a'],
+    [0, 'CLIENT', 'TRACKING', 'OFF'],
+    [1, 'SET', 'off:a', '1'],
+    [0, 'CLIENT', 'GETREDIR'],
+    [0, 'CLIENT', 'TRACKINGINFO'],
+    [0, 'CLIENT', 'TRACKING', 'ON'],
+    [0, 'GET', 'off:b'],
+    [0, 'RESET'],
+    [1, 'SET', 'off:b', '1'],
+    [0, 'CLIENT', 'TRACKINGINFO'],
+  ],
+  'FLUSHALL: a null invalidation': [
+    [0, 'CLIENT', 'TRACKING', 'ON'],
+    [0, 'GET', 'fl:a'],
+    [1, 'FLUSHALL'],
+    [0, 'GET', 'fl:a'],
+  ],
+};
+
+describe('CLIENT TRACKING through respool, standalone, byte for byte against Valkey', () => {
+  let ref: ValkeyNode;
+  let node: ValkeyNode;
+  let proxy: RespoolProxy;
+
+  beforeAll(async () => {
+    [ref, node] = await Promise.all([startStandalone(), startStandalone()]);
+    proxy = await startTestProxy([{ host: node.host, port: node.port }]);
+  });
+
+  afterAll(async () => {
+    await proxy?.close();
+    await Promise.all([ref?.stop(), node?.stop()]);
+  });
+
+  for (const [name, steps] of Object.entries(RESP3_SEQUENCES)) {
+    it(`RESP3: ${name}`, async () => {
+      const direct = await transcript(ref.port, 3, steps);
+      const through = await transcript(proxy.address.port, 3, steps);
+      expect(through).toEqual(direct);
+      await waitFor(async () => (await leased(proxy)) === 0, 'leases back');
+    });
+  }
+
+  it('the expected pushes are there (the oracle is not vacuous)', async () => {
+    const t = await transcript(proxy.address.port, 3, RESP3_SEQUENCES['default mode: a read key is invalidated once when another client writes it; replies stay intact']!);
+    // SET, SET again after a new GET, DEL after MGET (k2 did not exist: nothing to invalidate)
+    expect(t.filter((l) => l.includes('push'))).toEqual(Array(3).fill(`    [0] push ${JSON.stringify(invalidate('k1'))}`));
+  });
+
+  it('RESP2: tracking is accepted, and no invalidation reaches the connection (as Valkey without REDIRECT)', async () => {
+    const steps: Step[] = [
+      [0, 'CLIENT', 'TRACKING', 'ON'],
+      [0, 'GET', 'r2:a'],
+      [1, 'SET', 'r2:a', '1'],
+      [0, 'GET', 'r2:a'],
+      [0, 'CLIENT', 'TRACKINGINFO'],
+      [0, 'CLIENT', 'TRACKING', 'OFF'],
+    ];
+    expect(await transcript(proxy.address.port, 2, steps)).toEqual(await transcript(ref.port, 2, steps));
+  });
+
+  it('REDIRECT is refused with a clear error; tracking stays off', async () => {
+    const c = await connect(proxy.address.port, 3);
+    try {
+      const reply = await c.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', '5');
+      expect(reply).toMatch(/^-ERR respool: CLIENT TRACKING REDIRECT is not supported through respool: .*RESP3 pushes on the client's own connection/);
+      expect(await c.call('CLIENT', 'GETREDIR')).toBe(':-1\r\n');
+      // PREFIX redirect is a prefix, not the option
+      expect(await c.call('CLIENT', 'TRACKING', 'ON', 'BCAST', 'PREFIX', 'redirect')).toBe('+OK\r\n');
+    } finally {
+      c.close();
+    }
+  });
+
+  it('CLIENT TRACKING inside MULTI is refused at queue time (respool holds the tracking state)', async () => {
+    const c = await connect(proxy.address.port, 3);
+    try {
+      expect(await c.call('MULTI')).toBe('+OK\r\n');
+      expect(await c.call('CLIENT', 'TRACKING', 'ON')).toMatch(/^-ERR respool: CLIENT TRACKING cannot be queued inside MULTI/);
+      expect(await c.call('EXEC')).toBe('-EXECABORT Transaction discarded because of previous errors.\r\n');
+      expect(await c.call('CLIENT', 'GETREDIR')).toBe(':-1\r\n');
+    } finally {
+      c.close();
+    }
+  });
+
+  it('CLIENT TRACKING during WATCH … EXEC opens lanes of its own; the WATCH lease goes back untouched', async () => {
+    const c = await connect(proxy.address.port, 3);
+    const direct = await RawConnection.connect(node.port);
+    const leaseFlags = async () =>
+      (await direct.call('CLIENT', 'LIST'))
+        .split('\n')
+        .filter((l) => l.includes(' name=respool-lease '))
+        .map((l) => /flags=(\S+)/.exec(l)![1]!)
+        .sort();
+    try {
+      expect(await c.call('WATCH', 'w:a')).toBe('+OK\r\n');
+      expect(await c.call('CLIENT', 'TRACKING', 'ON')).toBe('+OK\r\n');
+      expect(await c.call('MULTI')).toBe('+OK\r\n');
+      expect(await c.call('GET', 'w:a')).toBe('+QUEUED\r\n');
+      expect(await c.call('EXEC')).toBe('*1\r\n_\r\n');
+      expect(await c.call('CLIENT', 'GETREDIR')).toBe(':0\r\n');
+      expect(await leaseFlags()).toEqual(['N', 't']); // the idle WATCH lease, the tracking lane
+    } finally {
+      c.close();
+      direct.close();
+    }
+    await waitFor(async () => (await leased(proxy)) === 0, 'leases back');
+  });
+
+  it('pipelined: pushes never land inside a reply, every reply in order', async () => {
+    const c = await connect(proxy.address.port, 3);
+    const w = await connect(proxy.address.port, 3);
+    try {
+      expect(await c.call('CLIENT', 'TRACKING', 'ON')).toBe('+OK\r\n');
+      const n = 200;
+      for (let i = 0; i < n; i++) c.send('GET', `pipe:${i}`);
+      for (let i = 0; i < n; i++) expect(await c.read()).toBe('_\r\n');
+      // Invalidations arrive while the client pipelines more commands.
+      for (let i = 0; i < n; i++) {
+        w.send('SET', `pipe:${i}`, 'x'.repeat(i));
+        c.send('ECHO', `e${i}`);
+        c.send('GET', `other:${i}`);
+      }
+      const frames: string[] = [];
+      const end = Date.now() + 5000;
+      while (frames.length < 3 * n && Date.now() < end) frames.push(...(await framesWithin(c, 20)));
+      const replies = frames.filter((f) => !f.startsWith('>'));
+      const pushes = frames.filter((f) => f.startsWith('>'));
+      expect(replies).toEqual(Array.from({ length: n }, (_, i) => [`$${`e${i}`.length}\r\ne${i}\r\n`, '_\r\n']).flat());
+      expect(pushes.sort()).toEqual(Array.from({ length: n }, (_, i) => invalidate(`pipe:${i}`)).sort());
+      for (let i = 0; i < n; i++) w.send('DEL', `pipe:${i}`);
+      await framesWithin(w, 100);
+    } finally {
+      c.close();
+      w.close();
+    }
+  });
+
+  it('INFO clients counts tracking clients; OFF and disconnect free the leases', async () => {
+    const a = await connect(proxy.address.port, 3);
+    const b = await connect(proxy.address.port, 3);
+    const info = async () => /tracking_clients:(\d+)/.exec(await a.call('INFO', 'clients'))![1];
+    try {
+      expect(await info()).toBe('0');
+      expect(await a.call('CLIENT', 'TRACKING', 'ON')).toBe('+OK\r\n');
+      expect(await b.call('CLIENT', 'TRACKING', 'ON', 'BCAST')).toBe('+OK\r\n');
+      expect(await info()).toBe('2');
+      expect(await leased(proxy)).toBe(2);
+      expect(await a.call('CLIENT', 'TRACKING', 'OFF')).toBe('+OK\r\n');
+      await waitFor(async () => (await leased(proxy)) === 1, 'one lease back after OFF');
+      expect(await info()).toBe('1');
+      b.close();
+      await waitFor(async () => (await leased(proxy)) === 0, 'the disconnected client\'s lease back');
+      expect(await info()).toBe('0');
+    } finally {
+      a.close();
+      b.close();
+    }
+  });
+
+  it('a lane lost under the client: "invalidate everything", then tracking goes on on a new lane', async () => {
+    const c = await connect(proxy.address.port, 3);
+    const w = await connect(proxy.address.port, 3);
+    try {
+      expect(await c.call('CLIENT', 'TRACKING', 'ON')).toBe('+OK\r\n');
+      expect(await c.call('GET', 'lost:a')).toBe('_\r\n');
+      const direct = await RawConnection.connect(node.port);
+      const list = await direct.call('CLIENT', 'LIST');
+      const lane = list.split('\n').find((l) => l.includes(' name=respool-lease ') && / flags=\S*t/.test(l));
+      expect(lane, list).toBeDefined();
+      const id = /id=(\d+)/.exec(lane!)![1]!;
+      expect(await direct.call('CLIENT', 'KILL', 'ID', id)).toBe(':1\r\n');
+      direct.close();
+      expect(await framesWithin(c, 200)).toEqual([INVALIDATE_ALL]);
+      expect(await c.call('GET', 'lost:a')).toBe('_\r\n');
+      expect(await w.call('SET', 'lost:a', '1')).toBe('+OK\r\n');
+      expect(await framesWithin(c, 200)).toEqual([invalidate('lost:a')]);
+    } finally {
+      c.close();
+      w.close();
+    }
+  });
+
+  it('a protocol change while tracking: new lanes in the new protocol', async () => {
+    const c = await connect(proxy.address.port, 3);
+    try {
+      expect(await c.call('CLIENT', 'TRACKING', 'ON')).toBe('+OK\r\n');
+      expect((await c.call('HELLO', '2')).startsWith('*')).toBe(true);
+      expect(await c.call('GET', 'proto:a')).toBe('$-1\r\n');
+      expect(await c.call('CLIENT', 'GETREDIR')).toBe(':0\r\n');
+      expect((await c.call('CLIENT', 'TRACKINGINFO')).startsWith('*6\r\n')).toBe(true);
+    } finally {
+      c.close();
+    }
+    await waitFor(async () => (await leased(proxy)) === 0, 'leases back');
+  });
+});
+
+describe('CLIENT TRACKING through respool in front of a 3-primary cluster', () => {
+  let cluster: ValkeyCluster;
+  let proxy: RespoolProxy;
+  /** One key per primary (by port), prefixed. */
+  let keysByPrimary: (prefix: string) => Promise<string[]>;
+
+  beforeAll(async () => {
+    cluster = await startCluster({ primaries: 3, replicasPerPrimary: 0 });
+    const seed = cluster.nodes[0]!;
+    proxy = await startTestProxy([{ host: seed.host, port: seed.port }]);
+    const shards = await cluster.shards();
+    const ownerOf = (key: string) => {
+      const slot = calculateSlot(key);
+      return shards.findIndex((s) => s.slots.some(([a, b]) => slot >= a && slot <= b));
+    };
+    keysByPrimary = async (prefix) => {
+      const found: string[] = [];
+      for (let i = 0; found.filter(Boolean).length < shards.length; i++) {
+        const key = `${prefix}${i}`;
+        const owner = ownerOf(key);
+        if (found[owner] === undefined) found[owner] = key;
+      }
+      return found;
+    };
+  });
+
+  afterAll(async () => {
+    await proxy?.close();
+    await cluster?.stop();
+  });
+
+  it('keys on three primaries: each invalidated exactly once, one lease per node, freed by OFF', async () => {
+    const keys = await keysByPrimary('three:');
+    const c = await connect(proxy.address.port, 3);
+    const w = await connect(proxy.address.port, 3);
+    try {
+      expect(await c.call('CLIENT', 'TRACKING', 'ON')).toBe('+OK\r\n');
+      for (const k of keys) expect(await c.call('GET', k)).toBe('_\r\n');
+      expect(await leased(proxy)).toBe(3);
+      for (const k of keys) expect(await w.call('SET', k, 'v')).toBe('+OK\r\n');
+      const pushes = await framesWithin(c, 200);
+      expect(pushes.sort()).toEqual(keys.map((k) => invalidate(k)).sort());
+      for (const k of keys) expect(await c.call('GET', k)).toBe('$1\r\nv\r\n');
+      expect(await c.call('DBSIZE')).toMatch(/^:\d+\r\n$/); // whole-data-set commands still merge
+      expect(await c.call('MGET', keys[0]!, keys[1]!)).toBe("-CROSSSLOT Keys in request don't hash to the same slot\r\n");
+      expect(await c.call('CLIENT', 'TRACKING', 'OFF')).toBe('+OK\r\n');
+      await waitFor(async () => (await leased(proxy)) === 0, 'leases back after OFF');
+      for (const k of keys) expect(await w.call('DEL', k)).toBe(':1\r\n');
+      expect(await framesWithin(c, 150)).toEqual([]);
+    } finally {
+      c.close();
+      w.close();
+    }
+  });
+
+  it('BCAST PREFIX a: → invalidations for a:* written on any primary, none for b:*', async () => {
+    const a = await keysByPrimary('a:');
+    const b = await keysByPrimary('b:');
+    const c = await connect(proxy.address.port, 3);
+    const w = await connect(proxy.address.port, 3);
+    try {
+      expect(await c.call('CLIENT', 'TRACKING', 'ON', 'BCAST', 'PREFIX', 'a:')).toBe('+OK\r\n');
+      expect(await leased(proxy)).toBe(3);
+      for (const k of [...a, ...b]) expect(await w.call('SET', k, '1')).toBe('+OK\r\n');
+      const pushes = await framesWithin(c, 200);
+      expect(pushes.sort()).toEqual(a.map((k) => invalidate(k)).sort());
+      // BCAST option errors are still Valkey's
+      expect(await c.call('CLIENT', 'TRACKING', 'ON', 'BCAST', 'PREFIX', 'a:b')).toBe("-ERR Prefix 'a:b' overlaps with an existing prefix 'a:'. Prefixes for a single client must not overlap.\r\n");
+      expect(await c.call('CLIENT', 'TRACKING', 'ON')).toBe("-ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.\r\n");
+      for (const k of [...a, ...b]) await w.call('DEL', k);
+      await framesWithin(c, 100);
+    } finally {
+      c.close();
+      w.close();
+    }
+    await waitFor(async () => (await leased(proxy)) === 0, 'leases back after disconnect');
+  });
+
+  it('MULTI … EXEC runs on the lane of its slot: reads inside it are tracked; OPTIN + CACHING yes', async () => {
+    const [k0, k1] = await keysByPrimary('tx:');
+    const c = await connect(proxy.address.port, 3);
+    const w = await connect(proxy.address.port, 3);
+    try {
+      expect(await c.call('CLIENT', 'TRACKING', 'ON', 'OPTIN')).toBe('+OK\r\n');
+      expect(await c.call('GET', k1!)).toBe('_\r\n'); // not opted in: not tracked
+      expect(await c.call('CLIENT', 'CACHING', 'yes')).toBe('+OK\r\n');
+      expect(await c.call('MULTI')).toBe('+OK\r\n');
+      expect(await c.call('GET', k0!)).toBe('+QUEUED\r\n');
+      expect(await c.call('EXEC')).toBe('*1\r\n_\r\n');
+      expect(await c.call('CLIENT', 'CACHING', 'yes')).toBe('+OK\r\n');
+      expect(await c.call('GET', k1!)).toBe('_\r\n'); // now opted in: tracked
+      expect(await w.call('SET', k0!, '1')).toBe('+OK\r\n');
+      expect(await w.call('SET', k1!, '1')).toBe('+OK\r\n');
+      expect((await framesWithin(c, 200)).sort()).toEqual([invalidate(k0!), invalidate(k1!)].sort());
+      await w.call('DEL', k0!);
+      await w.call('DEL', k1!);
+    } finally {
+      c.close();
+      w.close();
+    }
+    await waitFor(async () => (await leased(proxy)) === 0, 'leases back after disconnect');
+  });
+});
