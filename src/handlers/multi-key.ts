@@ -58,12 +58,12 @@ interface Part {
 class MultiKeyRequest extends Fragmented {
   constructor(
     owner: CallOwner,
-    private readonly command: string,
+    command: string,
     /** Every key position of the client's command, in its order. */
     private readonly keys: readonly number[],
     private readonly parts: readonly Part[],
   ) {
-    super(owner, parts.length);
+    super(owner, command, parts.length);
   }
 
   /** The owner of part `index`'s call (the hot-key hook may replace the call, so not `call.index`). */

@@ -81,12 +81,12 @@ export class SplitRead extends UpstreamCall implements CallOwner {
 export class SplitWrite extends Fragmented {
   constructor(
     owner: CallOwner,
-    readonly command: string,
+    command: string,
     readonly key: SplitKey,
     readonly targets: readonly SplitCopy[],
     private readonly splitOwner: SplitOwner,
   ) {
-    super(owner, targets.length);
+    super(owner, command, targets.length);
   }
 
   protected merge(replies: Buffer[]): Buffer {

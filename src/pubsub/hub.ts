@@ -1,5 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
 import type { Logger } from 'pino';
+import { UNBOUNDED_NESTING } from '../resp/limits.js';
 import type { TopologyRefresher } from '../cluster/topology-refresher.js';
 import type { Topology } from '../cluster/topology.js';
 import type { RespoolConfig } from '../config/types.js';
@@ -696,7 +697,7 @@ export class PubSubHub {
         framerLimits: {
           maxBulkLength: limits.maxBulkLength,
           maxArrayLength: limits.maxArrayLength,
-          maxNestingDepth: limits.maxNestingDepth,
+          maxNestingDepth: UNBOUNDED_NESTING, // resp/limits.ts: replies of any depth
         },
       },
       handler,

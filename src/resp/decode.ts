@@ -209,44 +209,59 @@ class Reader {
     if (depth >= this.maxDepth) throw new ProtocolError('Protocol error: reply nesting too deep');
   }
 
-  /** Moves past one whole value without building it. */
-  skip(depth: number): void {
+  /**
+   * Moves past one whole value without building it. Iterative (a count of values still owed), so
+   * a reply nested thousands deep — a script may return one — is skipped without recursion and
+   * without a depth bound: skipping only finds where a value ends.
+   */
+  skip(_depth: number): void {
     const buf = this.buf;
-    this.skipAttributes(depth);
-    if (this.pos >= buf.length) throw new ProtocolError(INCOMPLETE);
-    const type = buf[this.pos++]!;
-    switch (type) {
-      case 0x2b:
-      case 0x2d:
-      case 0x3a:
-      case 0x5f:
-      case 0x23:
-      case 0x2c:
-      case 0x28:
-        this.lineEnd();
-        return;
-      case 0x24:
-      case 0x3d:
-      case 0x21: {
+    let owed = 1;
+    while (owed > 0) {
+      if (this.pos >= buf.length) throw new ProtocolError(INCOMPLETE);
+      const type = buf[this.pos++]!;
+      if (type === 0x7c) {
+        // | attribute: its pairs come first, then the value it annotates (which settles the debt)
         const n = this.length();
-        if (n >= 0) this.blob(n);
-        else if (type !== 0x24) throw new ProtocolError('Protocol error: invalid length');
-        return;
+        if (n < 0) throw new ProtocolError('Protocol error: invalid length');
+        owed += 2 * n;
+        continue;
       }
-      case 0x2a:
-      case 0x7e:
-      case 0x3e:
-      case 0x25: {
-        const n = this.length();
-        if (n < -1 || (n === -1 && type !== 0x2a)) throw new ProtocolError('Protocol error: invalid length');
-        if (n <= 0) return;
-        this.enter(depth);
-        const children = type === 0x25 ? 2 * n : n;
-        for (let i = 0; i < children; i++) this.skip(depth + 1);
-        return;
+      owed--;
+      switch (type) {
+        case 0x2b:
+        case 0x2d:
+        case 0x3a:
+        case 0x5f:
+        case 0x23:
+        case 0x2c:
+        case 0x28:
+          this.lineEnd();
+          break;
+        case 0x24:
+        case 0x3d:
+        case 0x21: {
+          const n = this.length();
+          if (n >= 0) this.blob(n);
+          else if (type !== 0x24) throw new ProtocolError('Protocol error: invalid length');
+          break;
+        }
+        case 0x2a:
+        case 0x7e:
+        case 0x3e:
+        case 0x25: {
+          const n = this.length();
+          if (n < -1 || (n === -1 && type !== 0x2a)) throw new ProtocolError('Protocol error: invalid length');
+          if (n > 0) {
+            const children = type === 0x25 ? 2 * n : n;
+            this.checkCount(children);
+            owed += children;
+          }
+          break;
+        }
+        default:
+          throw new ProtocolError(`Protocol error: invalid reply type byte '${String.fromCharCode(type)}'`);
       }
-      default:
-        throw new ProtocolError(`Protocol error: invalid reply type byte '${String.fromCharCode(type)}'`);
     }
   }
 }

@@ -10,6 +10,13 @@ export interface FramerLimits {
   maxNestingDepth: number;
 }
 
+/**
+ * Upstream replies are framed to any depth: the framer keeps an explicit stack (no recursion), a
+ * script may legitimately return a reply nested thousands deep, and refusing it would tear down a
+ * link other clients' requests are on. The reply's size is what bounds it.
+ */
+export const UNBOUNDED_NESTING = Number.MAX_SAFE_INTEGER;
+
 export const DEFAULT_FRAMER_LIMITS: FramerLimits = Object.freeze({
   maxBulkLength: 512 * 1024 * 1024,
   maxArrayLength: 1_048_576,

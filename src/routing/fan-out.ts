@@ -28,19 +28,15 @@ import { encodeArray, encodeBulk, encodeCommand, encodeError, encodeInteger } fr
 export class FanOut extends Fragmented {
   constructor(
     target: CallOwner,
-    private readonly command: string,
+    command: string,
     private readonly policy: string | undefined,
     count: number,
   ) {
-    super(target, count);
+    super(target, command, count);
   }
 
   protected merge(replies: Buffer[]): Buffer {
-    try {
-      return mergeReplies(this.command, this.policy, replies);
-    } catch (err) {
-      return encodeError(ProxyError.cannotMerge(this.command, (err as Error).message));
-    }
+    return mergeReplies(this.command, this.policy, replies); // a throw becomes this client's error (Fragmented)
   }
 }
 
@@ -126,7 +122,7 @@ export class ClusterScan extends Fragmented {
     private readonly shard: number,
     private readonly shardCount: number,
   ) {
-    super(target, 1);
+    super(target, 'scan', 1);
   }
 
   /** Sends the scan's one call; returns an error reply instead when the cursor cannot be read. */

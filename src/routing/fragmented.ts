@@ -1,4 +1,6 @@
 import type { CallClient, CallOwner } from './upstream-call.js';
+import { encodeError } from '../resp/encode.js';
+import { ProxyError } from '../errors.js';
 
 /**
  * One client command carried out as N upstream calls (Envoy's FragmentedRequest): whole-data-set
@@ -17,6 +19,8 @@ export abstract class Fragmented implements CallOwner {
 
   constructor(
     readonly owner: CallOwner,
+    /** Lower-case command name, for errors. */
+    readonly command: string,
     count: number,
     /** This fragment's own place among its owner's calls. */
     private readonly index = 0,
@@ -33,7 +37,14 @@ export abstract class Fragmented implements CallOwner {
     if (this.replies[index] !== null) return;
     this.replies[index] = Buffer.from(reply); // link read buffers are not ours to keep
     if (--this.remaining > 0) return;
-    this.owner.onCallDone(this.merge(this.replies as Buffer[]), this.index);
+    let merged: Buffer;
+    try {
+      merged = this.merge(this.replies as Buffer[]);
+    } catch (err) {
+      // A reply respool cannot take apart is this client's error, never the link's.
+      merged = encodeError(ProxyError.cannotMerge(this.command, (err as Error).message));
+    }
+    this.owner.onCallDone(merged, this.index);
   }
 
   /** The client's reply from the children's replies, in index order. */

@@ -1,4 +1,5 @@
 import genericPool, { type Factory, type Options as GenericPoolOptions, type Pool } from 'generic-pool';
+import { UNBOUNDED_NESTING } from '../resp/limits.js';
 import { DedicatedConnection } from './dedicated-connection.js';
 import { ProxyError } from '../errors.js';
 import type { RespoolConfig } from '../config/types.js';
@@ -467,7 +468,7 @@ export class DedicatedPools {
       framerLimits: {
         maxBulkLength: this.config.limits.maxBulkLength,
         maxArrayLength: this.config.limits.maxArrayLength,
-        maxNestingDepth: this.config.limits.maxNestingDepth,
+        maxNestingDepth: UNBOUNDED_NESTING, // resp/limits.ts: replies of any depth
       },
     });
     this.connections.add(conn);

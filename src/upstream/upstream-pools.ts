@@ -1,4 +1,5 @@
 import { NodePool, type NodePoolLimits } from './node-pool.js';
+import { UNBOUNDED_NESTING } from '../resp/limits.js';
 import { NodeHealth } from './node-health.js';
 import { ProcessLoad } from './process-load.js';
 import type { RespoolConfig } from '../config/types.js';
@@ -70,7 +71,7 @@ export class UpstreamPools {
         framerLimits: {
           maxBulkLength: this.config.limits.maxBulkLength,
           maxArrayLength: this.config.limits.maxArrayLength,
-          maxNestingDepth: this.config.limits.maxNestingDepth,
+          maxNestingDepth: UNBOUNDED_NESTING, // resp/limits.ts: replies of any depth
         },
         metrics: this.metrics,
         health: this.health(`${host}:${port}`),

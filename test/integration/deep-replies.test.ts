@@ -1,0 +1,56 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import net from 'node:net';
+import { startStandalone, type ValkeyNode } from '../harness/valkey-processes.js';
+import { encodeCommand, rawPipeline } from '../harness/raw-client.js';
+import type { RespoolProxy } from '../../src/server.js';
+import { startTestProxy } from '../helpers/proxy.js';
+
+/** Sends one command and collects raw bytes until `done(bytes)` says the reply is complete. */
+function rawExchange(port: number, args: string[], done: (bytes: string) => boolean): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host: '127.0.0.1', port });
+    let got = '';
+    socket.on('data', (d) => {
+      got += d.toString('latin1');
+      if (done(got)) {
+        socket.destroy();
+        resolve(got);
+      }
+    });
+    socket.on('error', reject);
+    socket.on('connect', () => socket.write(encodeCommand(args)));
+  });
+}
+
+describe('replies of any depth', () => {
+  let server: ValkeyNode;
+  let proxy: RespoolProxy;
+
+  beforeAll(async () => {
+    server = await startStandalone();
+    // one shared link: the deep reply and the other client's commands travel on the same socket
+    proxy = await startTestProxy([{ host: server.host, port: server.port }], { connectionsPerNode: 1 });
+  });
+
+  afterAll(async () => {
+    await proxy?.close();
+    await server?.stop();
+  });
+
+  it("a script's recursive reply reaches its client whole; other clients on the link keep their requests", async () => {
+    const script = 'local a = {}; local b = {a}; a[1] = b; return a';
+    const complete = (bytes: string) => bytes.includes('-ERR reached lua stack limit');
+    const others = rawPipeline(proxy.address.port, Array.from({ length: 200 }, (_, i) => ['ECHO', `m${i}`]));
+    const sets = rawPipeline(proxy.address.port, Array.from({ length: 200 }, (_, i) => ['SET', `deep:${i}`, `v${i}`]));
+    const [direct, through] = await Promise.all([
+      rawExchange(server.port, ['EVAL', script, '0'], complete),
+      rawExchange(proxy.address.port, ['EVAL', script, '0'], complete),
+    ]);
+    expect(through).toBe(direct);
+    const depth = direct.split('*1\r\n').length - 1;
+    expect(depth).toBeGreaterThan(128); // deeper than the old framer bound
+    expect(await others).toEqual(Array.from({ length: 200 }, (_, i) => `m${i}`));
+    expect(await sets).toEqual(Array.from({ length: 200 }, () => 'OK'));
+    expect(await rawPipeline(proxy.address.port, [['GET', 'deep:199'], ['PING']])).toEqual(['v199', 'PONG']);
+  });
+});
