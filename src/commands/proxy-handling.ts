@@ -9,7 +9,8 @@
 //   monitor      MONITOR: a leased connection to every node, their lines merged
 //   tracking     CLIENT TRACKING / CACHING / GETREDIR / TRACKINGINFO (handlers/tracking.ts: leased
 //                connections of the client's own, invalidations as RESP3 pushes)
-//   script       EVAL/EVALSHA/FCALL (+ _RO): routed by their declared keys, never split
+//   script       EVAL/EVALSHA/FCALL (+ _RO): routed by their declared keys, never split; SCRIPT KILL
+//                and FUNCTION KILL: to every primary on connections of their own
 //   allShards    must run on every shard (or every node) and have the replies merged
 //   anyNode      keyless; any node answers for the whole data set (or the answer is per-node anyway)
 //   multiKey     MGET, MSET, DEL, UNLINK, EXISTS, TOUCH: split by slot when their keys span slots
@@ -158,7 +159,7 @@ function decide(spec: CommandSpec): Decision {
   if (LOCAL_COMMANDS.has(name)) return of('local');
   if (TRANSACTION_COMMANDS.has(name)) return of('transaction');
   if (PUBSUB_COMMANDS.has(name)) return of('pubsub');
-  if (SCRIPT_COMMANDS.has(name)) return of('script');
+  if (SCRIPT_COMMANDS.has(name) || name === 'script|kill' || name === 'function|kill') return of('script');
   if (MULTI_KEY_COMMANDS.has(name)) return of('multiKey');
   if (name === 'monitor') return of('monitor');
   if (TRACKING_COMMANDS.has(name)) return of('tracking');

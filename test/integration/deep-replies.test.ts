@@ -54,3 +54,35 @@ describe('replies of any depth', () => {
     expect(await rawPipeline(proxy.address.port, [['GET', 'deep:199'], ['PING']])).toEqual(['v199', 'PONG']);
   });
 });
+
+describe('SCRIPT KILL / FUNCTION KILL reach the busy node', () => {
+  let server: ValkeyNode;
+  let proxy: RespoolProxy;
+
+  beforeAll(async () => {
+    server = await startStandalone();
+    await rawPipeline(server.port, [['CONFIG', 'SET', 'busy-reply-threshold', '100']]);
+    // one shared link: the busy script sits on it, so the kill must travel on a connection of its own
+    proxy = await startTestProxy([{ host: server.host, port: server.port }], { connectionsPerNode: 1, timeouts: { commandMs: 20_000 } });
+  });
+
+  afterAll(async () => {
+    await proxy?.close();
+    await server?.stop();
+  });
+
+  it('SCRIPT KILL stops a looping script; NOTBUSY when none runs; the link then serves again', async () => {
+    expect(String((await rawPipeline(proxy.address.port, [['SCRIPT', 'KILL']]))[0])).toMatch(/NOTBUSY No scripts in execution right now/);
+    const looping = rawExchange(proxy.address.port, ['EVAL', 'while true do end', '0'], (b) => b.startsWith('-') && b.endsWith('\r\n'));
+    let killed: unknown = null;
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline) {
+      killed = (await rawPipeline(proxy.address.port, [['SCRIPT', 'KILL']]))[0];
+      if (killed === 'OK') break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(killed).toBe('OK');
+    expect(await looping).toMatch(/^-ERR Script killed by user with SCRIPT KILL/);
+    expect(await rawPipeline(proxy.address.port, [['PING', 'x'], ['ECHO', 'after']])).toEqual(['x', 'after']);
+  });
+});
