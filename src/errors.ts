@@ -105,4 +105,6 @@ export const ProxyError = {
   unblockReason: () => `ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR`,
   partFailed: (command: string, part: number, parts: number, slot: number, error: string, ran: number) =>
     `ERR respool: ${command.toUpperCase()} was split by slot into ${parts} parts; part ${part} (slot ${slot}) failed: ${error}; ${ran} of the other ${parts - 1} parts succeeded and were not undone`,
+  notQueueable: (command: string, why: string) =>
+    `ERR respool: ${command.replace('|', ' ').toUpperCase()} cannot be queued inside MULTI through respool (${why}); send it outside the transaction`,
 } as const;

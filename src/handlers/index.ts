@@ -1,5 +1,7 @@
 import { commandFamily, type CommandFamily } from '../commands/proxy-handling.js';
 import { isRespoolCommand } from '../hotkeys/control.js';
+import { encodeError } from '../resp/encode.js';
+import { ProxyError } from '../errors.js';
 import type { Handler, HandlerSession, CommandRequest } from './types.js';
 import { local } from './local.js';
 import { keyed } from './keyed.js';
@@ -14,6 +16,9 @@ import { blocking } from './blocking.js';
 import { monitor } from './monitor.js';
 import { pubsub, allowedWhileSubscribed, refuseWhileSubscribed } from './pubsub.js';
 import { tracking, onTrackingLane } from './tracking.js';
+
+/** Families that keep their own path while a WATCH lane is open (they would corrupt the lease's state). */
+const OFF_LANE: ReadonlySet<CommandFamily> = new Set(['pubsub', 'tracking', 'monitor', 'refused']);
 
 /** The one dispatch table: command family → the handler that owns its decisions. */
 const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
@@ -44,10 +49,14 @@ export function dispatch(session: HandlerSession, req: CommandRequest): void {
   if (spec === undefined && isRespoolCommand(req.args[0]!)) return respool(session, req);
   const family = spec === undefined ? 'keyed' : commandFamily(spec, req.args);
   state.tracking?.noteCommand(req.command, state.transaction !== null);
-  if (state.lane !== null && family !== 'pubsub' && family !== 'tracking') return onLane(session, state.lane, req);
+  if (state.lane !== null && !OFF_LANE.has(family)) return onLane(session, state.lane, req);
   if (state.transaction !== null && queueInTransaction(session, req)) return;
   if (spec === undefined && state.tracking === null) return keyed(session, req); // unknown to respool's table: the upstream answers (or refuses) it
-  if (state.subscribedResp2 && !allowedWhileSubscribed(req.command)) return refuseWhileSubscribed(session, req);
+  if (state.subscribedResp2 && !allowedWhileSubscribed(req.command)) {
+    // Valkey checks the arity before the subscribed context.
+    if (spec !== undefined && ((spec.arity > 0 && spec.arity !== req.args.length) || req.args.length < -spec.arity)) return session.replyNow(encodeError(ProxyError.wrongArity(spec.name)));
+    return refuseWhileSubscribed(session, req);
+  }
   if (state.tracking !== null && onTrackingLane(session, state.tracking, req, family)) return; // tracking.ts
   HANDLERS[family](session, req);
 }

@@ -1,6 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
 import { CommandFlag } from '../commands/command-flags.js';
-import { LOCAL_COMMANDS, TRACKING_COMMANDS } from '../commands/proxy-handling.js';
+import { commandFamily, refusalReason, LOCAL_COMMANDS, TRACKING_COMMANDS } from '../commands/proxy-handling.js';
 import { encodeArray, encodeCommand, encodeError, encodeSimple } from '../resp/encode.js';
 import { splitAggregate } from '../resp/decode.js';
 import { ProxyError } from '../errors.js';
@@ -115,6 +115,9 @@ export function queueInTransaction(session: HandlerSession, req: CommandRequest)
 }
 
 /** Valkey's checks before it queues a command (server.c processCommand), in its order. */
+/** Pub/sub commands that are ordinary commands upstream, fine inside a transaction. */
+const QUEUEABLE_PUBSUB: ReadonlySet<string> = new Set(['publish', 'pubsub|numsub', 'pubsub|numpat', 'pubsub|channels']);
+
 function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRequest): string | null {
   const { spec, args } = req;
   if (spec === undefined) return ProxyError.unknownCommand(args);
@@ -124,6 +127,12 @@ function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRe
   if ((spec.arity > 0 && spec.arity !== args.length) || args.length < -spec.arity) return ProxyError.wrongArity(spec.name);
   if (spec.flags & CommandFlag.NO_MULTI) return ProxyError.notAllowedInMulti();
   if (TRACKING_COMMANDS.has(spec.name)) return ProxyError.trackingInMulti(spec.name);
+  // What respool holds for the client (subscriptions, MONITOR's leases) or refuses outright must
+  // not reach a shared link inside MULTI … EXEC.
+  const family = commandFamily(spec, args);
+  if (family === 'pubsub' && !QUEUEABLE_PUBSUB.has(spec.name)) return ProxyError.notQueueable(spec.name, 'subscriptions are respool\'s, not the shared link\'s');
+  if (family === 'monitor') return ProxyError.notQueueable(spec.name, 'MONITOR needs connections of its own');
+  if (family === 'refused') return ProxyError.refused(spec.name, refusalReason(spec) ?? '');
   const limit = session.ctx.config.limits.maxQueryBytesPerClient;
   if (tx.bytes + req.raw.length > limit) return ProxyError.transactionTooLarge(limit);
   if (session.ctx.isCluster()) {

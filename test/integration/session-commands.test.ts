@@ -194,3 +194,54 @@ describe('RESET of a subscribed client', () => {
     expect(await rawCall(server.port, ['PUBSUB', 'NUMSUB', 'reset:ch'])).toEqual(['reset:ch', 0]);
   });
 });
+
+describe('what must not reach a shared link inside MULTI or a WATCH lane', () => {
+  let server: ValkeyNode;
+  let proxy: RespoolProxy;
+
+  beforeAll(async () => {
+    server = await startStandalone();
+    proxy = await startTestProxy([{ host: server.host, port: server.port }]);
+  });
+
+  afterAll(async () => {
+    await proxy?.close();
+    await server?.stop();
+  });
+
+  it('SUBSCRIBE, MONITOR and refused commands are refused at queue time (EXECABORT); PUBLISH is queued', async () => {
+    const { rawPipeline } = await import('../harness/raw-client.js');
+    const replies = await rawPipeline(proxy.address.port, [
+      ['MULTI'],
+      ['PUBLISH', 'q:ch', 'x'],
+      ['SUBSCRIBE', 'q:ch'],
+      ['MONITOR'],
+      ['CLIENT', 'KILL', 'ID', '1'],
+      ['EXEC'],
+      ['PING'],
+    ]);
+    expect(replies[0]).toBe('OK');
+    expect(replies[1]).toBe('QUEUED');
+    expect(String(replies[2])).toMatch(/SUBSCRIBE cannot be queued inside MULTI through respool/);
+    expect(String(replies[3])).toMatch(/MONITOR cannot be queued inside MULTI through respool/);
+    expect(String(replies[4])).toMatch(/CLIENT KILL is not supported through respool/);
+    expect(String(replies[5])).toMatch(/EXECABORT Transaction discarded because of previous errors/);
+    expect(replies[6]).toBe('PONG');
+  });
+
+  it('on a WATCH lane, refused commands are refused, not sent on the lease', async () => {
+    const { rawPipeline } = await import('../harness/raw-client.js');
+    const replies = await rawPipeline(proxy.address.port, [['WATCH', 'lane:k'], ['CLIENT', 'PAUSE', '10'], ['UNWATCH'], ['PING']]);
+    expect(replies[0]).toBe('OK');
+    expect(String(replies[1])).toMatch(/CLIENT PAUSE is not supported through respool/);
+    expect(replies.slice(2)).toEqual(['OK', 'PONG']);
+  });
+
+  it('in RESP2 subscribed mode a wrong arity is reported before the subscribed context, as Valkey', async () => {
+    const script = [['SUBSCRIBE', 'arity:ch'], ['GET'], ['GET', 'k']];
+    const direct = await exchange(server.port, script);
+    const through = await exchange(proxy.address.port, script);
+    expect(through).toBe(direct);
+    expect(direct).toContain("-ERR wrong number of arguments for 'get' command\r\n");
+  });
+});
