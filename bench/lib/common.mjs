@@ -84,19 +84,20 @@ function installExitHandlers() {
 }
 
 /**
- * Spawn a tracked child (`match`: how its /proc cmdline starts, for run.sh's leftover check). stdout/stderr go to `logFile` when given (appended), else are
+ * Spawn a tracked child (`match`: how its /proc cmdline starts, for run.sh's leftover check;
+ * `stdin`: 'ignore' (default) or 'pipe' for child.stdin). stdout/stderr go to `logFile` when given (appended), else are
  * collected in memory (child.out / child.err strings). Returns the ChildProcess with an
  * extra `exited` promise resolving to { code, signal }.
  */
-export function spawn(cmd, args, { logFile, cwd = ROOT_DIR, env = process.env, match } = {}) {
+export function spawn(cmd, args, { logFile, cwd = ROOT_DIR, env = process.env, match, stdin = 'ignore' } = {}) {
   installExitHandlers();
   fs.mkdirSync(PID_DIR, { recursive: true });
-  let stdio = ['ignore', 'pipe', 'pipe'];
+  let stdio = [stdin, 'pipe', 'pipe'];
   let fd;
   if (logFile) {
     fs.mkdirSync(path.dirname(logFile), { recursive: true });
     fd = fs.openSync(logFile, 'a');
-    stdio = ['ignore', fd, fd];
+    stdio = [stdin, fd, fd];
   }
   const child = cpSpawn(cmd, args, { cwd, env, stdio });
   if (fd !== undefined) fs.closeSync(fd);
