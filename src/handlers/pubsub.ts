@@ -99,31 +99,43 @@ function subscribe(session: HandlerSession, op: Operation, req: CommandRequest):
 }
 
 function unsubscribe(session: HandlerSession, op: Operation, req: CommandRequest): void {
+  const { frame, ok } = unsubscribeNow(session, op.confirm as UnsubscribeCommand, req.args.slice(1));
+  session.replyNow(frame, ok);
+}
+
+export type UnsubscribeCommand = 'unsubscribe' | 'punsubscribe' | 'sunsubscribe';
+
+/**
+ * (P|S)UNSUBSCRIBE `names` (none: every name of that kind the client holds), applied now to the
+ * client's record and the hub: the confirmations (one per name, as Valkey sends them; `ok`) or
+ * the error of a client holding nothing. Also what a transaction answers for a queued
+ * (P|S)UNSUBSCRIBE at EXEC (Valkey runs it there, its confirmations are EXEC's element).
+ */
+export function unsubscribeNow(session: HandlerSession, command: UnsubscribeCommand, names: Buffer[]): { frame: Buffer; ok: boolean } {
   const state = session.state;
   const subs = state.subscriptions;
-  const kind = op.kind;
+  const kind = OPERATIONS[command]!.kind;
   if (subs === null || subs.owner === null || subs.total() === 0) {
-    return session.replyNow(encodeError(ProxyError.notSubscribed(op.confirm as 'unsubscribe' | 'punsubscribe' | 'sunsubscribe')));
+    return { frame: encodeError(ProxyError.notSubscribed(command)), ok: false };
   }
-  const names = req.args.slice(1);
   const protocol = state.protocol;
   const frames: Buffer[] = [];
   if (names.length === 0) {
     const held = subs.names(kind);
     // Holding none of this kind (but something else): one confirmation with a nil name.
-    if (held.length === 0) frames.push(encodeConfirmation(protocol, op.confirm, null, subs.countFor(kind)));
+    if (held.length === 0) frames.push(encodeConfirmation(protocol, command, null, subs.countFor(kind)));
     for (const name of held) {
       subs.remove(kind, name);
-      frames.push(encodeConfirmation(protocol, op.confirm, name, subs.countFor(kind)));
+      frames.push(encodeConfirmation(protocol, command, name, subs.countFor(kind)));
     }
   } else {
     for (const name of names) {
       subs.remove(kind, name);
-      frames.push(encodeConfirmation(protocol, op.confirm, name, subs.countFor(kind)));
+      frames.push(encodeConfirmation(protocol, command, name, subs.countFor(kind)));
     }
   }
   session.ctx.pubsub.unsubscribe(subs.owner, kind, names);
-  session.replyNow(frames.length === 1 ? frames[0]! : Buffer.concat(frames), true);
+  return { frame: frames.length === 1 ? frames[0]! : Buffer.concat(frames), ok: true };
 }
 
 /** The session as the hub's Subscriber: messages become pushes queued behind every reply owed. */
@@ -195,21 +207,35 @@ export const refuseWhileSubscribed: Handler = (session, req) => {
  */
 function publish(session: HandlerSession, req: CommandRequest): void {
   if (req.args.length !== 3) return session.replyNow(encodeError(ProxyError.wrongArity('publish')));
-  const hub = session.ctx.pubsub;
-  const node = classicNode(session, hub.countsFor(req.args[1]!).address);
+  const node = publishNode(session);
   if (node === undefined) return keyed(session, req);
   const channel = Buffer.from(req.args[1]!);
   const entry = session.reserve();
   const owner: CallOwner = {
     client: session,
-    onCallDone: (reply) => {
-      if (reply[0] !== 0x3a /* : */) return entry.fill(reply);
-      const now = hub.countsFor(channel);
-      entry.fill(encodeInteger(Number(reply.toString('latin1', 1, reply.length - 2)) - now.upstream + now.clients));
-    },
+    onCallDone: (reply) => entry.fill(publishReply(session, channel, reply)),
   };
   session.ctx.metrics?.commandCounter('publish').inc();
   session.ctx.router.dispatchTo(owner, req.raw, 'publish', node, 'primary', 0);
+}
+
+/**
+ * The node where a PUBLISH counts respool's subscribers (the one holding its classic
+ * subscriptions; in cluster mode PUBLISH counts only the node's own subscribers), or undefined
+ * when respool holds none. A PUBLISH inside MULTI … EXEC or a script counts right only there.
+ */
+export function publishNode(session: HandlerSession): ClusterNode | undefined {
+  return classicNode(session, session.ctx.pubsub.countsFor(Buffer.alloc(0), true).address);
+}
+
+/**
+ * A PUBLISH reply from publishNode(): respool's one upstream subscription (and each matching
+ * pattern) replaced by the respool clients that receive `channel`. Anything but an integer as is.
+ */
+export function publishReply(session: HandlerSession, channel: Buffer, reply: Buffer): Buffer {
+  if (reply[0] !== 0x3a /* : */) return reply;
+  const now = session.ctx.pubsub.countsFor(channel);
+  return encodeInteger(Number(reply.toString('latin1', 1, reply.length - 2)) - now.upstream + now.clients);
 }
 
 /** PUBSUB NUMSUB: per channel, respool's subscribers in place of its one upstream subscription. */

@@ -42,7 +42,7 @@ export interface PubSubHubDeps {
 }
 
 export interface PubSubStats {
-  /** Subscriber connections to the upstream (open or connecting): classic + shard. */
+  /** Subscriber connections to the upstream (open or connecting): classic + shard + other primaries (keyspace events). */
   upstreamConnections: number;
   /** Channels / patterns / shard channels respool holds (or is acquiring) upstream. */
   channels: number;
@@ -69,6 +69,17 @@ interface Entry {
   /** idle: not (being) subscribed on a live connection; subscribing: command written; active: confirmed. */
   state: 'idle' | 'subscribing' | 'active';
   conn: SubscriberConnection | null;
+  /**
+   * Also held on every other primary (a pattern, or a `__keyspace@…` / `__keyevent@…` channel):
+   * keyspace notifications are published only on the node owning the key.
+   */
+  readonly nodeWide: boolean;
+  /**
+   * Confirmed everywhere a subscriber needs it: active on its connection and, when nodeWide,
+   * on every node connection that is up (NodeSubscriber.conn not null). Requests count entries
+   * not ready (SubscribeRequest.remaining); refreshReady() keeps the two in step.
+   */
+  ready: boolean;
   /** Removed from its map: confirmations and messages for it are ignored. */
   dead: boolean;
   redirects: number;
@@ -79,11 +90,39 @@ interface SubscribeRequest {
   readonly entries: Entry[];
   /** Entries the subscriber unsubscribed from before the request finished (not joined at completion). */
   readonly skipped: Set<Entry>;
-  /** Entries of the request not active now (and not skipped). */
+  /** Entries of the request not ready now (and not skipped). */
   remaining: number;
   readonly done: (error: string | null) => void;
   timer: NodeJS.Timeout | null;
   finished: boolean;
+}
+
+/**
+ * A connection to one primary other than the classic node, holding the node-wide entries
+ * (patterns and keyspace-notification channels) so that the keyspace events of that node's keys
+ * reach respool. Only `__keyspace@` / `__keyevent@` messages are delivered from it: everything
+ * else (PUBLISH, carried to every node by the cluster bus) comes from the classic connection.
+ */
+interface NodeSubscriber {
+  readonly address: string;
+  readonly host: string;
+  readonly port: number;
+  /** Open or connecting; null while backing off after a loss (then not waited for). */
+  conn: SubscriberConnection | null;
+  /** Node-wide entries sent on conn: subscribing, or confirmed (active). */
+  readonly held: Map<Entry, 'subscribing' | 'active'>;
+  attempt: number;
+  retryTimer: NodeJS.Timeout | null;
+  idleTimer: NodeJS.Timeout | null;
+}
+
+const KEYSPACE_PREFIX = '__keyspace@';
+const KEYEVENT_PREFIX = '__keyevent@';
+
+/** A keyspace-notification channel name (latin1 key or bytes): published only where the key lives. */
+export function isKeyspaceChannel(name: string | Buffer): boolean {
+  const text = typeof name === 'string' ? name : name.toString('latin1', 0, KEYSPACE_PREFIX.length);
+  return text.startsWith(KEYSPACE_PREFIX) || text.startsWith(KEYEVENT_PREFIX);
 }
 
 const SUBSCRIBE_COMMAND: Record<SubscriptionKind, UpstreamSubscribeCommand> = {
@@ -119,12 +158,30 @@ const UNSUBSCRIBE_COMMAND: Record<SubscriptionKind, UpstreamSubscribeCommand> = 
  *   classic connection : dies → every channel/pattern entry goes idle (receivers kept), and a
  *                        new connection to some node (another one if it can) re-subscribes all
  *                        of them after a full-jitter backoff. Messages in the gap are lost.
+ *   node connections   : keyspace notifications (`__keyspace@<db>__:<key>`, `__keyevent@<db>__:<event>`)
+ *                        are published only on the node owning the key; the cluster bus does
+ *                        not carry them. So every node-wide entry (a pattern, or a channel named
+ *                        `__keyspace@…` / `__keyevent@…`) is also subscribed on each primary
+ *                        other than the classic node (nodes, one NodeSubscriber per address,
+ *                        dialed while node-wide entries exist, closed when idle), and from those
+ *                        connections only messages on keyspace-notification channels are
+ *                        delivered: a key's event comes once (from its node), a PUBLISH once
+ *                        (from the classic connection). A node-wide entry is ready when active
+ *                        on the classic connection and on every node connection that is up, so a
+ *                        subscriber confirmed for `*` receives the events of every key after its
+ *                        confirmation. A lost node connection is not waited for (the node's events
+ *                        are lost while it is down) and is re-dialed with a full-jitter backoff;
+ *                        the topology decides which primaries are dialed (added, removed, failed
+ *                        over, the classic connection moved). Standalone: no node connections.
  *   shard connection   : dies, or Valkey sends an `sunsubscribe` we did not ask for, or the
  *                        topology says the node no longer serves the slot → the entry is
  *                        dropped and every receiver gets shardChannelLost(channel): respool
  *                        never lets a client believe it holds a shard channel it does not.
  */
 export class PubSubHub {
+  /** How long a subscriber connection with nothing subscribed stays open (tests shorten it). */
+  static idleCloseMs = IDLE_CLOSE_MS;
+
   private readonly channels = new Map<string, Entry>();
   private readonly patterns = new Map<string, Entry>();
   private readonly shards = new Map<string, Entry>();
@@ -140,6 +197,11 @@ export class PubSubHub {
   private readonly shardConns = new Map<string, SubscriberConnection>();
   private readonly shardEntries = new Map<SubscriberConnection, Set<Entry>>();
   private readonly shardIdleTimers = new Map<SubscriberConnection, NodeJS.Timeout>();
+
+  /** Connections to the primaries other than the classic node (cluster mode), by address. */
+  private readonly nodes = new Map<string, NodeSubscriber>();
+  /** Live node-wide entries (patterns and keyspace channels) in channels ∪ patterns. */
+  private nodeWideCount = 0;
 
   /** UNSUBSCRIBEs to write, batched per connection and kind until the end of this turn. */
   private outbox = new Map<SubscriberConnection, Map<UpstreamSubscribeCommand, Buffer[]>>();
@@ -205,17 +267,20 @@ export class PubSubHub {
     for (const [key, name] of unique) {
       let entry = map.get(key);
       if (entry === undefined) {
+        const nodeWide = kind === 'pattern' || (kind === 'channel' && isKeyspaceChannel(name));
         entry = {
           kind, key, name: Buffer.from(name), slot: kind === 'shard' ? slot : -1,
-          receivers: new Set(), waiting: new Set(), state: 'idle', conn: null, dead: false, redirects: 0,
+          receivers: new Set(), waiting: new Set(), state: 'idle', conn: null, nodeWide, ready: false,
+          dead: false, redirects: 0,
         };
         map.set(key, entry);
+        if (nodeWide) this.nodeWideCount++;
         fresh.push(entry);
       }
       if (entry.receivers.has(sub)) continue; // already held: confirmed at once, as Valkey does
       request.entries.push(entry);
       entry.waiting.add(request);
-      if (entry.state !== 'active') request.remaining++;
+      if (!entry.ready) request.remaining++;
       if (index === undefined) this.bySub.set(sub, (index = new Set()));
       index.add(entry);
     }
@@ -230,8 +295,13 @@ export class PubSubHub {
       request.timer.unref();
     }
     if (fresh.length > 0) {
-      if (kind === 'shard') this.sendShardSubscribe(fresh);
-      else this.sendClassicSubscribe(fresh);
+      if (kind === 'shard') {
+        this.sendShardSubscribe(fresh);
+      } else {
+        this.sendClassicSubscribe(fresh);
+        const wide = fresh.filter((e) => e.nodeWide);
+        if (wide.length > 0) this.sendNodeWide(wide);
+      }
     }
   }
 
@@ -306,6 +376,7 @@ export class PubSubHub {
   stats(): PubSubStats {
     let upstreamConnections = this.classic !== null ? 1 : 0;
     for (const conn of this.shardConns.values()) if (conn.state !== 'closed') upstreamConnections++;
+    for (const x of this.nodes.values()) if (x.conn !== null && x.conn.state !== 'closed') upstreamConnections++;
     return {
       upstreamConnections,
       channels: this.channels.size,
@@ -330,6 +401,7 @@ export class PubSubHub {
     for (const r of requests) this.fail(r, ProxyError.shuttingDown());
     this.classic?.close('respool closing');
     for (const conn of [...this.shardConns.values()]) conn.close('respool closing');
+    for (const x of [...this.nodes.values()]) this.dropNode(x, 'respool closing');
   }
 
   // ---- requests ------------------------------------------------------------------------------
@@ -370,7 +442,7 @@ export class PubSubHub {
       if (r.sub !== sub) continue;
       e.waiting.delete(r);
       r.skipped.add(e);
-      if (e.state !== 'active') r.remaining--;
+      if (!e.ready) r.remaining--;
       if (r.remaining === 0) this.complete(r);
     }
     this.release(e);
@@ -388,13 +460,20 @@ export class PubSubHub {
     this.forget(e);
     const conn = e.conn;
     if (conn !== null && conn.state !== 'closed' && e.state !== 'idle') this.queueUnsubscribe(conn, UNSUBSCRIBE_COMMAND[e.kind], e.name);
+    if (e.nodeWide) {
+      for (const x of this.nodes.values()) {
+        if (x.held.delete(e) && x.conn !== null && x.conn.state !== 'closed') this.queueUnsubscribe(x.conn, UNSUBSCRIBE_COMMAND[e.kind], e.name);
+      }
+    }
   }
 
   /** Removes e from its map (and its shard connection's set); it is dead from now on. */
   private forget(e: Entry): void {
+    if (e.dead) return;
     e.dead = true;
     const map = this.mapFor(e.kind);
     if (map.get(e.key) === e) map.delete(e.key);
+    if (e.nodeWide) this.nodeWideCount--;
     if (e.kind === 'shard' && e.conn !== null) this.shardEntries.get(e.conn)?.delete(e);
   }
 
@@ -403,16 +482,34 @@ export class PubSubHub {
     if (e.dead || e.conn !== conn || e.state !== 'subscribing') return;
     e.state = 'active';
     e.redirects = 0;
-    for (const r of [...e.waiting]) {
-      if (--r.remaining === 0) this.complete(r);
-    }
+    this.refreshReady(e);
   }
 
   /** e is no longer confirmed (its connection died): waiting requests need it again. */
   private deactivate(e: Entry): void {
-    if (e.state === 'active') for (const r of e.waiting) r.remaining++;
     e.state = 'idle';
     e.conn = null;
+    this.refreshReady(e);
+  }
+
+  /** Recomputes e.ready; requests waiting for e complete when it becomes ready, and wait again when it stops. */
+  private refreshReady(e: Entry): void {
+    if (e.dead) return;
+    let ready = e.state === 'active';
+    if (ready && e.nodeWide) {
+      for (const x of this.nodes.values()) {
+        if (x.conn !== null && x.held.get(e) !== 'active') {
+          ready = false;
+          break;
+        }
+      }
+    }
+    if (ready === e.ready) return;
+    e.ready = ready;
+    for (const r of [...e.waiting]) {
+      if (!ready) r.remaining++;
+      else if (--r.remaining === 0) this.complete(r);
+    }
   }
 
   /** Callbacks for one SUBSCRIBE/PSUBSCRIBE/SSUBSCRIBE of `batch` on `conn`. */
@@ -464,6 +561,7 @@ export class PubSubHub {
     for (const e of entries) {
       e.state = 'subscribing';
       e.conn = conn;
+      if (e.ready) this.refreshReady(e);
       let list = byKind.get(e.kind);
       if (list === undefined) byKind.set(e.kind, (list = []));
       list.push(e);
@@ -487,6 +585,7 @@ export class PubSubHub {
     }
     this.classic = this.connect(node.host, node.port, this.classicHandler);
     this.log.debug({ node: this.classic.address }, 'pub/sub: classic subscriber connection dialing');
+    this.reconcileNodes(); // the classic node no longer needs a node connection of its own
     return this.classic;
   }
 
@@ -527,6 +626,7 @@ export class PubSubHub {
     const held = this.channels.size + this.patterns.size;
     for (const map of [this.channels, this.patterns]) for (const e of map.values()) this.deactivate(e);
     if (this.closed || held === 0) return;
+    this.reconcileNodes(); // until a new classic connection, every primary's keyspace events come from node connections
     this.log.warn({ node: conn.address, reason, names: held }, 'pub/sub: classic subscriber connection lost; re-subscribing elsewhere');
     this.scheduleClassicReconnect(reason);
   }
@@ -544,6 +644,158 @@ export class PubSubHub {
       void conn;
     }, delay);
     this.classicTimer.unref();
+  }
+
+  // ---- node connections (keyspace notifications of the other primaries) ----------------------
+
+  /**
+   * The primaries that need a node connection: in cluster mode, the primary of every shard
+   * serving slots but the classic node's own shard (the classic node may be a replica, after a
+   * failover or when no primary was healthy: a replica sees its shard's keyspace events too).
+   */
+  private nodeTargets(): Map<string, { host: string; port: number }> {
+    const targets = new Map<string, { host: string; port: number }>();
+    const topology = this.refresher.current;
+    if (topology === null || topology.mode !== 'cluster') return targets;
+    const classic = this.classic?.address ?? null;
+    for (const shard of topology.shards) {
+      const p = shard.primary;
+      if (shard.slots.length === 0 || p.health === 'fail' || p.health === 'failed') continue;
+      if (classic !== null && (p.address === classic || shard.replicas.some((n) => n.address === classic))) continue;
+      targets.set(p.address, { host: p.host, port: p.port });
+    }
+    return targets;
+  }
+
+  /**
+   * Node connections follow the topology and the classic node: dropped where no longer wanted,
+   * dialed where wanted while node-wide entries exist (unless backing off).
+   */
+  private reconcileNodes(): void {
+    if (this.closed) return;
+    const targets = this.nodeTargets();
+    for (const x of [...this.nodes.values()]) {
+      if (!targets.has(x.address)) this.dropNode(x, 'no longer a primary needing keyspace events');
+    }
+    if (this.nodeWideCount === 0) return;
+    for (const [address, node] of targets) {
+      let x = this.nodes.get(address);
+      if (x === undefined) {
+        x = { address, host: node.host, port: node.port, conn: null, held: new Map(), attempt: 0, retryTimer: null, idleTimer: null };
+        this.nodes.set(address, x);
+      }
+      if (x.conn === null && x.retryTimer === null) this.dialNode(x);
+    }
+  }
+
+  private dialNode(x: NodeSubscriber): void {
+    const conn = this.connect(x.host, x.port, {
+      ready: () => {
+        if (x.conn === conn) x.attempt = 0;
+      },
+      message: (c, kind, pattern, channel, frame) => this.onNodeMessage(x, c, kind, pattern, channel, frame),
+      shardChannelDropped: () => {},
+      closed: (c, reason) => this.onNodeClosed(x, c, reason),
+    });
+    x.conn = conn;
+    x.held.clear();
+    this.log.debug({ node: x.address }, 'pub/sub: node subscriber connection dialing (keyspace events)');
+    const wide: Entry[] = [];
+    for (const map of [this.channels, this.patterns]) for (const e of map.values()) if (e.nodeWide) wide.push(e);
+    if (wide.length > 0) this.sendNodeWide(wide, x);
+  }
+
+  /** Subscribes node-wide entries on every node connection that is up (or on `only`), skipping those it holds. */
+  private sendNodeWide(entries: Entry[], only?: NodeSubscriber): void {
+    if (only === undefined) this.reconcileNodes();
+    for (const x of only !== undefined ? [only] : this.nodes.values()) {
+      const conn = x.conn;
+      if (conn === null || conn.state === 'closed') continue;
+      const todo = entries.filter((e) => !e.dead && !x.held.has(e));
+      if (todo.length === 0) continue;
+      if (x.idleTimer !== null) {
+        clearTimeout(x.idleTimer);
+        x.idleTimer = null;
+      }
+      if (this.outbox.has(conn)) this.flushOutbox();
+      for (const e of todo) x.held.set(e, 'subscribing');
+      for (const kind of ['channel', 'pattern'] as const) {
+        const list = todo.filter((e) => e.kind === kind);
+        for (let i = 0; i < list.length; i += MAX_NAMES_PER_COMMAND) {
+          const batch = list.slice(i, i + MAX_NAMES_PER_COMMAND);
+          conn.send(SUBSCRIBE_COMMAND[kind], batch.map((e) => e.name), {
+            confirmed: (j) => {
+              const e = batch[j]!;
+              if (x.conn !== conn || x.held.get(e) !== 'subscribing') return;
+              x.held.set(e, 'active');
+              this.refreshReady(e);
+            },
+            failed: (error, connectionLost) => {
+              if (!connectionLost) this.onNodeRefused(x, conn, batch, error);
+            },
+          });
+        }
+      }
+      for (const e of todo) if (e.ready) this.refreshReady(e); // no longer confirmed everywhere
+    }
+  }
+
+  private onNodeRefused(x: NodeSubscriber, conn: SubscriberConnection, batch: Entry[], error: string): void {
+    const live = batch.filter((e) => !e.dead && x.conn === conn && x.held.get(e) === 'subscribing');
+    if (live.length === 0) return;
+    this.log.warn({ node: conn.address, error, names: live.length }, 'upstream refused a subscription (keyspace events)');
+    let keepsReceivers = false;
+    for (const e of live) {
+      x.held.delete(e);
+      for (const r of [...e.waiting]) this.fail(r, error);
+      if (!e.dead) keepsReceivers = true; // held by clients already: start over on a fresh connection
+    }
+    if (keepsReceivers) conn.close(`re-subscribe refused: ${error}`);
+  }
+
+  private onNodeClosed(x: NodeSubscriber, conn: SubscriberConnection, reason: string): void {
+    this.outbox.delete(conn);
+    if (x.conn !== conn) return;
+    x.conn = null;
+    const held = x.held.size;
+    x.held.clear();
+    this.refreshNodeWide(); // not waited for while it is down
+    if (this.closed || this.nodes.get(x.address) !== x) return;
+    if (this.nodeWideCount === 0) {
+      this.nodes.delete(x.address);
+      if (x.idleTimer !== null) clearTimeout(x.idleTimer);
+      return;
+    }
+    this.log.warn({ node: x.address, reason, names: held }, 'pub/sub: node subscriber connection lost; re-subscribing');
+    const { backoffBaseMs, backoffCapMs } = this.config.resilience;
+    const delay = fullJitterDelay(backoffBaseMs, backoffCapMs, x.attempt++);
+    x.retryTimer = setTimeout(() => {
+      x.retryTimer = null;
+      if (this.nodes.get(x.address) === x) this.reconcileNodes();
+    }, delay);
+    x.retryTimer.unref();
+  }
+
+  /** Closes and forgets a node connection (no longer wanted, idle, closing). */
+  private dropNode(x: NodeSubscriber, reason: string): void {
+    if (this.nodes.get(x.address) === x) this.nodes.delete(x.address);
+    if (x.retryTimer !== null) clearTimeout(x.retryTimer);
+    if (x.idleTimer !== null) clearTimeout(x.idleTimer);
+    x.retryTimer = x.idleTimer = null;
+    const conn = x.conn;
+    x.conn = null;
+    const held = x.held.size;
+    x.held.clear();
+    if (conn !== null) {
+      this.log.debug({ node: x.address, reason }, 'pub/sub: node subscriber connection closed');
+      conn.close(reason);
+    }
+    if (held > 0) this.refreshNodeWide();
+  }
+
+  private refreshNodeWide(): void {
+    if (this.nodeWideCount === 0) return;
+    for (const map of [this.channels, this.patterns]) for (const e of [...map.values()]) if (e.nodeWide) this.refreshReady(e);
   }
 
   // ---- shard channels ------------------------------------------------------------------------
@@ -662,6 +914,7 @@ export class PubSubHub {
         }
       }
     }
+    this.reconcileNodes();
   }
 
   // ---- messages ------------------------------------------------------------------------------
@@ -669,6 +922,18 @@ export class PubSubHub {
   private onMessage(conn: SubscriberConnection, kind: MessageKind, pattern: string | null, channel: string, frame: Buffer): void {
     const e = kind === 'message' ? this.channels.get(channel) : kind === 'pmessage' ? this.patterns.get(pattern!) : this.shards.get(channel);
     if (e === undefined || e.conn !== conn || e.receivers.size === 0) return;
+    this.fanOut(e, frame);
+  }
+
+  /** A message from a node connection: only keyspace notifications (that node's keys); PUBLISH comes from the classic connection. */
+  private onNodeMessage(x: NodeSubscriber, conn: SubscriberConnection, kind: MessageKind, pattern: string | null, channel: string, frame: Buffer): void {
+    if (x.conn !== conn || kind === 'smessage' || !isKeyspaceChannel(channel)) return;
+    const e = kind === 'message' ? this.channels.get(channel) : this.patterns.get(pattern!);
+    if (e === undefined || !x.held.has(e) || e.receivers.size === 0) return;
+    this.fanOut(e, frame);
+  }
+
+  private fanOut(e: Entry, frame: Buffer): void {
     let resp2: Buffer | null = null;
     for (const sub of e.receivers) {
       if (sub.closed) continue;
@@ -734,9 +999,19 @@ export class PubSubHub {
     }
   }
 
-  /** Connections left with nothing subscribed are closed after IDLE_CLOSE_MS. */
+  /** Connections left with nothing subscribed are closed after PubSubHub.idleCloseMs. */
   private scheduleIdleChecks(): void {
     if (this.closed) return;
+    if (this.nodeWideCount === 0) {
+      for (const x of this.nodes.values()) {
+        if (x.idleTimer !== null) continue;
+        x.idleTimer = setTimeout(() => {
+          x.idleTimer = null;
+          if (this.nodeWideCount === 0 && this.nodes.get(x.address) === x) this.dropNode(x, 'idle');
+        }, PubSubHub.idleCloseMs);
+        x.idleTimer.unref();
+      }
+    }
     if (this.classic !== null && this.channels.size + this.patterns.size === 0 && this.classicIdleTimer === null) {
       this.classicIdleTimer = setTimeout(() => {
         this.classicIdleTimer = null;
@@ -745,7 +1020,7 @@ export class PubSubHub {
           this.classic = null;
           conn.close('idle');
         }
-      }, IDLE_CLOSE_MS);
+      }, PubSubHub.idleCloseMs);
       this.classicIdleTimer.unref();
     }
     for (const [conn, entries] of this.shardEntries) {
@@ -756,7 +1031,7 @@ export class PubSubHub {
           this.shardEntries.delete(conn);
           conn.close('idle');
         }
-      }, IDLE_CLOSE_MS);
+      }, PubSubHub.idleCloseMs);
       timer.unref();
       this.shardIdleTimers.set(conn, timer);
     }
