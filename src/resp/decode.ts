@@ -3,7 +3,7 @@
  * ASK, fan-out merges, topology, COMMAND INFO). Bulk strings come back as views into the frame:
  * no copies, but they keep the frame's memory alive and change if it is modified.
  */
-import { DEFAULT_FRAMER_LIMITS } from './limits.js';
+import { DEFAULT_FRAMER_LIMITS, UNBOUNDED_NESTING } from './limits.js';
 import { ProtocolError } from './protocol-error.js';
 
 /** An error reply; `message` is the text after '-' (or the blob-error payload), e.g. "MOVED 3999 127.0.0.1:7001". */
@@ -210,25 +210,31 @@ class Reader {
   }
 
   /**
-   * Moves past one whole value without building it. Iterative (a count of values still owed), so
-   * a reply nested thousands deep — a script may return one — is skipped without recursion and
-   * without a depth bound: skipping only finds where a value ends.
+   * Moves past one whole value without building it. Iterative, with the open aggregates on an
+   * explicit stack (as ReplyFramer keeps them), so a reply nested thousands deep — a script may
+   * return one — is skipped without recursion; depth is still checked against maxDepth, counted
+   * the framer's way (an attribute is a level; the value it annotates is not its child).
    */
-  skip(_depth: number): void {
+  skip(depth: number): void {
     const buf = this.buf;
-    let owed = 1;
-    while (owed > 0) {
+    const remaining: number[] = [];
+    const isAttribute: boolean[] = [];
+    for (;;) {
       if (this.pos >= buf.length) throw new ProtocolError(INCOMPLETE);
       const type = buf[this.pos++]!;
-      if (type === 0x7c) {
-        // | attribute: its pairs come first, then the value it annotates (which settles the debt)
-        const n = this.length();
-        if (n < 0) throw new ProtocolError('Protocol error: invalid length');
-        owed += 2 * n;
-        continue;
-      }
-      owed--;
+      let complete = true;
       switch (type) {
+        case 0x7c: {
+          // | attribute: its pairs first, then the value it annotates
+          const n = this.length();
+          if (n < 0) throw new ProtocolError('Protocol error: invalid length');
+          if (n > 0) {
+            this.enter(depth + remaining.length);
+            remaining.push(2 * n);
+            isAttribute.push(true);
+          }
+          continue;
+        }
         case 0x2b:
         case 0x2d:
         case 0x3a:
@@ -254,13 +260,25 @@ class Reader {
           if (n < -1 || (n === -1 && type !== 0x2a)) throw new ProtocolError('Protocol error: invalid length');
           if (n > 0) {
             const children = type === 0x25 ? 2 * n : n;
+            this.enter(depth + remaining.length);
             this.checkCount(children);
-            owed += children;
+            remaining.push(children);
+            isAttribute.push(false);
+            complete = false;
           }
           break;
         }
         default:
           throw new ProtocolError(`Protocol error: invalid reply type byte '${String.fromCharCode(type)}'`);
+      }
+      if (!complete) continue;
+      // A value ended: count it against the open aggregates, closing those it completes.
+      for (;;) {
+        const i = remaining.length - 1;
+        if (i < 0) return; // the value asked for is complete
+        if (--remaining[i]! > 0) break;
+        remaining.pop();
+        if (isAttribute.pop()) break; // an attribute still waits for the value it annotates
       }
     }
   }
@@ -300,9 +318,10 @@ export function decodeReply(frame: Buffer, maxNestingDepth: number = DEFAULT_FRA
  * The child frames of an aggregate reply (* ~ > %; a map gives key, value, key, value ...) as
  * views, without decoding them: lets a fan-out merge (MGET) reassemble replies from their bytes.
  * Returns null for a null array (*-1 or _); a leading attribute is skipped. Throws
- * ProtocolError for anything else.
+ * ProtocolError for anything else. Children of any depth by default: they are skipped, never
+ * decoded (a script's deep reply inside EXEC, MGET parts).
  */
-export function splitAggregate(frame: Buffer, maxNestingDepth: number = DEFAULT_FRAMER_LIMITS.maxNestingDepth): Buffer[] | null {
+export function splitAggregate(frame: Buffer, maxNestingDepth: number = UNBOUNDED_NESTING): Buffer[] | null {
   const reader = new Reader(frame, maxNestingDepth);
   reader.skipAttributes(0);
   const type = frame[reader.pos];

@@ -287,9 +287,10 @@ describe('pub/sub through respool, standalone', () => {
       const rssBefore = process.memoryUsage().rss;
       const publisher = client();
       const t1 = Date.now();
-      // One pipeline. PUBLISH's count is what the upstream sees: respool's one subscriber connection.
+      // One pipeline. PUBLISH counts receivers as one server would: respool's n subscribers, not
+      // its one upstream subscription.
       const counts = await Promise.all(Array.from({ length: M }, (_, i) => publisher.publish(channel, `payload-${String(i).padStart(6, '0')}`)));
-      expect(counts).toEqual(Array.from({ length: M }, () => 1));
+      expect(counts).toEqual(Array.from({ length: M }, () => n));
       const publishMs = Date.now() - t1;
       await until('every subscriber got every message', () => lines.some((l) => l.startsWith('done')), 90_000);
       const deliverMs = Date.now() - t1;

@@ -158,4 +158,11 @@ describe('splitAggregate', () => {
     expect(() => split('~-1\r\n')).toThrow(ProtocolError);
     expect(() => split('*99999999\r\n')).toThrow('Protocol error: incomplete reply');
   });
+
+  it('splits aggregates whose children are nested thousands deep (skipped iteratively)', () => {
+    const deep = '*1\r\n'.repeat(20_000) + ':7\r\n';
+    const parts = splitAggregate(Buffer.from(`*2\r\n${deep}+ok\r\n`))!;
+    expect(parts.map((p) => p.toString())).toEqual([deep, '+ok\r\n']);
+    expect(() => decodeReply(Buffer.from(deep))).toThrow('Protocol error: reply nesting too deep');
+  });
 });
