@@ -36,9 +36,21 @@ for p in "${need[@]}"; do
     *) pkgs+=("$p") ;;
   esac
 done
+# The Debian packages would start system services (valkey-server on 6379, nutcracker) through
+# invoke-rc.d; respool's tests start their own servers. A policy-rc.d that denies starting
+# services for the length of this install keeps them from ever running, so nothing needs to be
+# stopped afterwards, and no process this script did not start is touched.
+policy=/usr/sbin/policy-rc.d
+own_policy=0
+if [[ ! -e $policy ]]; then
+  printf '#!/bin/sh\n# respool install-valkey.sh: no services started during this install\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+  $SUDO chmod +x "$policy"
+  own_policy=1
+fi
+trap '[[ $own_policy == 1 ]] && $SUDO rm -f "$policy"' EXIT
 $SUDO apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
-# The Debian package starts a system service on 6379; respool's tests start their own servers.
-if command -v systemctl >/dev/null 2>&1; then $SUDO systemctl disable --now valkey-server >/dev/null 2>&1 || true; fi
-pkill -x valkey-server >/dev/null 2>&1 || true
-pkill -x nutcracker >/dev/null 2>&1 || true
+# On a systemd machine the units stay disabled, so they do not start at the next boot either.
+if command -v systemctl >/dev/null 2>&1 && [[ -d /run/systemd/system ]]; then
+  $SUDO systemctl disable --now valkey-server >/dev/null 2>&1 || true
+fi
 valkey-server --version >&2
