@@ -5,6 +5,8 @@ export interface QueuedCommand {
   readonly command: string;
   /** Answered by respool itself at EXEC (local commands): its arguments, copied. */
   readonly localArgs: Buffer[] | null;
+  /** PUBLISH's channel (copied): its count is given as one server would, at EXEC. */
+  readonly channel?: Buffer;
 }
 
 /**
@@ -24,4 +26,6 @@ export class Transaction {
   crossSlot = false;
   slot = -1;
   bytes = 0;
+  /** EXEC ran where respool's subscriptions are held: PUBLISH counts are given as one server's. */
+  publishCounts = false;
 }

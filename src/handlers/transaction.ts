@@ -1,12 +1,13 @@
 import calculateSlot from 'cluster-key-slot';
 import { CommandFlag } from '../commands/command-flags.js';
 import { commandFamily, refusalReason, LOCAL_COMMANDS, TRACKING_COMMANDS } from '../commands/proxy-handling.js';
-import { encodeArray, encodeCommand, encodeError, encodeSimple } from '../resp/encode.js';
+import { encodeArray, encodeCommand, encodeError, encodeInteger, encodeSimple } from '../resp/encode.js';
 import { splitAggregate } from '../resp/decode.js';
 import { ProxyError } from '../errors.js';
 import type { LinkRequest } from '../upstream/link.js';
 import type { ReplyEntry } from '../session/reply-queue.js';
 import { localReply, NO_REPLY } from './local.js';
+import { publishNode, unsubscribeNow } from './pubsub.js';
 import { Transaction } from './transaction-state.js';
 import { LeasedLane } from './leased-lane.js';
 import { sendBlockOnTrackingLane } from './tracking.js';
@@ -108,15 +109,23 @@ export function queueInTransaction(session: HandlerSession, req: CommandRequest)
   }
   const raw = Buffer.from(req.raw);
   tx.bytes += raw.length;
-  const local = LOCAL_COMMANDS.has(command) && command !== 'ping' && command !== 'echo';
-  tx.queued.push({ raw, command, localArgs: local ? args.map((a) => Buffer.from(a)) : null });
+  // respool's own commands (and UNSUBSCRIBE, whose state is respool's) are answered at EXEC.
+  const local = (LOCAL_COMMANDS.has(command) && command !== 'ping' && command !== 'echo') || UNSUBSCRIBES.has(command);
+  tx.queued.push({
+    raw,
+    command,
+    localArgs: local ? args.map((a) => Buffer.from(a)) : null,
+    channel: command === 'publish' ? Buffer.from(args[1]!) : undefined,
+  });
   session.replyNow(QUEUED);
   return true;
 }
 
 /** Valkey's checks before it queues a command (server.c processCommand), in its order. */
 /** Pub/sub commands that are ordinary commands upstream, fine inside a transaction. */
-const QUEUEABLE_PUBSUB: ReadonlySet<string> = new Set(['publish', 'pubsub|numsub', 'pubsub|numpat', 'pubsub|channels']);
+const QUEUEABLE_PUBSUB: ReadonlySet<string> = new Set(['publish', 'pubsub|numsub', 'pubsub|numpat', 'pubsub|channels', 'unsubscribe', 'punsubscribe', 'sunsubscribe']);
+/** Answered by respool at EXEC (its confirmations become their elements of EXEC's array). */
+const UNSUBSCRIBES: ReadonlySet<string> = new Set(['unsubscribe', 'punsubscribe', 'sunsubscribe']);
 
 function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRequest): string | null {
   const { spec, args } = req;
@@ -130,6 +139,9 @@ function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRe
   // What respool holds for the client (subscriptions, MONITOR's leases) or refuses outright must
   // not reach a shared link inside MULTI … EXEC.
   const family = commandFamily(spec, args);
+  if (UNSUBSCRIBES.has(spec.name) && (session.state.subscriptions?.total() ?? 0) === 0) {
+    return ProxyError.notSubscribed(spec.name as 'unsubscribe');
+  }
   if (family === 'pubsub' && !QUEUEABLE_PUBSUB.has(spec.name)) return ProxyError.notQueueable(spec.name, 'subscriptions are respool\'s, not the shared link\'s');
   if (family === 'monitor') return ProxyError.notQueueable(spec.name, 'MONITOR needs connections of its own');
   if (family === 'refused') return ProxyError.refused(spec.name, refusalReason(spec) ?? '');
@@ -160,9 +172,10 @@ function exec(session: HandlerSession, tx: Transaction): void {
   }
   const block = (entry: ReplyEntry) => {
     const ignore: LinkRequest = { sentAt: 0, onReply() {}, onLinkFailure() {} };
+    const rebuild = tx.queued.length !== forwarded.length || tx.publishCounts;
     const execReq: LinkRequest = {
       sentAt: 0,
-      onReply: (frame) => entry.fill(tx.queued.length === forwarded.length ? frame : withLocalReplies(session, tx, frame)),
+      onReply: (frame) => entry.fill(rebuild ? withLocalReplies(session, tx, frame) : frame),
       // Never re-sent: whether it ran is unknown once written.
       onLinkFailure: (error) => entry.fill(encodeError(error)),
     };
@@ -173,7 +186,13 @@ function exec(session: HandlerSession, tx: Transaction): void {
   const lanes = session.state.tracking;
   if (lanes !== null) return sendBlockOnTrackingLane(session, lanes, tx.slot, block);
   const entry = session.reserve();
-  const error = session.ctx.router.sendBlock(session, tx.slot, block(entry));
+  // A keyless transaction that publishes runs where respool's subscriptions are held, so its
+  // PUBLISH counts can be given as one server would (handlers/pubsub.ts).
+  const publishAt = tx.slot < 0 && forwarded.some((q) => q.command === 'publish') ? publishNode(session) : undefined;
+  tx.publishCounts = publishAt !== undefined;
+  const error = publishAt !== undefined
+    ? session.ctx.router.sendBlockTo(session, publishAt, block(entry))
+    : session.ctx.router.sendBlock(session, tx.slot, block(entry));
   if (error !== null) entry.fill(error);
 }
 
@@ -185,15 +204,24 @@ function withLocalReplies(session: HandlerSession, tx: Transaction, frame: Buffe
 }
 
 function spliceLocalReplies(session: HandlerSession, tx: Transaction, upstream: Buffer[]): Buffer {
+  // What the upstream counted for PUBLISH included respool's own subscriptions as they were when
+  // EXEC ran, before any UNSUBSCRIBE of this transaction is applied below.
+  const hub = session.ctx.pubsub;
+  const countedUpstream = tx.queued.map((q) => (q.channel !== undefined ? hub.countsFor(q.channel).upstream : 0));
   const out: Buffer[] = [];
   let next = 0;
-  for (const q of tx.queued) {
-    if (q.localArgs === null) out.push(Buffer.from(upstream[next++]!));
-    else {
+  tx.queued.forEach((q, i) => {
+    if (q.localArgs === null) {
+      const reply = Buffer.from(upstream[next++]!);
+      if (!tx.publishCounts || q.channel === undefined || reply[0] !== 0x3a /* : */) out.push(reply);
+      else out.push(encodeInteger(Number(reply.toString('latin1', 1, reply.length - 2)) - countedUpstream[i]! + hub.countsFor(q.channel).clients));
+    } else if (UNSUBSCRIBES.has(q.command)) {
+      out.push(unsubscribeNow(session, q.command as 'unsubscribe', q.localArgs.slice(1)).frame);
+    } else {
       const reply = localReply(session, q.command, q.localArgs);
       out.push(reply === NO_REPLY ? OK : reply); // CLIENT REPLY inside MULTI still takes its place
     }
-  }
+  });
   return encodeArray(out);
 }
 

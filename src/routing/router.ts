@@ -178,6 +178,12 @@ export class Router {
     return this.refresher.current;
   }
 
+  /** As sendBlock, to a named node (a keyless transaction that publishes: handlers/transaction.ts). */
+  sendBlockTo(client: CallClient, node: ClusterNode, items: ReadonlyArray<{ data: Buffer; req: LinkRequest }>): Buffer | null {
+    this.pools.forNode(node, client.protocol, 'primary').sendBlock(items, client.id);
+    return null;
+  }
+
   /** The primary that owns `slot` now (any primary for -1); undefined when none does. */
   primaryFor(slot: number): ClusterNode | undefined {
     const topology = this.refresher.current;

@@ -61,3 +61,41 @@ describe('pub/sub counts through respool in front of a 3-primary cluster', () =>
     expect(direct.slice(4, 8)).toEqual([4, 3, 1, 0]);
   });
 });
+
+describe('PUBLISH and UNSUBSCRIBE inside MULTI, as one server answers them', () => {
+  let cluster: ValkeyCluster;
+  let single: ValkeyCluster;
+  let proxy: RespoolProxy;
+  const opened: RawClient[] = [];
+
+  beforeAll(async () => {
+    [cluster, single] = await Promise.all([
+      startCluster({ primaries: 3, replicasPerPrimary: 0 }),
+      startCluster({ primaries: 1, replicasPerPrimary: 0 }),
+    ]);
+    proxy = await startTestProxy([{ host: cluster.nodes[0]!.host, port: cluster.nodes[0]!.port }]);
+  });
+
+  afterAll(async () => {
+    for (const c of opened) c.close();
+    await proxy?.close();
+    await Promise.all([cluster?.stop(), single?.stop()]);
+  });
+
+  it('publish to self inside MULTI counts the subscriber; UNSUBSCRIBE inside MULTI confirms in EXEC', async () => {
+    const run = async (port: number) => {
+      const c = await RawClient.connect(port);
+      opened.push(c);
+      await c.call('HELLO', '3');
+      const out: unknown[] = [];
+      out.push(await c.call('UNSUBSCRIBE'), await c.call('MULTI'), await c.call('UNSUBSCRIBE'), await c.call('EXEC'));
+      out.push(await c.call('SUBSCRIBE', 'self:ch'));
+      out.push(await c.call('MULTI'), await c.call('PUBLISH', 'self:ch', 'a'), await c.call('UNSUBSCRIBE', 'self:ch'), await c.call('PUBLISH', 'self:ch', 'b'));
+      out.push(await c.call('EXEC'));
+      return out;
+    };
+    const direct = await run(single.nodes[0]!.port);
+    const through = await run(proxy.address.port);
+    expect(through).toEqual(direct);
+  });
+});
