@@ -13,9 +13,21 @@ async function until(check: () => Promise<boolean>, ms = 5000): Promise<void> {
   }
 }
 
+// One standalone server and one respool for the whole file: each describe leaves no state behind.
+let server: ValkeyNode;
+let proxy: RespoolProxy;
+
+beforeAll(async () => {
+  server = await startStandalone();
+  proxy = await startTestProxy([{ host: server.host, port: server.port }]);
+});
+
+afterAll(async () => {
+  await proxy?.close();
+  await server?.stop();
+});
+
 describe('INFO clients answers about respool\'s own clients', () => {
-  let server: ValkeyNode;
-  let proxy: RespoolProxy;
   const clients: Valkey[] = [];
   const open = () => {
     const c = clientFor(proxy);
@@ -23,15 +35,8 @@ describe('INFO clients answers about respool\'s own clients', () => {
     return c;
   };
 
-  beforeAll(async () => {
-    server = await startStandalone();
-    proxy = await startTestProxy([{ host: server.host, port: server.port }]);
-  });
-
-  afterAll(async () => {
+  afterAll(() => {
     for (const c of clients) c.disconnect();
-    await proxy?.close();
-    await server?.stop();
   });
 
   it('counts connected, blocked and watching clients the way the suite waits on them', async () => {
@@ -72,19 +77,6 @@ describe('INFO clients answers about respool\'s own clients', () => {
 });
 
 describe('CLIENT REPLY through respool', () => {
-  let server: ValkeyNode;
-  let proxy: RespoolProxy;
-
-  beforeAll(async () => {
-    server = await startStandalone();
-    proxy = await startTestProxy([{ host: server.host, port: server.port }]);
-  });
-
-  afterAll(async () => {
-    await proxy?.close();
-    await server?.stop();
-  });
-
   it('OFF, SKIP and ON suppress exactly the replies Valkey suppresses (same bytes as the server)', async () => {
     const script: string[][] = [
       ['SET', 'reply:k', '1'],
@@ -132,19 +124,10 @@ async function rawPipelineFlush(port: number): Promise<void> {
 }
 
 describe('CLIENT UNBLOCK of respool\'s own client ids', () => {
-  let server: ValkeyNode;
-  let proxy: RespoolProxy;
   const clients: Valkey[] = [];
 
-  beforeAll(async () => {
-    server = await startStandalone();
-    proxy = await startTestProxy([{ host: server.host, port: server.port }]);
-  });
-
-  afterAll(async () => {
+  afterAll(() => {
     for (const c of clients) c.disconnect();
-    await proxy?.close();
-    await server?.stop();
   });
 
   it('unblocks a client blocked on a lease with nil (TIMEOUT) or -UNBLOCKED (ERROR); :0 when not blocked', async () => {
@@ -167,19 +150,6 @@ describe('CLIENT UNBLOCK of respool\'s own client ids', () => {
 });
 
 describe('RESET of a subscribed client', () => {
-  let server: ValkeyNode;
-  let proxy: RespoolProxy;
-
-  beforeAll(async () => {
-    server = await startStandalone();
-    proxy = await startTestProxy([{ host: server.host, port: server.port }]);
-  });
-
-  afterAll(async () => {
-    await proxy?.close();
-    await server?.stop();
-  });
-
   it('leaves subscribed mode without confirmations, as Valkey; the upstream subscription goes', async () => {
     const script = [['SUBSCRIBE', 'reset:ch'], ['PSUBSCRIBE', 'reset:*'], ['RESET'], ['PING'], ['GET', 'reset:k']];
     const direct = await exchange(server.port, script);
@@ -196,19 +166,6 @@ describe('RESET of a subscribed client', () => {
 });
 
 describe('what must not reach a shared link inside MULTI or a WATCH lane', () => {
-  let server: ValkeyNode;
-  let proxy: RespoolProxy;
-
-  beforeAll(async () => {
-    server = await startStandalone();
-    proxy = await startTestProxy([{ host: server.host, port: server.port }]);
-  });
-
-  afterAll(async () => {
-    await proxy?.close();
-    await server?.stop();
-  });
-
   it('SUBSCRIBE, MONITOR and refused commands are refused at queue time (EXECABORT); PUBLISH is queued', async () => {
     const { rawPipeline } = await import('../harness/raw-client.js');
     const replies = await rawPipeline(proxy.address.port, [
