@@ -24,7 +24,7 @@ export async function main(argv: string[]): Promise<void> {
   const log = createLogger(parsed.config.logLevel);
   let proxy;
   try {
-    proxy = await startProxy(parsed.config, { log });
+    proxy = await startProxy(parsed.config, { log, ...(parsed.configFile !== undefined ? { configFile: parsed.configFile } : {}) });
   } catch (err) {
     log.fatal({ err: (err as Error).message }, 'respool could not start');
     process.exit(1);

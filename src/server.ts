@@ -40,7 +40,8 @@ export interface RespoolProxy {
 const STARTUP_TOPOLOGY_WAIT_MS = 5_000;
 
 /** Wires config → pools, topology, router, admin, and the client listener. */
-export async function startProxy(config: RespoolConfig, options: { log?: Logger } = {}): Promise<RespoolProxy> {
+export async function startProxy(config: RespoolConfig, options: { log?: Logger; configFile?: string } = {}): Promise<RespoolProxy> {
+  const startedAt = Date.now();
   const log = options.log ?? createLogger(config.logLevel);
   let table = CommandTable.builtin();
   const metrics = new Metrics({ knownCommands: table.names() });
@@ -69,6 +70,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger 
   const sessions = new Set<ClientSession>();
   let clientIds = 0;
   let serverVersion = '8.0.0';
+  let topologyEpoch = 0;
 
   const ctx: ServerContext = {
     config,
@@ -91,6 +93,14 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger 
       sessions.delete(session);
       metrics.clientConnections.dec();
     },
+    facts: {
+      startedAt,
+      configFile: options.configFile ?? null,
+      topologyEpoch: () => topologyEpoch,
+      linksByNode: () => pools.openLinksByNode(),
+      circuitState: (address) => pools.health(address).circuit.state,
+      zone: () => reads.ownZone,
+    },
   };
 
   // After each discovery: drop pools of nodes that left; take the upstream's version (read by
@@ -100,6 +110,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger 
   let learnedFrom = '';
   refresher.onChange((topology: Topology, change) => {
     if (change === 'moved') return;
+    topologyEpoch++;
     pools.retainOnly(new Set(topology.allNodes().map((n) => n.address)));
     const primary = topology.shards[0]?.primary;
     if (primary?.version) serverVersion = primary.version;

@@ -3,6 +3,8 @@
 // command's Valkey metadata (flags, tips, key specs); cached per spec. This file only classifies.
 //
 //   local        answered by respool itself (session state: ping, auth, hello, select, client setname, ...)
+//   info         INFO (but `INFO clients`, which is local): respool's own sections, the others
+//                fetched from every primary and merged (handlers/info.ts)
 //   transaction  MULTI, EXEC, DISCARD, WATCH, UNWATCH (handlers/transaction.ts)
 //   blocking     may block the connection: BLPOP, BLMOVE, BZPOPMIN, XREAD … BLOCK, ... (a leased connection)
 //   pubsub       the SUBSCRIBE family (multiplexed over respool's own subscriber connections)
@@ -23,7 +25,7 @@
 //   1. LOCAL_COMMANDS, TRANSACTION_COMMANDS, PUBSUB_COMMANDS, SCRIPT_COMMANDS, MONITOR, TRACKING_COMMANDS
 //   2. REFUSED_COMMANDS (name → reason)
 //   3. XREAD / XREADGROUP: blocking only with the BLOCK option, otherwise keyed;
-//      INFO: local for `INFO clients` (respool's own clients), otherwise anyNode
+//      INFO: local for `INFO clients` (respool's own clients), otherwise info
 //   4. the BLOCKING flag (BLPOP, BLMOVE, BZPOPMIN, ...) → blocking
 //   5. ALL_SHARDS_COMMANDS (explicit: SCAN, RANDOMKEY, PUBSUB SHARDCHANNELS/SHARDNUMSUB)
 //   6. tip request_policy:all_shards or all_nodes → allShards, unless the tips also say
@@ -39,6 +41,7 @@ import { commandMayHaveKeys, type CommandSpec } from './command-table.js';
 
 export type CommandFamily =
   | 'local'
+  | 'info'
   | 'transaction'
   | 'blocking'
   | 'monitor'
@@ -167,7 +170,7 @@ function decide(spec: CommandSpec): Decision {
   const reason = REFUSED_COMMANDS.get(name);
   if (reason !== undefined) return of('refused', reason);
   if (name === 'xread' || name === 'xreadgroup') return of('keyed', undefined, true);
-  if (name === 'info') return of('anyNode', undefined, true);
+  if (name === 'info') return of('info', undefined, true);
   if (spec.flags & CommandFlag.BLOCKING) return of('blocking');
   if (ALL_SHARDS_COMMANDS.has(name)) return of('allShards');
   const req = requestPolicy(spec);

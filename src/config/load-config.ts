@@ -6,6 +6,7 @@
 // one line each, each naming its flag or field.
 
 import { readFileSync } from 'node:fs';
+import { resolve as resolvePath } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { parseDocument } from 'yaml';
@@ -28,7 +29,7 @@ export type { HostPort, LogLevel, Mode, RespoolConfig } from './types.js';
 export type CommandLineResult =
   | { kind: 'help'; text: string }
   | { kind: 'version'; text: string }
-  | { kind: 'run'; config: RespoolConfig };
+  | { kind: 'run'; config: RespoolConfig; configFile?: string };
 
 /**
  * Parses respool's command line (without the node and script arguments) into what to do.
@@ -47,7 +48,7 @@ export function parseCommandLine(argv: string[], env: NodeJS.ProcessEnv = proces
 
   const config = assemble(fromFile, fromFlags, problems);
   if (problems.length > 0) throw new ConfigError(problems.join('\n'), problems);
-  return { kind: 'run', config };
+  return configPath === undefined ? { kind: 'run', config } : { kind: 'run', config, configFile: resolvePath(configPath) };
 }
 
 // ---- flags ------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import type { Handler, HandlerSession, CommandRequest } from './types.js';
 import { local } from './local.js';
+import { info } from './info.js';
 import { keyed } from './keyed.js';
 import { multiKey } from './multi-key.js';
 import { script } from './script.js';
@@ -23,6 +24,7 @@ const OFF_LANE: ReadonlySet<CommandFamily> = new Set(['pubsub', 'tracking', 'mon
 /** The one dispatch table: command family → the handler that owns its decisions. */
 const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
   local,
+  info,
   transaction,
   blocking,
   monitor,

@@ -1,12 +1,29 @@
-import { encodeVerbatim } from '../resp/encode.js';
-import type { HandlerSession } from './types.js';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
+import { encodeCommand, encodeError, encodeVerbatim } from '../resp/encode.js';
+import { decodeReply, RespError } from '../resp/decode.js';
+import { Fragmented } from '../routing/fragmented.js';
+import type { CallOwner } from '../routing/upstream-call.js';
+import type { ClusterNode, Topology } from '../cluster/topology.js';
+import type { ServerContext } from '../session/server-context.js';
+import { ProxyError } from '../errors.js';
+import type { Handler, HandlerSession } from './types.js';
+import {
+  HEADERS, VALKEY_ORDER, fromOneNode, mergeCommandStats, mergeErrorStats, mergeKeyspace, mergeStats, parseInfoRequest,
+  parseSections, renderSections, upstreamArgs, wants, type InfoRequest, type InfoSection,
+} from './info-sections.js';
 
 /**
  * `INFO clients` about respool's own clients (an upstream's clients would be respool's pooled
  * links). Field names and order as Valkey 8.0 prints them, so INFO parsers work unchanged;
- * counters respool has no equivalent for are 0.
+ * counters respool has no equivalent for are 0. Answered synchronously (handlers/local.ts).
  */
 export function infoClients(session: HandlerSession): Buffer {
+  return encodeVerbatim(renderSections([clientsSection(session)]), session.state.protocol);
+}
+
+function clientsSection(session: HandlerSession): InfoSection {
   let connected = 0;
   let blocked = 0;
   let pubsub = 0;
@@ -32,22 +49,265 @@ export function infoClients(session: HandlerSession): Buffer {
       for (const k of state.lane.watched) watchedKeys.add(k);
     }
   }
-  const text = [
-    '# Clients',
-    `connected_clients:${connected}`,
-    'cluster_connections:0',
-    `maxclients:${session.ctx.config.clients.maxClients}`,
-    'client_recent_max_input_buffer:0',
-    'client_recent_max_output_buffer:0',
-    `blocked_clients:${blocked}`,
-    `tracking_clients:${tracking}`,
-    `pubsub_clients:${pubsub}`,
-    `watching_clients:${watching}`,
-    'clients_in_timeout_table:0',
-    `total_watched_keys:${watchedKeys.size}`,
-    `total_blocking_keys:${blockingKeys.size}`,
-    `total_blocking_keys_on_nokey:${noKeyKeys.size}`,
-    '',
-  ].join('\r\n');
-  return encodeVerbatim(text, session.state.protocol);
+  return {
+    header: HEADERS.clients,
+    lines: [
+      `connected_clients:${connected}`,
+      'cluster_connections:0',
+      `maxclients:${session.ctx.config.clients.maxClients}`,
+      'client_recent_max_input_buffer:0',
+      'client_recent_max_output_buffer:0',
+      `blocked_clients:${blocked}`,
+      `tracking_clients:${tracking}`,
+      `pubsub_clients:${pubsub}`,
+      `watching_clients:${watching}`,
+      'clients_in_timeout_table:0',
+      `total_watched_keys:${watchedKeys.size}`,
+      `total_blocking_keys:${blockingKeys.size}`,
+      `total_blocking_keys_on_nokey:${noKeyKeys.size}`,
+    ],
+  };
+}
+
+/**
+ * INFO [section …] (every form but `INFO clients`): respool answers for itself, in Valkey's
+ * layout (server.c genValkeyInfoString) so INFO parsers work unchanged.
+ *
+ *   server, clients, respool   respool's own (server: the upstream's version, respool's process)
+ *   stats                      respool's counters where it has them, the primaries' summed otherwise
+ *   keyspace                   summed over the primaries (avg_ttl weighted by expires)
+ *   commandstats, errorstats   summed per command / error over the primaries
+ *   memory, cpu, replication…  one primary's section, its first line `respool_source:<node>`
+ *
+ * The sections the primaries give are fetched with one `INFO …` to each primary (InfoFetch, a
+ * Fragmented request); a primary that does not answer is left out (INFO respool counts them).
+ * RESP3 clients get a verbatim string, RESP2 clients a bulk string, as from Valkey.
+ */
+export const info: Handler = (session, req) => {
+  const ctx = session.ctx;
+  const request = parseInfoRequest(req.args.slice(1).map((a) => a.toString('utf8')));
+  ctx.metrics?.commandCounter('info').inc();
+  const entry = session.reserve();
+  const args = upstreamArgs(request);
+  const topology = ctx.router.topology();
+  const primaries = args === null || topology === null ? [] : primariesOf(topology);
+  void ownCounters(ctx).then((own) => {
+    const fetch = new InfoFetch(entry, session, request, own, primaries, Math.max(primaries.length, 1));
+    if (primaries.length === 0) return fetch.onCallDone(Buffer.alloc(0), 0);
+    const raw = encodeCommand(['INFO', ...args!]);
+    primaries.forEach((node, i) => ctx.router.dispatchTo(fetch, raw, 'info', node, 'primary', i));
+  }, (err: Error) => entry.fill(encodeError(ProxyError.cannotMerge('info', err.message))));
+};
+
+/** Primaries in slot order, so "one primary's section" is the same node from call to call. */
+function primariesOf(topology: Topology): ClusterNode[] {
+  return [...topology.shards].sort((a, b) => (a.slots[0]?.[0] ?? 0) - (b.slots[0]?.[0] ?? 0)).map((s) => s.primary);
+}
+
+/** One `INFO …` per primary; the merge builds the whole reply. */
+class InfoFetch extends Fragmented {
+  constructor(
+    owner: CallOwner,
+    private readonly session: HandlerSession,
+    private readonly request: InfoRequest,
+    private readonly own: ReadonlyMap<string, number>,
+    private readonly primaries: readonly ClusterNode[],
+    count: number,
+  ) {
+    super(owner, 'info', count);
+  }
+
+  protected merge(replies: Buffer[]): Buffer {
+    const nodes: Array<{ address: string; sections: Map<string, InfoSection> }> = [];
+    let unanswered = 0;
+    this.primaries.forEach((node, i) => {
+      const text = infoText(replies[i]!);
+      if (text === null) unanswered++;
+      else nodes.push({ address: node.address, sections: parseSections(text) });
+    });
+    const text = buildInfo(this.session, this.request, this.own, nodes, unanswered);
+    return encodeVerbatim(text, this.session.state.protocol);
+  }
+}
+
+/** A node's INFO reply as text; null for an error (or anything else). */
+function infoText(frame: Buffer): string | null {
+  if (frame.length === 0) return null;
+  const value = decodeReply(frame);
+  if (value instanceof RespError || value === null) return null;
+  if (typeof value === 'string') return value;
+  if (Buffer.isBuffer(value)) return value.toString('utf8');
+  return null;
+}
+
+type NodeInfo = { address: string; sections: Map<string, InfoSection> };
+
+function buildInfo(session: HandlerSession, request: InfoRequest, own: ReadonlyMap<string, number>, nodes: NodeInfo[], unanswered: number): string {
+  const ctx = session.ctx;
+  const all = (key: string) => nodes.map((n) => n.sections.get(key)).filter((s): s is InfoSection => s !== undefined);
+  const out: InfoSection[] = [];
+  for (const section of VALKEY_ORDER) {
+    if (!wants(request, section)) continue;
+    switch (section) {
+      case 'server':
+        out.push(serverSection(session, all('server')[0]));
+        break;
+      case 'clients':
+        out.push(clientsSection(session));
+        break;
+      case 'stats':
+        out.push(mergeStats(all('stats'), own));
+        break;
+      case 'commandstats':
+        out.push(mergeCommandStats(all('commandstats')));
+        break;
+      case 'errorstats':
+        out.push(mergeErrorStats(all('errorstats')));
+        break;
+      case 'keyspace':
+        out.push(mergeKeyspace(all('keyspace')));
+        break;
+      default:
+        out.push(fromOneNode(section, HEADERS[section], nodes));
+    }
+  }
+  if (wants(request, 'respool')) out.push(respoolSection(ctx, unanswered));
+  // Module sections (INFO everything, or asked by name) and `debug`: one primary's, in its order.
+  const known = new Set<string>(VALKEY_ORDER);
+  const first = nodes[0];
+  if (first !== undefined) {
+    for (const key of first.sections.keys()) {
+      if (!known.has(key)) out.push(fromOneNode(key, first.sections.get(key)!.header, [first]));
+    }
+  }
+  return renderSections(out);
+}
+
+/** respool's own counters for `# Stats` (the metrics are read asynchronously, so before the fetch). */
+async function ownCounters(ctx: ServerContext): Promise<Map<string, number>> {
+  const own = new Map<string, number>();
+  const hub = ctx.pubsub.stats();
+  own.set('pubsub_channels', hub.channels);
+  own.set('pubsub_patterns', hub.patterns);
+  own.set('pubsubshard_channels', hub.shardChannels);
+  const m = ctx.metrics;
+  if (m === undefined) return own;
+  const sum = async (metric: { get(): Promise<{ values: Array<{ value: number }> }> }) =>
+    (await metric.get()).values.reduce((a, v) => a + v.value, 0);
+  own.set('total_connections_received', await sum(m.raw.client_connections_accepted_total));
+  own.set('total_commands_processed', await sum(m.raw.commands_total));
+  own.set('rejected_connections', await sum(m.raw.client_connections_rejected_total));
+  return own;
+}
+
+/** respool's version (package.json at the repository root, from src/handlers or dist/handlers). */
+const RESPOOL_VERSION = (() => {
+  try {
+    return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string }).version ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
+})();
+/** Valkey's run_id: random per process. */
+const RUN_ID = randomBytes(20).toString('hex');
+const PROCESS_STARTED = Date.now() - Math.round(process.uptime() * 1000);
+
+function field(section: InfoSection | undefined, name: string): string | undefined {
+  const prefix = `${name}:`;
+  return section?.lines.find((l) => l.startsWith(prefix))?.slice(prefix.length);
+}
+
+/** `# Server` as Valkey 8.0 prints it, about respool's process; versions are the upstream's. */
+function serverSection(session: HandlerSession, upstream: InfoSection | undefined): InfoSection {
+  const ctx = session.ctx;
+  const facts = ctx.facts;
+  const now = Date.now();
+  const uptime = Math.floor((now - (facts?.startedAt ?? PROCESS_STARTED)) / 1000);
+  const local = session.localAddress;
+  const port = local.slice(local.lastIndexOf(':') + 1);
+  const version = ctx.serverVersion();
+  const mux = process.platform === 'linux' ? 'epoll' : process.platform === 'win32' ? 'iocp' : 'kqueue';
+  return {
+    header: HEADERS.server,
+    lines: [
+      `redis_version:${field(upstream, 'redis_version') ?? version}`,
+      `server_name:${field(upstream, 'server_name') ?? 'valkey'}`,
+      `valkey_version:${field(upstream, 'valkey_version') ?? version}`,
+      'redis_git_sha1:00000000',
+      'redis_git_dirty:0',
+      'redis_build_id:0',
+      'server_mode:standalone', // respool is one endpoint; the upstream's mode is upstream_mode
+      `os:${os.type()} ${os.release()} ${os.machine()}`,
+      `arch_bits:${process.arch.includes('64') ? 64 : 32}`,
+      'monotonic_clock:POSIX clock_gettime',
+      `multiplexing_api:${mux}`,
+      'gcc_version:0.0.0',
+      `process_id:${process.pid}`,
+      'process_supervised:no',
+      `run_id:${RUN_ID}`,
+      `tcp_port:${port}`,
+      `server_time_usec:${now * 1000}`,
+      `uptime_in_seconds:${uptime}`,
+      `uptime_in_days:${Math.floor(uptime / 86400)}`,
+      'hz:0',
+      'configured_hz:0',
+      `lru_clock:${Math.floor(now / 1000) & 0xffffff}`,
+      `executable:${process.argv[1] ?? process.execPath}`,
+      `config_file:${facts?.configFile ?? ''}`,
+      'io_threads_active:0',
+      `availability_zone:${facts?.zone() ?? ''}`,
+      `listener0:name=tcp,bind=${ctx.config.listen.host},port=${port}`,
+      `respool_version:${RESPOOL_VERSION}`,
+      `nodejs_version:${process.versions.node}`,
+      `upstream_mode:${ctx.isCluster() ? 'cluster' : 'standalone'}`,
+    ],
+  };
+}
+
+/** `# Respool`: the proxy's own state (links, leases, subscriber connections, topology, hot keys). */
+function respoolSection(ctx: ServerContext, unanswered: number): InfoSection {
+  const topology = ctx.router.topology();
+  const facts = ctx.facts;
+  const links = facts?.linksByNode() ?? {};
+  const leases = ctx.dedicated.stats();
+  const hub = ctx.pubsub.stats();
+  const nodes = topology?.allNodes() ?? [];
+  let inUse = 0;
+  let idle = 0;
+  let waiting = 0;
+  for (const s of Object.values(leases.byNode)) {
+    inUse += s.inUse;
+    idle += s.idle;
+    waiting += s.waiting;
+  }
+  let circuitsOpen = 0;
+  const nodeLines = nodes.map((n, i) => {
+    const circuit = facts?.circuitState(n.address) ?? 'closed';
+    if (circuit !== 'closed') circuitsOpen++;
+    const lease = leases.byNode[n.address];
+    return `node${i}:address=${n.address},role=${n.role},links=${links[n.address] ?? 0},leased_in_use=${lease?.inUse ?? 0},leased_idle=${lease?.idle ?? 0},circuit=${circuit}`;
+  });
+  return {
+    header: HEADERS.respool,
+    lines: [
+      `respool_version:${RESPOOL_VERSION}`,
+      `upstream_mode:${topology?.mode ?? 'unknown'}`,
+      `topology_epoch:${facts?.topologyEpoch() ?? 0}`,
+      `upstream_primaries:${topology?.shards.length ?? 0}`,
+      `upstream_nodes:${nodes.length}`,
+      `slots_covered:${topology?.coveredSlots() ?? 0}`,
+      `shared_links:${Object.values(links).reduce((a, b) => a + b, 0)}`,
+      `leased_connections_in_use:${inUse}`,
+      `leased_connections_idle:${idle}`,
+      `leased_connections_total:${leases.total}`,
+      `lease_waiters:${waiting}`,
+      `pubsub_upstream_connections:${hub.upstreamConnections}`,
+      `pubsub_subscribers:${hub.subscribers}`,
+      `circuits_open:${circuitsOpen}`,
+      `hot_key_split_rules:${ctx.hotKeys.rules().length}`,
+      `hot_key_split_keys:${ctx.hotKeys.splitKeys().length}`,
+      `info_primaries_unanswered:${unanswered}`,
+      ...nodeLines,
+    ],
+  };
 }

@@ -32,4 +32,22 @@ export interface ServerContext {
   serverVersion(): string;
   nextClientId(): number;
   onSessionClosed(session: ClientSession): void;
+  /** What respool's own INFO reports about the running proxy (handlers/info.ts); absent in stand-in contexts. */
+  readonly facts?: ProxyFacts;
+}
+
+/** The running proxy as INFO server / INFO respool describe it. */
+export interface ProxyFacts {
+  /** When the proxy started (ms since the epoch). */
+  readonly startedAt: number;
+  /** The config file given on the command line (absolute), or null. */
+  readonly configFile: string | null;
+  /** Topologies discovered so far (MOVED patches not counted). */
+  topologyEpoch(): number;
+  /** Open shared links per node address. */
+  linksByNode(): Record<string, number>;
+  /** A node's circuit: closed, half-open or open. */
+  circuitState(address: string): string;
+  /** respool's own availability zone, if known. */
+  zone(): string | null;
 }

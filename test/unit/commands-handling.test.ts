@@ -148,6 +148,13 @@ describe('commandFamily()', () => {
   it.each([
     ['info'],
     ['info', 'server'],
+    ['info', 'clients', 'server'],
+    ['info', 'everything'],
+  ])('info: %j', (...words) => {
+    expect(handling(...words)).toBe('info');
+  });
+
+  it.each([
     ['time'],
     ['command'],
     ['command', 'info', 'get'],
@@ -187,7 +194,7 @@ describe('commandFamily()', () => {
       counts[h] = (counts[h] ?? 0) + 1;
       if (h === 'refused') expect(refusalReason(spec), name).toBeTruthy();
     }
-    expect(Object.keys(counts).sort()).toEqual(['allShards', 'anyNode', 'blocking', 'keyed', 'local', 'monitor', 'multiKey', 'pubsub', 'refused', 'script', 'tracking', 'transaction']);
+    expect(Object.keys(counts).sort()).toEqual(['allShards', 'anyNode', 'blocking', 'info', 'keyed', 'local', 'monitor', 'multiKey', 'pubsub', 'refused', 'script', 'tracking', 'transaction']);
     for (const n of LOCAL_COMMANDS) expect(table.get(n), n).toBeDefined();
     for (const n of REFUSED_COMMANDS.keys()) expect(table.get(n), n).toBeDefined();
   });
