@@ -103,6 +103,19 @@ export const ProxyError = {
     `ERR respool: query buffer of ${bytes} bytes exceeds the limit of ${max}`,
   monitorLost: (node: string, reason: string) => `ERR respool: MONITOR connection to ${node} closed (${reason})`,
   unblockReason: () => `ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR`,
+  // Valkey 8.0.1 networking.c clientCommand (LIST, KILL, PAUSE) and timeout.c, about respool's own clients.
+  unknownClientType: (name: string) => `ERR Unknown client type '${name}'`,
+  invalidClientId: () => `ERR Invalid client ID`,
+  clientIdNotPositive: () => `ERR client-id should be greater than 0`,
+  maxAgeNotInteger: () => `ERR maxage is not an integer or out of range`,
+  maxAgeNotPositive: () => `ERR maxage should be greater than 0`,
+  noSuchUser: (name: string) => `ERR No such user '${name}'`,
+  noSuchClient: () => `ERR No such client`,
+  clientSubcommandSyntax: (sub: string) => `ERR unknown subcommand or wrong number of arguments for '${sub}'. Try CLIENT HELP.`,
+  pauseMode: () => `ERR CLIENT PAUSE mode must be WRITE or ALL`,
+  timeoutNotInteger: () => `ERR timeout is not an integer or out of range`,
+  timeoutNegative: () => `ERR timeout is negative`,
+  timeoutOutOfRange: () => `ERR timeout is out of range`,
   partFailed: (command: string, part: number, parts: number, slot: number, error: string, ran: number) =>
     `ERR respool: ${command.toUpperCase()} was split by slot into ${parts} parts; part ${part} (slot ${slot}) failed: ${error}; ${ran} of the other ${parts - 1} parts succeeded and were not undone`,
   notQueueable: (command: string, why: string) =>

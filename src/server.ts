@@ -21,6 +21,7 @@ import { ReadRouting } from './routing/read-strategy.js';
 import { resolveOwnZone } from './cluster/zone-discovery.js';
 import { DedicatedPools } from './upstream/dedicated-pool.js';
 import { PubSubHub } from './pubsub/hub.js';
+import { ClientPause } from './session/client-pause.js';
 
 export interface RespoolProxy {
   /** The address clients connect to (the real port when listen.port was 0). */
@@ -80,6 +81,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     hotKeys,
     dedicated,
     pubsub,
+    clientPause: new ClientPause(),
     sessions: () => sessions,
     unblockLease: async (host, port, id, how) => {
       const reply = await pools.get(host, port, 2, 'primary').call(['CLIENT', 'UNBLOCK', id, how.toUpperCase()]);

@@ -6,6 +6,7 @@
 //   info         INFO (but `INFO clients`, which is local): respool's own sections, the others
 //                fetched from every primary and merged (handlers/info.ts)
 //   transaction  MULTI, EXEC, DISCARD, WATCH, UNWATCH (handlers/transaction.ts)
+//   clients      CLIENT LIST / KILL / PAUSE / UNPAUSE about respool's own clients (handlers/client-commands.ts)
 //   blocking     may block the connection: BLPOP, BLMOVE, BZPOPMIN, XREAD … BLOCK, ... (a leased connection)
 //   pubsub       the SUBSCRIBE family (multiplexed over respool's own subscriber connections)
 //   monitor      MONITOR: a leased connection to every node, their lines merged
@@ -43,6 +44,7 @@ export type CommandFamily =
   | 'local'
   | 'info'
   | 'transaction'
+  | 'clients'
   | 'blocking'
   | 'monitor'
   | 'tracking'
@@ -92,13 +94,15 @@ export const PUBSUB_COMMANDS: ReadonlySet<string> = new Set([
 /** Multi-key commands whose keys can be split by slot without changing their meaning (handlers/multi-key.ts). */
 export const MULTI_KEY_COMMANDS: ReadonlySet<string> = new Set(['mget', 'mset', 'del', 'unlink', 'exists', 'touch']);
 
+/** About respool's own clients (handlers/client-commands.ts). */
+export const CLIENT_COMMANDS: ReadonlySet<string> = new Set(['client|list', 'client|kill', 'client|pause', 'client|unpause']);
+
 /** Client-side caching (handlers/tracking.ts). */
 export const TRACKING_COMMANDS: ReadonlySet<string> = new Set(['client|tracking', 'client|caching', 'client|getredir', 'client|trackinginfo']);
 
 export const SCRIPT_COMMANDS: ReadonlySet<string> = new Set(['eval', 'evalsha', 'eval_ro', 'evalsha_ro', 'fcall', 'fcall_ro']);
 
 const CONN = 'it changes or reports the state of one upstream connection, which respool shares between clients';
-const ADMIN = 'it would act on the upstream connections respool shares between clients';
 const NODE = 'node administration: connect to the node directly';
 const REPL = 'the replication protocol needs a dedicated upstream connection';
 
@@ -111,9 +115,6 @@ export const REFUSED_COMMANDS: ReadonlyMap<string, string> = new Map([
   ['asking', CONN],
   ['wait', WAIT],
   ['waitaof', WAIT],
-  ['client|pause', ADMIN],
-  ['client|unpause', ADMIN],
-  ['client|kill', ADMIN],
   ['sync', REPL],
   ['psync', REPL],
   ['replconf', REPL],
@@ -166,6 +167,7 @@ function decide(spec: CommandSpec): Decision {
   if (MULTI_KEY_COMMANDS.has(name)) return of('multiKey');
   if (name === 'monitor') return of('monitor');
   if (TRACKING_COMMANDS.has(name)) return of('tracking');
+  if (CLIENT_COMMANDS.has(name)) return of('clients');
   if (name === 'client|unblock') return of('blocking'); // about blocked clients: blocking.ts owns it
   const reason = REFUSED_COMMANDS.get(name);
   if (reason !== undefined) return of('refused', reason);

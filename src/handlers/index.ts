@@ -4,6 +4,7 @@ import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import type { Handler, HandlerSession, CommandRequest } from './types.js';
 import { local } from './local.js';
+import { clientCommands } from './client-commands.js';
 import { info } from './info.js';
 import { keyed } from './keyed.js';
 import { multiKey } from './multi-key.js';
@@ -19,13 +20,14 @@ import { pubsub, allowedWhileSubscribed, refuseWhileSubscribed } from './pubsub.
 import { tracking, onTrackingLane } from './tracking.js';
 
 /** Families that keep their own path while a WATCH lane is open (they would corrupt the lease's state). */
-const OFF_LANE: ReadonlySet<CommandFamily> = new Set(['pubsub', 'tracking', 'monitor', 'refused']);
+const OFF_LANE: ReadonlySet<CommandFamily> = new Set(['pubsub', 'tracking', 'monitor', 'refused', 'clients']);
 
 /** The one dispatch table: command family → the handler that owns its decisions. */
 const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
   local,
   info,
   transaction,
+  clients: clientCommands,
   blocking,
   monitor,
   tracking,

@@ -41,6 +41,8 @@ function clientsSection(session: HandlerSession): InfoSection {
         blockingKeys.add(k);
         if (state.blockedOnNoKey) noKeyKeys.add(k);
       }
+    } else if (state.pausedHeld) {
+      blocked++; // held by CLIENT PAUSE: Valkey counts postponed clients as blocked
     }
     if (state.subscriptions !== null && state.subscriptions.total() > 0) pubsub++;
     if (state.tracking !== null) tracking++;

@@ -1,5 +1,5 @@
 import { timingSafeEqual } from 'node:crypto';
-import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeMap, encodeSimple } from '../resp/encode.js';
+import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeMap, encodeSimple, encodeVerbatim } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import type { ServerContext } from '../session/server-context.js';
 import type { ClientState } from '../session/client-state.js';
@@ -7,6 +7,8 @@ import type { Handler, HandlerSession } from './types.js';
 import { infoClients } from './info.js';
 import { resetSubscriptions } from './pubsub.js';
 import { subscribedPong } from '../pubsub/replies.js';
+import { CLIENT_COMMANDS } from '../commands/proxy-handling.js';
+import { clientCommandReply, clientInfoLine } from './client-commands.js';
 
 /** Commands a client may send before it has authenticated (as in Valkey). */
 export const AUTH_EXEMPT: ReadonlySet<string> = new Set(['auth', 'hello', 'quit', 'reset']);
@@ -97,7 +99,7 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
     case 'client|id':
       return encodeInteger(session.id);
     case 'client|info':
-      return encodeBulk(clientInfoLine(session), state.protocol);
+      return encodeVerbatim(`${clientInfoLine(session)}\n`, state.protocol); // as Valkey: verbatim, the CLIENT LIST line
     case 'client|setinfo': {
       if (args.length !== 4) return encodeError(ProxyError.wrongArity('client|setinfo'));
       const attr = arg(2).toLowerCase();
@@ -106,6 +108,7 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
       return OK;
     }
     default:
+      if (CLIENT_COMMANDS.has(command)) return clientCommandReply(session, command, args); // inside MULTI, at EXEC
       return encodeError(ProxyError.notLocal(command));
   }
 }
@@ -173,15 +176,5 @@ function hello(session: HandlerSession, ctx: ServerContext, args: Buffer[]): Buf
       [s('proxy'), s('respool')],
     ],
     protocol,
-  );
-}
-
-function clientInfoLine(session: HandlerSession): string {
-  const age = Math.floor((Date.now() - session.createdAt) / 1000);
-  const state = session.state;
-  return (
-    `id=${session.id} addr=${session.address} laddr=${session.localAddress} name=${state.name ?? ''} ` +
-    `age=${age} db=0 resp=${state.protocol} user=${state.user ?? ''} ` +
-    `lib-name=${state.libName} lib-ver=${state.libVersion} proxy=respool\n`
   );
 }

@@ -1,6 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
 import { CommandFlag } from '../commands/command-flags.js';
-import { commandFamily, refusalReason, LOCAL_COMMANDS, TRACKING_COMMANDS } from '../commands/proxy-handling.js';
+import { commandFamily, refusalReason, CLIENT_COMMANDS, LOCAL_COMMANDS, TRACKING_COMMANDS } from '../commands/proxy-handling.js';
 import { encodeArray, encodeCommand, encodeError, encodeInteger, encodeSimple } from '../resp/encode.js';
 import { splitAggregate } from '../resp/decode.js';
 import { ProxyError } from '../errors.js';
@@ -110,7 +110,7 @@ export function queueInTransaction(session: HandlerSession, req: CommandRequest)
   const raw = Buffer.from(req.raw);
   tx.bytes += raw.length;
   // respool's own commands (and UNSUBSCRIBE, whose state is respool's) are answered at EXEC.
-  const local = (LOCAL_COMMANDS.has(command) && command !== 'ping' && command !== 'echo') || UNSUBSCRIBES.has(command);
+  const local = (LOCAL_COMMANDS.has(command) && command !== 'ping' && command !== 'echo') || UNSUBSCRIBES.has(command) || CLIENT_COMMANDS.has(command);
   tx.queued.push({
     raw,
     command,

@@ -11,6 +11,7 @@ import { BatchedWriter } from '../util/batched-writer.js';
 import { FifoQueue } from '../util/fifo-queue.js';
 import { ReplyEntry, ReplyQueue } from './reply-queue.js';
 import { ClientState } from './client-state.js';
+import { heldByPause } from '../handlers/client-commands.js';
 
 /**
  * One client connection: frames its requests, hands each to its family's handler
@@ -48,6 +49,8 @@ export class ClientSession implements HandlerSession {
   private readonly writer: BatchedWriter;
   /** Sizes of the pub/sub pushes queued behind owed replies, oldest first, and their sum (see push()). */
   private readonly queuedPushSizes = new FifoQueue<number>();
+  /** The request CLIENT PAUSE holds back (copied), until the pause ends; reading stops meanwhile. */
+  private held: RequestFrame | null = null;
   private queuedPushBytes = 0;
 
   constructor(
@@ -183,6 +186,7 @@ export class ClientSession implements HandlerSession {
 
   private onData(chunk: Buffer): void {
     if (this.closeWhenFlushed) return;
+    this.state.lastInteraction = performance.now(); // CLIENT LIST idle (once per chunk)
     this.framer.push(chunk);
     this.processFrames();
   }
@@ -190,8 +194,10 @@ export class ClientSession implements HandlerSession {
   private processFrames(): void {
     const { maxPendingPerClient, maxQueryBytesPerClient } = this.ctx.config.limits;
     try {
+      if (this.held !== null && !this.releaseHeld()) return;
       let frame: RequestFrame | null;
       while (this.replies.length < maxPendingPerClient && !this.closeWhenFlushed && !this.barrier && (frame = this.framer.next()) !== null) {
+        if (this.ctx.clientPause.active && this.holdForPause(frame)) return; // CLIENT PAUSE: one boolean on the hot path
         this.handle(frame);
       }
     } catch (err) {
@@ -210,10 +216,41 @@ export class ClientSession implements HandlerSession {
     if (this.replies.length >= maxPendingPerClient) this.pauseReading();
   }
 
+  /** CLIENT PAUSE covers this request: keep it (copied), stop reading until the pause ends. */
+  private holdForPause(frame: RequestFrame): boolean {
+    if (!heldByPause(this, this.ctx.commands().lookup(frame.args), frame.args)) return false;
+    this.held = { args: frame.args.map((a) => Buffer.from(a)), raw: Buffer.from(frame.raw) };
+    this.state.pausedHeld = true;
+    this.pauseReading();
+    this.ctx.clientPause.hold(this);
+    return true;
+  }
+
+  /** Handles the held request unless the pause still covers it; false while it is still held. */
+  private releaseHeld(): boolean {
+    const frame = this.held!;
+    if (this.ctx.clientPause.active && heldByPause(this, this.ctx.commands().lookup(frame.args), frame.args)) {
+      this.ctx.clientPause.hold(this);
+      return false;
+    }
+    this.held = null;
+    this.state.pausedHeld = false;
+    this.handle(frame);
+    return true;
+  }
+
+  /** The pause ended (ClientPause): the held request first, then reading again. */
+  resumeAfterPause(): void {
+    if (this.closed || this.held === null) return;
+    this.processFrames();
+    this.maybeResumeReading();
+  }
+
   private handle(frame: RequestFrame): void {
     const { args } = frame;
     const spec = this.ctx.commands().lookup(args);
     const command = spec?.name ?? args[0]!.toString('latin1').toLowerCase();
+    this.state.lastCommand = spec === undefined ? 'NULL' : spec.name; // CLIENT LIST cmd=
     if (this.state.user === null && !AUTH_EXEMPT.has(command)) {
       this.replyNow(encodeError(ProxyError.noAuth()));
       return;
@@ -313,7 +350,7 @@ export class ClientSession implements HandlerSession {
 
   /** Reads again once neither bound holds it back: pending replies at half the limit, output drained. */
   private maybeResumeReading(): void {
-    if (!this.readingPaused || this.outputPaused || this.closeWhenFlushed || this.closed || this.barrier) return;
+    if (!this.readingPaused || this.outputPaused || this.closeWhenFlushed || this.closed || this.barrier || this.held !== null) return;
     if (this.replies.length > this.ctx.config.limits.maxPendingPerClient / 2) return;
     this.readingPaused = false;
     this.socket.resume();
@@ -323,6 +360,7 @@ export class ClientSession implements HandlerSession {
   private handleClose(): void {
     if (this.closed) return;
     this.closed = true;
+    if (this.held !== null) this.ctx.clientPause.forget(this);
     this.state.release();
     const hooks = this.closeHooks;
     this.closeHooks = null;

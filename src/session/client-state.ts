@@ -31,6 +31,14 @@ export class ClientState {
   lease: { abandon(): void; unblock?(how: 'timeout' | 'error'): Promise<boolean> } | null = null;
   /** CLIENT TRACKING ON: the client's leased connections, one per node (handlers/tracking.ts). */
   tracking: TrackingLanes | null = null;
+  /** CLIENT LIST / INFO: the last command's table name ("client|list"), 'NULL' before any or for an unknown one. */
+  lastCommand = 'NULL';
+  /** CLIENT LIST / INFO tot-cmds: commands handled so far. */
+  commandCount = 0;
+  /** CLIENT LIST / INFO idle: performance.now() of the last bytes read from the client. */
+  lastInteraction = performance.now();
+  /** A request is held back by CLIENT PAUSE (INFO clients counts it blocked, as Valkey's postponed clients). */
+  pausedHeld = false;
 
   /** CLIENT REPLY OFF / SKIP (Valkey's reply_off, reply_skip_next, reply_skip flags). */
   private replyOff = false;
@@ -98,6 +106,7 @@ export class ClientState {
 
   /** After each command: SKIP applies to the one command that follows it. */
   commandDone(): void {
+    this.commandCount++;
     this.replySkip = this.replySkipNext;
     this.replySkipNext = false;
   }

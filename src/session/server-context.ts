@@ -7,6 +7,7 @@ import type { ClientSession } from './client-session.js';
 import type { HotKeys } from '../hotkeys/hot-keys.js';
 import type { DedicatedPools } from '../upstream/dedicated-pool.js';
 import type { PubSubHub } from '../pubsub/hub.js';
+import type { ClientPause } from './client-pause.js';
 
 /** What a client session needs from the running proxy (kept narrow so sessions stay testable). */
 export interface ServerContext {
@@ -22,6 +23,8 @@ export interface ServerContext {
   readonly pubsub: PubSubHub;
   /** CLIENT UNBLOCK of a leased connection, sent on a shared link to its node; true if it was blocked. */
   unblockLease(host: string, port: number, clientId: number, how: 'timeout' | 'error'): Promise<boolean>;
+  /** CLIENT PAUSE over respool's own clients: sessions check `active` before each request. */
+  readonly clientPause: ClientPause;
   /** Every open client session (INFO clients counts them). */
   sessions(): Iterable<ClientSession>;
   /** The current command table (built-in until the upstream's COMMAND reply replaces it). */

@@ -173,7 +173,7 @@ describe('what must not reach a shared link inside MULTI or a WATCH lane', () =>
       ['PUBLISH', 'q:ch', 'x'],
       ['SUBSCRIBE', 'q:ch'],
       ['MONITOR'],
-      ['CLIENT', 'KILL', 'ID', '1'],
+      ['CLIENT', 'NO-TOUCH', 'on'],
       ['EXEC'],
       ['PING'],
     ]);
@@ -181,16 +181,16 @@ describe('what must not reach a shared link inside MULTI or a WATCH lane', () =>
     expect(replies[1]).toBe('QUEUED');
     expect(String(replies[2])).toMatch(/SUBSCRIBE cannot be queued inside MULTI through respool/);
     expect(String(replies[3])).toMatch(/MONITOR cannot be queued inside MULTI through respool/);
-    expect(String(replies[4])).toMatch(/CLIENT KILL is not supported through respool/);
+    expect(String(replies[4])).toMatch(/CLIENT NO-TOUCH is not supported through respool/);
     expect(String(replies[5])).toMatch(/EXECABORT Transaction discarded because of previous errors/);
     expect(replies[6]).toBe('PONG');
   });
 
   it('on a WATCH lane, refused commands are refused, not sent on the lease', async () => {
     const { rawPipeline } = await import('../harness/raw-client.js');
-    const replies = await rawPipeline(proxy.address.port, [['WATCH', 'lane:k'], ['CLIENT', 'PAUSE', '10'], ['UNWATCH'], ['PING']]);
+    const replies = await rawPipeline(proxy.address.port, [['WATCH', 'lane:k'], ['CLIENT', 'NO-TOUCH', 'on'], ['UNWATCH'], ['PING']]);
     expect(replies[0]).toBe('OK');
-    expect(String(replies[1])).toMatch(/CLIENT PAUSE is not supported through respool/);
+    expect(String(replies[1])).toMatch(/CLIENT NO-TOUCH is not supported through respool/);
     expect(replies.slice(2)).toEqual(['OK', 'PONG']);
   });
 

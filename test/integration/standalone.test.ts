@@ -67,7 +67,7 @@ describe('respool in front of a standalone valkey-server', () => {
 
   it('refuses what a shared proxy cannot offer with an error naming the command and why', async () => {
     await expect(client.call('CLIENT', 'TRACKING', 'on', 'REDIRECT', '1')).rejects.toThrow(/respool: CLIENT TRACKING REDIRECT is not supported through respool: /);
-    await expect(client.call('CLIENT', 'PAUSE', '10')).rejects.toThrow(/respool: CLIENT PAUSE is not supported through respool: .*shares/);
+    await expect(client.call('CLIENT', 'CAPA', 'redirect')).rejects.toThrow(/respool: CLIENT CAPA is not supported through respool: .*shares/);
     await expect(client.call('CLIENT', 'NO-TOUCH', 'on')).rejects.toThrow(/respool: CLIENT NO-TOUCH is not supported through respool: .*shares/);
     // answered by respool: it never evicts clients for memory, so the flag always holds
     expect(await client.call('CLIENT', 'NO-EVICT', 'on')).toBe('OK');
