@@ -103,8 +103,8 @@ export const TRACKING_COMMANDS: ReadonlySet<string> = new Set(['client|tracking'
 export const SCRIPT_COMMANDS: ReadonlySet<string> = new Set(['eval', 'evalsha', 'eval_ro', 'evalsha_ro', 'fcall', 'fcall_ro']);
 
 const CONN = 'it changes or reports the state of one upstream connection, which respool shares between clients';
-const NODE = 'node administration: connect to the node directly';
-const REPL = 'the replication protocol needs a dedicated upstream connection';
+const NODE = 'node administration: connect to a node directly';
+const REPL = 'the replication protocol needs a connection of its own to one node: connect to a node directly';
 
 const WAIT = "its guarantee is about the client's own earlier writes, which travel on links shared with other clients";
 

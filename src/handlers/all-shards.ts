@@ -1,14 +1,16 @@
 import type { Handler } from './types.js';
 import { keyed } from './keyed.js';
+import { configSet, isWellFormedConfigSet } from './config-set.js';
 
 /**
  * Commands that speak for the whole data set (DBSIZE, KEYS, FLUSHALL, SCAN, SCRIPT LOAD, …): in
  * cluster mode every shard (or node) answers and routing/fan-out.ts merges the replies; against a
- * standalone server they are ordinary keyless commands.
+ * standalone server they are ordinary keyless commands. CONFIG SET: all or nothing (config-set.ts).
  */
 export const allShards: Handler = (session, req) => {
   const ctx = session.ctx;
   if (!ctx.isCluster() || req.spec === undefined) return keyed(session, req);
+  if (req.command === 'config|set' && isWellFormedConfigSet(req)) return configSet(session, req, req.spec);
   const entry = session.reserve();
   const error = ctx.router.fanOut(entry, req.raw, req.args, req.spec, req.command);
   if (error !== null) entry.fill(error);

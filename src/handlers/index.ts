@@ -9,6 +9,7 @@ import { info } from './info.js';
 import { keyed } from './keyed.js';
 import { multiKey } from './multi-key.js';
 import { script } from './script.js';
+import { noteScript } from './script-cache.js';
 import { allShards } from './all-shards.js';
 import { refused } from './refused.js';
 import { respool } from './respool.js';
@@ -52,6 +53,7 @@ export function dispatch(session: HandlerSession, req: CommandRequest): void {
   const state = session.state;
   if (spec === undefined && isRespoolCommand(req.args[0]!)) return respool(session, req);
   const family = spec === undefined ? 'keyed' : commandFamily(spec, req.args);
+  if (family === 'script' || family === 'allShards') noteScript(session.ctx.scripts, req); // EVAL / SCRIPT LOAD bodies, on every path
   state.tracking?.noteCommand(req.command, state.transaction !== null);
   if (state.lane !== null && !OFF_LANE.has(family)) return onLane(session, state.lane, req);
   if (state.transaction !== null && queueInTransaction(session, req)) return;

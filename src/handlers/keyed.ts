@@ -1,12 +1,38 @@
-import type { Handler } from './types.js';
+import { encodeError } from '../resp/encode.js';
+import { ProxyError } from '../errors.js';
+import type { Handler, HandlerSession } from './types.js';
 
 /**
  * Keyed and keyless commands for one node: the router picks the node (slot owner, read strategy,
  * any primary) and the call completes the entry. Keys in different slots: CROSSSLOT.
  */
 export const keyed: Handler = (session, req) => {
+  if (req.command === 'migrate' && req.args.length >= 3 && migratesToRespool(session, req.args[1]!, req.args[2]!)) {
+    return session.replyNow(encodeError(ProxyError.migrateToSelf()));
+  }
   const entry = session.reserve();
   const ctx = session.ctx;
   const error = ctx.router.routeKeyed(entry, req.raw, req.args, req.spec, ctx.commands(), req.command);
   if (error !== null) entry.fill(error);
 };
+
+function normalizeHost(host: string): string {
+  let h = host.toLowerCase();
+  if (h.startsWith('[') && h.endsWith(']')) h = h.slice(1, -1);
+  if (h.startsWith('::ffff:')) h = h.slice(7);
+  return h;
+}
+
+/**
+ * MIGRATE's destination is this respool (the address the client reached it at, its listen
+ * address, or a loopback/wildcard address on its port): the node would send the keys back
+ * through respool to itself — RESTORE onto the keys it then deletes.
+ */
+function migratesToRespool(session: HandlerSession, hostArg: Buffer, portArg: Buffer): boolean {
+  const local = session.localAddress;
+  const colon = local.lastIndexOf(':');
+  if (portArg.toString('latin1') !== local.slice(colon + 1)) return false;
+  const host = normalizeHost(hostArg.toString('latin1'));
+  if (host === normalizeHost(local.slice(0, colon)) || host === normalizeHost(session.ctx.config.listen.host)) return true;
+  return host === 'localhost' || host === '::1' || host === '::' || host === '0.0.0.0' || host.startsWith('127.');
+}

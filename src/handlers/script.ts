@@ -1,20 +1,74 @@
-import { encodeError } from '../resp/encode.js';
+import { encodeCommand, encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { oneShotCommand } from '../upstream/one-shot.js';
+import { Link, type LinkRequest } from '../upstream/link.js';
+import { UpstreamCall, type CallFactory, type CallOwner } from '../routing/upstream-call.js';
+import type { Router } from '../routing/router.js';
+import type { ScriptCache } from './script-cache.js';
 import type { Handler } from './types.js';
 
 /**
  * EVAL/EVALSHA/FCALL (and the _RO forms): routed by their declared keys like any keyed command
  * (numkeys 0 → any primary; keys in different slots → CROSSSLOT). A script's effects cannot be
- * split, so the hot-key hook refuses scripts that touch a split key.
+ * split, so the hot-key hook refuses scripts that touch a split key. EVALSHA / EVALSHA_RO travel
+ * as an EvalShaCall: their bytes unchanged, and a NOSCRIPT for a script respool has seen is
+ * answered by loading the script on that node and running the EVALSHA there once more.
  */
 export const script: Handler = (session, req) => {
   if (req.command === 'script|kill' || req.command === 'function|kill') return scriptKill(session, req);
   const entry = session.reserve();
   const ctx = session.ctx;
-  const error = ctx.router.routeKeyed(entry, req.raw, req.args, req.spec, ctx.commands(), req.command, true);
+  const evalsha = (req.command === 'evalsha' || req.command === 'evalsha_ro') && req.args.length >= 3;
+  const makeCall = evalsha ? evalShaCall(req.args[1]!, ctx.scripts) : undefined;
+  const error = ctx.router.routeKeyed(entry, req.raw, req.args, req.spec, ctx.commands(), req.command, true, makeCall);
   if (error !== null) entry.fill(error);
 };
+
+const NOSCRIPT = Buffer.from('-NOSCRIPT');
+/** The SCRIPT LOAD before the EVALSHA's second run: its failure shows as the EVALSHA's NOSCRIPT. */
+const IGNORE_REPLY: LinkRequest = { sentAt: 0, onReply() {}, onLinkFailure() {} };
+
+function evalShaCall(sha: Buffer, scripts: ScriptCache): CallFactory {
+  return (owner, router, raw, command, slot) => new EvalShaCall(owner, router, raw, command, slot, sha, scripts);
+}
+
+/**
+ * An EVALSHA whose node answered NOSCRIPT (it lost its script cache: a promoted replica, a
+ * restart, SCRIPT FLUSH on that node). When respool knows the script's body (ScriptCache), it
+ * sends SCRIPT LOAD and the EVALSHA again, back to back on the link that answered, so the client
+ * never sees NOSCRIPT for a script respool has seen; once only (a second NOSCRIPT, or a script
+ * respool never saw, reaches the client as Valkey's). The second run comes after whatever the
+ * client had already sent to that node, as a router retry would.
+ */
+class EvalShaCall extends UpstreamCall {
+  private reloaded = false;
+
+  constructor(
+    owner: CallOwner,
+    router: Router,
+    raw: Buffer,
+    command: string,
+    slot: number,
+    /** The sha argument (a view into `raw`, which the call keeps anyway). */
+    private readonly sha: Buffer,
+    private readonly scripts: ScriptCache,
+  ) {
+    super(owner, router, raw, command, slot);
+  }
+
+  override onReply(frame: Buffer, link: Link): void {
+    if (!this.reloaded && frame.length > NOSCRIPT.length && frame.compare(NOSCRIPT, 0, NOSCRIPT.length, 0, NOSCRIPT.length) === 0 && link instanceof Link) {
+      const body = this.scripts.body(this.sha.toString('latin1'));
+      if (body !== undefined) {
+        this.reloaded = true;
+        link.send(encodeCommand(['SCRIPT', 'LOAD', body]), IGNORE_REPLY);
+        link.send(this.raw, this);
+        return;
+      }
+    }
+    super.onReply(frame, link);
+  }
+}
 
 /**
  * SCRIPT KILL / FUNCTION KILL: to every primary at once, each on a connection of its own (the

@@ -10,7 +10,7 @@ import type { Link, LinkFailureCause, LinkRequest } from '../upstream/link.js';
 import type { Metrics } from '../admin/metrics.js';
 import { encodeCommand, encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
-import { UpstreamCall, type CallClient, type CallOwner } from './upstream-call.js';
+import { UpstreamCall, type CallClient, type CallFactory, type CallOwner } from './upstream-call.js';
 import type { KeyedRouteHook } from './hooks.js';
 import { parseRedirect, errorLine } from './redirect.js';
 import { CommandFlag } from '../commands/command-flags.js';
@@ -59,9 +59,10 @@ export class Router {
    * strategy's choice for read-only commands; keyless → any primary. Every key must hash to one
    * slot (CROSSSLOT otherwise). Keyed calls are offered to the hook (hot keys) first. Returns an
    * error reply when it cannot be sent, or null when a call is on its way and will complete
-   * `owner` by itself.
+   * `owner` by itself. `makeCall`: the call to send, when its owner needs a subclass (an EVALSHA
+   * that reloads its script on NOSCRIPT, handlers/script.ts); a plain UpstreamCall otherwise.
    */
-  routeKeyed(owner: CallOwner, raw: Buffer, args: Buffer[], spec: CommandSpec | undefined, table: CommandTable, command: string, isScript = false): Buffer | null {
+  routeKeyed(owner: CallOwner, raw: Buffer, args: Buffer[], spec: CommandSpec | undefined, table: CommandTable, command: string, isScript = false, makeCall?: CallFactory): Buffer | null {
     const topology = this.refresher.current;
     if (topology === null) return encodeError(ProxyError.topologyUnknown());
     let slot = -1;
@@ -84,7 +85,7 @@ export class Router {
         }
       }
     }
-    const call = new UpstreamCall(owner, this, raw, command, slot);
+    const call = makeCall === undefined ? new UpstreamCall(owner, this, raw, command, slot) : makeCall(owner, this, raw, command, slot);
     if (spec !== undefined && (spec.flags & CommandFlag.READONLY) !== 0) call.safeToRepeat = true;
     // Read-only commands in a cluster follow the read strategy; everything else the primary.
     const reads = this.reads;

@@ -22,6 +22,9 @@ export interface CallOwner {
   onCallDone(reply: Buffer, index: number): void;
 }
 
+/** Builds the call Router.routeKeyed sends (a subclass that reads its own replies, handlers/script.ts). */
+export type CallFactory = (owner: CallOwner, router: Router, raw: Buffer, command: string, slot: number) => UpstreamCall;
+
 /**
  * One command on its way to one node: routed by slot (or pinned to a node), maybe redirected or
  * retried within budgets, finished with exactly one reply handed to its owner. It knows nothing

@@ -7,6 +7,7 @@ import type { ClientSession } from './client-session.js';
 import type { HotKeys } from '../hotkeys/hot-keys.js';
 import type { DedicatedPools } from '../upstream/dedicated-pool.js';
 import type { PubSubHub } from '../pubsub/hub.js';
+import type { ScriptCache } from '../handlers/script-cache.js';
 import type { ClientPause } from './client-pause.js';
 
 /** What a client session needs from the running proxy (kept narrow so sessions stay testable). */
@@ -21,6 +22,8 @@ export interface ServerContext {
   readonly dedicated: DedicatedPools;
   /** Multiplexed subscriptions. */
   readonly pubsub: PubSubHub;
+  /** Script bodies seen (EVAL, SCRIPT LOAD), to reload a script on a node that answers NOSCRIPT. */
+  readonly scripts: ScriptCache;
   /** CLIENT UNBLOCK of a leased connection, sent on a shared link to its node; true if it was blocked. */
   unblockLease(host: string, port: number, clientId: number, how: 'timeout' | 'error'): Promise<boolean>;
   /** CLIENT PAUSE over respool's own clients: sessions check `active` before each request. */

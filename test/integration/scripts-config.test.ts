@@ -1,0 +1,142 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHash } from 'node:crypto';
+import type { Valkey } from 'iovalkey';
+import calculateSlot from 'cluster-key-slot';
+import { startCluster, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
+import { RawClient, ReplyError } from '../harness/raw-client.js';
+import type { RespoolProxy } from '../../src/server.js';
+import { clientFor, startTestProxy } from '../helpers/proxy.js';
+
+const sha1 = (s: string) => createHash('sha1').update(s).digest('hex');
+
+describe('scripts respool has seen survive NOSCRIPT; CONFIG SET all or nothing (3 primaries + 3 replicas)', () => {
+  let cluster: ValkeyCluster;
+  let proxy: RespoolProxy;
+  let client: Valkey;
+
+  beforeAll(async () => {
+    cluster = await startCluster({ primaries: 3, replicasPerPrimary: 1 });
+    proxy = await startTestProxy([{ host: cluster.nodes[0]!.host, port: cluster.nodes[0]!.port }]);
+    client = clientFor(proxy);
+  });
+
+  afterAll(async () => {
+    client?.disconnect();
+    await proxy?.close();
+    await cluster?.stop();
+  });
+
+  async function configOnEveryNode(name: string): Promise<string[]> {
+    const live = [...(await cluster.primaries()), ...(await cluster.replicas())];
+    return Promise.all(live.map(async (n) => String(((await cluster.call(n, 'CONFIG', 'GET', name)) as unknown[])[1])));
+  }
+
+  it('EVALSHA after SCRIPT FLUSH on the key’s node (sent to it directly) runs: respool loads the script again', async () => {
+    const body = "return 'flushed:' .. KEYS[1]";
+    const sha = (await client.script('LOAD', body)) as string;
+    expect(sha).toBe(sha1(body));
+    const owner = await cluster.primaryForSlot(calculateSlot('sf:key'));
+    expect(await cluster.call(owner, 'SCRIPT', 'FLUSH')).toBe('OK');
+    expect(await cluster.call(owner, 'SCRIPT', 'EXISTS', sha)).toEqual([0]);
+    expect(await client.evalsha(sha, 1, 'sf:key')).toBe('flushed:sf:key');
+    expect(await cluster.call(owner, 'SCRIPT', 'EXISTS', sha)).toEqual([1]);
+    // An EVAL body counts as seen too; the sha in upper case as well.
+    const evalBody = "return 'eval:' .. ARGV[1]";
+    expect(await client.eval(evalBody, 1, 'sf:key', 'x')).toBe('eval:x');
+    await cluster.call(owner, 'SCRIPT', 'FLUSH');
+    expect(await client.evalsha(sha1(evalBody).toUpperCase(), 1, 'sf:key', 'y')).toBe('eval:y');
+    expect(await client.call('EVALSHA_RO', sha1(evalBody), 1, 'sf:key', 'z')).toBe('eval:z');
+  });
+
+  it('EVALSHA of a script respool never saw: NOSCRIPT exactly as Valkey', async () => {
+    const unknown = sha1('return "never seen by respool"');
+    const owner = await cluster.primaryForSlot(calculateSlot('ns:key'));
+    const direct = (await cluster.call(owner, 'EVALSHA', unknown, 1, 'ns:key')) as ReplyError;
+    expect(direct).toBeInstanceOf(ReplyError);
+    const raw = await RawClient.connect(proxy.address.port);
+    try {
+      const through = (await raw.call('EVALSHA', unknown, 1, 'ns:key')) as ReplyError;
+      expect(through).toBeInstanceOf(ReplyError);
+      expect(through.message).toBe(direct.message);
+      expect(((await raw.call('EVALSHA', 'abc', 0)) as ReplyError).message).toBe(direct.message);
+    } finally {
+      raw.close();
+    }
+  });
+
+  it('CONFIG GET answers from one node (not a merge of every node)', async () => {
+    expect(await client.config('GET', 'maxmemory-samples')).toEqual(['maxmemory-samples', '5']);
+  });
+
+  it('a CONFIG SET every node accepts applies on every node', async () => {
+    expect(await client.config('SET', 'maxmemory-samples', '6', 'lazyfree-lazy-user-del', 'yes')).toBe('OK');
+    expect(new Set(await configOnEveryNode('maxmemory-samples'))).toEqual(new Set(['6']));
+    expect(new Set(await configOnEveryNode('lazyfree-lazy-user-del'))).toEqual(new Set(['yes']));
+    expect(await client.config('SET', 'maxmemory-samples', '5', 'lazyfree-lazy-user-del', 'no')).toBe('OK');
+    expect(new Set(await configOnEveryNode('maxmemory-samples'))).toEqual(new Set(['5']));
+  });
+
+  it('a CONFIG SET one node refuses is undone on the nodes that applied it, and says so', async () => {
+    const refusing = (await cluster.replicas())[1]!;
+    expect(await cluster.call(refusing, 'ACL', 'SETUSER', 'default', '-config|set')).toBe('OK');
+    try {
+      const error = await client.config('SET', 'maxmemory-samples', '9', 'lazyfree-lazy-user-del', 'yes').catch((e: Error) => e);
+      expect(error).toBeInstanceOf(Error);
+      expect((error as Error).message).toMatch(
+        new RegExp(`^ERR respool: CONFIG SET failed on ${refusing.address.replace(/\./g, '\\.')} \\(NOPERM .*\\); restored the previous values on the other nodes$`),
+      );
+      expect(new Set(await configOnEveryNode('maxmemory-samples'))).toEqual(new Set(['5']));
+      expect(new Set(await configOnEveryNode('lazyfree-lazy-user-del'))).toEqual(new Set(['no']));
+    } finally {
+      await cluster.call(refusing, 'ACL', 'SETUSER', 'default', '+config|set');
+    }
+  });
+
+  it('a busy node: its BUSY error, and no node changed (CONFIG GET first finds it busy)', async () => {
+    const busy: ValkeyNode = (await cluster.primaries())[2]!;
+    await cluster.call(busy, 'CONFIG', 'SET', 'busy-reply-threshold', '100');
+    const looping = cluster.call(busy, 'EVAL', 'local i = 0 while true do i = i + 1 end', 0);
+    try {
+      await new Promise((r) => setTimeout(r, 300));
+      const error = await client.config('SET', 'min-replicas-to-write', '2').catch((e: Error) => e);
+      expect((error as Error).message).toMatch(/^BUSY /);
+    } finally {
+      await cluster.call(busy, 'SCRIPT', 'KILL');
+      await looping;
+      await cluster.call(busy, 'CONFIG', 'SET', 'busy-reply-threshold', '5000');
+    }
+    expect(new Set(await configOnEveryNode('min-replicas-to-write'))).toEqual(new Set(['0']));
+    expect(await client.set('after-busy', '1')).toBe('OK');
+  });
+
+  it('node administration is refused, naming the command and saying to connect to a node directly', async () => {
+    const raw = await RawClient.connect(proxy.address.port);
+    try {
+      for (const args of [['DEBUG', 'SLEEP', '0'], ['SHUTDOWN'], ['REPLICAOF', 'NO', 'ONE'], ['SLAVEOF', 'NO', 'ONE'], ['FAILOVER'], ['SYNC'], ['PSYNC', '?', '-1']]) {
+        const reply = (await raw.call(...args)) as ReplyError;
+        expect(reply, args.join(' ')).toBeInstanceOf(ReplyError);
+        expect(reply.message).toMatch(new RegExp(`^ERR respool: ${args[0]} is not supported through respool: .*connect to a node directly$`));
+      }
+      await client.set('mig:key', 'v');
+      const toSelf = (await raw.call('MIGRATE', '127.0.0.1', proxy.address.port, 'mig:key', 0, 1000, 'REPLACE')) as ReplyError;
+      expect(toSelf).toBeInstanceOf(ReplyError);
+      expect(toSelf.message).toMatch(/^ERR respool: MIGRATE to respool itself .*connect to a node directly$/);
+      expect(await client.get('mig:key')).toBe('v');
+    } finally {
+      raw.close();
+    }
+  });
+
+  it('after a failover, EVALSHA of a script run before (EVAL, so only the old primary had it) runs on the new primary', async () => {
+    const body = "return 'failover:' .. KEYS[1]";
+    expect(await client.eval(body, 1, 'fo:key')).toBe('failover:fo:key');
+    const slot = calculateSlot('fo:key');
+    const shard = (await cluster.shards()).find((s) => s.slots.some(([a, b]) => slot >= a && slot <= b))!;
+    const replica = shard.replicas[0]!;
+    expect(await cluster.call(replica, 'SCRIPT', 'EXISTS', sha1(body))).toEqual([0]);
+    await cluster.failover(replica);
+    expect((await cluster.primaryForSlot(slot)).port).toBe(replica.port);
+    expect(await client.evalsha(sha1(body), 1, 'fo:key')).toBe('failover:fo:key');
+    expect(await cluster.call(replica, 'SCRIPT', 'EXISTS', sha1(body))).toEqual([1]);
+  });
+});
