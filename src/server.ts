@@ -22,6 +22,7 @@ import { ReadRouting } from './routing/read-strategy.js';
 import { resolveOwnZone } from './cluster/zone-discovery.js';
 import { DedicatedPools } from './upstream/dedicated-pool.js';
 import { PubSubHub } from './pubsub/hub.js';
+import { announceAddress, ClusterEmulation } from './cluster/emulation.js';
 import { ClientPause } from './session/client-pause.js';
 
 export interface RespoolProxy {
@@ -72,6 +73,8 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
   const sessions = new Set<ClientSession>();
   let clientIds = 0;
   let serverVersion = '8.0.0';
+  // The cluster clients are shown (handlers/cluster.ts); its port is the bound one once listening.
+  let emulation = new ClusterEmulation(announceAddress(config, config.listen.port), config.cluster.peers);
   let topologyEpoch = 0;
 
   const ctx: ServerContext = {
@@ -91,6 +94,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     },
     commands: () => table,
     isCluster: () => refresher.current?.mode === 'cluster',
+    clusterView: () => emulation,
     serverVersion: () => serverVersion,
     nextClientId: () => ++clientIds,
     onSessionClosed: (session) => {
@@ -190,6 +194,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
   });
   const bound = server.address() as net.AddressInfo;
   const address = { host: config.listen.host, port: bound.port };
+  emulation = new ClusterEmulation(announceAddress(config, bound.port), config.cluster.peers);
 
   let admin: AdminServer | null = null;
   if (config.admin) {

@@ -6,6 +6,8 @@
 //   info         INFO (but `INFO clients`, which is local): respool's own sections, the others
 //                fetched from every primary and merged (handlers/info.ts)
 //   transaction  MULTI, EXEC, DISCARD, WATCH, UNWATCH (handlers/transaction.ts)
+//   cluster      CLUSTER SLOTS/SHARDS/NODES/INFO/MYID/… answered with respool's emulated cluster
+//                (handlers/cluster.ts); COUNTKEYSINSLOT/GETKEYSINSLOT to the slot's owner
 //   clients      CLIENT LIST / KILL / PAUSE / UNPAUSE about respool's own clients (handlers/client-commands.ts)
 //   blocking     may block the connection: BLPOP, BLMOVE, BZPOPMIN, XREAD … BLOCK, ... (a leased connection)
 //   pubsub       the SUBSCRIBE family (multiplexed over respool's own subscriber connections)
@@ -23,7 +25,8 @@
 //                the client gets an error that names the command and the reason
 //
 // Decision order (first match wins):
-//   1. LOCAL_COMMANDS, TRANSACTION_COMMANDS, PUBSUB_COMMANDS, SCRIPT_COMMANDS, MONITOR, TRACKING_COMMANDS
+//   1. LOCAL_COMMANDS, TRANSACTION_COMMANDS, PUBSUB_COMMANDS, SCRIPT_COMMANDS, MONITOR, TRACKING_COMMANDS,
+//      CLUSTER_COMMANDS
 //   2. REFUSED_COMMANDS (name → reason)
 //   3. XREAD / XREADGROUP: blocking only with the BLOCK option, otherwise keyed;
 //      INFO: local for `INFO clients` (respool's own clients), otherwise info
@@ -44,6 +47,7 @@ export type CommandFamily =
   | 'local'
   | 'info'
   | 'transaction'
+  | 'cluster'
   | 'clients'
   | 'blocking'
   | 'monitor'
@@ -74,6 +78,7 @@ export const LOCAL_COMMANDS: ReadonlySet<string> = new Set([
   'readwrite',
   'client|no-evict',
   'client|reply',
+  'asking', // respool follows ASK itself (routing/router.ts); a client's ASKING has nothing to do
 ]);
 
 export const TRANSACTION_COMMANDS: ReadonlySet<string> = new Set(['multi', 'exec', 'discard', 'watch', 'unwatch']);
@@ -91,6 +96,13 @@ export const PUBSUB_COMMANDS: ReadonlySet<string> = new Set([
   'pubsub|channels',
 ]);
 
+/** The cluster emulation (handlers/cluster.ts): what a cluster-aware client asks to find the nodes. */
+export const CLUSTER_COMMANDS: ReadonlySet<string> = new Set([
+  'cluster|slots', 'cluster|shards', 'cluster|nodes', 'cluster|info', 'cluster|myid', 'cluster|myshardid',
+  'cluster|keyslot', 'cluster|countkeysinslot', 'cluster|getkeysinslot', 'cluster|links',
+  'cluster|replicas', 'cluster|slaves',
+]);
+
 /** Multi-key commands whose keys can be split by slot without changing their meaning (handlers/multi-key.ts). */
 export const MULTI_KEY_COMMANDS: ReadonlySet<string> = new Set(['mget', 'mset', 'del', 'unlink', 'exists', 'touch']);
 
@@ -106,13 +118,14 @@ const CONN = 'it changes or reports the state of one upstream connection, which 
 const NODE = 'node administration: connect to a node directly';
 const REPL = 'the replication protocol needs a connection of its own to one node: connect to a node directly';
 
+const CLUSTER_ADMIN = 'cluster administration: respool shows clients a cluster of its own; connect to a node directly';
+
 const WAIT = "its guarantee is about the client's own earlier writes, which travel on links shared with other clients";
 
 /** Commands respool refuses, with the reason (name → reason). */
 export const REFUSED_COMMANDS: ReadonlyMap<string, string> = new Map([
   ['client|no-touch', 'whether a command touches the keys it reads is a property of the upstream connection it runs on, which respool shares between clients'],
   ['client|capa', CONN],
-  ['asking', CONN],
   ['wait', WAIT],
   ['waitaof', WAIT],
   ['sync', REPL],
@@ -123,6 +136,10 @@ export const REFUSED_COMMANDS: ReadonlyMap<string, string> = new Map([
   ['replicaof', NODE],
   ['slaveof', NODE],
   ['debug', NODE],
+  ...[
+    'meet', 'forget', 'addslots', 'addslotsrange', 'delslots', 'delslotsrange', 'flushslots', 'setslot', 'failover',
+    'reset', 'replicate', 'saveconfig', 'bumpepoch', 'set-config-epoch', 'count-failure-reports',
+  ].map((sub): [string, string] => [`cluster|${sub}`, CLUSTER_ADMIN]),
 ]);
 
 /** Keyless commands that need every shard although their tips do not say so (or say "special"). */
@@ -167,6 +184,7 @@ function decide(spec: CommandSpec): Decision {
   if (MULTI_KEY_COMMANDS.has(name)) return of('multiKey');
   if (name === 'monitor') return of('monitor');
   if (TRACKING_COMMANDS.has(name)) return of('tracking');
+  if (CLUSTER_COMMANDS.has(name)) return of('cluster');
   if (CLIENT_COMMANDS.has(name)) return of('clients');
   if (name === 'client|unblock') return of('blocking'); // about blocked clients: blocking.ts owns it
   const reason = REFUSED_COMMANDS.get(name);

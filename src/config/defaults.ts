@@ -34,6 +34,8 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
     retryBudget: 3,
     retryBaseMs: 50,
     retryMaxMs: 1000,
+    announce: null, // the listen address (127.0.0.1 when listening on 0.0.0.0 or ::)
+    peers: [],
   },
   logLevel: 'info',
   resilience: {

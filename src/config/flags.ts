@@ -65,6 +65,18 @@ export const FLAGS: readonly FlagSpec[] = [
   numeric('command-timeout', 'timeouts.commandMs', 'time to wait for an upstream reply'),
   numeric('max-redirects', 'cluster.maxRedirects', 'MOVED/ASK redirects followed per request'),
   numeric('refresh-period', 'cluster.refreshPeriodMs', 'cluster topology refresh period'),
+  {
+    name: 'cluster-announce', type: 'string', value: 'host:port',
+    help: 'the address respool gives cluster clients in CLUSTER SLOTS/SHARDS/NODES '
+      + '(from the listen address: 127.0.0.1 when listening on 0.0.0.0 or ::)',
+    default: 'the listen address',
+  },
+  {
+    name: 'cluster-peer', type: 'string', multiple: true, value: 'host:port[,host:port...]',
+    help: 'another respool instance of this fleet (its --cluster-announce): cluster clients get the slots '
+      + 'divided among all instances; repeatable; this instance\'s own address is ignored',
+    default: 'none',
+  },
   numeric('max-clients', 'clients.maxClients', 'client connections; the excess client gets an error reply'),
   numeric('accept-rate', 'clients.acceptRatePerSecond', 'new client connections admitted per second (0 = unlimited); established clients are served first'),
   numeric('idle-timeout', 'clients.idleTimeoutMs', 'close a client idle this long (0 = never)'),

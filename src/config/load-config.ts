@@ -133,6 +133,24 @@ function convertFlags(values: FlagValues, env: NodeJS.ProcessEnv, problems: stri
     }
     out.set('upstreams', upstreams);
   }
+  convert('cluster-announce', 'cluster.announce', (v) => toAnnounced(v));
+  const peerArgs = values['cluster-peer'] as string[] | undefined;
+  if (peerArgs !== undefined) {
+    const peers: HostPort[] = [];
+    for (const arg of peerArgs) {
+      const pieces = arg.split(',').map((p) => p.trim()).filter((p) => p !== '');
+      if (pieces.length === 0) problems.push(`--cluster-peer: expected host:port (got ${show(arg)})`);
+      for (const p of pieces) {
+        try {
+          peers.push(toAnnounced(p));
+        } catch (e) {
+          if (!(e instanceof ValueProblem)) throw e;
+          problems.push(`--cluster-peer: ${e.message}`);
+        }
+      }
+    }
+    out.set('cluster.peers', dedupe(peers));
+  }
   convert('mode', 'mode', (v) => toEnum(v, MODES));
   convert('admin', 'admin', (v) => (v === 'off' ? null : toHostPort(v, true)));
   convert('log-level', 'logLevel', (v) => toEnum(v, LOG_LEVELS));
@@ -151,6 +169,15 @@ function convertFlags(values: FlagValues, env: NodeJS.ProcessEnv, problems: stri
     if (f.field) convert(f.name, f.field.path, (v) => toNumber(f.field!, v));
   }
   return out;
+}
+
+/** An address given to clients (cluster.announce, cluster.peers): a port, and a host one can connect to. */
+function toAnnounced(v: unknown): HostPort {
+  const hp = toHostPort(v, false);
+  if (hp.host === '0.0.0.0' || hp.host === '::' || hp.host === '') {
+    throw new ValueProblem(`must be an address clients can connect to, not a wildcard (got ${show(v)})`);
+  }
+  return hp;
 }
 
 /** An availability zone name: non-empty, no whitespace (it becomes a metric label). */
@@ -295,6 +322,15 @@ function readConfigFile(path: string, env: NodeJS.ProcessEnv, problems: string[]
         if (item) prefixes.push(item);
       });
       out.set('reads.prefixes', prefixes);
+    }
+  }
+  const cluster = settings.cluster as Record<string, unknown> | undefined;
+  if (cluster !== undefined && cluster !== null && typeof cluster === 'object') {
+    if (cluster.announce === null) out.set('cluster.announce', null);
+    else set('cluster.announce', convert('cluster.announce', cluster.announce, (v) => toAnnounced(v)));
+    if (Array.isArray(cluster.peers) && !isBad('cluster.peers')) {
+      const peers = cluster.peers.map((p, i) => convert(`cluster.peers[${i}]`, p, (v) => toAnnounced(v)));
+      out.set('cluster.peers', dedupe(peers.filter((p) => p !== undefined)));
     }
   }
   if (!isBad('hotKeys')) readHotKeysFile(settings.hotKeys, convert, set);

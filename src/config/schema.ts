@@ -148,6 +148,19 @@ function readsSchema(): Schema {
 // Loose on purpose: the exact host:port rules (brackets, port range) live in toHostPort().
 const hostPort: Schema = { type: 'string', 'x-expect': 'expected host:port' };
 
+/** cluster: the numeric fields plus announce and peers (cluster emulation, src/handlers/cluster.ts). */
+function clusterSchema(): Schema {
+  const group = numericGroup('cluster');
+  return {
+    ...group,
+    properties: {
+      ...(group.properties as Record<string, Schema>),
+      announce: { type: ['string', 'null'], 'x-expect': 'expected host:port or null' },
+      peers: { type: 'array', items: hostPort, 'x-expect': 'must be a list of host:port strings' },
+    },
+  };
+}
+
 const password: Schema = { type: 'string', minLength: 1, 'x-expect': 'must be a non-empty string' };
 const passwordEnv: Schema = {
   type: 'string', pattern: ENV_NAME_PATTERN.source,
@@ -197,7 +210,7 @@ export const CONFIG_FILE_SCHEMA: Schema = {
     },
     limits: numericGroup('limits'),
     timeouts: numericGroup('timeouts'),
-    cluster: numericGroup('cluster'),
+    cluster: clusterSchema(),
     resilience: numericGroup('resilience'),
     clients: numericGroup('clients'),
     reads: readsSchema(),
@@ -219,7 +232,7 @@ export interface ConfigFile {
   users?: Array<{ name: string; password?: string; passwordEnv?: string }>;
   limits?: Record<string, number | string>;
   timeouts?: Record<string, number | string>;
-  cluster?: Record<string, number | string>;
+  cluster?: Record<string, unknown>;
   resilience?: Record<string, number | string>;
   clients?: Record<string, number | string>;
   reads?: Record<string, unknown>;

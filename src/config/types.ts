@@ -37,6 +37,10 @@ export interface RespoolConfig {
     retryBudget: number; // TRYAGAIN/CLUSTERDOWN retries per request, default 3
     retryBaseMs: number; // default 50
     retryMaxMs: number; // default 1000
+    /** The host:port respool announces in CLUSTER SLOTS/SHARDS/NODES; null = its listen address (127.0.0.1 for 0.0.0.0 and ::). */
+    announce: HostPort | null;
+    /** The other respool instances of a fleet (default none): the 16384 slots are divided among all of them. */
+    peers: HostPort[];
   };
   logLevel: LogLevel; // default info
   /** Backoff, budgets, circuits and queue bounds toward the upstream (docs/resilience.md). */

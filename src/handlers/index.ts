@@ -7,6 +7,7 @@ import { local } from './local.js';
 import { clientCommands } from './client-commands.js';
 import { info } from './info.js';
 import { keyed } from './keyed.js';
+import { cluster } from './cluster.js';
 import { multiKey } from './multi-key.js';
 import { script } from './script.js';
 import { noteScript } from './script-cache.js';
@@ -21,13 +22,14 @@ import { pubsub, allowedWhileSubscribed, refuseWhileSubscribed } from './pubsub.
 import { tracking, onTrackingLane } from './tracking.js';
 
 /** Families that keep their own path while a WATCH lane is open (they would corrupt the lease's state). */
-const OFF_LANE: ReadonlySet<CommandFamily> = new Set(['pubsub', 'tracking', 'monitor', 'refused', 'clients']);
+const OFF_LANE: ReadonlySet<CommandFamily> = new Set(['pubsub', 'tracking', 'monitor', 'refused', 'clients', 'cluster']);
 
 /** The one dispatch table: command family → the handler that owns its decisions. */
 const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
   local,
   info,
   transaction,
+  cluster,
   clients: clientCommands,
   blocking,
   monitor,

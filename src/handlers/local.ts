@@ -7,6 +7,7 @@ import type { Handler, HandlerSession } from './types.js';
 import { infoClients } from './info.js';
 import { resetSubscriptions } from './pubsub.js';
 import { subscribedPong } from '../pubsub/replies.js';
+import { clusterReply, LOCAL_CLUSTER_COMMANDS } from './cluster.js';
 import { CLIENT_COMMANDS } from '../commands/proxy-handling.js';
 import { clientCommandReply, clientInfoLine } from './client-commands.js';
 
@@ -85,6 +86,10 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
       // Where a client's reads go is respool's read strategy (config reads.*), not the client's.
       if (args.length !== 1) return encodeError(ProxyError.wrongArity(command));
       return OK;
+    case 'asking':
+      // respool follows ASK redirects itself (routing/router.ts): nothing to remember.
+      if (args.length !== 1) return encodeError(ProxyError.wrongArity(command));
+      return OK;
     case 'client|setname': {
       if (args.length !== 3) return encodeError(ProxyError.wrongArity('client|setname'));
       const name = arg(2);
@@ -109,6 +114,8 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
     }
     default:
       if (CLIENT_COMMANDS.has(command)) return clientCommandReply(session, command, args); // inside MULTI, at EXEC
+      // The cluster emulation's local answers, queued inside MULTI (handlers/cluster.ts).
+      if (LOCAL_CLUSTER_COMMANDS.has(command)) return clusterReply(session, command, args);
       return encodeError(ProxyError.notLocal(command));
   }
 }

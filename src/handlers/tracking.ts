@@ -85,7 +85,7 @@ const INVALIDATE_ALL = Buffer.from('>2\r\n$10\r\ninvalidate\r\n_\r\n');
 const BCAST_RETRY_MS = 1000;
 
 /** Families that keep their own paths while tracking is on (see the class comment). */
-const OWN_PATHS: ReadonlySet<CommandFamily> = new Set(['local', 'info', 'transaction', 'blocking', 'monitor', 'pubsub', 'refused', 'tracking', 'allShards', 'clients']);
+const OWN_PATHS: ReadonlySet<CommandFamily> = new Set(['local', 'info', 'transaction', 'blocking', 'monitor', 'pubsub', 'refused', 'tracking', 'allShards', 'clients', 'cluster']);
 
 export interface TrackingOptions {
   bcast: boolean;

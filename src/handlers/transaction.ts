@@ -7,6 +7,7 @@ import { ProxyError } from '../errors.js';
 import type { LinkRequest } from '../upstream/link.js';
 import type { ReplyEntry } from '../session/reply-queue.js';
 import { localReply, NO_REPLY } from './local.js';
+import { LOCAL_CLUSTER_COMMANDS } from './cluster.js';
 import { publishNode, unsubscribeNow } from './pubsub.js';
 import { Transaction } from './transaction-state.js';
 import { LeasedLane } from './leased-lane.js';
@@ -110,7 +111,7 @@ export function queueInTransaction(session: HandlerSession, req: CommandRequest)
   const raw = Buffer.from(req.raw);
   tx.bytes += raw.length;
   // respool's own commands (and UNSUBSCRIBE, whose state is respool's) are answered at EXEC.
-  const local = (LOCAL_COMMANDS.has(command) && command !== 'ping' && command !== 'echo') || UNSUBSCRIBES.has(command) || CLIENT_COMMANDS.has(command);
+  const local = (LOCAL_COMMANDS.has(command) && command !== 'ping' && command !== 'echo') || UNSUBSCRIBES.has(command) || CLIENT_COMMANDS.has(command) || LOCAL_CLUSTER_COMMANDS.has(command);
   tx.queued.push({
     raw,
     command,
@@ -145,6 +146,7 @@ function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRe
   if (family === 'pubsub' && !QUEUEABLE_PUBSUB.has(spec.name)) return ProxyError.notQueueable(spec.name, 'subscriptions are respool\'s, not the shared link\'s');
   if (family === 'monitor') return ProxyError.notQueueable(spec.name, 'MONITOR needs connections of its own');
   if (family === 'refused') return ProxyError.refused(spec.name, refusalReason(spec) ?? '');
+  if (family === 'cluster' && !LOCAL_CLUSTER_COMMANDS.has(spec.name)) return ProxyError.notQueueable(spec.name, "it runs on its slot's owner, not where the transaction runs");
   const limit = session.ctx.config.limits.maxQueryBytesPerClient;
   if (tx.bytes + req.raw.length > limit) return ProxyError.transactionTooLarge(limit);
   if (session.ctx.isCluster()) {

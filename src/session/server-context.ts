@@ -7,6 +7,7 @@ import type { ClientSession } from './client-session.js';
 import type { HotKeys } from '../hotkeys/hot-keys.js';
 import type { DedicatedPools } from '../upstream/dedicated-pool.js';
 import type { PubSubHub } from '../pubsub/hub.js';
+import type { ClusterEmulation } from '../cluster/emulation.js';
 import type { ScriptCache } from '../handlers/script-cache.js';
 import type { ClientPause } from './client-pause.js';
 
@@ -34,6 +35,8 @@ export interface ServerContext {
   commands(): CommandTable;
   /** True when the upstream is a cluster (decides SELECT and fan-out answers). */
   isCluster(): boolean;
+  /** The cluster respool shows its clients (CLUSTER SLOTS/SHARDS/NODES …: handlers/cluster.ts). */
+  clusterView(): ClusterEmulation;
   /** The upstream's version, reported in HELLO. */
   serverVersion(): string;
   nextClientId(): number;

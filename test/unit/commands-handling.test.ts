@@ -106,6 +106,18 @@ describe('commandFamily()', () => {
     },
   );
 
+  it.each([
+    ['cluster', 'slots'], ['cluster', 'shards'], ['cluster', 'nodes'], ['cluster', 'info'], ['cluster', 'myid'],
+    ['cluster', 'myshardid'], ['cluster', 'keyslot', 'k'], ['cluster', 'countkeysinslot', '1'],
+    ['cluster', 'getkeysinslot', '1', '10'], ['cluster', 'links'], ['cluster', 'replicas', 'abc'],
+  ])('cluster (emulated): %j', (...words) => {
+    expect(handling(...words)).toBe('cluster');
+  });
+
+  it('ASKING is answered locally (respool follows ASK itself)', () => {
+    expect(handling('asking')).toBe('local');
+  });
+
   it('monitor: ["monitor"]', () => {
     expect(handling('monitor')).toBe('monitor');
   });
@@ -121,8 +133,13 @@ describe('commandFamily()', () => {
   it.each([
     ['wait', '1', '0'],
     ['waitaof', '1', '0', '0'],
-    ['asking'],
     ['shutdown'],
+    ['cluster', 'meet', '127.0.0.1', '7000'],
+    ['cluster', 'addslots', '1'],
+    ['cluster', 'setslot', '1', 'stable'],
+    ['cluster', 'failover'],
+    ['cluster', 'reset'],
+    ['cluster', 'count-failure-reports', 'abc'],
   ])('refused: %j', (...words) => {
     expect(handling(...words)).toBe('refused');
     const args = b(...words);
@@ -195,7 +212,7 @@ describe('commandFamily()', () => {
       counts[h] = (counts[h] ?? 0) + 1;
       if (h === 'refused') expect(refusalReason(spec), name).toBeTruthy();
     }
-    expect(Object.keys(counts).sort()).toEqual(['allShards', 'anyNode', 'blocking', 'clients', 'info', 'keyed', 'local', 'monitor', 'multiKey', 'pubsub', 'refused', 'script', 'tracking', 'transaction']);
+    expect(Object.keys(counts).sort()).toEqual(['allShards', 'anyNode', 'blocking', 'clients', 'cluster', 'info', 'keyed', 'local', 'monitor', 'multiKey', 'pubsub', 'refused', 'script', 'tracking', 'transaction']);
     for (const n of LOCAL_COMMANDS) expect(table.get(n), n).toBeDefined();
     for (const n of REFUSED_COMMANDS.keys()) expect(table.get(n), n).toBeDefined();
   });

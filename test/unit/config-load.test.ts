@@ -65,6 +65,8 @@ describe('defaults', () => {
         retryBudget: 3,
         retryBaseMs: 50,
         retryMaxMs: 1000,
+        announce: null,
+        peers: [],
       },
       logLevel: 'info',
       resilience: {
@@ -376,7 +378,7 @@ logLevel: trace
       timeouts: { connectMs: 1000, commandMs: 2500 },
       cluster: {
         maxRedirects: 3, refreshMinIntervalMs: 500, refreshPeriodMs: 60_000, retryBudget: 0, retryBaseMs: 10,
-        retryMaxMs: 2000,
+        retryMaxMs: 2000, announce: null, peers: [],
       },
       resilience: {
         backoffBaseMs: 50, backoffCapMs: 2000, dialAttemptsPerWindow: 5, dialWindowMs: 2000,
@@ -592,6 +594,48 @@ describe('example configs in config/', () => {
         expect(text, `${name} mentions ${key}`).toMatch(new RegExp(`^#? *-? *${key}:`, 'm'));
       }
     }
+  });
+});
+
+describe('cluster emulation (cluster.announce, cluster.peers)', () => {
+  it('reads --cluster-announce and repeatable, comma-separated --cluster-peer (duplicates dropped)', () => {
+    const config = run([
+      ...UP, '--cluster-announce', 'proxy-a.internal:6379',
+      '--cluster-peer', '10.0.0.2:6379,10.0.0.3:6379', '--cluster-peer', '[::1]:6379', '--cluster-peer', '10.0.0.2:6379',
+    ]);
+    expect(config.cluster.announce).toEqual({ host: 'proxy-a.internal', port: 6379 });
+    expect(config.cluster.peers.map(formatHostPort)).toEqual(['10.0.0.2:6379', '10.0.0.3:6379', '[::1]:6379']);
+  });
+
+  it('reads cluster.announce and cluster.peers from the file; flags win', () => {
+    const file = yamlFile('upstreams: ["a:1"]\ncluster:\n  announce: "10.0.0.1:6379"\n  peers: ["10.0.0.2:6379", "10.0.0.3:6379"]\n');
+    const config = run(['--config', file]);
+    expect(config.cluster.announce).toEqual({ host: '10.0.0.1', port: 6379 });
+    expect(config.cluster.peers).toHaveLength(2);
+    const flagged = run(['--config', file, '--cluster-peer', '10.0.0.9:6379', '--cluster-announce', '10.0.0.8:6379']);
+    expect(flagged.cluster.peers).toEqual([{ host: '10.0.0.9', port: 6379 }]);
+    expect(flagged.cluster.announce).toEqual({ host: '10.0.0.8', port: 6379 });
+    expect(run(['--config', yamlFile('upstreams: ["a:1"]\ncluster: { announce: null }\n')]).cluster.announce).toBeNull();
+  });
+
+  it('reports bad addresses by flag and field', () => {
+    expect(errorOf([...UP, '--cluster-announce', '0.0.0.0:6379'])).toBe(
+      '--cluster-announce: must be an address clients can connect to, not a wildcard (got "0.0.0.0:6379")',
+    );
+    expect(errorOf([...UP, '--cluster-announce', '127.0.0.1:0'])).toBe(
+      '--cluster-announce: port must be from 1 to 65535 (got "127.0.0.1:0")',
+    );
+    expect(errorOf([...UP, '--cluster-peer', 'proxy-b'])).toBe('--cluster-peer: expected host:port (got "proxy-b")');
+    const path = yamlFile('upstreams: ["a:1"]\ncluster: { announce: 6379, peers: ["b:1", "[::]:2", "c"] }\n');
+    const lines = errorOf(['--config', path]).split('\n').map((l) => l.replace(`config file ${path}: `, ''));
+    expect(lines.sort()).toEqual([
+      'cluster.announce: expected host:port or null (got 6379)',
+      'cluster.peers[1]: must be an address clients can connect to, not a wildcard (got "[::]:2")',
+      'cluster.peers[2]: expected host:port (got "c")',
+    ]);
+    expect(errorOf(['--config', yamlFile('upstreams: ["a:1"]\ncluster: { peers: "b:1" }\n')])).toMatch(
+      /cluster\.peers: must be a list of host:port strings \(got "b:1"\)$/,
+    );
   });
 });
 
