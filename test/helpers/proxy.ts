@@ -6,7 +6,7 @@ import { startProxy, type RespoolProxy } from '../../src/server.js';
 
 type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? DeepPartial<T[K]> : T[K] };
 
-/** Starts respool in-process on a free port in front of `upstreams`. */
+/** Starts respool in-process on a free port (or `overrides.listen`) in front of `upstreams`. */
 export async function startTestProxy(
   upstreams: Array<{ host: string; port: number }>,
   overrides: DeepPartial<RespoolConfig> = {},
@@ -15,7 +15,7 @@ export async function startTestProxy(
   const config: RespoolConfig = {
     ...base,
     ...(overrides as Partial<RespoolConfig>),
-    listen: { host: '127.0.0.1', port: 0 },
+    listen: overrides.listen ?? { host: '127.0.0.1', port: 0 }, // a fixed port for fleets whose peers must know it
     upstreams,
     limits: { ...base.limits, ...(overrides.limits ?? {}) },
     timeouts: { ...base.timeouts, ...(overrides.timeouts ?? {}) },
