@@ -41,6 +41,11 @@ describe('malformed and hostile input', () => {
     proxy = await startTestProxy([{ host: server.host, port: server.port }], {
       mode: 'standalone',
       clients: { maxOutputBytesPerClient: 1024 * 1024, outputStallMs: 1000 } as never,
+      // What a client that never reads can make the server produce is bounded by its requests in
+      // flight: 256 × 64 KB here. At the default 10,000 a pipeline of 64 KB GETs asks the server
+      // for 640 MB of replies before the output bound can see any of them unread, and that time is
+      // the server's (every other client waits for it too, with or without respool).
+      limits: { maxPendingPerClient: 256 } as never,
     });
     probe = await RawConnection.connect(proxy.address.port);
     expect(await probe.call('SET', 'probe', 'p')).toBe('+OK\r\n');
