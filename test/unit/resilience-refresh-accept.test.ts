@@ -57,7 +57,9 @@ describe('AcceptGate: new clients admitted at a bounded rate', () => {
   it('admits a burst, then about ratePerSecond, oldest first; unlimited when the rate is 0', async () => {
     const { sockets, close } = await socketPair();
     const admitted: net.Socket[] = [];
-    const gate = new AcceptGate(1000, (s) => admitted.push(s)); // burst of 100
+    // A step budget of 1 s: this test checks the token bucket alone (the 0.3 ms default would let a
+    // busy machine's preemption end the first step after one admission; tested below).
+    const gate = new AcceptGate(1000, (s) => admitted.push(s), 1000); // burst of 100
     const t0 = performance.now();
     for (const s of sockets) gate.offer(s);
     expect(admitted.length).toBe(0); // never inside the accept callback itself
@@ -76,6 +78,27 @@ describe('AcceptGate: new clients admitted at a bounded rate', () => {
     for (const s of sockets) open.offer(s);
     expect(unlimited.length).toBe(300);
     expect(gate.close()).toEqual([]);
+    await close();
+  });
+
+  it('a step stops after its time budget, leaving the rest for later steps', async () => {
+    const { sockets, close } = await socketPair();
+    const admitted: net.Socket[] = [];
+    const spin = (ms: number) => {
+      const end = performance.now() + ms;
+      while (performance.now() < end);
+    };
+    // 100,000/s: a burst of 10,000 tokens, so only the 0.3 ms budget can end the first step.
+    const gate = new AcceptGate(100_000, (s) => {
+      admitted.push(s);
+      spin(0.2);
+    });
+    for (const s of sockets) gate.offer(s);
+    await new Promise((r) => setImmediate(r));
+    expect(admitted.length).toBeGreaterThanOrEqual(1);
+    expect(admitted.length).toBeLessThanOrEqual(2); // 0.2 ms each: the second passes the 0.3 ms budget
+    while (admitted.length < 300) await sleep(1);
+    expect(admitted).toEqual(sockets);
     await close();
   });
 
