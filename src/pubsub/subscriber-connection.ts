@@ -14,8 +14,10 @@
  *             or a desync, and a desync closes the connection (the hub then re-subscribes).
  *   messages: `message` / `pmessage` / `smessage` pushes go to the handler as views of the read
  *             buffer, valid until the handler returns.
- *   liveness: the oldest pending command may wait timeouts.commandMs; an idle connection is
- *             PINGed every pingIntervalMs so a black-holed node is noticed too.
+ *   liveness: the oldest pending command may wait timeouts.commandMs while nothing arrives; an
+ *             idle connection is PINGed every pingIntervalMs so a black-holed node is noticed
+ *             too. A node that keeps sending pushes is alive even if a reply waits behind them
+ *             (a fan-out of millions of messages): closing it then would lose messages.
  */
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -89,6 +91,8 @@ export class SubscriberConnection {
   private connectTimer: NodeJS.Timeout | null = null;
   private tickTimer: NodeJS.Timeout | null = null;
   private lastWriteAt = performance.now();
+  /** When bytes last arrived (pushes count: they prove the node alive). */
+  private lastReadAt = performance.now();
 
   constructor(
     private readonly options: SubscriberConnectionOptions,
@@ -170,7 +174,8 @@ export class SubscriberConnection {
   private tick(): void {
     const now = performance.now();
     const oldest = this.pending.peek();
-    if (oldest && now - oldest.sentAt > this.options.commandTimeoutMs) {
+    const timeout = this.options.commandTimeoutMs;
+    if (oldest && now - oldest.sentAt > timeout && now - this.lastReadAt > timeout) {
       this.close(`no reply within ${this.options.commandTimeoutMs} ms`);
       return;
     }
@@ -181,6 +186,7 @@ export class SubscriberConnection {
 
   private onData(chunk: Buffer): void {
     if (this.state === 'closed') return;
+    this.lastReadAt = performance.now();
     this.framer.push(chunk);
     let frame: Buffer | null;
     try {
