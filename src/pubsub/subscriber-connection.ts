@@ -20,6 +20,7 @@
  *             (a fan-out of millions of messages): closing it then would lose messages.
  */
 import net from 'node:net';
+import { handshakeCommands } from '../upstream/handshake.js';
 import { performance } from 'node:perf_hooks';
 import { ReplyFramer } from '../resp/reply-framer.js';
 import { encodeCommand } from '../resp/encode.js';
@@ -152,11 +153,8 @@ export class SubscriberConnection {
   }
 
   private handshake(): void {
-    const { auth } = this.options;
-    const hello: string[] = ['HELLO', '3'];
-    if (auth) hello.push('AUTH', auth.username ?? 'default', auth.password);
-    hello.push('SETNAME', PUBSUB_CLIENT_NAME);
-    this.write(encodeCommand(hello), { kind: 'hello', names: [], index: 0, callbacks: null, sentAt: 0 });
+    const [hello] = handshakeCommands(3, this.options.auth, PUBSUB_CLIENT_NAME);
+    this.write(encodeCommand(hello!), { kind: 'hello', names: [], index: 0, callbacks: null, sentAt: 0 });
   }
 
   private becomeReady(): void {

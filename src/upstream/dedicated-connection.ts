@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
+import { handshakeCommands } from './handshake.js';
 import { performance } from 'node:perf_hooks';
 import { ReplyFramer } from '../resp/reply-framer.js';
 import type { FramerLimits } from '../resp/limits.js';
@@ -173,17 +174,7 @@ export class DedicatedConnection extends EventEmitter implements ReplySource {
   private handshake(): void {
     const { auth, protocol } = this.options;
     const clientName = this.options.clientName ?? LEASE_CLIENT_NAME;
-    const commands: Array<ReadonlyArray<string>> = [];
-    if (protocol === 3) {
-      const hello: string[] = ['HELLO', '3'];
-      if (auth) hello.push('AUTH', auth.username ?? 'default', auth.password);
-      hello.push('SETNAME', clientName);
-      commands.push(hello);
-    } else {
-      if (auth) commands.push(auth.username ? ['AUTH', auth.username, auth.password] : ['AUTH', auth.password]);
-      commands.push(['CLIENT', 'SETNAME', clientName]);
-    }
-    const steps: HandshakeStep[] = commands.map((args) => ({ args, onReply: () => {} }));
+    const steps: HandshakeStep[] = handshakeCommands(protocol, auth, clientName).map((args) => ({ args, onReply: () => {} }));
     steps.push({
       args: ['CLIENT', 'ID'],
       onReply: (frame) => {

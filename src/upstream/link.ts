@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { ReplyFramer } from '../resp/reply-framer.js';
 import type { FramerLimits } from '../resp/limits.js';
 import { encodeCommand } from '../resp/encode.js';
+import { handshakeCommands } from './handshake.js';
 import { ProxyError } from '../errors.js';
 import { FifoQueue } from '../util/fifo-queue.js';
 import { BatchedWriter } from '../util/batched-writer.js';
@@ -168,16 +169,7 @@ export class Link extends EventEmitter implements ReplySource {
 
   private handshake(): void {
     const { auth, protocol, clientName } = this.options;
-    const steps: Array<ReadonlyArray<string | Buffer | number>> = [];
-    if (protocol === 3) {
-      const hello: Array<string> = ['HELLO', '3'];
-      if (auth) hello.push('AUTH', auth.username ?? 'default', auth.password);
-      hello.push('SETNAME', clientName);
-      steps.push(hello);
-    } else {
-      if (auth) steps.push(auth.username ? ['AUTH', auth.username, auth.password] : ['AUTH', auth.password]);
-      steps.push(['CLIENT', 'SETNAME', clientName]);
-    }
+    const steps = handshakeCommands(protocol, auth, clientName);
     if (this.options.readonly) steps.push(['READONLY']);
 
     let remaining = steps.length;

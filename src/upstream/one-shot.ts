@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { authCommand } from './handshake.js';
 import { encodeCommand } from '../resp/encode.js';
 import { ReplyFramer } from '../resp/reply-framer.js';
 import { ProxyError } from '../errors.js';
@@ -21,7 +22,7 @@ export function oneShotCommand(options: OneShotOptions, args: ReadonlyArray<stri
   const address = `${host}:${port}`;
   return new Promise((resolve, reject) => {
     const commands: Buffer[] = [];
-    if (auth) commands.push(encodeCommand(auth.username ? ['AUTH', auth.username, auth.password] : ['AUTH', auth.password]));
+    if (auth) commands.push(encodeCommand(authCommand(auth)));
     commands.push(encodeCommand(args));
     let owed = commands.length;
     const framer = new ReplyFramer();
