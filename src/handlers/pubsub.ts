@@ -231,11 +231,13 @@ export function publishNode(session: HandlerSession): ClusterNode | undefined {
 /**
  * A PUBLISH reply from publishNode(): respool's one upstream subscription (and each matching
  * pattern) replaced by the respool clients that receive `channel`. Anything but an integer as is.
+ * `counted`: what the node counted for respool's own connection when the PUBLISH ran (a
+ * transaction takes it before its own UNSUBSCRIBEs apply); by default, what it counts now.
  */
-export function publishReply(session: HandlerSession, channel: Buffer, reply: Buffer): Buffer {
+export function publishReply(session: HandlerSession, channel: Buffer, reply: Buffer, counted?: number): Buffer {
   if (reply[0] !== 0x3a /* : */) return reply;
   const now = session.ctx.pubsub.countsFor(channel);
-  return encodeInteger(Number(reply.toString('latin1', 1, reply.length - 2)) - now.upstream + now.clients);
+  return encodeInteger(Number(reply.toString('latin1', 1, reply.length - 2)) - (counted ?? now.upstream) + now.clients);
 }
 
 /** PUBSUB NUMSUB: per channel, respool's subscribers in place of its one upstream subscription. */

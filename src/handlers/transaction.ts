@@ -1,14 +1,14 @@
 import calculateSlot from 'cluster-key-slot';
 import { CommandFlag } from '../commands/command-flags.js';
 import { commandFamily, refusalReason, CLIENT_COMMANDS, LOCAL_COMMANDS, TRACKING_COMMANDS } from '../commands/proxy-handling.js';
-import { encodeArray, encodeCommand, encodeError, encodeInteger, encodeSimple } from '../resp/encode.js';
+import { encodeArray, encodeCommand, encodeError, encodeSimple } from '../resp/encode.js';
 import { splitAggregate } from '../resp/decode.js';
 import { ProxyError } from '../errors.js';
 import type { LinkRequest } from '../upstream/link.js';
 import type { ReplyEntry } from '../session/reply-queue.js';
 import { localReply, NO_REPLY } from './local.js';
 import { LOCAL_CLUSTER_COMMANDS } from './cluster.js';
-import { publishNode, unsubscribeNow } from './pubsub.js';
+import { publishNode, publishReply, unsubscribeNow } from './pubsub.js';
 import { Transaction } from './transaction-state.js';
 import { LeasedLane } from './leased-lane.js';
 import { sendBlockOnTrackingLane } from './tracking.js';
@@ -192,9 +192,8 @@ function exec(session: HandlerSession, tx: Transaction): void {
   // PUBLISH counts can be given as one server would (handlers/pubsub.ts).
   const publishAt = tx.slot < 0 && forwarded.some((q) => q.command === 'publish') ? publishNode(session) : undefined;
   tx.publishCounts = publishAt !== undefined;
-  const error = publishAt !== undefined
-    ? session.ctx.router.sendBlockTo(session, publishAt, block(entry))
-    : session.ctx.router.sendBlock(session, tx.slot, block(entry));
+  if (publishAt !== undefined) return session.ctx.router.sendBlockTo(session, publishAt, block(entry));
+  const error = session.ctx.router.sendBlock(session, tx.slot, block(entry));
   if (error !== null) entry.fill(error);
 }
 
@@ -208,15 +207,13 @@ function withLocalReplies(session: HandlerSession, tx: Transaction, frame: Buffe
 function spliceLocalReplies(session: HandlerSession, tx: Transaction, upstream: Buffer[]): Buffer {
   // What the upstream counted for PUBLISH included respool's own subscriptions as they were when
   // EXEC ran, before any UNSUBSCRIBE of this transaction is applied below.
-  const hub = session.ctx.pubsub;
-  const countedUpstream = tx.queued.map((q) => (q.channel !== undefined ? hub.countsFor(q.channel).upstream : 0));
+  const countedUpstream = tx.queued.map((q) => (q.channel !== undefined ? session.ctx.pubsub.countsFor(q.channel).upstream : 0));
   const out: Buffer[] = [];
   let next = 0;
   tx.queued.forEach((q, i) => {
     if (q.localArgs === null) {
       const reply = Buffer.from(upstream[next++]!);
-      if (!tx.publishCounts || q.channel === undefined || reply[0] !== 0x3a /* : */) out.push(reply);
-      else out.push(encodeInteger(Number(reply.toString('latin1', 1, reply.length - 2)) - countedUpstream[i]! + hub.countsFor(q.channel).clients));
+      out.push(tx.publishCounts && q.channel !== undefined ? publishReply(session, q.channel, reply, countedUpstream[i]) : reply);
     } else if (UNSUBSCRIBES.has(q.command)) {
       out.push(unsubscribeNow(session, q.command as 'unsubscribe', q.localArgs.slice(1)).frame);
     } else {

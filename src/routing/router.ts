@@ -138,7 +138,7 @@ export class Router {
     if (topology === null) return encodeError(ProxyError.topologyUnknown());
     const node = this.nodeFor(slot, topology);
     if (node === undefined) return encodeError(ProxyError.slotNotServed(slot));
-    this.pools.forNode(node, client.protocol, 'primary').sendBlock(items, client.id);
+    this.sendBlockTo(client, node, items);
     return null;
   }
 
@@ -180,9 +180,8 @@ export class Router {
   }
 
   /** As sendBlock, to a named node (a keyless transaction that publishes: handlers/transaction.ts). */
-  sendBlockTo(client: CallClient, node: ClusterNode, items: ReadonlyArray<{ data: Buffer; req: LinkRequest }>): Buffer | null {
+  sendBlockTo(client: CallClient, node: ClusterNode, items: ReadonlyArray<{ data: Buffer; req: LinkRequest }>): void {
     this.pools.forNode(node, client.protocol, 'primary').sendBlock(items, client.id);
-    return null;
   }
 
   /** The primary that owns `slot` now (any primary for -1); undefined when none does. */
