@@ -7,7 +7,10 @@ import { RequestFramer } from '../../src/resp/request-framer.js';
  *  - 'answer'   : +OK to CLIENT/HELLO/READONLY/AUTH, $0 to INFO, +PONG to PING, and for any
  *                 other command a bulk reply echoing its first argument after the name;
  *  - 'handshake-only' : answers the handshake (CLIENT, AUTH, INFO) and nothing else — a black hole
- *                 for data commands on links that look healthy;
+ *                 for data commands on links that look healthy. Like a real node it answers in
+ *                 order: once a data command on a connection goes unanswered, nothing after it
+ *                 on that connection is answered either (an INFO behind a stuck SET must not
+ *                 be answered first, or its reply would be taken for the SET's);
  *  - 'silent'   : accepts connections and never answers anything;
  *  - 'delay'    : like 'answer', each reply after `delayMs`.
  */
@@ -47,14 +50,15 @@ export async function startFakeValkey(mode: FakeMode = 'answer'): Promise<FakeVa
     socket.on('close', () => sockets.delete(socket));
     socket.on('error', () => {});
     const framer = new RequestFramer();
+    let stalled = false; // this connection left a command unanswered: answer nothing after it
     socket.on('data', (chunk: Buffer) => {
       framer.push(chunk);
       for (let frame = framer.next(); frame !== null; frame = framer.next()) {
         const name = frame.args[0]!.toString('latin1').toLowerCase();
         const handshake = HANDSHAKE.has(name);
         if (!handshake) received++;
-        if (fake.mode === 'silent') continue;
-        if (fake.mode === 'handshake-only' && !handshake) continue;
+        if (fake.mode === 'silent' || (fake.mode === 'handshake-only' && !handshake)) stalled = true;
+        if (stalled) continue;
         let reply: Buffer;
         if (name === 'info' || name === 'command') reply = Buffer.from('$0\r\n\r\n');
         else if (name === 'ping') reply = Buffer.from('+PONG\r\n');
