@@ -7,6 +7,7 @@ import { TopologyRefresher } from './cluster/topology-refresher.js';
 import { SLOT_COUNT, type Topology } from './cluster/topology.js';
 import { UpstreamPools } from './upstream/upstream-pools.js';
 import { Router } from './routing/router.js';
+import { RunningScripts } from './handlers/running-scripts.js';
 import { ScriptCache } from './handlers/script-cache.js';
 import { ClientSession } from './session/client-session.js';
 import type { ServerContext } from './session/server-context.js';
@@ -86,6 +87,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     dedicated,
     pubsub,
     scripts: new ScriptCache(),
+    runningScripts: new RunningScripts(),
     clientPause: new ClientPause(),
     sessions: () => sessions,
     unblockLease: async (host, port, id, how) => {

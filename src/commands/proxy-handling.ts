@@ -25,7 +25,8 @@
 //                the client gets an error that names the command and the reason
 //
 // Decision order (first match wins):
-//   1. LOCAL_COMMANDS, TRANSACTION_COMMANDS, PUBSUB_COMMANDS, SCRIPT_COMMANDS, MONITOR, TRACKING_COMMANDS,
+//   1. LOCAL_COMMANDS, TRANSACTION_COMMANDS, PUBSUB_COMMANDS, SCRIPT_COMMANDS (with SCRIPT KILL, FUNCTION
+//      KILL, FUNCTION STATS: they go where a script runs), MONITOR, TRACKING_COMMANDS,
 //      CLUSTER_COMMANDS
 //   2. REFUSED_COMMANDS (name → reason)
 //   3. XREAD / XREADGROUP: blocking only with the BLOCK option, otherwise keyed;
@@ -180,7 +181,7 @@ function decide(spec: CommandSpec): Decision {
   if (LOCAL_COMMANDS.has(name)) return of('local');
   if (TRANSACTION_COMMANDS.has(name)) return of('transaction');
   if (PUBSUB_COMMANDS.has(name)) return of('pubsub');
-  if (SCRIPT_COMMANDS.has(name) || name === 'script|kill' || name === 'function|kill') return of('script');
+  if (SCRIPT_COMMANDS.has(name) || name === 'script|kill' || name === 'function|kill' || name === 'function|stats') return of('script');
   if (MULTI_KEY_COMMANDS.has(name)) return of('multiKey');
   if (name === 'monitor') return of('monitor');
   if (TRACKING_COMMANDS.has(name)) return of('tracking');

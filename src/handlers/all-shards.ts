@@ -1,5 +1,7 @@
 import type { Handler } from './types.js';
 import { keyed } from './keyed.js';
+import { scriptExistsReply } from './script-cache.js';
+import type { CallOwner } from '../routing/upstream-call.js';
 import { configSet, isWellFormedConfigSet } from './config-set.js';
 
 /**
@@ -12,6 +14,11 @@ export const allShards: Handler = (session, req) => {
   if (!ctx.isCluster() || req.spec === undefined) return keyed(session, req);
   if (req.command === 'config|set' && isWellFormedConfigSet(req)) return configSet(session, req, req.spec);
   const entry = session.reserve();
-  const error = ctx.router.fanOut(entry, req.raw, req.args, req.spec, req.command);
+  let owner: CallOwner = entry;
+  if (req.command === 'script|exists') {
+    const shas = req.args.slice(2).map((a) => Buffer.from(a));
+    owner = { client: entry.client, onCallDone: (reply) => entry.fill(scriptExistsReply(ctx.scripts, shas, reply)) };
+  }
+  const error = ctx.router.fanOut(owner, req.raw, req.args, req.spec, req.command);
   if (error !== null) entry.fill(error);
 };

@@ -3,11 +3,12 @@ import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeMap, encodeS
 import { ProxyError } from '../errors.js';
 import type { ServerContext } from '../session/server-context.js';
 import type { ClientState } from '../session/client-state.js';
-import type { Handler, HandlerSession } from './types.js';
+import type { CommandRequest, Handler, HandlerSession } from './types.js';
 import { infoClients } from './info.js';
 import { resetSubscriptions } from './pubsub.js';
 import { subscribedPong } from '../pubsub/replies.js';
 import { clusterReply, LOCAL_CLUSTER_COMMANDS } from './cluster.js';
+import { oneShotTo } from './script.js';
 import { CLIENT_COMMANDS } from '../commands/proxy-handling.js';
 import { clientCommandReply, clientInfoLine } from './client-commands.js';
 
@@ -26,11 +27,23 @@ const PONG = encodeSimple('PONG');
 export const NO_REPLY = Buffer.alloc(0);
 
 export const local: Handler = (session, req) => {
+  if (req.command === 'ping' && session.ctx.runningScripts.longRunning().length > 0) return pingBusyNode(session, req);
   const reply = localReply(session, req.command, req.args);
   if (reply !== NO_REPLY) session.replyNow(reply);
   // QUIT: +OK first, then the connection closes once every reply owed has been written.
   if (req.command === 'quit') session.closeAfterReplies();
 };
+
+/**
+ * PING while a script has run long on some node: Valkey's BUSY if that node is busy (as a client
+ * of that one server would see), else the usual PONG.
+ */
+function pingBusyNode(session: HandlerSession, req: CommandRequest): void {
+  const ctx = session.ctx;
+  const reply = localReply(session, req.command, req.args);
+  const entry = session.reserve();
+  ctx.runningScripts.busyReply((address) => oneShotTo(session, address)).then((busy) => entry.fill(busy ?? reply));
+}
 
 /** The reply to a local command (also used inside transactions, at EXEC). */
 export function localReply(session: HandlerSession, command: string, args: Buffer[]): Buffer {

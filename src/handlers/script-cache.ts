@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { CommandRequest } from './types.js';
+import { encodeArray, encodeInteger } from '../resp/encode.js';
 
 /** Scripts respool remembers at most (least recently used out first). */
 export const SCRIPT_CACHE_MAX_COUNT = 10_000;
@@ -53,6 +54,17 @@ export class ScriptCache {
     return sha;
   }
 
+  /** Whether the script named `sha` (any case) is remembered. */
+  has(sha: string): boolean {
+    return this.bodies.has(sha.toLowerCase());
+  }
+
+  /** Forgets every script (SCRIPT FLUSH through respool: the client wants them gone everywhere). */
+  clear(): void {
+    this.bodies.clear();
+    this.totalBytes = 0;
+  }
+
   /** The body of the script named `sha` (any case), now the most recent; undefined if unknown. */
   body(sha: string): Buffer | undefined {
     const key = sha.toLowerCase();
@@ -67,10 +79,24 @@ export class ScriptCache {
 /**
  * Every request of the script family and of the fan-out family passes here (handlers/index.ts):
  * EVAL / EVAL_RO and SCRIPT LOAD bodies are remembered, whatever path the command then takes
- * (shared links, a WATCH or tracking lane, a transaction).
+ * (shared links, a WATCH or tracking lane, a transaction). SCRIPT FLUSH forgets them all: after
+ * it, an EVALSHA must meet NOSCRIPT as it would on one server.
  */
 export function noteScript(cache: ScriptCache, req: CommandRequest): void {
   const command = req.command;
   if ((command === 'eval' || command === 'eval_ro') && req.args.length >= 3) cache.remember(req.args[1]!);
   else if (command === 'script|load' && req.args.length === 3) cache.remember(req.args[2]!);
+  else if (command === 'script|flush' && req.args.length <= 3) cache.clear();
+}
+
+/**
+ * SCRIPT EXISTS as one server would answer it — "will EVALSHA of this run?": 1 where every
+ * primary has the script (the nodes' replies, AND-merged) or respool remembers its body (an
+ * EVAL with no keys ran on one primary only; EVALSHA anywhere loads it on demand).
+ */
+export function scriptExistsReply(cache: ScriptCache, shas: Buffer[], merged: Buffer): Buffer {
+  if (merged[0] !== 0x2a /* * */) return merged; // an error passes as it is
+  const flags = merged.toString('latin1').split('\r\n').slice(1).filter((l) => l.startsWith(':'));
+  if (flags.length !== shas.length) return merged;
+  return encodeArray(flags.map((f, i) => encodeInteger(f === ':1' || cache.has(shas[i]!.toString('latin1')) ? 1 : 0)));
 }

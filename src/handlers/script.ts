@@ -1,11 +1,13 @@
 import { encodeCommand, encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
-import { oneShotCommand } from '../upstream/one-shot.js';
+import { oneShotCommand, type OneShotOptions } from '../upstream/one-shot.js';
+import { keyed } from './keyed.js';
 import { Link, type LinkRequest } from '../upstream/link.js';
 import { UpstreamCall, type CallFactory, type CallOwner } from '../routing/upstream-call.js';
 import type { Router } from '../routing/router.js';
 import type { ScriptCache } from './script-cache.js';
-import type { Handler } from './types.js';
+import type { RunningScripts } from './running-scripts.js';
+import type { Handler, HandlerSession } from './types.js';
 
 /**
  * EVAL/EVALSHA/FCALL (and the _RO forms): routed by their declared keys like any keyed command
@@ -16,10 +18,11 @@ import type { Handler } from './types.js';
  */
 export const script: Handler = (session, req) => {
   if (req.command === 'script|kill' || req.command === 'function|kill') return scriptKill(session, req);
+  if (req.command === 'function|stats') return functionStats(session, req);
   const entry = session.reserve();
   const ctx = session.ctx;
   const evalsha = (req.command === 'evalsha' || req.command === 'evalsha_ro') && req.args.length >= 3;
-  const makeCall = evalsha ? evalShaCall(req.args[1]!, ctx.scripts) : undefined;
+  const makeCall = evalsha ? evalShaCall(req.args[1]!, ctx.scripts, ctx.runningScripts) : scriptCall(ctx.runningScripts);
   const error = ctx.router.routeKeyed(entry, req.raw, req.args, req.spec, ctx.commands(), req.command, true, makeCall);
   if (error !== null) entry.fill(error);
 };
@@ -28,8 +31,25 @@ const NOSCRIPT = Buffer.from('-NOSCRIPT');
 /** The SCRIPT LOAD before the EVALSHA's second run: its failure shows as the EVALSHA's NOSCRIPT. */
 const IGNORE_REPLY: LinkRequest = { sentAt: 0, onReply() {}, onLinkFailure() {} };
 
-function evalShaCall(sha: Buffer, scripts: ScriptCache): CallFactory {
-  return (owner, router, raw, command, slot) => new EvalShaCall(owner, router, raw, command, slot, sha, scripts);
+function scriptCall(running: RunningScripts): CallFactory {
+  return (owner, router, raw, command, slot) => new ScriptCall(owner, router, raw, command, slot, running);
+}
+
+function evalShaCall(sha: Buffer, scripts: ScriptCache, running: RunningScripts): CallFactory {
+  return (owner, router, raw, command, slot) => new EvalShaCall(owner, router, raw, command, slot, running, sha, scripts);
+}
+
+/** A script call, listed in RunningScripts while in flight (so PING can reflect a busy node). */
+class ScriptCall extends UpstreamCall {
+  constructor(owner: CallOwner, router: Router, raw: Buffer, command: string, slot: number, private readonly running: RunningScripts) {
+    super(owner, router, raw, command, slot);
+    running.add(this);
+  }
+
+  override finish(reply: Buffer): void {
+    this.running.delete(this);
+    super.finish(reply);
+  }
 }
 
 /**
@@ -40,7 +60,7 @@ function evalShaCall(sha: Buffer, scripts: ScriptCache): CallFactory {
  * respool never saw, reaches the client as Valkey's). The second run comes after whatever the
  * client had already sent to that node, as a router retry would.
  */
-class EvalShaCall extends UpstreamCall {
+class EvalShaCall extends ScriptCall {
   private reloaded = false;
 
   constructor(
@@ -49,11 +69,12 @@ class EvalShaCall extends UpstreamCall {
     raw: Buffer,
     command: string,
     slot: number,
+    running: RunningScripts,
     /** The sha argument (a view into `raw`, which the call keeps anyway). */
     private readonly sha: Buffer,
     private readonly scripts: ScriptCache,
   ) {
-    super(owner, router, raw, command, slot);
+    super(owner, router, raw, command, slot, running);
   }
 
   override onReply(frame: Buffer, link: Link): void {
@@ -90,6 +111,31 @@ export const scriptKill: Handler = (session, req) => {
   ).then((replies) => {
     const ok = replies.find((r) => r[0] !== 0x2d);
     const unkillable = replies.find((r) => r.toString('latin1', 1, 11) === 'UNKILLABLE');
-    entry.fill(ok ?? unkillable ?? replies.find((r) => r.toString('latin1', 1, 8) === 'NOTBUSY') ?? replies[0]!);
+    // BUSY: the node runs the other kind (SCRIPT KILL while a function runs, or the reverse).
+    const busy = replies.find((r) => r.toString('latin1', 1, 5) === 'BUSY');
+    entry.fill(ok ?? unkillable ?? busy ?? replies.find((r) => r.toString('latin1', 1, 8) === 'NOTBUSY') ?? replies[0]!);
   });
+};
+
+/** How to reach the node at `address` on a connection of its own (handlers/running-scripts.ts). */
+export function oneShotTo(session: HandlerSession, address: string): OneShotOptions {
+  const config = session.ctx.config;
+  const colon = address.lastIndexOf(':');
+  return {
+    host: address.slice(0, colon), port: Number(address.slice(colon + 1)),
+    auth: config.upstreamAuth, timeoutMs: config.timeouts.commandMs, protocol: session.state.protocol,
+  };
+}
+
+/**
+ * FUNCTION STATS: its `running_script` is what a user asks it for while a function runs long,
+ * so then it goes to that node, on a connection of its own (FUNCTION STATS is allowed while
+ * busy; the shared link waits behind the script). Otherwise any node answers, as today.
+ */
+const functionStats: Handler = (session, req) => {
+  const busy = session.ctx.runningScripts.longRunning()[0];
+  if (busy === undefined) return keyed(session, req);
+  const entry = session.reserve();
+  oneShotCommand(oneShotTo(session, busy), req.args.map((a) => Buffer.from(a)))
+    .then((reply) => entry.fill(reply), (err: Error) => entry.fill(encodeError(err.message)));
 };

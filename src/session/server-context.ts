@@ -9,6 +9,7 @@ import type { DedicatedPools } from '../upstream/dedicated-pool.js';
 import type { PubSubHub } from '../pubsub/hub.js';
 import type { ClusterEmulation } from '../cluster/emulation.js';
 import type { ScriptCache } from '../handlers/script-cache.js';
+import type { RunningScripts } from '../handlers/running-scripts.js';
 import type { ClientPause } from './client-pause.js';
 
 /** What a client session needs from the running proxy (kept narrow so sessions stay testable). */
@@ -25,6 +26,8 @@ export interface ServerContext {
   readonly pubsub: PubSubHub;
   /** Script bodies seen (EVAL, SCRIPT LOAD), to reload a script on a node that answers NOSCRIPT. */
   readonly scripts: ScriptCache;
+  /** Scripts in flight: PING reflects a node busy running one (handlers/running-scripts.ts). */
+  readonly runningScripts: RunningScripts;
   /** CLIENT UNBLOCK of a leased connection, sent on a shared link to its node; true if it was blocked. */
   unblockLease(host: string, port: number, clientId: number, how: 'timeout' | 'error'): Promise<boolean>;
   /** CLIENT PAUSE over respool's own clients: sessions check `active` before each request. */

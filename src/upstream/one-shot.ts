@@ -9,20 +9,24 @@ export interface OneShotOptions {
   port: number;
   auth: { username: string | null; password: string } | null;
   timeoutMs: number;
+  /** 3: HELLO 3 (with AUTH inside) opens the connection, for a RESP3 client's reply. */
+  protocol?: 2 | 3;
 }
 
 /**
  * One command on a connection of its own, opened and closed around it: the last reply (copied),
  * or a rejection with the failure. For what must reach a node whose shared links are stuck
- * behind a long script (SCRIPT KILL, FUNCTION KILL): only AUTH (allowed while busy) precedes
- * it — no CLIENT SETNAME, which a busy node refuses.
+ * behind a long script (SCRIPT KILL, FUNCTION KILL, a PING or FUNCTION STATS while a script
+ * runs): only AUTH or HELLO (both allowed while busy) precede it — no CLIENT SETNAME, which a
+ * busy node refuses.
  */
 export function oneShotCommand(options: OneShotOptions, args: ReadonlyArray<string | Buffer | number>): Promise<Buffer> {
-  const { host, port, auth, timeoutMs } = options;
+  const { host, port, auth, timeoutMs, protocol = 2 } = options;
   const address = `${host}:${port}`;
   return new Promise((resolve, reject) => {
     const commands: Buffer[] = [];
-    if (auth) commands.push(encodeCommand(authCommand(auth)));
+    if (protocol === 3) commands.push(encodeCommand(auth ? ['HELLO', '3', 'AUTH', auth.username ?? 'default', auth.password] : ['HELLO', '3']));
+    else if (auth) commands.push(encodeCommand(authCommand(auth)));
     commands.push(encodeCommand(args));
     let owed = commands.length;
     const framer = new ReplyFramer();
@@ -43,7 +47,7 @@ export function oneShotCommand(options: OneShotOptions, args: ReadonlyArray<stri
       try {
         while ((frame = framer.next()) !== null) {
           if (--owed > 0) {
-            if (frame[0] === 0x2d) return finish(Buffer.from(frame)); // AUTH refused: its error is the answer
+            if (frame[0] === 0x2d) return finish(Buffer.from(frame)); // AUTH / HELLO refused: its error is the answer
             continue;
           }
           return finish(Buffer.from(frame));

@@ -85,8 +85,14 @@ describe('INFO answered by respool in front of a 3-primary cluster', () => {
   });
 
   it('INFO keyspace: keys summed over the primaries equal DBSIZE through respool', async () => {
-    const info = parseInfo(await client.info('keyspace'));
-    const db0 = Object.fromEntries(info['db0']!.split(',').map((p) => p.split('=')));
+    // avg_ttl is sampled by each node's expire cycle (10 times a second): wait until it has run.
+    let db0: Record<string, string> = {};
+    for (let i = 0; i < 30; i++) {
+      const info = parseInfo(await client.info('keyspace'));
+      db0 = Object.fromEntries(info['db0']!.split(',').map((p) => p.split('=')));
+      if (Number(db0['avg_ttl']) > 0) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
     expect(Number(db0['keys'])).toBe(await client.dbsize());
     expect(Number(db0['keys'])).toBe(230);
     expect(Number(db0['expires'])).toBe(30);

@@ -149,7 +149,8 @@ describe('malformed and hostile input', () => {
     // 40,000 GETs/s of 64 KB replies would pile up ~2.5 GB/s; the bound leaves room for this
     // in-process test's own garbage and GC timing (96 MiB was exceeded once under full-suite load).
     expect(process.memoryUsage().rss - rssBefore).toBeLessThan(256 * 1024 * 1024);
-    expect(percentile(during, 99)).toBeLessThan(Math.max(50, 5 * percentile(before, 99)));
+    // A stall behind the greedy client would cost seconds; 100 ms leaves room for a loaded CI box.
+    expect(percentile(during, 99)).toBeLessThan(Math.max(100, 5 * percentile(before, 99)));
     greedy.destroy();
   });
 });

@@ -109,6 +109,43 @@ describe('scripts respool has seen survive NOSCRIPT; CONFIG SET all or nothing (
     expect(await client.set('after-busy', '1')).toBe('OK');
   });
 
+  it('while a script runs long through respool: PING answers BUSY, FUNCTION STATS names it, the wrong KILL says BUSY', async () => {
+    const code = "#!lua name=spin\nserver.register_function('spin', function() local i = 0 while true do i = i + 1 end end)";
+    expect(await client.call('FUNCTION', 'LOAD', 'REPLACE', code)).toBe('spin');
+    await client.config('SET', 'busy-reply-threshold', '10');
+    const runner = await RawClient.connect(proxy.address.port);
+    const raw = await RawClient.connect(proxy.address.port);
+    try {
+      const spinning = runner.call('FCALL', 'spin', 0).catch((e: Error) => e);
+      await new Promise((r) => setTimeout(r, 200));
+      expect(((await raw.call('PING')) as ReplyError).message).toMatch(/^BUSY Valkey is busy running a script/);
+      const stats = (await raw.call('FUNCTION', 'STATS')) as unknown[];
+      expect(stats[0]).toBe('running_script');
+      expect((stats[1] as unknown[]).slice(0, 4)).toEqual(['name', 'spin', 'command', ['FCALL', 'spin', '0']]);
+      expect(((await raw.call('SCRIPT', 'KILL')) as ReplyError).message).toMatch(/^BUSY .*FUNCTION KILL/);
+      expect(await raw.call('FUNCTION', 'KILL')).toBe('OK');
+      expect(((await spinning) as ReplyError).message).toMatch(/killed by user/);
+      expect(await raw.call('PING')).toBe('PONG');
+    } finally {
+      for (const node of await cluster.primaries()) await cluster.call(node, 'FUNCTION', 'KILL').catch(() => undefined);
+      runner.close();
+      raw.close();
+      await client.config('SET', 'busy-reply-threshold', '5000');
+      await client.call('FUNCTION', 'DELETE', 'spin');
+    }
+  });
+
+  it('SCRIPT FLUSH through respool forgets the scripts it had seen; SCRIPT EXISTS says what EVALSHA would do', async () => {
+    const body = "return 'seen:' .. ARGV[1]";
+    expect(await client.eval(body, 0, 'a')).toBe('seen:a'); // one primary has it; respool remembers it
+    expect(await client.script('EXISTS', sha1(body), sha1('never'))).toEqual([1, 0]);
+    expect(await client.evalsha(sha1(body), 1, 'any-node-key', 'b')).toBe('seen:b');
+    expect(await client.script('FLUSH')).toBe('OK');
+    expect(await client.script('EXISTS', sha1(body))).toEqual([0]);
+    const error = await client.evalsha(sha1(body), 0, 'c').catch((e: Error) => e);
+    expect((error as Error).message).toMatch(/^NOSCRIPT /);
+  });
+
   it('node administration is refused, naming the command and saying to connect to a node directly', async () => {
     const raw = await RawClient.connect(proxy.address.port);
     try {

@@ -99,7 +99,7 @@ describe('commandFamily()', () => {
     },
   );
 
-  it.each([['eval', 'return 1', '1', 'k'], ['eval', 'return 1', '0'], ['evalsha', 'abc', '0'], ['fcall', 'f', '1', 'k'], ['fcall_ro', 'f', '0'], ['script', 'kill'], ['function', 'kill']])(
+  it.each([['eval', 'return 1', '1', 'k'], ['eval', 'return 1', '0'], ['evalsha', 'abc', '0'], ['fcall', 'f', '1', 'k'], ['fcall_ro', 'f', '0'], ['script', 'kill'], ['function', 'kill'], ['function', 'stats']])(
     'script: %j',
     (...words) => {
       expect(handling(...words)).toBe('script');
@@ -178,7 +178,6 @@ describe('commandFamily()', () => {
     ['command'],
     ['command', 'info', 'get'],
     ['lastsave'],
-    ['function', 'stats'],
     ['memory', 'stats'],
     ['client', 'nosuchsub'],
     ['config', 'get', 'maxmemory'],
