@@ -121,14 +121,10 @@ const REPL = 'the replication protocol needs a connection of its own to one node
 
 const CLUSTER_ADMIN = 'cluster administration: respool shows clients a cluster of its own; connect to a node directly';
 
-const WAIT = "its guarantee is about the client's own earlier writes, which travel on links shared with other clients";
-
 /** Commands respool refuses, with the reason (name → reason). */
 export const REFUSED_COMMANDS: ReadonlyMap<string, string> = new Map([
   ['client|no-touch', 'whether a command touches the keys it reads is a property of the upstream connection it runs on, which respool shares between clients'],
   ['client|capa', CONN],
-  ['wait', WAIT],
-  ['waitaof', WAIT],
   ['sync', REPL],
   ['psync', REPL],
   ['replconf', REPL],
@@ -192,6 +188,8 @@ function decide(spec: CommandSpec): Decision {
   if (reason !== undefined) return of('refused', reason);
   if (name === 'xread' || name === 'xreadgroup') return of('keyed', undefined, true);
   if (name === 'info') return of('info', undefined, true);
+  // WAIT / WAITAOF block on the client's own shared links (handlers/wait.ts), not on a lease.
+  if (name === 'wait' || name === 'waitaof') return of('allShards');
   if (spec.flags & CommandFlag.BLOCKING) return of('blocking');
   if (ALL_SHARDS_COMMANDS.has(name)) return of('allShards');
   const req = requestPolicy(spec);

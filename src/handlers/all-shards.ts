@@ -1,5 +1,6 @@
 import type { Handler } from './types.js';
 import { keyed } from './keyed.js';
+import { wait } from './wait.js';
 import { scriptExistsReply } from './script-cache.js';
 import type { CallOwner } from '../routing/upstream-call.js';
 import { configSet, isWellFormedConfigSet } from './config-set.js';
@@ -7,10 +8,12 @@ import { configSet, isWellFormedConfigSet } from './config-set.js';
 /**
  * Commands that speak for the whole data set (DBSIZE, KEYS, FLUSHALL, SCAN, SCRIPT LOAD, …): in
  * cluster mode every shard (or node) answers and routing/fan-out.ts merges the replies; against a
- * standalone server they are ordinary keyless commands. CONFIG SET: all or nothing (config-set.ts).
+ * standalone server they are ordinary keyless commands. CONFIG SET: all or nothing (config-set.ts);
+ * WAIT / WAITAOF: on the client's own links (wait.ts).
  */
 export const allShards: Handler = (session, req) => {
   const ctx = session.ctx;
+  if (req.command === 'wait' || req.command === 'waitaof') return wait(session, req);
   if (!ctx.isCluster() || req.spec === undefined) return keyed(session, req);
   if (req.command === 'config|set' && isWellFormedConfigSet(req)) return configSet(session, req, req.spec);
   const entry = session.reserve();

@@ -63,6 +63,7 @@ export function mergeReplies(command: string, policy: string | undefined, replie
     case 'agg_sum':
     case 'agg_min':
     case 'agg_max': {
+      if (replies[0]![0] === 0x2a /* * */) return aggregateArrays(policy, replies); // WAITAOF
       const values = replies.map((r) => toNumber(decodeReply(r)));
       const result = policy === 'agg_sum' ? values.reduce((a, b) => a + b, 0)
         : policy === 'agg_min' ? Math.min(...values) : Math.max(...values);
@@ -86,6 +87,13 @@ export function mergeReplies(command: string, policy: string | undefined, replie
       return encodeArray(items);
     }
   }
+}
+
+/** agg_min / agg_max / agg_sum over arrays of integers, element by element (WAITAOF's [local, replicas]). */
+function aggregateArrays(policy: 'agg_sum' | 'agg_min' | 'agg_max', replies: Buffer[]): Buffer {
+  const rows = replies.map((r) => (decodeReply(r) as unknown[]).map(toNumber));
+  const combine = (a: number, b: number) => (policy === 'agg_sum' ? a + b : policy === 'agg_min' ? Math.min(a, b) : Math.max(a, b));
+  return encodeArray(rows[0]!.map((_, i) => encodeInteger(rows.map((row) => row[i]!).reduce(combine))));
 }
 
 function toNumber(value: unknown): number {

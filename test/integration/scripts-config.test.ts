@@ -146,6 +146,45 @@ describe('scripts respool has seen survive NOSCRIPT; CONFIG SET all or nothing (
     expect((error as Error).message).toMatch(/^NOSCRIPT /);
   });
 
+  it('WAIT / WAITAOF: on the client\'s own links to every primary, merged as agg_min; the write is on the replica after WAIT', async () => {
+    const raw = await RawClient.connect(proxy.address.port);
+    try {
+      for (let i = 0; i < 20; i++) expect(await raw.call('SET', `wait:${i}`, 'v')).toBe('OK');
+      expect(await raw.call('WAIT', '1', '2000')).toBe(1); // every primary has one replica
+      // Every key is on a replica already (SCAN: keyless, so a replica answers it without READONLY).
+      const onReplicas = new Set<string>();
+      for (const replica of await cluster.replicas()) {
+        const [, found] = (await cluster.call(replica, 'SCAN', '0', 'MATCH', 'wait:*', 'COUNT', '10000')) as [string, string[]];
+        for (const k of found) onReplicas.add(k);
+      }
+      expect(onReplicas.size).toBe(20);
+      const owner = await cluster.primaryForSlot(calculateSlot('wait:7'));
+      const t0 = performance.now();
+      expect(await raw.call('WAIT', '2', '200')).toBe(1); // no shard has two replicas: its timeout, then the count
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(150);
+      expect(await raw.call('WAIT', '0', '0')).toBe(1);
+      expect(await raw.call('WAITAOF', '0', '0', '0')).toEqual([0, 0]);
+      // Errors are the node's own.
+      const direct = (await cluster.call(owner, 'WAITAOF', '1', '0', '0')) as ReplyError;
+      expect(((await raw.call('WAITAOF', '1', '0', '0')) as ReplyError).message).toBe(direct.message);
+      expect(((await raw.call('WAIT', 'x', '0')) as ReplyError).message).toBe('ERR value is not an integer or out of range');
+      expect(((await raw.call('WAIT', '1', '-1')) as ReplyError).message).toBe('ERR timeout is negative');
+      // "For ever" (0) is capped at half of timeouts.commandMs: a reply, not a stuck link.
+      const t1 = performance.now();
+      expect(await raw.call('WAIT', '5', '0')).toBe(1);
+      expect(performance.now() - t1).toBeLessThan(5000); // timeouts.commandMs (default 5000): the link was not timed out
+      // Inside MULTI it does not block (as on Valkey).
+      expect(await raw.call('MULTI')).toBe('OK');
+      expect(await raw.call('SET', 'wait:m', '1')).toBe('QUEUED');
+      expect(await raw.call('WAIT', '1', '0')).toBe('QUEUED');
+      const exec = (await raw.call('EXEC')) as unknown[];
+      expect(exec[0]).toBe('OK');
+      expect(typeof exec[1]).toBe('number');
+    } finally {
+      raw.close();
+    }
+  }, 20_000);
+
   it('node administration is refused, naming the command and saying to connect to a node directly', async () => {
     const raw = await RawClient.connect(proxy.address.port);
     try {

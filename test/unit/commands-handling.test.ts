@@ -131,8 +131,6 @@ describe('commandFamily()', () => {
   });
 
   it.each([
-    ['wait', '1', '0'],
-    ['waitaof', '1', '0', '0'],
     ['shutdown'],
     ['cluster', 'meet', '127.0.0.1', '7000'],
     ['cluster', 'addslots', '1'],
@@ -157,6 +155,8 @@ describe('commandFamily()', () => {
     ['function', 'flush'],
     ['script', 'load', 'return 1'],
     ['script', 'exists', 'abc'],
+    ['wait', '1', '0'],
+    ['waitaof', '1', '0', '0'],
     ['config', 'set', 'maxmemory', '0'],
     ['memory', 'purge'],
     ['pubsub', 'shardchannels'],
