@@ -31,11 +31,15 @@ export const ProxyError = {
   tooManyPending: (max: number) =>
     `ERR respool: too many pending requests on this connection (limit ${max})`,
   wrongArity: (command: string) => `ERR wrong number of arguments for '${command}' command`,
-  selectNotAllowed: (cluster: boolean) =>
-    cluster
-      ? `ERR SELECT is not allowed in cluster mode`
-      : `ERR respool: only database 0 is supported (all clients share pooled upstream connections)`,
+  // SELECT: Valkey 8.0.1's texts (db.c selectCommand, object.c getIntFromObjectOrReply).
+  selectNotAllowed: () => `ERR SELECT is not allowed in cluster mode`,
+  dbOutOfRange: () => `ERR DB index is out of range`,
   invalidDb: () => `ERR value is not an integer or out of range`,
+  intOutOfRange: () => `ERR value is out of range, value must between -2147483648 and 2147483647`,
+  selectWhileTracking: () =>
+    `ERR respool: SELECT of another database is not supported while CLIENT TRACKING is on (the tracking connections stay in database 0); turn tracking off first`,
+  trackingOutsideDb0: (db: number) =>
+    `ERR respool: CLIENT TRACKING is only supported in database 0 (this connection selected database ${db}); SELECT 0 first`,
   noAuth: () => `NOAUTH Authentication required.`,
   wrongPass: () => `WRONGPASS invalid username-password pair or user is disabled.`,
   authNotConfigured: () =>
@@ -60,8 +64,8 @@ export const ProxyError = {
     `ERR Can't execute '${fullname}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context`,
   leaseLimitReached: (node: string, waitedMs: number, limit: 'dedicated.maxPerNode' | 'dedicated.maxTotal', value: number) =>
     `ERR respool: no leased upstream connection to ${node} within ${waitedMs} ms (${limit} ${value} reached)`,
-  trackingRedirect: () =>
-    `ERR respool: CLIENT TRACKING REDIRECT is not supported through respool: the id would name an upstream connection; respool delivers invalidations as RESP3 pushes on the client's own connection (HELLO 3, then CLIENT TRACKING ON without REDIRECT)`,
+  trackingRedirectTwice: () => `ERR A client can only redirect to a single other client`,
+  trackingRedirectNoClient: () => `ERR The client ID you want redirect to does not exist`,
   trackingTurnedOff: () => `ERR respool: client tracking was turned off while a connection for it was being opened`,
   trackingSplitKey: (command: string) =>
     `ERR respool: ${command.replace('|', ' ').toUpperCase()} touches a split hot key, which a client with CLIENT TRACKING cannot use: its commands run on its own connection to the key's primary, where the key's copies would be neither written nor tracked`,

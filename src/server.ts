@@ -40,6 +40,9 @@ export interface RespoolProxy {
   close(drainMs?: number): Promise<void>;
 }
 
+/** Valkey's default `databases`: SELECT's bound when the upstream does not say. */
+const DEFAULT_DATABASES = 16;
+
 /** How long start-up waits for the first topology before listening anyway (readyz says why). */
 const STARTUP_TOPOLOGY_WAIT_MS = 5_000;
 
@@ -72,11 +75,35 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
   }, { metrics });
   const pubsub = new PubSubHub({ refresher, config, log, metrics });
   const sessions = new Set<ClientSession>();
+  const sessionsById = new Map<number, ClientSession>();
   let clientIds = 0;
   let serverVersion = '8.0.0';
   // The cluster clients are shown (handlers/cluster.ts); its port is the bound one once listening.
   let emulation = new ClusterEmulation(announceAddress(config, config.listen.port), config.cluster.peers);
   let topologyEpoch = 0;
+  // The standalone upstream's `databases` (SELECT's bound), learned on the first SELECT n ≠ 0.
+  let databases: number | null = null;
+  let databasesLookup: Promise<number> | null = null;
+  const learnDatabases = async (): Promise<number> => {
+    const primary = refresher.current?.shards[0]?.primary;
+    if (primary === undefined) return DEFAULT_DATABASES;
+    let frame: Buffer;
+    try {
+      frame = await pools.get(primary.host, primary.port, 2, 'primary').call(['CONFIG', 'GET', 'databases']);
+    } catch (err) {
+      log.warn({ err: (err as Error).message }, `CONFIG GET databases failed; assuming ${DEFAULT_DATABASES} for now`);
+      return DEFAULT_DATABASES; // the node could not be asked: ask again next time
+    }
+    const reply = decodeReply(frame);
+    const value = Array.isArray(reply) && reply.length === 2 ? Number(String(reply[1])) : NaN;
+    if (Number.isSafeInteger(value) && value > 0) databases = value;
+    else {
+      // Refused (CONFIG renamed or not permitted) or not a number: Valkey's default, for good.
+      log.warn({ reply: reply instanceof RespError ? reply.message : String(reply) }, `CONFIG GET databases gave no count; assuming ${DEFAULT_DATABASES}`);
+      databases = DEFAULT_DATABASES;
+    }
+    return databases;
+  };
 
   const ctx: ServerContext = {
     config,
@@ -90,17 +117,25 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     runningScripts: new RunningScripts(),
     clientPause: new ClientPause(),
     sessions: () => sessions,
+    sessionById: (id) => sessionsById.get(id),
     unblockLease: async (host, port, id, how) => {
       const reply = await pools.get(host, port, 2, 'primary').call(['CLIENT', 'UNBLOCK', id, how.toUpperCase()]);
       return reply.toString('latin1') === ':1\r\n';
     },
     commands: () => table,
     isCluster: () => refresher.current?.mode === 'cluster',
+    databases: () => {
+      if (databases !== null) return Promise.resolve(databases);
+      return (databasesLookup ??= learnDatabases().finally(() => {
+        databasesLookup = null;
+      }));
+    },
     clusterView: () => emulation,
     serverVersion: () => serverVersion,
     nextClientId: () => ++clientIds,
     onSessionClosed: (session) => {
       sessions.delete(session);
+      sessionsById.delete(session.id);
       metrics.clientConnections.dec();
     },
     facts: {
@@ -153,7 +188,9 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     if (draining) return refuse(socket, 'draining', shuttingDownReply);
     metrics.clientConnectionsAccepted.inc();
     metrics.clientConnections.inc();
-    sessions.add(new ClientSession(socket, ctx));
+    const session = new ClientSession(socket, ctx);
+    sessions.add(session);
+    sessionsById.set(session.id, session);
     socket.resume(); // accepted paused (pauseOnConnect)
   });
   const server = net.createServer({ noDelay: true, pauseOnConnect: true }, (socket) => {

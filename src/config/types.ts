@@ -58,7 +58,7 @@ export interface RespoolConfig {
 }
 
 export interface DedicatedConfig {
-  maxPerNode: number; // default 1000: leased connections to one node at once
+  maxPerNode: number; // default 1000: leased connections to one node at once (per protocol and database)
   maxTotal: number; // default 10000: leased connections of the whole process
   acquireTimeoutMs: number; // default 1000: wait for a lease at the bound before the client gets an error
   idleMs: number; // default 30000: an idle leased connection kept this long for reuse, then closed

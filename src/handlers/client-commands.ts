@@ -107,7 +107,7 @@ export function clientInfoLine(c: ListedClient): string {
   return (
     `id=${c.id} addr=${clientAddr(c)} laddr=${clientLaddr(c)} fd=${typeof fd === 'number' ? fd : -1} ` +
     `name=${state.name ?? ''} age=${ageSeconds(c, Date.now())} ` +
-    `idle=${Math.max(0, Math.floor((performance.now() - state.lastInteraction) / 1000))} flags=${flags} db=0 ` +
+    `idle=${Math.max(0, Math.floor((performance.now() - state.lastInteraction) / 1000))} flags=${flags} db=${state.db} ` +
     `sub=${subs?.channels.size ?? 0} psub=${subs?.patterns.size ?? 0} ssub=${subs?.shardChannels.size ?? 0} ` +
     `multi=${tx !== null ? tx.queued.length : inMulti ? 0 : -1} watch=${state.lane?.watched.size ?? 0} ` +
     'qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r ' +

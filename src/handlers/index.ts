@@ -66,5 +66,9 @@ export function dispatch(session: HandlerSession, req: CommandRequest): void {
     return refuseWhileSubscribed(session, req);
   }
   if (state.tracking !== null && onTrackingLane(session, state.tracking, req, family)) return; // tracking.ts
+  // Tracking lanes are leased in database 0: a client in another database is refused (SELECT 0 first).
+  if (state.db !== 0 && req.command === 'client|tracking' && req.args.length >= 3 && req.args[2]!.toString('latin1').toLowerCase() === 'on') {
+    return session.replyNow(encodeError(ProxyError.trackingOutsideDb0(state.db)));
+  }
   HANDLERS[family](session, req);
 }

@@ -122,7 +122,7 @@ function formatLike(n: number, sample: string): string {
   return d === 0 ? String(Math.round(n)) : n.toFixed(d);
 }
 
-/** The node that answers for a section respool cannot merge: its first line names it. */
+/** The node that answers for a section respool cannot merge (the first primary in slot order): its first line names it. */
 export function fromOneNode(key: string, header: string, nodes: ReadonlyArray<{ address: string; sections: Map<string, InfoSection> }>): InfoSection {
   for (const node of nodes) {
     const s = node.sections.get(key);
@@ -184,6 +184,53 @@ export function mergeStats(sections: readonly InfoSection[], own: ReadonlyMap<st
     return `${k}:${formatLike(n, vs[0]!)}`;
   });
   return { header: sections[0]?.header ?? HEADERS.stats, lines };
+}
+
+/** Valkey's bytesToHuman (server.c): B, then K, M, G, T, P with two decimals. */
+export function bytesToHuman(n: number): string {
+  const units = ['K', 'M', 'G', 'T', 'P'];
+  if (n < 1024) return `${n}B`;
+  let value = n / 1024;
+  for (const unit of units) {
+    if (value < 1024 || unit === 'P') return `${value.toFixed(2)}${unit}`;
+    value /= 1024;
+  }
+  return `${n}B`;
+}
+
+/**
+ * `# Memory` for the data set as one server would hold it: bytes summed over the primaries (as
+ * `keyspace` sums keys), so used_memory and maxmemory compare as they would on one node, and
+ * a maxmemory a client derives from used_memory (CONFIG SET then goes to every node) leaves every
+ * node room. `*_human` fields are recomputed from the sums, ratios and percentages averaged, text
+ * fields (maxmemory_policy, mem_allocator) the first node's.
+ */
+export function mergeMemory(sections: readonly InfoSection[]): InfoSection {
+  const values = new Map<string, string[]>();
+  for (const s of sections) {
+    for (const line of s.lines) {
+      const [k, v] = splitField(line);
+      let vs = values.get(k);
+      if (vs === undefined) values.set(k, (vs = []));
+      vs.push(v);
+    }
+  }
+  const merged = new Map<string, string>();
+  for (const [k, vs] of values) {
+    if (k.endsWith('_human') || !vs.every((v) => NUMBER.test(v))) {
+      merged.set(k, vs[0]!);
+      continue;
+    }
+    const ns = vs.map(Number);
+    const sum = ns.reduce((a, b) => a + b, 0);
+    const averaged = k.includes('ratio') || k.endsWith('_perc');
+    merged.set(k, formatLike(averaged ? sum / ns.length : sum, vs[0]!));
+  }
+  for (const k of merged.keys()) {
+    const base = merged.get(k.slice(0, -'_human'.length));
+    if (k.endsWith('_human') && base !== undefined && NUMBER.test(base)) merged.set(k, bytesToHuman(Number(base)));
+  }
+  return { header: sections[0]?.header ?? HEADERS.memory, lines: [...merged].map(([k, v]) => `${k}:${v}`) };
 }
 
 /** `name:a=1,b=2` lines summed per name and per field; `recompute` derives fields from the sums. */

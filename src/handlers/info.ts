@@ -10,7 +10,7 @@ import type { ServerContext } from '../session/server-context.js';
 import { ProxyError } from '../errors.js';
 import type { Handler, HandlerSession } from './types.js';
 import {
-  HEADERS, VALKEY_ORDER, fromOneNode, mergeCommandStats, mergeErrorStats, mergeKeyspace, mergeStats, parseInfoRequest,
+  HEADERS, VALKEY_ORDER, fromOneNode, mergeCommandStats, mergeMemory, mergeErrorStats, mergeKeyspace, mergeStats, parseInfoRequest,
   parseSections, renderSections, upstreamArgs, wants, type InfoRequest, type InfoSection,
 } from './info-sections.js';
 
@@ -78,8 +78,9 @@ function clientsSection(session: HandlerSession): InfoSection {
  *   server, clients, respool   respool's own (server: the upstream's version, respool's process)
  *   stats                      respool's counters where it has them, the primaries' summed otherwise
  *   keyspace                   summed over the primaries (avg_ttl weighted by expires)
+ *   memory                     bytes summed over the primaries (mergeMemory)
  *   commandstats, errorstats   summed per command / error over the primaries
- *   memory, cpu, replication…  one primary's section, its first line `respool_source:<node>`
+ *   cpu, replication…          one primary's section, its first line `respool_source:<node>`
  *
  * The sections the primaries give are fetched with one `INFO …` to each primary (InfoFetch, a
  * Fragmented request); a primary that does not answer is left out (INFO respool counts them).
@@ -168,6 +169,9 @@ function buildInfo(session: HandlerSession, request: InfoRequest, own: ReadonlyM
         break;
       case 'keyspace':
         out.push(mergeKeyspace(all('keyspace')));
+        break;
+      case 'memory':
+        out.push(mergeMemory(all('memory')));
         break;
       default:
         out.push(fromOneNode(section, HEADERS[section], nodes));

@@ -1,8 +1,9 @@
 import { encodeError } from '../resp/encode.js';
+import { splitAggregate } from '../resp/decode.js';
 import type { LinkRequest } from '../upstream/link.js';
 import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
 import type { ReplyEntry } from '../session/reply-queue.js';
-import { local } from './local.js';
+import { local, parseDbIndex } from './local.js';
 import type { CommandRequest, HandlerSession } from './types.js';
 
 /**
@@ -17,12 +18,21 @@ import type { CommandRequest, HandlerSession } from './types.js';
  *               is written (barrier: later commands go back to shared links only then); RESET
  *               or the client's close (the connection is closed: its WATCH state is unknown to
  *               the next user); the connection failing (the client gets the error)
+ *   SELECT    : against a standalone upstream it goes on the lane too (the server checks it and
+ *               answers); the client's database becomes the one the server switched to — at
+ *               once outside MULTI, at EXEC for a SELECT queued inside it (its element of EXEC's
+ *               array says whether it ran). A lease handed back in another database than it was
+ *               leased in is closed, not reused (dedicated-pool.ts).
  */
 export class LeasedLane {
   /** MULTI was sent on the lane and neither EXEC nor DISCARD yet. */
   inMulti = false;
   /** Keys WATCHed on the lane (INFO clients: total_watched_keys), latin1. */
   readonly watched = new Set<string>();
+  /** Commands the server queued since MULTI (their places in EXEC's array). */
+  queued = 0;
+  /** SELECTs queued since MULTI: their place in EXEC's array and the database each asks for. */
+  selects: Array<{ index: number; db: number }> | null = null;
 
   constructor(
     readonly conn: DedicatedConnection,
@@ -46,6 +56,38 @@ export class LeasedLane {
     this.conn.send(Buffer.from(raw), request);
   }
 
+  /** The server switched the lane's connection to `db`: the client is in that database now. */
+  selected(db: number): void {
+    this.conn.db = db;
+    this.session.state.select(db);
+  }
+
+  /**
+   * EXEC's reply on the lane: the database the last SELECT that ran inside the transaction
+   * switched to (each SELECT's element is +OK when it ran). Nothing ran (an error, nil): no change.
+   */
+  afterExec(reply: Buffer): void {
+    const selects = this.selects;
+    this.selects = null;
+    if (selects === null || (reply[0] !== 0x2a && reply[0] !== 0x7e) /* not * or ~ */) return;
+    let parts: Buffer[] | null;
+    try {
+      parts = splitAggregate(reply);
+    } catch {
+      parts = null;
+    }
+    if (parts === null) return;
+    if (parts.length !== this.queued) {
+      // Not the array this lane counted: which database the connection is in is unknown, so
+      // it is closed when the lane ends; the client keeps its database.
+      this.conn.db = -1;
+      return;
+    }
+    let db = -1;
+    for (const { index, db: target } of selects) if (parts[index]![0] === 0x2b /* + */) db = target;
+    if (db >= 0) this.selected(db);
+  }
+
   /** Gives the connection back (clean: its state is known to be reset) and leaves the lane. */
   end(clean: boolean): void {
     const state = this.session.state;
@@ -57,7 +99,7 @@ export class LeasedLane {
 }
 
 /** Commands about the client's own connection: still answered by respool inside a lane. */
-const OWN_CONNECTION = new Set(['auth', 'hello', 'client|setname', 'client|getname', 'client|id', 'client|info', 'client|setinfo', 'quit', 'select', 'readonly', 'readwrite']);
+const OWN_CONNECTION = new Set(['auth', 'hello', 'client|setname', 'client|getname', 'client|id', 'client|info', 'client|setinfo', 'quit', 'readonly', 'readwrite']);
 
 /** Every request of a client with an open lane. */
 export function onLane(session: HandlerSession, lane: LeasedLane, req: CommandRequest): void {
@@ -67,20 +109,45 @@ export function onLane(session: HandlerSession, lane: LeasedLane, req: CommandRe
     lane.end(false);
     return local(session, req);
   }
+  // In a cluster SELECT stays respool's (only 0), and with CLIENT TRACKING on (its lanes stay in
+  // database 0); against a standalone server the lane's connection switches (class comment).
+  if (command === 'select' && (session.ctx.isCluster() || session.state.tracking !== null)) return local(session, req);
   let ends = false;
+  let afterReply: ((reply: Buffer) => void) | undefined;
   if (command === 'watch' && !lane.inMulti) for (let i = 1; i < req.args.length; i++) lane.watched.add(req.args[i]!.toString('latin1'));
-  if (command === 'multi') lane.inMulti = true;
-  else if (command === 'exec' || command === 'discard') {
+  if (command === 'multi') {
+    if (!lane.inMulti) {
+      lane.queued = 0;
+      lane.selects = null;
+    }
+    lane.inMulti = true; // a nested MULTI is refused by the server, not queued
+  } else if (command === 'exec' || command === 'discard') {
     ends = lane.inMulti;
     lane.inMulti = false;
+    if (command === 'discard') lane.selects = null;
   } else if (command === 'unwatch') ends = !lane.inMulti;
+  else if (command === 'select') {
+    const db = req.args.length === 2 ? parseDbIndex(req.args[1]!) : null;
+    if (lane.inMulti) {
+      if (typeof db === 'number') (lane.selects ??= []).push({ index: lane.queued, db });
+    } else if (typeof db === 'number') {
+      afterReply = (reply) => {
+        if (reply[0] === 0x2b /* +OK */) lane.selected(db);
+      };
+    }
+  }
+  // Everything else sent inside MULTI is queued by the server, or refused — which aborts EXEC.
+  if (lane.inMulti && command !== 'multi' && command !== 'watch') lane.queued++;
   if (!ends) {
-    lane.send(req.raw, session.reserve());
+    lane.send(req.raw, session.reserve(), afterReply);
     return;
   }
   // The transaction is over once this reply is back: later commands wait for it (barrier).
   const raw = Buffer.from(req.raw);
   session.runExclusive(() => {
-    lane.send(raw, session.reserve(), (reply) => lane.end(reply[0] !== 0x2d /* an error leaves state unknown */));
+    lane.send(raw, session.reserve(), (reply) => {
+      if (command === 'exec') lane.afterExec(reply);
+      lane.end(reply[0] !== 0x2d /* an error leaves state unknown */);
+    });
   });
 }

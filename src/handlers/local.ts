@@ -28,11 +28,66 @@ export const NO_REPLY = Buffer.alloc(0);
 
 export const local: Handler = (session, req) => {
   if (req.command === 'ping' && session.ctx.runningScripts.longRunning().length > 0) return pingBusyNode(session, req);
+  if (req.command === 'select') return select(session, req);
+  if (req.command === 'reset' && session.state.db !== 0) {
+    // Back to database 0: a barrier, as SELECT is (see select()).
+    session.runExclusive(() => {
+      session.replyNow(localReply(session, req.command, req.args));
+    });
+    return;
+  }
   const reply = localReply(session, req.command, req.args);
   if (reply !== NO_REPLY) session.replyNow(reply);
   // QUIT: +OK first, then the connection closes once every reply owed has been written.
   if (req.command === 'quit') session.closeAfterReplies();
 };
+
+/**
+ * SELECT's argument as Valkey reads it (getIntFromObjectOrReply: string2ll, then the int range):
+ * the index, or the error text. The range check against `databases` is the caller's.
+ */
+export function parseDbIndex(arg: Buffer): number | string {
+  const text = arg.toString('latin1');
+  // string2ll: no sign but '-', no leading zeros, no spaces, fewer than 21 characters.
+  if (text.length >= 21 || !/^(?:0|-?[1-9][0-9]*)$/.test(text)) return ProxyError.invalidDb();
+  const value = BigInt(text);
+  if (value > 9223372036854775807n || value < -9223372036854775808n) return ProxyError.invalidDb();
+  if (value > 2147483647n || value < -2147483648n) return ProxyError.intOutOfRange();
+  return Number(value);
+}
+
+/**
+ * SELECT n. In a cluster only 0 (Valkey's rule and text). Against a standalone upstream every
+ * database it has (its `databases`, learned once: ServerContext.databases): the session's
+ * commands then go on the shared links and leases of that database (a pool per database in use,
+ * upstream/upstream-pools.ts). Changing databases is a barrier (runExclusive): the client's
+ * earlier commands are answered before later ones go to the other database's links, so MOVE,
+ * SWAPDB or COPY … DB followed by a SELECT see each other in order, as on one connection.
+ * Inside MULTI (transaction.ts) and on a WATCH lane (leased-lane.ts) SELECT takes other paths.
+ */
+function select(session: HandlerSession, req: CommandRequest): void {
+  const { ctx, state } = session;
+  if (req.args.length !== 2) return session.replyNow(encodeError(ProxyError.wrongArity('select')));
+  const db = parseDbIndex(req.args[1]!);
+  if (typeof db === 'string') return session.replyNow(encodeError(db));
+  const mode = ctx.router.topology()?.mode;
+  if (db === state.db) return session.replyNow(OK);
+  if (mode === undefined) return session.replyNow(encodeError(ProxyError.topologyUnknown()));
+  if (mode === 'cluster') return session.replyNow(encodeError(ProxyError.selectNotAllowed()));
+  if (db < 0) return session.replyNow(encodeError(ProxyError.dbOutOfRange()));
+  // Tracking lanes are leased in database 0 (handlers/tracking.ts).
+  if (state.tracking !== null) return session.replyNow(encodeError(ProxyError.selectWhileTracking()));
+  session.runExclusive(() => {
+    const entry = session.reserve();
+    const apply = (inRange: boolean): void => {
+      if (!inRange) return entry.fill(encodeError(ProxyError.dbOutOfRange()));
+      state.select(db);
+      entry.fill(OK);
+    };
+    if (db === 0) apply(true); // every server has database 0
+    else void ctx.databases().then((databases) => apply(db < databases));
+  });
+}
 
 /**
  * PING while a script has run long on some node: Valkey's BUSY if that node is busy (as a client
@@ -62,11 +117,11 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
     case 'quit':
       return OK;
     case 'select': {
+      // Only queued inside MULTI in a cluster (transaction.ts); select() above otherwise.
       if (args.length !== 2) return encodeError(ProxyError.wrongArity('select'));
-      const db = Number(arg(1));
-      if (!Number.isInteger(db)) return encodeError(ProxyError.invalidDb());
-      if (db === 0) return OK;
-      return encodeError(ProxyError.selectNotAllowed(ctx.isCluster()));
+      const db = parseDbIndex(args[1]!);
+      if (typeof db === 'string') return encodeError(db);
+      return db === state.db ? OK : encodeError(ProxyError.selectNotAllowed());
     }
     case 'auth': {
       if (args.length < 2 || args.length > 3) return encodeError(ProxyError.wrongArity('auth'));

@@ -9,6 +9,7 @@ import type { ReplyEntry } from '../session/reply-queue.js';
 import type { CommandRequest, Handler, HandlerSession } from './types.js';
 import { keyed } from './keyed.js';
 import { allShards } from './all-shards.js';
+import { deliverInvalidation, encodeTrackingLine, redirBrokenPush, rewriteTrackingInfo, type TrackingLine } from './tracking-redirect.js';
 
 /**
  * CLIENT TRACKING (client-side caching) with invalidations delivered as RESP3 pushes on the
@@ -46,8 +47,10 @@ import { allShards } from './all-shards.js';
  *               (Valkey's "flush everything", as after FLUSHALL) since keys tracked there would
  *               no longer be invalidated; the next command to that node opens a new lane.
  *   RESP2     : tracking works (Valkey tracks the keys) but, as on Valkey without REDIRECT,
- *               no invalidation reaches a RESP2 connection. REDIRECT is refused: the id would
- *               name an upstream connection.
+ *               no invalidation reaches a RESP2 connection.
+ *   REDIRECT  : to a respool client id; each lane gets a listener connection on its node and
+ *               is sent REDIRECT <listener's id>; the listener's pushes go to the respool client
+ *               as Valkey would send them (tracking-redirect.ts).
  *   bounds    : the dedicated pool's (dedicated.maxPerNode, maxTotal, acquireTimeoutMs); each
  *               lane's oldest outstanding command may wait timeouts.commandMs; pushes count
  *               against pubsub.maxOutputBytesPerClient like pub/sub messages.
@@ -62,8 +65,8 @@ export const tracking: Handler = (session, req) => {
     case 'client|caching':
       return clientCaching(session, req);
     case 'client|getredir':
-      // No redirection through respool: 0 while tracking is on, -1 otherwise (as Valkey).
-      return session.replyNow(session.state.tracking === null ? MINUS_ONE : ZERO);
+      // The respool id given to REDIRECT (0 without one) while tracking is on, -1 otherwise (as Valkey).
+      return session.replyNow(session.state.tracking === null ? MINUS_ONE : encodeInteger(session.state.tracking.redirectTo));
     case 'client|trackinginfo':
       return trackingInfo(session, req);
     default:
@@ -72,11 +75,11 @@ export const tracking: Handler = (session, req) => {
 };
 
 const OK = encodeSimple('OK');
-const ZERO = encodeInteger(0);
 const MINUS_ONE = encodeInteger(-1);
 const ASKING = encodeCommand(['ASKING']);
 const PING = encodeCommand(['PING']);
 const TRACKINGINFO = encodeCommand(['CLIENT', 'TRACKINGINFO']);
+const CLIENT_ID = encodeCommand(['CLIENT', 'ID']);
 const CACHING_YES = encodeCommand(['CLIENT', 'CACHING', 'yes']);
 const CACHING_NO = encodeCommand(['CLIENT', 'CACHING', 'no']);
 /** Valkey's invalidation after FLUSHALL (tracking.c): a null key list = forget every key. */
@@ -97,16 +100,29 @@ export interface TrackingOptions {
 
 /**
  * CLIENT TRACKING ON|OFF [REDIRECT id] [BCAST] [PREFIX p …] [OPTIN] [OPTOUT] [NOLOOP], parsed in
- * Valkey's order (networking.c clientCommand): a syntax error where Valkey finds one, REDIRECT
- * refused where Valkey would read it. The checks between options are Valkey's (on a lane).
+ * Valkey's order (networking.c clientCommand): a syntax error where Valkey finds one; REDIRECT's
+ * id must name a respool client that exists now (`exists`). The checks between options are
+ * Valkey's (on a lane).
  */
-export function parseTracking(args: readonly Buffer[]): { on: boolean; options: TrackingOptions } | { error: string } {
+export function parseTracking(
+  args: readonly Buffer[],
+  exists: (id: number) => boolean,
+): { on: boolean; options: TrackingOptions; redirect: number; line: TrackingLine } | { error: string } {
   const options: TrackingOptions = { bcast: false, optin: false, optout: false, noloop: false, prefixes: [] };
+  let redirect = 0;
+  let redirectAt = -1;
   for (let j = 3; j < args.length; j++) {
     const more = args.length - 1 - j > 0;
     const option = args[j]!.toString('latin1').toLowerCase();
-    if (option === 'redirect' && more) return { error: ProxyError.trackingRedirect() };
-    else if (option === 'bcast') options.bcast = true;
+    if (option === 'redirect' && more) {
+      j++;
+      if (redirect !== 0) return { error: ProxyError.trackingRedirectTwice() };
+      const text = args[j]!.toString('latin1');
+      if (!/^-?\d{1,19}$/.test(text) || !Number.isSafeInteger(Number(text))) return { error: ProxyError.notAnInteger() };
+      redirect = Number(text);
+      redirectAt = j;
+      if (!exists(redirect)) return { error: ProxyError.trackingRedirectNoClient() };
+    } else if (option === 'bcast') options.bcast = true;
     else if (option === 'optin') options.optin = true;
     else if (option === 'optout') options.optout = true;
     else if (option === 'noloop') options.noloop = true;
@@ -115,7 +131,7 @@ export function parseTracking(args: readonly Buffer[]): { on: boolean; options: 
   }
   const mode = args[2]!.toString('latin1').toLowerCase();
   if (mode !== 'on' && mode !== 'off') return { error: ProxyError.syntax() };
-  return { on: mode === 'on', options };
+  return { on: mode === 'on', options, redirect, line: { args: args.map((a) => Buffer.from(a)), redirectAt } };
 }
 
 function ignored(): LinkRequest {
@@ -144,9 +160,15 @@ export class TrackingLanes {
   caching: Buffer | null = null;
   /** The CACHING line that applies to the command being dispatched now (noteCommand). */
   current: Buffer | null = null;
+  /** The respool client REDIRECT names (0: none): its invalidations go there (tracking-redirect.ts). */
+  redirectTo = 0;
+  /** The redirect target has gone (Valkey's tracking_broken_redir, shown by TRACKINGINFO). */
+  brokenRedirect = false;
   /** BCAST prefixes accepted so far (Valkey keeps adding them), latin1 → bytes. */
   private readonly prefixes = new Map<string, Buffer>();
   private readonly lanes = new Map<string, DedicatedConnection>();
+  /** Per node address: the connection a redirecting lane sends its invalidations to, and its upstream id. */
+  private readonly listeners = new Map<string, { conn: DedicatedConnection; id: number }>();
   private readonly opening = new Map<string, Promise<DedicatedConnection>>();
   private closed = false;
   /** BCAST: the topology whose every primary has a lane (null: check again). */
@@ -156,17 +178,20 @@ export class TrackingLanes {
   constructor(
     private readonly session: HandlerSession,
     options: TrackingOptions,
+    redirect: number,
   ) {
     this.protocol = session.state.protocol;
     this.options = { bcast: false, optin: false, optout: false, noloop: false };
-    this.accept(options);
+    this.accept(options, redirect);
   }
 
-  /** An ON line Valkey accepted: its flags replace the old ones, its prefixes add to them. */
-  accept(options: TrackingOptions): void {
+  /** An ON line Valkey accepted: its flags and redirect replace the old ones, its prefixes add to them. */
+  accept(options: TrackingOptions, redirect: number): void {
     const { bcast, optin, optout, noloop } = options;
     this.options = { bcast, optin, optout, noloop };
     for (const p of options.prefixes) this.prefixes.set(p.toString('latin1'), p);
+    this.redirectTo = redirect;
+    this.brokenRedirect = false;
   }
 
   get laneCount(): number {
@@ -174,18 +199,31 @@ export class TrackingLanes {
   }
 
   /** The ON line that puts a new lane in the client's tracking state. */
-  onLine(): Buffer {
-    const args: Array<string | Buffer> = ['CLIENT', 'TRACKING', 'ON'];
+  onLine(): TrackingLine {
+    const args: Buffer[] = [];
+    const push = (...words: Array<string | Buffer>) => words.forEach((w) => args.push(typeof w === 'string' ? Buffer.from(w) : w));
+    push('CLIENT', 'TRACKING', 'ON');
+    let redirectAt = -1;
+    if (this.redirectTo !== 0) {
+      push('REDIRECT', String(this.redirectTo));
+      redirectAt = args.length - 1;
+    }
     const o = this.options;
     if (o.bcast) {
-      args.push('BCAST');
+      push('BCAST');
       // An empty prefix means every key: Valkey registers "" for BCAST without PREFIX too.
-      if (![...this.prefixes.values()].some((p) => p.length === 0)) for (const p of this.prefixes.values()) args.push('PREFIX', p);
+      if (![...this.prefixes.values()].some((p) => p.length === 0)) for (const p of this.prefixes.values()) push('PREFIX', p);
     }
-    if (o.optin) args.push('OPTIN');
-    if (o.optout) args.push('OPTOUT');
-    if (o.noloop) args.push('NOLOOP');
-    return encodeCommand(args);
+    if (o.optin) push('OPTIN');
+    if (o.optout) push('OPTOUT');
+    if (o.noloop) push('NOLOOP');
+    return { args, redirectAt };
+  }
+
+  /** `line` as this lane must receive it (REDIRECT to the lane's listener, opened if needed). */
+  async lineFor(conn: DedicatedConnection, line: TrackingLine): Promise<Buffer> {
+    if (line.redirectAt < 0) return encodeTrackingLine(line, null);
+    return encodeTrackingLine(line, await this.listen(conn.host, conn.port, conn.address));
   }
 
   /** The open lane to this node, if any. */
@@ -209,7 +247,7 @@ export class TrackingLanes {
   }
 
   /** The lane to host:port: open, being opened (the same promise), or opened now with `first` (default: onLine()). */
-  lane(host: string, port: number, first?: Buffer): Promise<DedicatedConnection> {
+  lane(host: string, port: number, first?: TrackingLine): Promise<DedicatedConnection> {
     const address = `${host}:${port}`;
     const ready = this.lanes.get(address);
     if (ready !== undefined) return Promise.resolve(ready);
@@ -226,7 +264,7 @@ export class TrackingLanes {
     return p;
   }
 
-  private async open(host: string, port: number, address: string, first: Buffer): Promise<DedicatedConnection> {
+  private async open(host: string, port: number, address: string, first: TrackingLine): Promise<DedicatedConnection> {
     const ctx = this.session.ctx;
     const conn = await ctx.dedicated.acquire(host, port, this.protocol);
     if (this.closed) {
@@ -236,17 +274,20 @@ export class TrackingLanes {
     conn.setDeadline(ctx.config.timeouts.commandMs);
     let reply: Buffer;
     try {
-      reply = await request(conn, first);
+      reply = await request(conn, await this.lineFor(conn, first));
     } catch (err) {
       ctx.dedicated.release(conn, false);
+      this.unlisten(address);
       throw err;
     }
     if (reply[0] === 0x2d || this.closed) {
       ctx.dedicated.release(conn, false);
+      this.unlisten(address);
       throw new Error(reply[0] === 0x2d ? errorText(reply) : ProxyError.trackingTurnedOff());
     }
     conn.onPush = (frame) => {
-      if (this.session.state.protocol === 3) this.session.push(Buffer.from(frame));
+      // With REDIRECT the node sends this lane's invalidations to its listener instead.
+      if (this.redirectTo === 0 && this.session.state.protocol === 3) this.session.push(Buffer.from(frame));
     };
     conn.once('close', () => this.lost(address, conn));
     this.lanes.set(address, conn);
@@ -258,15 +299,70 @@ export class TrackingLanes {
   private lost(address: string, conn: DedicatedConnection): void {
     if (this.lanes.get(address) !== conn) return; // closed by respool
     this.lanes.delete(address);
+    this.unlisten(address);
     this.bcastComplete = null;
     this.session.ctx.dedicated.release(conn, false);
     this.session.ctx.log.debug({ node: address, reason: conn.closeReason }, 'tracking lane lost');
-    if (!this.closed && this.protocol === 3 && this.session.state.protocol === 3) this.session.push(INVALIDATE_ALL);
+    if (this.closed) return;
+    if (this.redirectTo !== 0) this.invalidation(INVALIDATE_ALL);
+    else if (this.protocol === 3 && this.session.state.protocol === 3) this.session.push(INVALIDATE_ALL);
+  }
+
+  /** The listener on this node (opened now if there is none): its upstream client id. */
+  private async listen(host: string, port: number, address: string): Promise<number> {
+    const known = this.listeners.get(address);
+    if (known !== undefined) return known.id;
+    const ctx = this.session.ctx;
+    const conn = await ctx.dedicated.acquire(host, port, 3);
+    conn.setDeadline(ctx.config.timeouts.commandMs);
+    let reply: Buffer;
+    try {
+      reply = await request(conn, CLIENT_ID);
+    } catch (err) {
+      ctx.dedicated.release(conn, false);
+      throw err;
+    }
+    const raced = this.listeners.get(address); // two lines for one node at once: keep the first
+    if (raced !== undefined || this.closed || reply[0] !== 0x3a /* : */) {
+      ctx.dedicated.release(conn, false);
+      if (raced !== undefined) return raced.id;
+      throw new Error(this.closed ? ProxyError.trackingTurnedOff() : errorText(reply));
+    }
+    const id = Number(reply.toString('latin1', 1, reply.length - 2));
+    conn.onPush = (frame) => this.invalidation(frame);
+    conn.once('close', () => {
+      if (this.listeners.get(address)?.conn !== conn) return;
+      // The lane now redirects to an id that is gone: it can no longer invalidate anything.
+      const lane = this.lanes.get(address);
+      if (lane !== undefined) lane.close('its tracking listener closed');
+      else this.unlisten(address);
+    });
+    this.listeners.set(address, { conn, id });
+    return id;
+  }
+
+  private unlisten(address: string): void {
+    const listener = this.listeners.get(address);
+    if (listener === undefined) return;
+    this.listeners.delete(address);
+    listener.conn.onPush = null;
+    this.session.ctx.dedicated.release(listener.conn, false);
+  }
+
+  /** An invalidation for a redirecting client: to its target, or "redirect broken" (tracking-redirect.ts). */
+  private invalidation(push: Buffer): void {
+    if (this.closed || this.redirectTo === 0) return;
+    if (deliverInvalidation(this.session.ctx.sessionById(this.redirectTo), push)) return;
+    this.brokenRedirect = true;
+    if (this.session.state.protocol === 3) this.session.push(redirBrokenPush(this.redirectTo));
   }
 
   /** Closes a lane the client leaves; `graceful`: once its outstanding replies came back. */
   drop(conn: DedicatedConnection, graceful: boolean): void {
-    if (this.lanes.get(conn.address) === conn) this.lanes.delete(conn.address);
+    if (this.lanes.get(conn.address) === conn) {
+      this.lanes.delete(conn.address);
+      this.unlisten(conn.address);
+    }
     const dedicated = this.session.ctx.dedicated;
     conn.onPush = null;
     if (!graceful || conn.inflightCount === 0 || conn.state !== 'ready') return dedicated.release(conn, false);
@@ -279,6 +375,7 @@ export class TrackingLanes {
   close(graceful: boolean): void {
     this.closed = true;
     for (const conn of [...this.lanes.values()]) this.drop(conn, graceful);
+    for (const address of [...this.listeners.keys()]) this.unlisten(address);
     this.caching = null;
     this.current = null;
   }
@@ -441,7 +538,7 @@ export function sendBlockOnTrackingLane(session: HandlerSession, lanes: Tracking
 
 /** CLIENT TRACKING ON|OFF … */
 function clientTracking(session: HandlerSession, req: CommandRequest): void {
-  const parsed = parseTracking(req.args);
+  const parsed = parseTracking(req.args, (id) => session.ctx.sessionById(id) !== undefined);
   if ('error' in parsed) return session.replyNow(encodeError(parsed.error));
   const state = session.state;
   const current = state.tracking;
@@ -454,19 +551,18 @@ function clientTracking(session: HandlerSession, req: CommandRequest): void {
       session.replyNow(OK);
     });
   }
-  const raw = Buffer.from(req.raw);
   const ctx = session.ctx;
   session.runExclusive(() => {
     const entry = session.reserve();
     if (current === null) {
       // First ON: a lane per primary with BCAST, else one lane (any primary). Each is sent the
       // client's own line; Valkey's verdict is the reply, and an error leaves tracking off.
-      const lanes = new TrackingLanes(session, parsed.options);
+      const lanes = new TrackingLanes(session, parsed.options, parsed.redirect);
       const topology = ctx.router.topology();
       const any = ctx.router.primaryFor(-1);
       const nodes = topology === null ? [] : parsed.options.bcast ? topology.primaries() : any === undefined ? [] : [any];
       if (nodes.length === 0) return entry.fill(encodeError(ProxyError.topologyUnknown()));
-      Promise.all(nodes.map((n) => lanes.lane(n.host, n.port, raw))).then(
+      Promise.all(nodes.map((n) => lanes.lane(n.host, n.port, parsed.line))).then(
         () => {
           if (session.closed) return lanes.close(false);
           state.tracking = lanes;
@@ -492,9 +588,9 @@ function clientTracking(session: HandlerSession, req: CommandRequest): void {
         }
       }
       const conns = current.openLanes();
-      const replies = await Promise.all(conns.map((c) => request(c, raw).catch((err: Error) => encodeError(err.message))));
+      const replies = await Promise.all(conns.map(async (c) => request(c, await current.lineFor(c, parsed.line)).catch((err: Error) => encodeError(err.message))));
       const accepted = replies[0]![0] !== 0x2d;
-      if (accepted) current.accept(parsed.options);
+      if (accepted) current.accept(parsed.options, parsed.redirect);
       // A lane that answered differently from the first no longer shares the client's state.
       replies.forEach((r, i) => {
         if ((r[0] !== 0x2d) !== accepted) current.drop(conns[i]!, false);
@@ -534,7 +630,7 @@ function trackingInfo(session: HandlerSession, req: CommandRequest): void {
     if (caching !== null) conn.send(caching, ignored());
     conn.send(TRACKINGINFO, {
       sentAt: 0,
-      onReply: (frame) => entry.fill(Buffer.from(frame)),
+      onReply: (frame) => entry.fill(rewriteTrackingInfo(Buffer.from(frame), lanes.redirectTo, lanes.brokenRedirect)),
       onLinkFailure: (error) => entry.fill(encodeError(error)),
     });
     if (caching !== null) conn.send(PING, ignored());

@@ -7,6 +7,11 @@ export interface QueuedCommand {
   readonly localArgs: Buffer[] | null;
   /** PUBLISH's channel (copied): its count is given as one server would, at EXEC. */
   readonly channel?: Buffer;
+  /**
+   * A SELECT forwarded inside the block (standalone upstream): the database it asks for, null
+   * when its argument is no index (the server answers the error in EXEC's array).
+   */
+  readonly select?: number | null;
 }
 
 /**
@@ -19,6 +24,9 @@ export interface QueuedCommand {
  *   slot     : the slot of the first keyed command (-1: none yet); a later command in another
  *              slot sets `crossSlot` → EXEC answers CROSSSLOT (Valkey checks every queued
  *              command's keys at EXEC in cluster mode)
+ *   selects  : a SELECT is queued (standalone upstream): it runs inside the block, the commands
+ *              after it in its database; the block ends with a SELECT back to the link's own
+ *              database, and the client's database becomes the last one switched to at EXEC
  */
 export class Transaction {
   readonly queued: QueuedCommand[] = [];
@@ -28,4 +36,6 @@ export class Transaction {
   bytes = 0;
   /** EXEC ran where respool's subscriptions are held: PUBLISH counts are given as one server's. */
   publishCounts = false;
+  /** A SELECT is among the forwarded commands (see the class comment). */
+  selects = false;
 }

@@ -6,10 +6,11 @@ import { splitAggregate } from '../resp/decode.js';
 import { ProxyError } from '../errors.js';
 import type { LinkRequest } from '../upstream/link.js';
 import type { ReplyEntry } from '../session/reply-queue.js';
-import { localReply, NO_REPLY } from './local.js';
+import { localReply, NO_REPLY, parseDbIndex } from './local.js';
+import { oneShotTo } from './script.js';
 import { LOCAL_CLUSTER_COMMANDS } from './cluster.js';
 import { publishNode, publishReply, unsubscribeNow } from './pubsub.js';
-import { Transaction } from './transaction-state.js';
+import { Transaction, type QueuedCommand } from './transaction-state.js';
 import { LeasedLane } from './leased-lane.js';
 import { sendBlockOnTrackingLane } from './tracking.js';
 import type { CommandRequest, Handler, HandlerSession } from './types.js';
@@ -28,6 +29,12 @@ const EXEC = encodeCommand(['EXEC']);
  * shared link of the transaction's slot (nothing interleaves inside one write). The upstream's
  * +OK/+QUEUED are dropped; EXEC's reply is the client's. EXEC is never re-sent: a lost link
  * gives the client an error saying it may or may not have run.
+ *
+ * SELECT inside MULTI (standalone upstream): forwarded in the block, so the commands after it
+ * run in its database as on Valkey; a last `SELECT <the link's database>` (its reply dropped
+ * from EXEC's array) puts the shared link back before EXEC, and the client's database becomes,
+ * once EXEC's reply is back, the one its last SELECT that ran switched to (a barrier: later
+ * commands wait for EXEC's reply). In a cluster SELECT is respool's (only 0), answered at EXEC.
  */
 export const transaction: Handler = (session, req) => {
   const state = session.state;
@@ -67,7 +74,7 @@ function watch(session: HandlerSession, req: CommandRequest): void {
     const node = ctx.router.primaryFor(slot);
     if (node === undefined) return entry.fill(encodeError(ProxyError.slotNotServed(slot)));
     const state = session.state;
-    ctx.dedicated.acquire(node.host, node.port, state.protocol).then(
+    ctx.dedicated.acquire(node.host, node.port, state.protocol, state.db).then(
       (conn) => {
         if (session.closed) return ctx.dedicated.release(conn, true);
         const lane = new LeasedLane(conn, session);
@@ -93,6 +100,7 @@ export function queueInTransaction(session: HandlerSession, req: CommandRequest)
   if (command === 'exec' && spec !== undefined) {
     session.state.transaction = null;
     if (args.length !== 1) session.replyNow(encodeError(ProxyError.execAbortBecause(ProxyError.wrongArity('exec'))));
+    else if (session.ctx.runningScripts.longRunning().length > 0) whenNotBusy(session, (busy) => busy === null ? exec(session, tx) : session.replyNow(encodeError(ProxyError.execAbortBecause(errorLine(busy)))));
     else exec(session, tx);
     return true;
   }
@@ -108,18 +116,63 @@ export function queueInTransaction(session: HandlerSession, req: CommandRequest)
     session.replyNow(encodeError(refusal));
     return true;
   }
+  if (!(spec!.flags & CommandFlag.ALLOW_BUSY) && session.ctx.runningScripts.longRunning().length > 0) {
+    // A script runs long somewhere: as on one busy server, a command queued now gets BUSY and
+    // the transaction is aborted at EXEC.
+    const copy: CommandRequest = { ...req, args: args.map((a) => Buffer.from(a)), raw: Buffer.from(req.raw) };
+    whenNotBusy(session, (busy) => {
+      if (busy === null) return queue(session, tx, copy);
+      tx.dirty = true;
+      session.replyNow(busy);
+    });
+    return true;
+  }
+  queue(session, tx, req);
+  return true;
+}
+
+/**
+ * Runs `then` with Valkey's BUSY error if a node is busy running a script (running-scripts.ts),
+ * else null; later requests wait for it (the queue-time verdict and EXEC's must come in order).
+ */
+function whenNotBusy(session: HandlerSession, then: (busy: Buffer | null) => void): void {
+  session.runExclusive(() => {
+    const entry = session.reserve();
+    session.ctx.runningScripts.busyReply((address) => oneShotTo(session, address)).then((busy) => {
+      // `then` queues its replies behind this placeholder, which is then filled with nothing:
+      // filled first, it would lift the barrier and let later requests (EXEC) in too early.
+      then(busy);
+      entry.fill(NO_REPLY);
+    });
+  });
+}
+
+function errorLine(reply: Buffer): string {
+  return reply.toString('utf8', 1, reply.length - 2);
+}
+
+function queue(session: HandlerSession, tx: Transaction, req: CommandRequest): void {
+  const { command, args } = req;
   const raw = Buffer.from(req.raw);
   tx.bytes += raw.length;
+  // Against a standalone upstream SELECT runs in the block (see the comment at the top).
+  const select = command === 'select' && !session.ctx.isCluster();
   // respool's own commands (and UNSUBSCRIBE, whose state is respool's) are answered at EXEC.
-  const local = (LOCAL_COMMANDS.has(command) && command !== 'ping' && command !== 'echo') || UNSUBSCRIBES.has(command) || CLIENT_COMMANDS.has(command) || LOCAL_CLUSTER_COMMANDS.has(command);
+  const local = (LOCAL_COMMANDS.has(command) && command !== 'ping' && command !== 'echo' && !select) || UNSUBSCRIBES.has(command) || CLIENT_COMMANDS.has(command) || LOCAL_CLUSTER_COMMANDS.has(command);
+  let target: number | null | undefined;
+  if (select) {
+    const db = parseDbIndex(args[1]!);
+    target = typeof db === 'number' ? db : null;
+    tx.selects = true;
+  }
   tx.queued.push({
     raw,
     command,
     localArgs: local ? args.map((a) => Buffer.from(a)) : null,
     channel: command === 'publish' ? Buffer.from(args[1]!) : undefined,
+    select: target,
   });
   session.replyNow(QUEUED);
-  return true;
 }
 
 /** Valkey's checks before it queues a command (server.c processCommand), in its order. */
@@ -149,6 +202,10 @@ function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRe
   if (family === 'cluster' && !LOCAL_CLUSTER_COMMANDS.has(spec.name)) return ProxyError.notQueueable(spec.name, "it runs on its slot's owner, not where the transaction runs");
   const limit = session.ctx.config.limits.maxQueryBytesPerClient;
   if (tx.bytes + req.raw.length > limit) return ProxyError.transactionTooLarge(limit);
+  if (spec.name === 'select' && session.state.tracking !== null && !session.ctx.isCluster()) {
+    const db = parseDbIndex(args[1]!);
+    if (typeof db === 'number' && db !== session.state.db) return ProxyError.selectWhileTracking();
+  }
   if (session.ctx.isCluster()) {
     const keys = session.ctx.commands().keyIndexes(spec, args);
     if (keys.length > 0) {
@@ -173,28 +230,70 @@ function exec(session: HandlerSession, tx: Transaction): void {
     return;
   }
   const block = (entry: ReplyEntry) => {
+    // The database of the links the block goes on: the client's (a tracking lane's: 0).
+    const linkDb = session.state.db;
     const ignore: LinkRequest = { sentAt: 0, onReply() {}, onLinkFailure() {} };
     const rebuild = tx.queued.length !== forwarded.length || tx.publishCounts;
+    // The node queues the commands only now, so a check that Valkey makes at EXEC for commands
+    // queued earlier (NOREPLICAS, OOM, READONLY … after a state change) fails here at queue
+    // time instead: EXEC then says "previous errors", and the first such error is the reason
+    // Valkey would give (execCommandAbort: "EXECABORT … because of: <error>").
+    let queueError: string | null = null;
+    const queued: LinkRequest = {
+      sentAt: 0,
+      onReply(frame) {
+        if (queueError === null && frame[0] === 0x2d) queueError = frame.toString('utf8', 1, frame.length - 2);
+      },
+      onLinkFailure() {},
+    };
     const execReq: LinkRequest = {
       sentAt: 0,
-      onReply: (frame) => entry.fill(rebuild ? withLocalReplies(session, tx, frame) : frame),
+      onReply: (frame) => {
+        if (queueError !== null && frame.toString('latin1', 1, 10) === 'EXECABORT') return entry.fill(encodeError(ProxyError.execAbortBecause(queueError)));
+        const reply = tx.selects ? afterSelects(session, forwarded, frame) : frame;
+        entry.fill(rebuild ? withLocalReplies(session, tx, reply) : reply);
+      },
       // Never re-sent: whether it ran is unknown once written.
       onLinkFailure: (error) => entry.fill(encodeError(error)),
     };
-    return [{ data: MULTI, req: ignore }, ...forwarded.map((q) => ({ data: q.raw, req: ignore })), { data: EXEC, req: execReq }];
+    const items = [{ data: MULTI, req: ignore }, ...forwarded.map((q) => ({ data: q.raw, req: queued }))];
+    if (tx.selects) items.push({ data: encodeCommand(['SELECT', String(linkDb)]), req: ignore });
+    items.push({ data: EXEC, req: execReq });
+    return items;
   };
   session.ctx.metrics?.commandCounter('exec').inc();
   // CLIENT TRACKING on: the block runs on the client's lane for its slot (reads in it are tracked).
   const lanes = session.state.tracking;
   if (lanes !== null) return sendBlockOnTrackingLane(session, lanes, tx.slot, block);
-  const entry = session.reserve();
-  // A keyless transaction that publishes runs where respool's subscriptions are held, so its
-  // PUBLISH counts can be given as one server would (handlers/pubsub.ts).
-  const publishAt = tx.slot < 0 && forwarded.some((q) => q.command === 'publish') ? publishNode(session) : undefined;
-  tx.publishCounts = publishAt !== undefined;
-  if (publishAt !== undefined) return session.ctx.router.sendBlockTo(session, publishAt, block(entry));
-  const error = session.ctx.router.sendBlock(session, tx.slot, block(entry));
-  if (error !== null) entry.fill(error);
+  const send = (): void => {
+    const entry = session.reserve();
+    // A keyless transaction that publishes runs where respool's subscriptions are held, so its
+    // PUBLISH counts can be given as one server would (handlers/pubsub.ts).
+    const publishAt = tx.slot < 0 && forwarded.some((q) => q.command === 'publish') ? publishNode(session) : undefined;
+    tx.publishCounts = publishAt !== undefined;
+    if (publishAt !== undefined) return session.ctx.router.sendBlockTo(session, publishAt, block(entry));
+    const error = session.ctx.router.sendBlock(session, tx.slot, block(entry));
+    if (error !== null) entry.fill(error);
+  };
+  // A SELECT inside: later commands wait for EXEC's reply, which says the client's database.
+  if (tx.selects) session.runExclusive(send);
+  else send();
+}
+
+/**
+ * EXEC's reply to a block with SELECTs in it: the client is now in the database of the last
+ * SELECT that ran (+OK in its element), and the last element — the SELECT that put the link
+ * back — is dropped. An error or nil: nothing ran, nothing changes.
+ */
+function afterSelects(session: HandlerSession, forwarded: readonly QueuedCommand[], frame: Buffer): Buffer {
+  const parts = frame[0] === 0x2a /* * */ ? splitAggregate(frame) : null;
+  if (parts === null || parts.length !== forwarded.length + 1) return frame;
+  let db = -1;
+  forwarded.forEach((q, i) => {
+    if (q.select !== undefined && q.select !== null && parts[i]![0] === 0x2b /* + */) db = q.select;
+  });
+  if (db >= 0) session.state.select(db);
+  return encodeArray(parts.slice(0, -1));
 }
 
 /** EXEC's array from the upstream, with respool's own commands' replies put back in their places. */

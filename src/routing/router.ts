@@ -118,7 +118,8 @@ export class Router {
     call.pinned = { node, role };
     call.index = index;
     call.node = node.address;
-    this.pools.forNode(node, call.client.protocol, role).send(raw, call, call.client.id);
+    const client = call.client;
+    this.pools.forNode(node, client.protocol, role, client.db).send(raw, call, client.id);
   }
 
   /** Sends a call built elsewhere (hot-key copies) to its slot's node; finishes it on failure. */
@@ -181,7 +182,7 @@ export class Router {
 
   /** As sendBlock, to a named node (a keyless transaction that publishes: handlers/transaction.ts). */
   sendBlockTo(client: CallClient, node: ClusterNode, items: ReadonlyArray<{ data: Buffer; req: LinkRequest }>): void {
-    this.pools.forNode(node, client.protocol, 'primary').sendBlock(items, client.id);
+    this.pools.forNode(node, client.protocol, 'primary', client.db).sendBlock(items, client.id);
   }
 
   /** The primary that owns `slot` now (any primary for -1); undefined when none does. */
@@ -196,7 +197,10 @@ export class Router {
     const node = this.nodeFor(req.slot, topology);
     if (node === undefined) return encodeError(ProxyError.slotNotServed(req.slot));
     req.node = node.address;
-    this.pools.forNode(node, req.client.protocol, 'primary').send(req.raw, req, req.client.id);
+    // The client's database now: it cannot have changed while the call was outstanding (SELECT
+    // and RESET wait for every earlier reply, handlers/local.ts), so retries stay in it.
+    const client = req.client;
+    this.pools.forNode(node, client.protocol, 'primary', client.db).send(req.raw, req, client.id);
     return null;
   }
 
@@ -213,7 +217,8 @@ export class Router {
     const choice = this.reads!.choose(shard, req.read!, req.avoid);
     req.readChoice = choice;
     req.node = choice.node.address;
-    this.pools.forNode(choice.node, req.client.protocol, choice.role).send(req.raw, req);
+    const client = req.client;
+    this.pools.forNode(choice.node, client.protocol, choice.role, client.db).send(req.raw, req);
     return null;
   }
 
@@ -277,7 +282,7 @@ export class Router {
         if (error) req.finish(error);
       } else {
         req.node = `${host}:${redirect.port}`;
-        this.pools.get(host, redirect.port, req.client.protocol, 'primary').sendBlock([{ data: ASKING, req: IGNORE_REPLY }, { data: req.raw, req }], req.client.id);
+        this.pools.get(host, redirect.port, req.client.protocol, 'primary', req.client.db).sendBlock([{ data: ASKING, req: IGNORE_REPLY }, { data: req.raw, req }], req.client.id);
       }
       return true;
     }

@@ -3,11 +3,16 @@ import type { ClusterNode } from '../cluster/topology.js';
 import type { Router } from './router.js';
 import type { ReadChoice, ReadStrategy } from './read-strategy.js';
 
-/** The client a call is made for: its protocol picks the links, its id is the link affinity. */
+/**
+ * The client a call is made for: its protocol and database pick the links, its id is the link
+ * affinity.
+ */
 export interface CallClient {
   /** The client's id: also its link affinity, so its commands to a node keep their order. */
   readonly id: number;
   readonly protocol: 2 | 3;
+  /** The client's database (SELECT against a standalone upstream); 0 in a cluster. */
+  readonly db: number;
   readonly closed: boolean;
 }
 

@@ -94,6 +94,10 @@ export class ClientSession implements HandlerSession {
     return this.state.protocol;
   }
 
+  get db(): number {
+    return this.state.db;
+  }
+
   /** Entries report here when filled; the head (and what is done behind it) is written. */
   onEntryDone(entry: ReplyEntry): void {
     if (this.replies.isHead(entry)) {

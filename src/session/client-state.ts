@@ -4,12 +4,20 @@ import type { TrackingLanes } from '../handlers/tracking.js';
 import type { ClientSubscriptions } from '../pubsub/client-subscriptions.js';
 
 /**
- * What respool knows about one client connection, in one place: protocol, name, library,
- * authenticated user, and the state of its session modes (transaction, subscriptions, a leased
- * connection). Handlers change it through these methods only.
+ * What respool knows about one client connection, in one place: protocol, database, name,
+ * library, authenticated user, and the state of its session modes (transaction, subscriptions,
+ * a leased connection). Handlers change it through these methods only.
  */
 export class ClientState {
   protocol: 2 | 3 = 2;
+  /**
+   * The database the client SELECTed (standalone upstreams; always 0 in a cluster). Its commands
+   * go on the shared links and leased connections of this database (upstream-pools.ts,
+   * dedicated-pool.ts). Changed by SELECT (handlers/local.ts; on a WATCH lane when the server
+   * answered, handlers/leased-lane.ts; at EXEC for a SELECT inside MULTI, handlers/transaction.ts)
+   * and RESET.
+   */
+  db = 0;
   name: string | null = null;
   libName = '';
   libVersion = '';
@@ -51,6 +59,11 @@ export class ClientState {
 
   setProtocol(protocol: 2 | 3): void {
     this.protocol = protocol;
+  }
+
+  /** SELECT: the caller checked the index against the upstream's databases. */
+  select(db: number): void {
+    this.db = db;
   }
 
   setName(name: string): void {
@@ -111,9 +124,10 @@ export class ClientState {
     this.replySkipNext = false;
   }
 
-  /** RESET: protocol 2, no name, authentication required again when users are configured. */
+  /** RESET: protocol 2, database 0, no name, authentication required again when users are configured. */
   reset(): void {
     this.protocol = 2;
+    this.db = 0;
     this.name = null;
     this.user = this.authRequired ? null : 'default';
     this.transaction = null;

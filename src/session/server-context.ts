@@ -34,10 +34,18 @@ export interface ServerContext {
   readonly clientPause: ClientPause;
   /** Every open client session (INFO clients counts them). */
   sessions(): Iterable<ClientSession>;
+  /** The open session with this CLIENT ID (CLIENT TRACKING … REDIRECT). */
+  sessionById(id: number): ClientSession | undefined;
   /** The current command table (built-in until the upstream's COMMAND reply replaces it). */
   commands(): CommandTable;
   /** True when the upstream is a cluster (decides SELECT and fan-out answers). */
   isCluster(): boolean;
+  /**
+   * How many databases the standalone upstream has (its `databases` setting, read once with
+   * CONFIG GET; 16 when that is refused). Never rejects: 16 when the upstream cannot be asked
+   * now (asked again next time).
+   */
+  databases(): Promise<number>;
   /** The cluster respool shows its clients (CLUSTER SLOTS/SHARDS/NODES …: handlers/cluster.ts). */
   clusterView(): ClusterEmulation;
   /** The upstream's version, reported in HELLO. */

@@ -18,6 +18,8 @@ export interface DedicatedConnectionOptions {
   connectTimeoutMs: number;
   /** CLIENT SETNAME of the upstream connection; default "respool-lease". */
   clientName?: string;
+  /** The database it opens in (SELECT in the handshake when ≠ 0); default 0. */
+  db?: number;
   framerLimits?: Partial<FramerLimits>;
 }
 
@@ -40,7 +42,7 @@ interface HandshakeStep {
  * for ever. The lease holder bounds the wait with setDeadline() when it wants one.
  *
  *   handshake: HELLO 3 [AUTH] SETNAME respool-lease (RESP3) or [AUTH], CLIENT SETNAME (RESP2),
- *              then CLIENT ID → clientId (what CLIENT UNBLOCK needs); then state 'ready'
+ *              [SELECT db], then CLIENT ID → clientId (what CLIENT UNBLOCK needs); then 'ready'
  *   waiting  : requests sent before 'ready' — not written, safe to retry
  *   inflight : requests written, oldest first; the n-th reply frame belongs to the n-th entry
  *              (push frames '>' are out of band: they go to onPush, never to a request)
@@ -66,6 +68,12 @@ export class DedicatedConnection extends EventEmitter implements ReplySource {
   timedOut = false;
   /** The upstream's CLIENT ID for this connection; -1 until ready. */
   clientId = -1;
+  /**
+   * The database the connection is in: options.db after the handshake; a lease holder that
+   * forwards SELECT on it sets what the server answered (handlers/leased-lane.ts), so that the
+   * pool closes, rather than reuses, a connection handed back in another database.
+   */
+  db: number;
   /** RESP3 push frames (a view into the read buffer: copy to keep). Unset: pushes are dropped. */
   onPush: ((frame: Buffer) => void) | null = null;
   /**
@@ -94,6 +102,7 @@ export class DedicatedConnection extends EventEmitter implements ReplySource {
     this.host = options.host;
     this.port = options.port;
     this.protocol = options.protocol;
+    this.db = options.db ?? 0;
     this.address = `${options.host}:${options.port}`;
     this.opened = new Promise<void>((resolve, reject) => {
       this.resolveOpened = resolve;
@@ -174,7 +183,7 @@ export class DedicatedConnection extends EventEmitter implements ReplySource {
   private handshake(): void {
     const { auth, protocol } = this.options;
     const clientName = this.options.clientName ?? LEASE_CLIENT_NAME;
-    const steps: HandshakeStep[] = handshakeCommands(protocol, auth, clientName).map((args) => ({ args, onReply: () => {} }));
+    const steps: HandshakeStep[] = handshakeCommands(protocol, auth, clientName, this.db).map((args) => ({ args, onReply: () => {} }));
     steps.push({
       args: ['CLIENT', 'ID'],
       onReply: (frame) => {

@@ -50,13 +50,15 @@ interface Waiter {
   blockedBy: 'max_per_node' | 'max_total';
 }
 
-/** One generic-pool (node address, protocol) and the acquires waiting for it. */
+/** One generic-pool (node address, protocol, database) and the acquires waiting for it. */
 interface NodeLeases {
   readonly key: string;
   readonly host: string;
   readonly port: number;
   readonly address: string;
   readonly protocol: 2 | 3;
+  /** The database its connections open in (and must be in when handed back, to be reused). */
+  readonly db: number;
   readonly pool: Pool<DedicatedConnection>;
   /** acquire() calls parked at a bound, oldest first (timed-out ones are removed). */
   readonly waiters: Waiter[];
@@ -106,10 +108,13 @@ const ABANDON_GRACE_MS = 1000;
 
 /**
  * Leased upstream connections (WATCH … EXEC, blocking commands): one generic-pool per node
- * address and protocol, created on demand, behind one admission gate for the whole process.
+ * address, protocol and database (a standalone upstream's databases ≠ 0: connections opened
+ * with SELECT n), created on demand, behind one admission gate for the whole process.
  *
  *   per pool   : leased (borrowed) + idle (available) + dialing (being created) ≤ maxPerNode
- *                (= generic-pool's max; pool.size counts all three)
+ *                (= generic-pool's max; pool.size counts all three). Pools are per node,
+ *                protocol and database: a node leased in several databases may hold maxPerNode
+ *                for each; maxTotal bounds them all
  *   per process: total = Σ pool.size ≤ maxTotal — `total` is counted in the factory: +1 when a
  *                dial starts, −1 when generic-pool destroys the connection
  *   admission  : acquire() is granted at once when its pool has an idle connection, or a dial
@@ -125,9 +130,9 @@ const ABANDON_GRACE_MS = 1000;
  *                failed, and the granted acquire that receives a failed one destroys it and
  *                rejects with ProxyError.upstreamUnavailable.
  *   leases     : every borrowed connection is in `leases` until release()/abandon() hands it
- *                back: clean and validated (ready, nothing in flight) → idle for reuse; else
- *                destroyed. Idle connections are evicted after idleMs, and at once (next
- *                eviction run) when they close.
+ *                back: clean and validated (ready, nothing in flight, still in its pool's
+ *                database) → idle for reuse; else destroyed. Idle connections are evicted
+ *                after idleMs, and at once (next eviction run) when they close.
  */
 export class DedicatedPools {
   private readonly nodes = new Map<string, NodeLeases>();
@@ -158,19 +163,20 @@ export class DedicatedPools {
   }
 
   /**
-   * A ready connection to host:port speaking `protocol`, leased to the caller until release()
-   * or abandon(). Rejects (never hangs) with:
+   * A ready connection to host:port speaking `protocol`, in database `db` (0 unless a
+   * standalone client SELECTed another), leased to the caller until release() or abandon().
+   * Rejects (never hangs) with:
    *  - ProxyError.leaseLimitReached when dedicated.maxPerNode or maxTotal stayed reached for
    *    dedicated.acquireTimeoutMs;
    *  - ProxyError.upstreamUnavailable when dialing the node failed;
    *  - ProxyError.shuttingDown after closeAll().
    */
-  acquire(host: string, port: number, protocol: 2 | 3): Promise<DedicatedConnection> {
+  acquire(host: string, port: number, protocol: 2 | 3, db = 0): Promise<DedicatedConnection> {
     if (this.closed) {
       this.refuse('shutting_down');
       return Promise.reject(new Error(ProxyError.shuttingDown()));
     }
-    const node = this.node(host, port, protocol);
+    const node = this.node(host, port, protocol, db);
     return new Promise<DedicatedConnection>((resolve, reject) => {
       const waiter: Waiter = { resolve, reject, timer: null, blockedBy: 'max_per_node' };
       if (node.waiters.length === 0) {
@@ -189,8 +195,8 @@ export class DedicatedPools {
   /**
    * Hands a leased connection back. `clean`: the caller left it in a known state (no WATCH, no
    * MULTI, not subscribed, nothing outstanding); it is kept for reuse if it is also still ready
-   * with nothing in flight. Otherwise it is closed. Releasing twice, or after closeAll(), does
-   * nothing.
+   * with nothing in flight, in the database of its pool (`conn.db`). Otherwise it is closed.
+   * Releasing twice, or after closeAll(), does nothing.
    */
   release(conn: DedicatedConnection, clean: boolean): void {
     const lease = this.leases.get(conn);
@@ -200,7 +206,7 @@ export class DedicatedPools {
     conn.onUnsolicited = null;
     conn.setDeadline(null);
     const pool = lease.node.pool;
-    if (clean && !this.closed && conn.state === 'ready' && conn.inflightCount === 0) {
+    if (clean && !this.closed && conn.state === 'ready' && conn.inflightCount === 0 && conn.db === lease.node.db) {
       pool.release(conn).catch(() => {});
     } else {
       pool.destroy(conn).catch(() => {});
@@ -291,13 +297,13 @@ export class DedicatedPools {
 
   // ---- admission ------------------------------------------------------------------------------
 
-  private node(host: string, port: number, protocol: 2 | 3): NodeLeases {
-    const key = `${host}:${port}/${protocol}`;
+  private node(host: string, port: number, protocol: 2 | 3, db: number): NodeLeases {
+    const key = db === 0 ? `${host}:${port}/${protocol}` : `${host}:${port}/${protocol}/${db}`;
     let node = this.nodes.get(key);
     if (node === undefined) {
       const address = `${host}:${port}`;
       const factory: Factory<DedicatedConnection> = {
-        create: () => this.dial(host, port, protocol),
+        create: () => this.dial(host, port, protocol, db),
         destroy: async (conn) => this.onDestroyed(conn, address),
       };
       const { maxPerNode, idleMs } = this.config.dedicated;
@@ -309,7 +315,7 @@ export class DedicatedPools {
         numTestsPerEvictionRun: maxPerNode,
         fifo: false, // reuse the most recently released connection; older ones age out
       });
-      node = { key, host, port, address, protocol, pool, waiters: [], granting: 0 };
+      node = { key, host, port, address, protocol, db, pool, waiters: [], granting: 0 };
       this.nodes.set(key, node);
     }
     return node;
@@ -457,12 +463,13 @@ export class DedicatedPools {
   // ---- the connections ------------------------------------------------------------------------
 
   /** generic-pool's create: never rejects (see the class comment). */
-  private async dial(host: string, port: number, protocol: 2 | 3): Promise<DedicatedConnection> {
+  private async dial(host: string, port: number, protocol: 2 | 3, db: number): Promise<DedicatedConnection> {
     this.total++;
     const conn = new DedicatedConnection({
       host,
       port,
       protocol,
+      db,
       auth: this.config.upstreamAuth,
       connectTimeoutMs: this.config.timeouts.connectMs,
       framerLimits: {

@@ -9,17 +9,22 @@ export function authCommand(auth: NonNullable<UpstreamAuth>): string[] {
 /**
  * The commands that open a connection to a node as `clientName` in `protocol`, written back to
  * back: RESP3 takes AUTH and SETNAME inside HELLO 3; RESP2 sends AUTH (if any), then CLIENT
- * SETNAME. Shared links, leased connections and subscriber connections all open this way.
+ * SETNAME. Then `SELECT db` for a connection that serves database `db` ≠ 0 (a standalone
+ * upstream's other databases: a pool per database, upstream-pools.ts / dedicated-pool.ts); a
+ * connection for db 0 sends no SELECT. Shared links, leased connections and subscriber
+ * connections all open this way.
  */
-export function handshakeCommands(protocol: 2 | 3, auth: UpstreamAuth, clientName: string): string[][] {
+export function handshakeCommands(protocol: 2 | 3, auth: UpstreamAuth, clientName: string, db = 0): string[][] {
+  const steps: string[][] = [];
   if (protocol === 3) {
     const hello = ['HELLO', '3'];
     if (auth) hello.push('AUTH', auth.username ?? 'default', auth.password);
     hello.push('SETNAME', clientName);
-    return [hello];
+    steps.push(hello);
+  } else {
+    if (auth) steps.push(authCommand(auth));
+    steps.push(['CLIENT', 'SETNAME', clientName]);
   }
-  const steps: string[][] = [];
-  if (auth) steps.push(authCommand(auth));
-  steps.push(['CLIENT', 'SETNAME', clientName]);
+  if (db !== 0) steps.push(['SELECT', String(db)]);
   return steps;
 }

@@ -48,6 +48,8 @@ export interface LinkOptions {
   protocol: 2 | 3;
   /** Replica links send READONLY so the replica serves reads of its slots. */
   readonly: boolean;
+  /** The database the link serves (standalone upstreams): ≠ 0 sends SELECT in the handshake. */
+  db?: number;
   auth: { username: string | null; password: string } | null;
   clientName: string;
   connectTimeoutMs: number;
@@ -168,8 +170,8 @@ export class Link extends EventEmitter implements ReplySource {
   }
 
   private handshake(): void {
-    const { auth, protocol, clientName } = this.options;
-    const steps = handshakeCommands(protocol, auth, clientName);
+    const { auth, protocol, clientName, db } = this.options;
+    const steps = handshakeCommands(protocol, auth, clientName, db);
     if (this.options.readonly) steps.push(['READONLY']);
 
     let remaining = steps.length;

@@ -34,7 +34,8 @@ interface Waiting {
 }
 
 /**
- * A fixed number of pipelined links to one node for one protocol, shared by every client.
+ * A fixed number of pipelined links to one node for one protocol (and database), shared by
+ * every client.
  * The pool never holds more than `size` links, whatever the number of clients: that is the
  * point of respool. A client's requests go to its own link (`affinity`, the client's id, modulo
  * the pool size) while that link is usable — Valkey runs one connection's commands in order, so
@@ -92,6 +93,11 @@ export class NodePool {
 
   get protocol(): 2 | 3 {
     return this.options.protocol;
+  }
+
+  /** The database its links serve (SELECT in their handshake when ≠ 0). */
+  get db(): number {
+    return this.options.db ?? 0;
   }
 
   /**

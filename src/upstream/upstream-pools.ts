@@ -9,14 +9,19 @@ import type { ClusterNode } from '../cluster/topology.js';
 export type NodeRole = 'primary' | 'replica';
 
 /**
- * Every NodePool, keyed by (node, protocol, role). A client's commands travel on links of the
- * client's own protocol (RESP2 or RESP3 after HELLO 3), so no reply is ever translated. Replica
- * pools send READONLY in their handshake and are kept apart from primary pools.
+ * Every NodePool, keyed by (node, protocol, role, database). A client's commands travel on links
+ * of the client's own protocol (RESP2 or RESP3 after HELLO 3), so no reply is ever translated.
+ * Replica pools send READONLY in their handshake and are kept apart from primary pools. A
+ * standalone upstream's databases other than 0 (a client's SELECT n, handlers/local.ts) get pools
+ * of their own, created on first use, whose links send SELECT n in their handshake: each pool
+ * holds at most connectionsPerNode links, so a node has that many per database in use.
  */
 export class UpstreamPools {
   private readonly pools = new Map<string, NodePool>();
-  /** Hot-path cache: node object → its pools by [protocol 2|3][role], no string building. */
+  /** Hot-path cache: node object → its db-0 pools by [protocol 2|3][role], no string building. */
   private readonly byNode = new WeakMap<ClusterNode, Array<NodePool | undefined>>();
+  /** The same for databases ≠ 0 (standalone upstreams only): node → db → pools as in byNode. */
+  private readonly byNodeDb = new WeakMap<ClusterNode, Map<number, Array<NodePool | undefined>>>();
   /** One per node address, shared by all its pools: circuit, dial budget, retry budget. */
   private readonly healthByAddress = new Map<string, NodeHealth>();
   /** Requests and bytes in flight on every link of the process (resilience.maxInflightPerProcess). */
@@ -55,14 +60,16 @@ export class UpstreamPools {
     return n;
   }
 
-  get(host: string, port: number, protocol: 2 | 3, role: NodeRole = 'primary'): NodePool {
-    const key = `${host}:${port}/${protocol}/${role}`;
+  /** The pool of (node, protocol, role, database), created on first use. */
+  get(host: string, port: number, protocol: 2 | 3, role: NodeRole = 'primary', db = 0): NodePool {
+    const key = db === 0 ? `${host}:${port}/${protocol}/${role}` : `${host}:${port}/${protocol}/${role}/${db}`;
     let pool = this.pools.get(key);
     if (pool === undefined) {
       pool = new NodePool(host, port, {
         size: this.config.connectionsPerNode,
         protocol,
         readonly: role === 'replica',
+        db,
         role,
         auth: this.config.upstreamAuth,
         clientName: 'respool',
@@ -83,8 +90,13 @@ export class UpstreamPools {
     return pool;
   }
 
-  /** The pool for a topology node (cached per node object; snapshots are immutable). */
-  forNode(node: ClusterNode, protocol: 2 | 3, role: NodeRole): NodePool {
+  /**
+   * The pool for a topology node (cached per node object; snapshots are immutable). Database 0
+   * (every cluster, and most standalone clients) is one array lookup; other databases go through
+   * forNodeDb.
+   */
+  forNode(node: ClusterNode, protocol: 2 | 3, role: NodeRole, db = 0): NodePool {
+    if (db !== 0) return this.forNodeDb(node, protocol, role, db);
     let cached = this.byNode.get(node);
     if (cached === undefined) {
       cached = [];
@@ -99,6 +111,34 @@ export class UpstreamPools {
     return pool;
   }
 
+  /** forNode for a database ≠ 0: a second map level (node → db → pools). */
+  private forNodeDb(node: ClusterNode, protocol: 2 | 3, role: NodeRole, db: number): NodePool {
+    let byDb = this.byNodeDb.get(node);
+    if (byDb === undefined) {
+      byDb = new Map();
+      this.byNodeDb.set(node, byDb);
+    }
+    let cached = byDb.get(db);
+    if (cached === undefined) {
+      cached = [];
+      byDb.set(db, cached);
+    }
+    const index = (protocol - 2) * 2 + (role === 'primary' ? 0 : 1);
+    let pool = cached[index];
+    if (pool === undefined || pool.isClosed) {
+      pool = this.get(node.host, node.port, protocol, role, db);
+      cached[index] = pool;
+    }
+    return pool;
+  }
+
+  /** Open links to `address` serving database `db` (summed over protocols and roles; for tests). */
+  openLinksForDb(address: string, db: number): number {
+    let n = 0;
+    for (const pool of this.pools.values()) if (pool.address === address && pool.db === db) n += pool.openLinks;
+    return n;
+  }
+
   /** Closes the pools of nodes that are no longer part of the topology. */
   retainOnly(addresses: ReadonlySet<string>): void {
     for (const [key, pool] of this.pools) {
@@ -110,7 +150,7 @@ export class UpstreamPools {
     }
   }
 
-  /** Open links per node address, summed over protocols and roles (for tests and /topology). */
+  /** Open links per node address, summed over protocols, roles and databases (for tests and /topology). */
   openLinksByNode(): Record<string, number> {
     const out: Record<string, number> = {};
     for (const pool of this.pools.values()) out[pool.address] = (out[pool.address] ?? 0) + pool.openLinks;

@@ -106,6 +106,23 @@ describe('respool in front of a 3-primary, 3-replica cluster', () => {
     expect(stdout).toMatch(/f.*v/s);
   });
 
+  it("allows only SELECT 0, with Valkey's own errors (cluster mode)", async () => {
+    const viaProxy = await RawConnection.connect(proxy.address.port);
+    const viaNode = await RawConnection.connect(cluster.nodes[0]!.port);
+    try {
+      const script = [['SELECT', '0'], ['SELECT', '1'], ['SELECT', '-1'], ['SELECT', 'abc'], ['SELECT', '3000000000'], ['SELECT'], ['MULTI'], ['SELECT', '1'], ['SELECT', '0'], ['EXEC']];
+      for (const args of script) {
+        const fromProxy = await viaProxy.call(...args);
+        expect(fromProxy, args.join(' ')).toBe(await viaNode.call(...args));
+      }
+      expect(await viaProxy.call('SELECT', '1')).toBe('-ERR SELECT is not allowed in cluster mode\r\n');
+      expect(await viaProxy.call('CLIENT', 'INFO')).toMatch(/ db=0 /);
+    } finally {
+      viaProxy.close();
+      viaNode.close();
+    }
+  });
+
   it('answers malformed RESP with a protocol error and closes only that client', async () => {
     const other = clientFor(proxy);
     expect(await other.ping()).toBe('PONG');

@@ -133,12 +133,20 @@ describe('INFO answered by respool in front of a 3-primary cluster', () => {
     expect(info['acl_access_denied_auth']).toBeDefined();
   });
 
-  it('one primary answers memory and the like, and says which', async () => {
+  it('memory is summed over the primaries (as keyspace); cpu and the like come from one primary, which it names', async () => {
     const text = await client.info('memory', 'cpu');
     expect(headers(text)).toEqual(['Memory', 'CPU']);
-    const mem = section(text, 'Memory');
-    expect(mem[0]).toMatch(/^respool_source:127\.0\.0\.1:\d+$/);
-    expect(mem.some((l) => l.startsWith('used_memory:'))).toBe(true);
+    const mem = Object.fromEntries(section(text, 'Memory').map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1)]));
+    const direct = await Promise.all((await cluster.primaries()).map(async (n) => parseInfo(String(await cluster.call(n, 'INFO', 'memory')))));
+    const maxmemory = direct.reduce((a, d) => a + Number(d['maxmemory']), 0);
+    expect(Number(mem['maxmemory'])).toBe(maxmemory);
+    const used = direct.map((d) => Number(d['used_memory']));
+    // used_memory moves between the reads: the sum lies between 3× the smallest and 3× the largest, give or take.
+    expect(Number(mem['used_memory'])).toBeGreaterThan(Math.min(...used) * 2.5);
+    expect(Number(mem['used_memory'])).toBeLessThan(Math.max(...used) * 3.5);
+    expect(mem['used_memory_human']).toMatch(/^\d+\.\d\dM$/);
+    expect(mem['maxmemory_policy']).toBe(direct[0]!['maxmemory_policy']);
+    expect(section(text, 'CPU')[0]).toMatch(/^respool_source:127\.0\.0\.1:\d+$/);
     expect(text).toContain('\r\n\r\n# CPU\r\n');
   });
 

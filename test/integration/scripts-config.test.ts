@@ -135,6 +135,57 @@ describe('scripts respool has seen survive NOSCRIPT; CONFIG SET all or nothing (
     }
   });
 
+  it('MULTI while a script runs long: a command queued then gets BUSY and EXEC aborts; EXEC itself then aborts with BUSY', async () => {
+    await client.config('SET', 'busy-reply-threshold', '10');
+    const runner = await RawClient.connect(proxy.address.port);
+    const raw = await RawClient.connect(proxy.address.port);
+    const spin = () => runner.call('EVAL', 'while true do end', 0).catch((e: Error) => e);
+    const runnerKill = () => client.script('KILL') as Promise<string>;
+    try {
+      expect(await raw.call('SET', 'busy:xx', '1')).toBe('OK');
+      // A command queued during the script: BUSY, and the transaction is discarded.
+      expect(await raw.call('MULTI')).toBe('OK');
+      let spinning = spin();
+      await new Promise((r) => setTimeout(r, 200));
+      expect(((await raw.call('INCR', 'busy:xx')) as ReplyError).message).toMatch(/^BUSY /);
+      expect(await runnerKill()).toBe('OK');
+      await spinning;
+      expect(await raw.call('INCR', 'busy:xx')).toBe('QUEUED');
+      expect(((await raw.call('EXEC')) as ReplyError).message).toBe('EXECABORT Transaction discarded because of previous errors.');
+      // EXEC during the script: aborted, naming BUSY.
+      expect(await raw.call('MULTI')).toBe('OK');
+      expect(await raw.call('INCR', 'busy:xx')).toBe('QUEUED');
+      spinning = spin();
+      await new Promise((r) => setTimeout(r, 200));
+      expect(((await raw.call('EXEC')) as ReplyError).message).toMatch(/^EXECABORT Transaction discarded because of: BUSY /);
+      expect(await raw.call('SCRIPT', 'KILL')).toBe('OK'); // out of MULTI now
+      await spinning;
+      expect(await raw.call('GET', 'busy:xx')).toBe('1'); // nothing ran half-way
+      expect(await raw.call('PING', 'after')).toBe('after'); // out of MULTI
+    } finally {
+      for (const node of await cluster.primaries()) await cluster.call(node, 'SCRIPT', 'KILL').catch(() => undefined);
+      runner.close();
+      raw.close();
+      await client.config('SET', 'busy-reply-threshold', '5000');
+    }
+  });
+
+  it('EXEC after a state change since queueing (min-replicas-to-write): EXECABORT naming NOREPLICAS, as Valkey', async () => {
+    const raw = await RawClient.connect(proxy.address.port);
+    try {
+      expect(await raw.call('SET', 'norep:xx', '1')).toBe('OK');
+      expect(await raw.call('MULTI')).toBe('OK');
+      expect(await raw.call('INCR', 'norep:xx')).toBe('QUEUED');
+      await client.config('SET', 'min-replicas-to-write', '2');
+      expect(((await raw.call('EXEC')) as ReplyError).message).toBe('EXECABORT Transaction discarded because of: NOREPLICAS Not enough good replicas to write.');
+      await client.config('SET', 'min-replicas-to-write', '0');
+      expect(await raw.call('GET', 'norep:xx')).toBe('1');
+    } finally {
+      await client.config('SET', 'min-replicas-to-write', '0');
+      raw.close();
+    }
+  });
+
   it('SCRIPT FLUSH through respool forgets the scripts it had seen; SCRIPT EXISTS says what EVALSHA would do', async () => {
     const body = "return 'seen:' .. ARGV[1]";
     expect(await client.eval(body, 0, 'a')).toBe('seen:a'); // one primary has it; respool remembers it

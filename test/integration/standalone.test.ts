@@ -66,7 +66,7 @@ describe('respool in front of a standalone valkey-server', () => {
   });
 
   it('refuses what a shared proxy cannot offer with an error naming the command and why', async () => {
-    await expect(client.call('CLIENT', 'TRACKING', 'on', 'REDIRECT', '1')).rejects.toThrow(/respool: CLIENT TRACKING REDIRECT is not supported through respool: /);
+    await expect(client.call('CLIENT', 'TRACKING', 'on', 'REDIRECT', '987654')).rejects.toThrow(/^ERR The client ID you want redirect to does not exist$/);
     await expect(client.call('CLIENT', 'CAPA', 'redirect')).rejects.toThrow(/respool: CLIENT CAPA is not supported through respool: .*shares/);
     await expect(client.call('CLIENT', 'NO-TOUCH', 'on')).rejects.toThrow(/respool: CLIENT NO-TOUCH is not supported through respool: .*shares/);
     // answered by respool: it never evicts clients for memory, so the flag always holds
@@ -79,16 +79,18 @@ describe('respool in front of a standalone valkey-server', () => {
     expect(await client.ping()).toBe('PONG');
   });
 
-  it('answers CLIENT SETNAME/GETNAME/ID/INFO, SELECT 0 and RESET locally', async () => {
+  it('answers CLIENT SETNAME/GETNAME/ID/INFO, SELECT and RESET locally', async () => {
     const c = clientFor(proxy);
     expect(await c.client('SETNAME', 'app-1')).toBe('OK');
     expect(await c.client('GETNAME')).toBe('app-1');
     expect(await c.client('ID')).toBeGreaterThan(0);
-    expect(await c.client('INFO')).toMatch(/name=app-1 .*resp=2/);
+    expect(await c.client('INFO')).toMatch(/name=app-1 .*db=0 .*resp=2/);
     expect(await c.select(0)).toBe('OK');
-    await expect(c.select(1)).rejects.toThrow(/only database 0/);
+    expect(await c.select(1)).toBe('OK'); // every database of a standalone upstream (select.test.ts)
+    expect(await c.client('INFO')).toMatch(/ db=1 /);
     expect(await c.call('RESET')).toBe('RESET');
     expect(await c.client('GETNAME')).toBeNull();
+    expect(await c.client('INFO')).toMatch(/ db=0 /);
     c.disconnect();
   });
 

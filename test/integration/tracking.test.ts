@@ -271,13 +271,56 @@ describe('CLIENT TRACKING through respool, standalone, byte for byte against Val
     expect(await transcript(proxy.address.port, 2, steps)).toEqual(await transcript(ref.port, 2, steps));
   });
 
-  it('REDIRECT is refused with a clear error; tracking stays off', async () => {
+  /**
+   * REDIRECT, run against `port`: the target (RESP2 subscribed to __redis__:invalidate, or RESP3)
+   * gets the tracking client's invalidations; then the target leaves and the tracking client
+   * (RESP3) is told the redirect broke. The target's id is shown as <id> (ids differ per server).
+   */
+  async function redirectTranscript(port: number, targetProto: 2 | 3, bcast: boolean): Promise<string[]> {
+    const target = await connect(port, targetProto);
+    const tracker = await connect(port, 3);
+    const writer = await connect(port, 2);
+    const out: string[] = [];
+    try {
+      const id = (await target.call('CLIENT', 'ID')).slice(1, -2);
+      const norm = (frame: string) => frame.split(`:${id}\r\n`).join(':<id>\r\n');
+      if (targetProto === 2) out.push(await target.call('SUBSCRIBE', '__redis__:invalidate'));
+      out.push(await tracker.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', id, ...(bcast ? ['BCAST', 'PREFIX', 'rd:'] : [])));
+      out.push(norm(await tracker.call('CLIENT', 'GETREDIR')));
+      out.push(norm(await tracker.call('CLIENT', 'TRACKINGINFO')));
+      out.push(await tracker.call('GET', 'rd:a'));
+      out.push(await writer.call('SET', 'rd:a', '1'));
+      out.push(...(await framesWithin(target, SETTLE_MS)).map((f) => `target ${f}`));
+      out.push(...(await framesWithin(tracker, 0)).map((f) => `tracker ${f}`));
+      target.close();
+      await sleep(SETTLE_MS);
+      out.push(await tracker.call('GET', 'rd:a'));
+      out.push(await writer.call('SET', 'rd:a', '2'));
+      out.push(...(await framesWithin(tracker, SETTLE_MS)).map((f) => `tracker ${norm(f)}`));
+      out.push(norm(await tracker.call('CLIENT', 'TRACKINGINFO')));
+      out.push(await tracker.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', '999999'));
+      out.push(await tracker.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', '1', 'REDIRECT', '2'));
+      out.push(await tracker.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', 'x'));
+      return out;
+    } finally {
+      target.close();
+      tracker.close();
+      writer.close();
+    }
+  }
+
+  for (const [targetProto, bcast] of [[2, false], [3, false], [2, true]] as const) {
+    it(`REDIRECT to a RESP${targetProto} client${bcast ? ' (BCAST)' : ''}: its invalidations, GETREDIR, TRACKINGINFO, redirect broken, errors — as Valkey`, async () => {
+      const through = await redirectTranscript(proxy.address.port, targetProto, bcast);
+      expect(through).toEqual(await redirectTranscript(ref.port, targetProto, bcast));
+      expect(through.some((l) => l.startsWith('target ') && l.includes('rd:a'))).toBe(true); // not vacuous
+      expect(through.some((l) => l.includes('tracking-redir-broken'))).toBe(true);
+    });
+  }
+
+  it('PREFIX redirect is a prefix, not the option', async () => {
     const c = await connect(proxy.address.port, 3);
     try {
-      const reply = await c.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', '5');
-      expect(reply).toMatch(/^-ERR respool: CLIENT TRACKING REDIRECT is not supported through respool: .*RESP3 pushes on the client's own connection/);
-      expect(await c.call('CLIENT', 'GETREDIR')).toBe(':-1\r\n');
-      // PREFIX redirect is a prefix, not the option
       expect(await c.call('CLIENT', 'TRACKING', 'ON', 'BCAST', 'PREFIX', 'redirect')).toBe('+OK\r\n');
     } finally {
       c.close();
@@ -459,6 +502,32 @@ describe('CLIENT TRACKING through respool in front of a 3-primary cluster', () =
       for (const k of keys) expect(await w.call('DEL', k)).toBe(':1\r\n');
       expect(await framesWithin(c, 150)).toEqual([]);
     } finally {
+      c.close();
+      w.close();
+    }
+  });
+
+  it('REDIRECT to a RESP2 subscriber: keys on three primaries each reach it once; a listener per lane; OFF frees them all', async () => {
+    const keys = await keysByPrimary('redir:');
+    const target = await connect(proxy.address.port, 2);
+    const c = await connect(proxy.address.port, 2);
+    const w = await connect(proxy.address.port, 2);
+    try {
+      const id = (await target.call('CLIENT', 'ID')).slice(1, -2);
+      await target.call('SUBSCRIBE', '__redis__:invalidate');
+      expect(await c.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', id)).toBe('+OK\r\n');
+      for (const k of keys) expect(await c.call('GET', k)).toBe('$-1\r\n');
+      expect(await leased(proxy)).toBe(6); // a lane and its listener per primary
+      for (const k of keys) expect(await w.call('SET', k, 'v')).toBe('+OK\r\n');
+      const messages = await framesWithin(target, 200);
+      const message = (k: string) => `*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n$${k.length}\r\n${k}\r\n`;
+      expect(messages.sort()).toEqual(keys.map(message).sort());
+      expect(await framesWithin(c, 0)).toEqual([]);
+      expect(await c.call('CLIENT', 'TRACKING', 'OFF')).toBe('+OK\r\n');
+      await waitFor(async () => (await leased(proxy)) === 0, 'lanes and listeners back after OFF');
+      for (const k of keys) await w.call('DEL', k);
+    } finally {
+      target.close();
       c.close();
       w.close();
     }
