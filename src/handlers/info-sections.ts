@@ -154,7 +154,7 @@ export const STATS_FIELDS = [
 
 /**
  * `# Stats`: respool's own counters where it has them (`own`), otherwise the primaries' fields
- * combined: percentages averaged, latest_fork_usec the largest, every other number summed; a
+ * combined: percentages averaged, latest_fork_usec and tracking_total_prefixes the largest, every other number summed; a
  * text field is the first node's. A field no node gave is 0.
  */
 export function mergeStats(sections: readonly InfoSection[], own: ReadonlyMap<string, number>): InfoSection {
@@ -179,7 +179,8 @@ export function mergeStats(sections: readonly InfoSection[], own: ReadonlyMap<st
     const ns = vs.map(Number);
     let n: number;
     if (k.endsWith('_perc')) n = ns.reduce((a, b) => a + b, 0) / ns.length;
-    else if (k === 'latest_fork_usec') n = Math.max(...ns);
+    // A BCAST client's prefixes are registered on every primary: the largest count is the number of prefixes.
+    else if (k === 'latest_fork_usec' || k === 'tracking_total_prefixes') n = Math.max(...ns);
     else n = ns.reduce((a, b) => a + b, 0);
     return `${k}:${formatLike(n, vs[0]!)}`;
   });

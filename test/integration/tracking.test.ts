@@ -541,6 +541,8 @@ describe('CLIENT TRACKING through respool in front of a 3-primary cluster', () =
     try {
       expect(await c.call('CLIENT', 'TRACKING', 'ON', 'BCAST', 'PREFIX', 'a:')).toBe('+OK\r\n');
       expect(await leased(proxy)).toBe(3);
+      // One prefix, though every primary registered it (INFO stats: the largest count, not the sum).
+      expect(await w.call('INFO', 'stats')).toMatch(/\r\ntracking_total_prefixes:1\r\n/);
       for (const k of [...a, ...b]) expect(await w.call('SET', k, '1')).toBe('+OK\r\n');
       const pushes = await framesWithin(c, 200);
       expect(pushes.sort()).toEqual(a.map((k) => invalidate(k)).sort());
