@@ -1,0 +1,133 @@
+// Sidecar footprint (issue 11): what one idle respool costs per application pod.
+//
+//   npm run bench:footprint     (= npm run build && node bench/footprint.mjs)
+//
+// For each of ROUNDS rounds (default 5), interleaved:
+//  - respool  : `node bin/respool.js --mode standalone` in front of one valkey-server (the sidecar
+//               case), admin server on (as a sidecar runs it, for probes and /metrics);
+//  - floor    : Node's own floor, an empty `net.createServer()` listening, same node binary.
+// Measured per process: time from spawn to the first PONG on its port (polled every 10 ms), and
+// RSS (VmRSS from /proc/<pid>/status) after SETTLE_S seconds idle, plus V8 heap used for respool
+// (from /metrics: nodejs_heap_size_used_bytes when present). Medians over rounds, each round
+// listed. Env: BENCH_ROUNDS (5), BENCH_FOOTPRINT_SETTLE_S (3), BENCH_QUICK=1 (2 rounds, 1 s).
+// Everything on 127.0.0.1, started here and stopped at the end.
+import fs from 'node:fs';
+import net from 'node:net';
+import { HOST, envFlag, envInt, fmt, log, mdTable, median, shellLine, sleep, spawn, startValkey, stop, uniquePort, writeOutputs, makeTmpRoot } from './lib/common.mjs';
+import { writeSection } from './lib/results-file.mjs';
+import { RESPOOL_BIN, respoolBuildLabel } from './lib/respool-build.mjs';
+
+const QUICK = envFlag('BENCH_QUICK');
+const ROUNDS = envInt('BENCH_ROUNDS', QUICK ? 2 : 5);
+const SETTLE_S = envInt('BENCH_FOOTPRINT_SETTLE_S', QUICK ? 1 : 3);
+
+function rssBytes(pid) {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  const m = /^VmRSS:\s+(\d+) kB/m.exec(status);
+  return m ? Number(m[1]) * 1024 : NaN;
+}
+
+/** ms from `t0` until the port answers +PONG to an inline PING (10 ms polls). */
+async function firstPong(port, t0, child, timeoutMs = 20_000) {
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`process exited before answering (${child.err || child.out})`);
+    if (performance.now() - t0 > timeoutMs) throw new Error(`no PONG within ${timeoutMs} ms`);
+    const ok = await new Promise((resolve) => {
+      const s = net.connect({ host: HOST, port });
+      let buf = '';
+      const done = (v) => {
+        s.destroy();
+        resolve(v);
+      };
+      s.on('connect', () => s.write('PING\r\n'));
+      s.on('data', (d) => {
+        buf += d;
+        if (buf.includes('\r\n')) done(buf.startsWith('+PONG'));
+      });
+      s.on('error', () => done(false));
+      setTimeout(() => done(false), 500);
+    });
+    if (ok) return performance.now() - t0;
+    await sleep(10);
+  }
+}
+
+/** The floor: an empty TCP server that answers an inline PING with +PONG (so startup is measured the same way). */
+const FLOOR_SRC = `require('net').createServer((s) => s.on('data', () => s.write('+PONG\\r\\n'))).listen(Number(process.argv[1]), '${HOST}')`;
+
+async function measureFloor() {
+  const port = await uniquePort();
+  const t0 = performance.now();
+  const child = spawn(process.execPath, ['-e', FLOOR_SRC, String(port)], { match: `${process.execPath} -e` });
+  try {
+    const startupMs = await firstPong(port, t0, child);
+    await sleep(SETTLE_S * 1000);
+    return { startupMs, rss: rssBytes(child.pid) };
+  } finally {
+    await stop(child);
+  }
+}
+
+async function measureRespool(upstreamPort) {
+  const port = await uniquePort();
+  const adminPort = await uniquePort();
+  const args = [RESPOOL_BIN, '--listen', `${HOST}:${port}`, '--upstream', `${HOST}:${upstreamPort}`, '--mode', 'standalone', '--admin', `${HOST}:${adminPort}`, '--log-level', 'warn'];
+  const t0 = performance.now();
+  const child = spawn(process.execPath, args);
+  try {
+    const startupMs = await firstPong(port, t0, child);
+    await sleep(SETTLE_S * 1000);
+    const rss = rssBytes(child.pid);
+    let heapUsed = NaN;
+    try {
+      const text = await (await fetch(`http://${HOST}:${adminPort}/metrics`)).text();
+      const m = /^(?:respool_)?nodejs_heap_size_used_bytes (\d+(?:\.\d+)?(?:e\+\d+)?)$/m.exec(text);
+      if (m) heapUsed = Number(m[1]);
+    } catch {
+      // no admin metrics: heap left out
+    }
+    return { startupMs, rss, heapUsed, cmd: shellLine('node', args) };
+  } finally {
+    await stop(child);
+  }
+}
+
+const tmpRoot = makeTmpRoot('footprint-');
+const valkey = await startValkey({ tmpRoot });
+const rounds = [];
+try {
+  for (let r = 1; r <= ROUNDS; r++) {
+    const respool = await measureRespool(valkey.port);
+    const floor = await measureFloor();
+    rounds.push({ respool, floor });
+    log(`round ${r}: respool ${fmt(respool.rss / 2 ** 20, 1)} MiB RSS, first PONG ${fmt(respool.startupMs, 0)} ms; floor ${fmt(floor.rss / 2 ** 20, 1)} MiB, ${fmt(floor.startupMs, 0)} ms`);
+  }
+} finally {
+  await stop(valkey.child);
+}
+
+const mib = (b) => fmt(b / 2 ** 20, 1);
+const col = (pick) => rounds.map(pick);
+const med = (pick) => median(col(pick));
+const list = (pick, f) => col(pick).map(f).join(' / ');
+const rows = [
+  ['respool (standalone, admin on)', `${mib(med((x) => x.respool.rss))} MiB`, list((x) => x.respool.rss, mib), `${fmt(med((x) => x.respool.startupMs), 0)} ms`, list((x) => x.respool.startupMs, (v) => fmt(v, 0)), Number.isNaN(med((x) => x.respool.heapUsed)) ? 'n/a' : `${mib(med((x) => x.respool.heapUsed))} MiB`],
+  ['Node floor (empty net.createServer)', `${mib(med((x) => x.floor.rss))} MiB`, list((x) => x.floor.rss, mib), `${fmt(med((x) => x.floor.startupMs), 0)} ms`, list((x) => x.floor.startupMs, (v) => fmt(v, 0)), '—'],
+];
+const over = med((x) => x.respool.rss) - med((x) => x.floor.rss);
+const markdown = [
+  '## Sidecar footprint: idle RSS and time to first PING (issue 11)',
+  '',
+  `**Rerun:** \`npm run bench:footprint\` (\`node bench/footprint.mjs\`; BENCH_ROUNDS, BENCH_FOOTPRINT_SETTLE_S, BENCH_QUICK=1). Build: ${respoolBuildLabel()}. Node ${process.version}.`,
+  '',
+  `- date: ${new Date().toISOString()}; ${ROUNDS} interleaved rounds; RSS read after ${SETTLE_S} s idle; first PING polled every 10 ms from spawn.`,
+  `- respool command: \`${rounds[0]?.respool.cmd ?? ''}\``,
+  '',
+  mdTable(['process', 'idle RSS (median)', 'per round', 'first PONG after spawn (median)', 'per round', 'V8 heap used'], rows),
+  '',
+  `respool holds ${mib(over)} MiB above Node's own floor. The issue's target is an idle RSS of 45 MB (${fmt(45e6 / 2 ** 20, 1)} MiB) or less: with this Node's floor at ${mib(med((x) => x.floor.rss))} MiB, that leaves ${fmt((45e6 - med((x) => x.floor.rss)) / 2 ** 20, 1)} MiB for everything respool loads (\`--single-threaded\` or a smaller semi-space do not lower the floor here: measured 42.1–42.6 MiB).`,
+  'How to read: RSS is what the pod pays per sidecar; the floor is what any Node process pays. Startup is spawn → first +PONG on the client port (module loading, config, upstream discovery, listen).',
+].join('\n');
+writeOutputs('footprint', { rounds, settleS: SETTLE_S }, markdown);
+writeSection('footprint', markdown);
+log('wrote the footprint section of bench/RESULTS.md');
