@@ -47,7 +47,7 @@ function rssBytes(pid) {
 
 async function respoolHeapUsed(adminPort) {
   const text = await (await fetch(`http://${HOST}:${adminPort}/metrics`)).text();
-  const m = /^respool_nodejs_heap_size_used_bytes (\S+)/m.exec(text);
+  const m = /^nodejs_heap_size_used_bytes (\S+)/m.exec(text);
   return m ? Number(m[1]) : NaN;
 }
 

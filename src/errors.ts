@@ -129,4 +129,12 @@ export const ProxyError = {
   /** CONFIG SET refused by a node after others applied it (handlers/config-set.ts); `unrestored`: "" when every other node was put back. */
   configSetRolledBack: (node: string, error: string, unrestored: string) =>
     `ERR respool: CONFIG SET failed on ${node} (${error}); ${unrestored === '' ? 'restored the previous values on the other nodes' : `could not restore the previous values on ${unrestored}`}`,
+  // Users and permissions (src/acl/users.ts, handlers/acl.ts): Valkey 8.0.1's NOPERM (server.c processCommand) and ACL texts.
+  noPerm: (message: string) => `NOPERM ${message}`,
+  aclFromConfig: (sub: string) =>
+    `ERR respool: ACL ${sub.toUpperCase()} is not available: respool's users come from its configuration (users in the config file)`,
+  aclUnknownCategory: (name: string) => `ERR Unknown category '${name}'`,
+  aclUserNotFound: (name: string) => `ERR User '${name}' not found`,
+  aclCommandNotFound: (name: string) => `ERR Command '${name}' not found`,
+  aclGenpassBits: () => `ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096`,
 } as const;

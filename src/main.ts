@@ -38,4 +38,30 @@ export async function main(argv: string[]): Promise<void> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  // SIGHUP: the config file, environment and flags are read again as at start, with the same
+  // validation and messages. A bad config is logged and the running one stays whole; a good one
+  // is applied without dropping clients (users, limits, timeouts, reads, hot-key rules, TLS
+  // certificates via proxy.reloadTls(), log level); settings that need a restart are logged.
+  process.on('SIGHUP', () => {
+    if (stopping) return;
+    let next;
+    try {
+      next = parseCommandLine(argv, process.env);
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      log.error({ event: 'reload_rejected', problems: err.problems, configFile: parsed.configFile ?? null },
+        `config reload rejected, the running config stays in force: ${err.problems.join('; ')}`);
+      proxy.metrics.raw.config_last_reload_successful.set(0);
+      return;
+    }
+    if (next.kind !== 'run') return;
+    try {
+      proxy.reload(next.config);
+      proxy.metrics.raw.config_last_reload_successful.set(1);
+      proxy.metrics.raw.config_last_reload_success_timestamp_seconds.set(Date.now() / 1000);
+    } catch (err) {
+      proxy.metrics.raw.config_last_reload_successful.set(0);
+      log.error({ event: 'reload_rejected', err: (err as Error).message }, 'config reload failed part way');
+    }
+  });
 }

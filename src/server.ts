@@ -4,7 +4,7 @@ import type { RespoolConfig } from './config/types.js';
 import { CommandTable } from './commands/command-table.js';
 import { decodeReply, RespError } from './resp/decode.js';
 import { TopologyRefresher } from './cluster/topology-refresher.js';
-import { SLOT_COUNT, type Topology } from './cluster/topology.js';
+import type { Topology } from './cluster/topology.js';
 import { UpstreamPools } from './upstream/upstream-pools.js';
 import { Router } from './routing/router.js';
 import { RunningScripts } from './handlers/running-scripts.js';
@@ -12,8 +12,12 @@ import { ScriptCache } from './handlers/script-cache.js';
 import { ClientSession } from './session/client-session.js';
 import type { ServerContext } from './session/server-context.js';
 import { Metrics } from './admin/metrics.js';
-import { startAdminServer, type AdminServer } from './admin/admin-server.js';
+import { isLoopback, startAdminServer, type AdminServer } from './admin/admin-server.js';
+import { readiness } from './admin/readiness.js';
+import { configRoute } from './admin/config-route.js';
 import { createLogger } from './util/logger.js';
+import { RateLimitedLog } from './util/rate-limited-log.js';
+import { reloadProxy, type ReloadResult } from './config/reload.js';
 import { HotKeys } from './hotkeys/hot-keys.js';
 import { hotKeyRoutes } from './hotkeys/control.js';
 import { AcceptGate } from './session/accept-gate.js';
@@ -25,11 +29,26 @@ import { DedicatedPools } from './upstream/dedicated-pool.js';
 import { PubSubHub } from './pubsub/hub.js';
 import { announceAddress, ClusterEmulation } from './cluster/emulation.js';
 import { ClientPause } from './session/client-pause.js';
+import { createTlsListener } from './session/tls-listener.js';
+import { reloadUpstreamTls } from './upstream/dial.js';
 
 export interface RespoolProxy {
   /** The address clients connect to (the real port when listen.port was 0). */
   readonly address: { host: string; port: number };
   readonly adminAddress: { host: string; port: number } | null;
+  /** The TLS listener's address (config.listenTls), or null when there is none. */
+  readonly tlsAddress: { host: string; port: number } | null;
+  /**
+   * Reads the TLS certificate files again (tls.*: the listener's, upstreamTls.*: respool's own to
+   * the nodes): new connections use them, established ones are kept. Throws, keeping the old
+   * certificates, when a file cannot be read or parsed.
+   */
+  reloadTls(): void;
+  /**
+   * SIGHUP: applies a config validated by parseCommandLine without dropping clients; settings
+   * that need a restart are logged and kept (src/config/reload.ts). Logs one reload_applied line.
+   */
+  reload(next: RespoolConfig): ReloadResult;
   readonly metrics: Metrics;
   readonly pools: UpstreamPools;
   readonly refresher: TopologyRefresher;
@@ -52,8 +71,13 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
   const log = options.log ?? createLogger(config.logLevel);
   let table = CommandTable.builtin();
   const metrics = new Metrics({ knownCommands: table.names() });
-  const pools = new UpstreamPools(config, metrics);
+  // Operator event lines (node lost/back, circuits, topology changes, shedding, reloads): one
+  // per second per kind and node at most, with a `suppressed` count (util/rate-limited-log.ts).
+  const events = new RateLimitedLog(log);
+  const pools = new UpstreamPools(config, metrics, events);
+  metrics.upstreamTraffic = pools.load; // respool_upstream_{sent,received}_bytes_total
   const refresher = new TopologyRefresher({
+    events,
     seeds: config.upstreams,
     mode: config.mode,
     pools,
@@ -182,7 +206,14 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     // A client that never reads must not keep the fd: give the reply a moment, then close.
     setTimeout(() => socket.destroy(), 1000).unref();
   };
-  const maxClientsReply = encodeError(ProxyError.maxClients(config.clients.maxClients));
+  // Rebuilt when a reload changed clients.maxClients (the reply names the limit).
+  let maxClientsReply: { limit: number; reply: Buffer } = { limit: -1, reply: Buffer.alloc(0) };
+  const refuseMaxClients = (socket: net.Socket) => {
+    const limit = config.clients.maxClients;
+    if (maxClientsReply.limit !== limit) maxClientsReply = { limit, reply: encodeError(ProxyError.maxClients(limit)) };
+    events.emit('warn', 'load_shed', 'clients|max_clients', { reason: 'max_clients', limit }, `refusing new clients: clients.maxClients (${limit}) reached`);
+    refuse(socket, 'max_clients', maxClientsReply.reply);
+  };
   const shuttingDownReply = encodeError(ProxyError.shuttingDown());
   const gate = new AcceptGate(config.clients.acceptRatePerSecond, (socket) => {
     if (draining) return refuse(socket, 'draining', shuttingDownReply);
@@ -193,11 +224,14 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     sessionsById.set(session.id, session);
     socket.resume(); // accepted paused (pauseOnConnect)
   });
-  const server = net.createServer({ noDelay: true, pauseOnConnect: true }, (socket) => {
+  const accept = (socket: net.Socket) => {
     if (draining) return refuse(socket, 'draining', shuttingDownReply);
-    if (sessions.size + gate.parkedCount >= config.clients.maxClients) return refuse(socket, 'max_clients', maxClientsReply);
+    if (sessions.size + gate.parkedCount >= config.clients.maxClients) return refuseMaxClients(socket);
     gate.offer(socket);
-  });
+  };
+  const server = net.createServer({ noDelay: true, pauseOnConnect: true }, accept);
+  // TLS clients (config.listenTls) take the same path once their handshake is done.
+  const tlsListener = config.listenTls === null ? null : createTlsListener(config, accept, log);
   server.on('error', (err) => log.error({ err: err.message }, 'listener error'));
 
   // Queue depths, sampled once a second (cheaper than updating gauges on the hot path).
@@ -232,33 +266,50 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     });
   });
   const bound = server.address() as net.AddressInfo;
+  const tlsAddress = tlsListener === null ? null : await tlsListener.listen();
   const address = { host: config.listen.host, port: bound.port };
   emulation = new ClusterEmulation(announceAddress(config, bound.port), config.cluster.peers);
 
   let admin: AdminServer | null = null;
   if (config.admin) {
     admin = await startAdminServer(config.admin, metrics, {
+      // /readyz: topology known, every slot owned, every owning primary reachable (admin/readiness.ts).
       readiness: () => {
-        const topology = refresher.current;
-        if (topology === null) return { ready: false, reason: 'topology not known yet' };
-        const covered = topology.coveredSlots();
-        if (covered < SLOT_COUNT) return { ready: false, reason: `${SLOT_COUNT - covered} slots not covered` };
-        return { ready: true };
+        const links = pools.openLinksByNode();
+        return readiness(refresher.current, (address, health) => {
+          if (health === 'fail' || health === 'failed') return `the cluster marks it ${health}`;
+          const { circuit } = pools.health(address);
+          if (circuit.isOpen) return `circuit ${circuit.state}: ${circuit.lastError}`;
+          if (!circuit.isHealthy && (links[address] ?? 0) === 0) return `link down: ${circuit.lastError}`;
+          return null;
+        });
       },
       topology: () => ({
         topology: refresher.current?.toJSON() ?? null,
         openLinksByNode: pools.openLinksByNode(),
         clients: sessions.size,
       }),
-    });
+    }, { token: () => config.adminToken });
+    if (config.adminToken === null) log.warn({ admin: admin.address }, 'no admin token configured: admin POST/DELETE are refused (set admin.token, --admin-token-file or RESPOOL_ADMIN_TOKEN)');
+    if (!isLoopback(admin.address.host)) log.info({ admin: admin.address }, 'admin server listens beyond loopback: /metrics, /healthz, /readyz, /topology, /config are readable from the network');
     for (const r of hotKeyRoutes(hotKeys)) admin.registerRoute(r.method, r.path, r.handler);
+    admin.registerRoute('GET', '/config', configRoute(config)); // the running config, secrets redacted
   }
-  log.info({ listen: address, admin: admin?.address ?? null, upstreams: config.upstreams, mode: config.mode }, 'respool listening');
+  log.info({ listen: address, listenTls: tlsAddress, admin: admin?.address ?? null, upstreams: config.upstreams, mode: config.mode }, 'respool listening');
 
   let closing: Promise<void> | null = null;
   return {
     address,
     adminAddress: admin?.address ?? null,
+    tlsAddress,
+    reloadTls() {
+      tlsListener?.reload();
+      reloadUpstreamTls(config.upstreamTls);
+      log.info({ listenTls: tlsAddress, upstreamTls: config.upstreamTls.enabled }, 'TLS certificates reloaded');
+    },
+    reload(next) {
+      return reloadProxy({ config, log, pools, reads, hotKeys, reloadTls: () => (this as RespoolProxy).reloadTls() }, next);
+    },
     metrics,
     pools,
     refresher,
@@ -270,6 +321,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
         // connection is closed; whatever is left at the deadline is cut.
         draining = true;
         server.close();
+        tlsListener?.close();
         for (const socket of gate.close()) refuse(socket, 'draining', shuttingDownReply);
         for (const session of sessions) session.drain();
         const deadline = Date.now() + drainMs;

@@ -7,14 +7,16 @@
  * answers 404. HEAD is served wherever GET is, without a body. A handler that throws or rejects
  * produces a 500 JSON reply; nothing escapes to the process.
  */
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { isIP, type AddressInfo } from 'node:net';
 
 import { log } from '../util/logger.js';
 import type { Metrics } from './metrics.js';
 
 export interface AdminState {
-  readiness(): { ready: boolean; reason?: string };
+  /** Extra fields (which slots, which nodes) are sent in the 503 body as they are. */
+  readiness(): { ready: boolean; reason?: string } & object;
   topology(): unknown;
 }
 
@@ -49,6 +51,35 @@ export interface AdminServerOptions {
   routes?: AdminRoute[];
   /** Called with errors thrown by handlers (the client gets a 500 either way). Default: log a warning. */
   onError?: (err: unknown, req: AdminRequest) => void;
+  /**
+   * The bearer token mutations (every method but GET and HEAD) must carry
+   * (`Authorization: Bearer <token>`), read at each request so a reload can rotate it. With no
+   * token (null, or no getter), mutations are refused with 403 and a body saying how to set one.
+   * GET/HEAD routes (/metrics, /healthz, /readyz, /topology, /hotkeys) stay open.
+   */
+  token?: () => string | null;
+}
+
+/** Methods that only read: served without a token. */
+const READ_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD']);
+
+const NO_TOKEN_MESSAGE =
+  'admin mutations are disabled: no admin token is configured. Set one with admin.token or '
+  + 'admin.tokenFile in the config file, --admin-token-file, or the environment variable '
+  + 'RESPOOL_ADMIN_TOKEN, then send it as "Authorization: Bearer <token>"';
+
+/** Does the request carry the token? Constant time in the token's content (digests of equal length). */
+export function bearerMatches(header: string | undefined, token: string): boolean {
+  const m = header === undefined ? null : /^Bearer[ \t]+(\S+)\s*$/i.exec(header);
+  const given = createHash('sha256').update(m?.[1] ?? '').digest();
+  const wanted = createHash('sha256').update(token).digest();
+  return timingSafeEqual(given, wanted) && m !== null;
+}
+
+/** True for 127.0.0.0/8, ::1, localhost: an address only this machine can reach. */
+export function isLoopback(host: string): boolean {
+  if (host === 'localhost' || host === '::1') return true;
+  return isIP(host) === 4 && host.startsWith('127.');
 }
 
 export interface AdminServer {
@@ -116,7 +147,7 @@ export async function startAdminServer(
     const r = state.readiness();
     return r.ready
       ? jsonResponse(200, { ready: true })
-      : jsonResponse(503, { ready: false, reason: r.reason ?? 'not ready' });
+      : jsonResponse(503, { ...r, ready: false, reason: r.reason ?? 'not ready' });
   });
   registerRoute('GET', '/topology', () => jsonResponse(200, state.topology()));
   for (const r of opts.routes ?? []) registerRoute(r.method, r.path, r.handler);
@@ -161,6 +192,17 @@ export async function startAdminServer(
       if (byMethod.has('GET') && !byMethod.has('HEAD')) allow.push('HEAD');
       send(res, method, jsonResponse(405, { error: 'method not allowed', method, allow }, { allow: allow.join(', ') }));
       return;
+    }
+    if (!READ_METHODS.has(method)) {
+      const token = opts.token?.() ?? null;
+      if (token === null || token === '') {
+        send(res, method, jsonResponse(403, { error: NO_TOKEN_MESSAGE }));
+        return;
+      }
+      if (!bearerMatches(req.headers.authorization, token)) {
+        send(res, method, jsonResponse(401, { error: 'missing or wrong admin token (send "Authorization: Bearer <token>")' }, { 'www-authenticate': 'Bearer realm="respool-admin"' }));
+        return;
+      }
     }
     const areq: AdminRequest = { method, url, raw: req };
     let reply: AdminResponse;

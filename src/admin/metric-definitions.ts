@@ -26,6 +26,9 @@ export const LATENCY_BUCKETS_SECONDS = [
   2.5,
 ] as const;
 
+/** Client-side latency: 50µs … 10s (a blocked BLPOP or a slow fan-out lands in the top buckets). */
+export const CLIENT_LATENCY_BUCKETS_SECONDS = [...LATENCY_BUCKETS_SECONDS, 5, 10] as const;
+
 // ---- bounded label vocabularies -------------------------------------------------------------
 
 /** Why a client connection was refused or dropped right after accept. */
@@ -351,6 +354,44 @@ export const METRIC_DEFINITIONS = {
   pubsub_upstream_connections: {
     type: 'gauge',
     help: 'Upstream subscriber connections (the classic one plus one per node holding shard channels).',
+    labelNames: [],
+  },
+
+  // operations (issue 10)
+  client_request_duration_seconds: {
+    type: 'histogram',
+    help: 'Time from receiving a request from a client until its reply was written to the client, by command family (keyed, multiKey, allShards, local, ...).',
+    labelNames: ['family'],
+    buckets: CLIENT_LATENCY_BUCKETS_SECONDS,
+  },
+  client_bytes_total: {
+    type: 'counter',
+    help: 'Bytes on client connections: direction="in" read from clients, "out" replies written to them.',
+    labelNames: ['direction'],
+  },
+  upstream_bytes_total: {
+    type: 'counter',
+    help: 'Bytes on the shared upstream links: direction="out" requests written, "in" replies read.',
+    labelNames: ['direction'],
+  },
+  build_info: {
+    type: 'gauge',
+    help: 'Always 1: respool\'s version and the Node.js version running it.',
+    labelNames: ['version', 'node_version'],
+  },
+  circuit_status: {
+    type: 'gauge',
+    help: 'Circuit per upstream node as one series per state (closed, half-open, open): 1 for the current state, 0 for the others.',
+    labelNames: ['node', 'state'],
+  },
+  config_last_reload_successful: {
+    type: 'gauge',
+    help: '1 at start and after a SIGHUP reload that applied, 0 after one whose config was rejected (the running config stays).',
+    labelNames: [],
+  },
+  config_last_reload_success_timestamp_seconds: {
+    type: 'gauge',
+    help: 'Unix time of the start or of the last reload that applied.',
     labelNames: [],
   },
 } as const satisfies Record<string, MetricDefinition>;

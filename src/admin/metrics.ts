@@ -12,7 +12,17 @@
  * `node` is bounded by the topology, and `forgetNode` drops a node's series when it leaves.
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { readFileSync } from 'node:fs';
 import { LabeledHistogram, type HistogramSeries } from './fast-histogram.js';
+
+/** package.json's version (../../package.json from src/admin or dist/admin). */
+const RESPOOL_VERSION = ((): string => {
+  try {
+    return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string }).version ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
+})();
 
 import {
   COMMAND_ERROR_KINDS,
@@ -20,7 +30,6 @@ import {
   LEASE_REFUSAL_REASONS,
   METRIC_DEFINITIONS,
   METRIC_KEYS,
-  METRIC_PREFIX,
   REDIRECT_TYPES,
   RETRY_REASONS,
   TOPOLOGY_REFRESH_OUTCOMES,
@@ -145,13 +154,50 @@ export class Metrics {
   private readonly connects = new Map<string, NodeSeries<Counter.Internal>>();
   private readonly leased = new Map<string, NodeSeries<Gauge.Internal<'node' | 'state'>>>();
 
+  /** Client bytes, added to by every session (plain numbers: no metric call per chunk). */
+  readonly traffic = { clientIn: 0, clientOut: 0 };
+  /** The shared links' byte totals (UpstreamPools' ProcessLoad), set by server.ts. */
+  upstreamTraffic: { readonly sentBytes: number; readonly receivedBytes: number } | null = null;
+  private readonly clientLatencyByFamily = new Map<string, HistogramSeries>();
+
+  /** `respool_client_request_duration_seconds{family}` series (cached: one Map lookup). */
+  clientLatency(family: string): HistogramSeries {
+    let series = this.clientLatencyByFamily.get(family);
+    if (series === undefined) {
+      series = this.raw.client_request_duration_seconds.labels(family);
+      this.clientLatencyByFamily.set(family, series);
+    }
+    return series;
+  }
+
+  /** `respool_circuit_status{node,state}`: 1 for `state`, 0 for the other two. */
+  setCircuitStatus(node: string, state: 'closed' | 'half-open' | 'open'): void {
+    for (const s of ['closed', 'half-open', 'open'] as const) this.raw.circuit_status.labels(node, s).set(s === state ? 1 : 0);
+  }
+
   constructor(opts: MetricsOptions = {}) {
     this.registry = new Registry();
     const raw: Record<string, unknown> = {};
     for (const key of METRIC_KEYS) raw[key] = buildMetric(key, METRIC_DEFINITIONS[key], this.registry);
     this.raw = raw as MetricHandles;
 
-    if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: METRIC_PREFIX });
+    // prom-client's process metrics under their standard names (process_cpu_seconds_total,
+    // process_resident_memory_bytes, nodejs_eventloop_lag_seconds, ...), as every Node.js exporter.
+    if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    this.raw.build_info.labels(RESPOOL_VERSION, process.version).set(1);
+    // Byte counters are plain numbers on the hot path, read at scrape time.
+    const counterFrom = (c: Counter<'direction'>, read: () => { in: number; out: number }) => {
+      (c as unknown as { collect: () => void }).collect = () => {
+        const v = read();
+        c.reset();
+        c.labels('in').inc(v.in);
+        c.labels('out').inc(v.out);
+      };
+    };
+    counterFrom(this.raw.client_bytes_total, () => ({ in: this.traffic.clientIn, out: this.traffic.clientOut }));
+    counterFrom(this.raw.upstream_bytes_total, () => ({ in: this.upstreamTraffic?.receivedBytes ?? 0, out: this.upstreamTraffic?.sentBytes ?? 0 }));
+    this.raw.config_last_reload_successful.set(1);
+    this.raw.config_last_reload_success_timestamp_seconds.set(Date.now() / 1000);
 
     this.clientConnections = this.raw.client_connections;
     this.clientConnectionsAccepted = this.raw.client_connections_accepted_total;
@@ -317,6 +363,7 @@ export class Metrics {
   forgetNode(node: string): void {
     if (this.latency.delete(node)) this.raw.upstream_latency_seconds.remove(node);
     if (this.inflight.delete(node)) this.raw.upstream_inflight_requests.remove(node);
+    for (const s of ['closed', 'half-open', 'open']) this.raw.circuit_status.remove(node, s);
     for (const [key, s] of this.links) {
       if (s.node !== node) continue;
       this.links.delete(key);

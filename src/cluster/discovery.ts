@@ -18,7 +18,7 @@ export async function discoverFrom(
   if (mode === 'standalone' || (mode === 'auto' && !(await clusterEnabled(pool.call(['INFO', 'cluster']))))) {
     topology = Topology.standalone(seed.host, seed.port);
   } else {
-    topology = await readClusterTopology(seed, (args) => pool.call(args));
+    topology = await readClusterTopology(seed, (args) => pool.call(args), pools.usesTls);
   }
   return withZones(topology, pools);
 }
@@ -32,22 +32,36 @@ async function clusterEnabled(reply: Promise<Buffer>): Promise<boolean> {
 async function readClusterTopology(
   seed: { host: string; port: number },
   call: (args: string[]) => Promise<Buffer>,
+  useTls = false,
 ): Promise<Topology> {
   const shards = decodeReply(await call(['CLUSTER', 'SHARDS']));
-  if (!(shards instanceof RespError)) return fromClusterShards(shards, seed);
+  if (!(shards instanceof RespError)) return fromClusterShards(shards, seed, useTls);
   if (!/unknown (sub)?command/i.test(shards.message)) throw new Error(shards.message);
-  const slots = decodeReply(await call(['CLUSTER', 'SLOTS'])); // servers before Redis 7
+  // Servers before Redis 7. Valkey and Redis answer a TLS connection with the TLS ports here
+  // (cluster.c shouldReturnTlsInfo), so the ports fit the links whichever way they are opened.
+  const slots = decodeReply(await call(['CLUSTER', 'SLOTS']));
   if (slots instanceof RespError) throw new Error(slots.message);
   return fromClusterSlots(slots, seed);
 }
 
-/** CLUSTER SHARDS: [{slots: [s, e, …], nodes: [{id, ip, endpoint, port, role, health, …}]}]. */
-export function fromClusterShards(reply: RespValue, seed: { host: string }): Topology {
+/**
+ * CLUSTER SHARDS: [{slots: [s, e, …], nodes: [{id, ip, endpoint, port, tls-port, role, health, …}]}].
+ * Each node lists `port` (plaintext, absent when 0) and `tls-port` (absent when 0) whatever the
+ * connection (Valkey 8.0 cluster_legacy.c addNodeDetailsToShardReply): with `useTls` respool
+ * takes `tls-port`, else `port`, never the other, so no plaintext reaches a TLS port. A node
+ * without the port respool needs is left out; a shard whose primary lacks it is an error.
+ */
+export function fromClusterShards(reply: RespValue, seed: { host: string }, useTls = false): Topology {
   const shards: Shard[] = [];
   for (const entry of asArray(reply)) {
     const shard = asRecord(entry);
     const bounds = asArray(shard['slots'] ?? []).map(num);
-    const nodes = asArray(shard['nodes'] ?? []).map((n) => nodeFromShardEntry(asRecord(n), seed.host));
+    const all = asArray(shard['nodes'] ?? []).map((n) => nodeFromShardEntry(asRecord(n), seed.host, useTls));
+    const nodes = all.filter((n) => n.port > 0);
+    const portless = all.find((n) => n.port === 0 && n.role === 'primary' && n.health !== 'failed');
+    if (portless !== undefined && bounds.length > 0 && !nodes.some((n) => n.role === 'primary' && n.health !== 'failed')) {
+      throw new Error(`CLUSTER SHARDS: primary ${portless.id} (${portless.host}) has no ${useTls ? 'tls-port (upstreamTls is on: start the nodes with --tls-port)' : 'plaintext port (it listens on TLS only: turn on upstreamTls)'}`);
+    }
     // After a failover the dead old primary can still be listed as "master" (health "failed")
     // next to the promoted one: the serving primary is the healthy one.
     const primaries = nodes.filter((n) => n.role === 'primary');
@@ -61,12 +75,12 @@ export function fromClusterShards(reply: RespValue, seed: { host: string }): Top
   return new Topology('cluster', shards, 'CLUSTER SHARDS');
 }
 
-function nodeFromShardEntry(n: Record<string, RespValue>, seedHost: string): ClusterNode {
+function nodeFromShardEntry(n: Record<string, RespValue>, seedHost: string, useTls: boolean): ClusterNode {
   const endpoint = text(n['endpoint'] ?? '');
   const ip = text(n['ip'] ?? '');
   // "?" means the node does not know its own address; a seed's host is the best guess then.
   const host = endpoint && endpoint !== '?' ? endpoint : ip && ip !== '?' ? ip : seedHost;
-  const port = num(n['port'] ?? n['tls-port'] ?? 0);
+  const port = num((useTls ? n['tls-port'] : n['port']) ?? 0);
   const zone = n['availability-zone'] !== undefined ? text(n['availability-zone']) || null : null;
   return {
     id: text(n['id'] ?? `${host}:${port}`),

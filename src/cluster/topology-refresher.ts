@@ -4,6 +4,8 @@ import { Topology, SLOT_COUNT } from './topology.js';
 import type { UpstreamPools } from '../upstream/upstream-pools.js';
 import type { Metrics } from '../admin/metrics.js';
 import { Backoff } from '../upstream/backoff.js';
+import { RateLimitedLog } from '../util/rate-limited-log.js';
+import { diffTopology } from './topology-diff.js';
 
 export type RefreshTrigger = 'startup' | 'moved' | 'periodic' | 'error';
 
@@ -21,6 +23,8 @@ export interface RefresherOptions {
   periodMs: number;
   log: Logger;
   metrics?: Metrics;
+  /** Operator event lines (topology changed, refresh failed); default: rate limited on `log`. */
+  events?: RateLimitedLog;
 }
 
 /**
@@ -34,6 +38,9 @@ export interface RefresherOptions {
  */
 export class TopologyRefresher {
   current: Topology | null = null;
+  /** Discoveries installed so far (the `epoch` of the topology_changed line). */
+  epoch = 0;
+  private readonly events: RateLimitedLog;
   private inFlight: Promise<Topology | null> | null = null;
   private lastRunEndedAt = 0;
   private scheduled: NodeJS.Timeout | null = null;
@@ -41,7 +48,9 @@ export class TopologyRefresher {
   private stopped = false;
   private readonly listeners: Array<(t: Topology, change: TopologyChange) => void> = [];
 
-  constructor(private readonly options: RefresherOptions) {}
+  constructor(private readonly options: RefresherOptions) {
+    this.events = options.events ?? new RateLimitedLog(options.log);
+  }
 
   onChange(listener: (t: Topology, change: TopologyChange) => void): void {
     this.listeners.push(listener);
@@ -105,7 +114,14 @@ export class TopologyRefresher {
       try {
         const topology = await discoverFrom(seed, mode, pools);
         if (this.stopped) return null;
+        const diff = diffTopology(this.current, topology);
+        this.epoch++;
         this.install(topology, 'discovered');
+        if (diff.changed) {
+          const { changed: _c, ...what } = diff;
+          this.events.emit('info', 'topology_changed', 'cluster', { epoch: this.epoch, trigger, shards: topology.shards.length, ...what },
+            `topology changed: ${diff.slotsMoved} slots moved, ${diff.nodesAdded.length} nodes added, ${diff.nodesRemoved.length} removed, ${diff.roleChanges.length} role changes`);
+        }
         metrics?.topologyRefreshCounter(trigger, 'ok').inc();
         metrics?.topologyEpoch.inc();
         metrics?.slotsCovered.set(topology.coveredSlots());
@@ -118,7 +134,7 @@ export class TopologyRefresher {
       }
     }
     metrics?.topologyRefreshCounter(trigger, 'failed').inc();
-    log.warn({ trigger, errors }, 'topology refresh failed: no seed answered');
+    this.events.emit('warn', 'topology_refresh_failed', 'cluster', { trigger, errors }, 'topology refresh failed: no seed answered');
     return null;
   }
 

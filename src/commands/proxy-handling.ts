@@ -63,6 +63,9 @@ export type CommandFamily =
 
 /** Commands respool answers itself (see src/session/local-commands.ts). */
 export const LOCAL_COMMANDS: ReadonlySet<string> = new Set([
+  // ACL …: answered from respool's own users (handlers/acl.ts)
+  'acl|whoami', 'acl|list', 'acl|users', 'acl|cat', 'acl|dryrun', 'acl|genpass', 'acl|help',
+  'acl|setuser', 'acl|deluser', 'acl|getuser', 'acl|load', 'acl|save', 'acl|log',
   'ping',
   'echo',
   'quit',

@@ -1,5 +1,6 @@
 import type { RespoolConfig } from './types.js';
 import { DEFAULT_HOT_KEYS } from './hot-keys-config.js';
+import { DEFAULT_CLIENT_TLS, DEFAULT_UPSTREAM_TLS } from './tls-config.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -12,9 +13,13 @@ const GiB = 1024 * MiB;
  */
 export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
   listen: { host: '127.0.0.1', port: 6380 },
+  listenTls: null, // no TLS listener
+  tls: { ...DEFAULT_CLIENT_TLS },
+  upstreamTls: { ...DEFAULT_UPSTREAM_TLS },
   upstreams: [],
   mode: 'auto',
   admin: null,
+  adminToken: null, // admin mutations refused until a token is configured
   connectionsPerNode: 2,
   upstreamAuth: null,
   users: [],

@@ -5,6 +5,7 @@ import { DEFAULT_CONFIG } from './defaults.js';
 import { numericField, type NumericField } from './schema.js';
 import { LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM } from './types.js';
 import { formatDuration, formatHostPort, formatSize } from './values.js';
+import { TLS_FLAGS } from './tls-config.js';
 
 export interface FlagSpec {
   name: string; // without the leading --
@@ -43,8 +44,15 @@ export const FLAGS: readonly FlagSpec[] = [
     help: 'auto detects cluster or standalone from the upstream', default: DEFAULT_CONFIG.mode,
   },
   {
-    name: 'admin', type: 'string', value: 'host:port|off',
-    help: 'HTTP admin server (metrics, health, topology); port 0 picks a free port', default: 'off',
+    name: 'admin', type: 'string', value: 'host:port|port|off',
+    help: 'HTTP admin server (metrics, health, topology); a bare port listens on 127.0.0.1; port 0 picks a free port',
+    default: 'off',
+  },
+  {
+    name: 'admin-token-file', type: 'string', value: 'FILE',
+    help: 'file whose first line is the bearer token admin mutations (POST/DELETE) need '
+      + '(else RESPOOL_ADMIN_TOKEN, else admin.token in the file); without a token they are refused',
+    default: 'none',
   },
   { name: 'config', short: 'c', type: 'string', value: 'file.yaml', help: 'read settings from a YAML file' },
   numeric('connections-per-node', 'connectionsPerNode', 'pipelined links to each upstream node'),
@@ -126,6 +134,7 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'split-key', type: 'string', multiple: true, value: 'KEY[=COPIES]',
     help: 'keep KEY in COPIES copies on distinct primaries (default one per primary): reads go to one copy, writes to all; repeatable',
   },
+  ...TLS_FLAGS,
   {
     name: 'log-level', type: 'string', value: LOG_LEVELS.join('|'),
     help: 'log verbosity', default: DEFAULT_CONFIG.logLevel,
@@ -135,3 +144,4 @@ export const FLAGS: readonly FlagSpec[] = [
 ];
 
 export const UPSTREAM_PASSWORD_ENV = 'RESPOOL_UPSTREAM_PASSWORD';
+export const ADMIN_TOKEN_ENV = 'RESPOOL_ADMIN_TOKEN';

@@ -1,4 +1,5 @@
 import { FLAGS, UPSTREAM_PASSWORD_ENV } from './flags.js';
+import { envHelp } from './env-config.js';
 
 /** The --help text: every flag with its default, the config file, the exit codes. */
 export function helpText(): string {
@@ -26,11 +27,22 @@ Environment:
                              is given; wins over the config file
   RESPOOL_ZONE               respool's availability zone when neither --zone nor
                              reads.zone is given
+  RESPOOL_ADMIN_TOKEN        bearer token for admin POST/DELETE, unless --admin-token-file
+                             is given; wins over admin.token in the config file
+
+  Every setting of the config file can also come from the environment (no file needed):
+  RESPOOL_ + its path, each camelCase word in UPPER_SNAKE_CASE, levels joined by "_"
+  (timeouts.commandMs = RESPOOL_TIMEOUTS_COMMAND_MS). Values as in the file: 5s, 64mb,
+  lists as a,b or [a, b], null as null. Flags win over the environment, the environment
+  over the file, the file over the defaults. A bad value is an error naming the variable.
+  SIGHUP reads the file, the environment and the flags again (see README, Operations).
+${envHelp()}
 
 Config file:
   --config file.yaml reads every setting, with the same camelCase names as the configuration
-  (listen, upstreams, mode, admin, connectionsPerNode, upstreamAuth, users, limits,
-  timeouts, cluster, resilience, clients, reads, hotKeys, logLevel); see config/sidecar.yaml
+  (listen, listenTls, tls, upstreamTls, upstreams, mode, admin, connectionsPerNode,
+  upstreamAuth, users, limits, timeouts, cluster, resilience, clients, reads, hotKeys,
+  logLevel); see config/sidecar.yaml
   and config/central-proxy.yaml. Some settings (users, upstreamAuth.passwordEnv,
   limits.maxArrayLength, cluster.retryBudget, ...) exist only in the file. Flags win over
   the file; the file wins over the defaults. Unknown keys are errors.

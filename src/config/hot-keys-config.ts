@@ -21,6 +21,8 @@ export interface HotKeysConfig {
     sampleRate: number; // default 0.01: one keyed request in 100 is counted
     windowMs: number; // default 10000: reports are rates over one window
     topK: number; // default 10
+    /** Key names as metric label values (respool_hotkeys_top_key_*{key}); default false: rank only. At most 20 ranks. */
+    keyNamesInMetrics: boolean;
   };
   split: SplitRuleConfig[]; // default []
   autoSplit: { enabled: boolean; share: number; copies: number | null }; // default off, 0.5, one per primary
@@ -28,7 +30,7 @@ export interface HotKeysConfig {
 }
 
 export const DEFAULT_HOT_KEYS: HotKeysConfig = {
-  detection: { enabled: true, sampleRate: 0.01, windowMs: 10_000, topK: 10 },
+  detection: { enabled: true, sampleRate: 0.01, windowMs: 10_000, topK: 10, keyNamesInMetrics: false },
   split: [],
   autoSplit: { enabled: false, share: 0.5, copies: null },
   readChoice: 'roundRobin',
@@ -63,6 +65,7 @@ export const HOT_KEYS_SCHEMA: Record<string, unknown> = {
           'x-expect': 'must be a duration like 10s',
         },
         topK: { type: 'integer', minimum: TOP_K.min, maximum: TOP_K.max, 'x-expect': `must be an integer from ${TOP_K.min} to ${TOP_K.max}` },
+        keyNamesInMetrics: { type: 'boolean', 'x-expect': 'must be true or false' },
       },
     },
     split: {
@@ -115,6 +118,7 @@ export function readHotKeysFile(raw: unknown, convert: Convert, set: (key: strin
     set('hotKeys.detection.sampleRate', convert('hotKeys.detection.sampleRate', d.sampleRate, (v) => toShare(v)));
     set('hotKeys.detection.windowMs', convert('hotKeys.detection.windowMs', d.windowMs, (v) => toDuration(v, WINDOW)));
     set('hotKeys.detection.topK', convert('hotKeys.detection.topK', d.topK, (v) => toInteger(v, TOP_K)));
+    set('hotKeys.detection.keyNamesInMetrics', convert('hotKeys.detection.keyNamesInMetrics', d.keyNamesInMetrics, (v) => v as boolean));
   }
   if (Array.isArray(h.split)) {
     const rules: SplitRuleConfig[] = [];

@@ -11,10 +11,13 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { parseDocument } from 'yaml';
 import { DEFAULT_CONFIG } from './defaults.js';
-import { FLAGS, UPSTREAM_PASSWORD_ENV } from './flags.js';
+import { ADMIN_TOKEN_ENV, FLAGS, UPSTREAM_PASSWORD_ENV } from './flags.js';
 import { helpText } from './help-text.js';
+import { envConfigData, nameEnvProblem } from './env-config.js';
 import { convertHotKeyFlags, readHotKeysFile } from './hot-keys-config.js';
+import { checkTls, convertTlsFlags, readTlsFile } from './tls-config.js';
 import { CONFIG_FILE_SCHEMA, NUMERIC_FIELDS, type NumericField } from './schema.js';
+import { aclRulesProblem } from '../acl/users.js';
 import {
   ConfigError, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type HostPort, type ReadStrategyName, type RespoolConfig,
 } from './types.js';
@@ -43,10 +46,11 @@ export function parseCommandLine(argv: string[], env: NodeJS.ProcessEnv = proces
   const problems: string[] = [];
   const configPath = values.config as string | undefined;
   const fromFile = configPath === undefined ? new Map<string, unknown>() : readConfigFile(configPath, env, problems);
+  const fromEnv = readEnvironment(env, problems); // RESPOOL_<PATH> variables: env-config.ts
   const fromFlags = convertFlags(values, env, problems);
   if (problems.length > 0) throw new ConfigError(problems.join('\n'), problems);
 
-  const config = assemble(fromFile, fromFlags, problems);
+  const config = assemble(new Map([...fromFile, ...fromEnv]), fromFlags, problems);
   if (problems.length > 0) throw new ConfigError(problems.join('\n'), problems);
   return configPath === undefined ? { kind: 'run', config } : { kind: 'run', config, configFile: resolvePath(configPath) };
 }
@@ -152,9 +156,15 @@ function convertFlags(values: FlagValues, env: NodeJS.ProcessEnv, problems: stri
     out.set('cluster.peers', dedupe(peers));
   }
   convert('mode', 'mode', (v) => toEnum(v, MODES));
-  convert('admin', 'admin', (v) => (v === 'off' ? null : toHostPort(v, true)));
+  convert('admin', 'admin', (v) => (v === 'off' ? null : toAdminAddress(v)));
+  convert('admin-token-file', 'adminToken', (v) => readTokenFile(v));
+  if (values['admin-token-file'] === undefined) {
+    const fromEnv = env[ADMIN_TOKEN_ENV];
+    if (fromEnv) out.set('adminToken', fromEnv); // set but empty counts as unset
+  }
   convert('log-level', 'logLevel', (v) => toEnum(v, LOG_LEVELS));
   convertHotKeyFlags(values, out, problems);
+  convertTlsFlags(values, out, problems);
   convert('read-strategy', 'reads.strategy', (v) => toEnum(v, READ_STRATEGIES));
   convert('zone', 'reads.zone', (v) => toZone(v));
   convert('zone-from', 'reads.zoneFrom', (v) => toEnum(v, ZONE_FROM));
@@ -169,6 +179,26 @@ function convertFlags(values: FlagValues, env: NodeJS.ProcessEnv, problems: stri
     if (f.field) convert(f.name, f.field.path, (v) => toNumber(f.field!, v));
   }
   return out;
+}
+
+/** The admin server's address: host:port, or a bare port on loopback (127.0.0.1). */
+function toAdminAddress(v: unknown): HostPort {
+  if (typeof v === 'number' || (typeof v === 'string' && /^\d{1,5}$/.test(v.trim()))) return toHostPort(`127.0.0.1:${String(v).trim()}`, true);
+  return toHostPort(v, true);
+}
+
+/** An admin token read from a file: its first line, trimmed; at least 16 characters. */
+function readTokenFile(file: string): string {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new ValueProblem(`cannot read ${file} (${code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied' : (e as Error).message})`);
+  }
+  const token = (text.split(/\r?\n/)[0] ?? '').trim();
+  if (token.length < 16) throw new ValueProblem(`the token in ${file} must be at least 16 characters on its first line`);
+  return token;
 }
 
 /** An address given to clients (cluster.announce, cluster.peers): a port, and a host one can connect to. */
@@ -259,7 +289,11 @@ function readConfigFile(path: string, env: NodeJS.ProcessEnv, problems: string[]
     problems.push(`${where}: YAML error: ${(e as Error).message}`);
     return out;
   }
+  return convertSettings(data, where, env, problems, out);
+}
 
+/** Validates and converts parsed settings (the YAML file's, or the environment's: env-config.ts) into a settings map. */
+function convertSettings(data: unknown, where: string, env: NodeJS.ProcessEnv, problems: string[], out = new Map<string, unknown>()): Map<string, unknown> {
   // Shape first (ajv), then conversion of every value the schema did not already complain about.
   const bad: string[] = []; // paths (and everything under them) already reported
   for (const err of validateFile(data)) {
@@ -299,8 +333,18 @@ function readConfigFile(path: string, env: NodeJS.ProcessEnv, problems: string[]
   }
   set('mode', convert('mode', settings.mode, (v) => toEnum(v, MODES)));
   // admin: null (or "off") is a value here — it turns off an admin server — so it is stored as null.
-  if (settings.admin === null || settings.admin === 'off') out.set('admin', null);
-  else set('admin', convert('admin', settings.admin, (v) => toHostPort(v, true)));
+  // A mapping { address, token, tokenFile } also sets the token for admin mutations.
+  const adminSetting = settings.admin;
+  const adminAddress = adminSetting !== null && typeof adminSetting === 'object' && !Array.isArray(adminSetting)
+    ? (adminSetting as Record<string, unknown>).address : adminSetting;
+  if (adminAddress === null || adminAddress === 'off') out.set('admin', null);
+  else set('admin', convert(typeof adminSetting === 'object' ? 'admin.address' : 'admin', adminAddress, (v) => toAdminAddress(v)));
+  if (adminSetting !== null && typeof adminSetting === 'object' && !isBad('admin')) {
+    const { token, tokenFile } = adminSetting as Record<string, unknown>;
+    if (token !== undefined && tokenFile !== undefined) problems.push(`${where}: admin: give token or tokenFile, not both`);
+    else if (typeof token === 'string') out.set('adminToken', token);
+    else if (typeof tokenFile === 'string') set('adminToken', convert('admin.tokenFile', tokenFile, (v) => readTokenFile(v as string)));
+  }
   set('logLevel', convert('logLevel', settings.logLevel, (v) => toEnum(v, LOG_LEVELS)));
   const reads = settings.reads as Record<string, unknown> | undefined;
   if (reads !== undefined && reads !== null && typeof reads === 'object') {
@@ -334,6 +378,7 @@ function readConfigFile(path: string, env: NodeJS.ProcessEnv, problems: string[]
     }
   }
   if (!isBad('hotKeys')) readHotKeysFile(settings.hotKeys, convert, set);
+  readTlsFile(settings, convert, out);
   for (const f of NUMERIC_FIELDS) {
     const [group, key] = f.path.split('.') as [string, string | undefined];
     const raw = key === undefined ? settings[group] : (settings[group] as Record<string, unknown> | undefined)?.[key];
@@ -351,15 +396,19 @@ function readConfigFile(path: string, env: NodeJS.ProcessEnv, problems: string[]
   }
 
   if (Array.isArray(settings.users) && !isBad('users')) {
-    const users: Array<{ name: string; password: string }> = [];
+    const users: Array<{ name: string; password?: string; rules?: string }> = [];
     (settings.users as Array<Record<string, unknown>>).forEach((u, i) => {
       const user = convert(`users[${i}]`, u, (v) => {
         const name = u.name as string;
         const twin = users.findIndex((x) => x.name === name);
         if (twin >= 0) throw new ValueProblem(`user ${JSON.stringify(name)} is already defined in users[${twin}]`);
         const password = readPassword(v as Record<string, unknown>, env);
-        if (password === undefined) throw new ValueProblem('needs password or passwordEnv');
-        return { name, password };
+        const rules = u.rules as string | undefined;
+        if (password === undefined && rules === undefined) throw new ValueProblem('needs rules, password or passwordEnv');
+        const entry = { name, ...(password !== undefined ? { password } : {}), ...(rules !== undefined ? { rules } : {}) };
+        const problem = aclRulesProblem(entry); // Valkey's ACL SETUSER error for a bad rule (src/acl/users.ts)
+        if (problem !== null) throw new ValueProblem(problem);
+        return entry;
       });
       if (user) users.push(user);
     });
@@ -431,6 +480,16 @@ function suggestNested(key: string): string | undefined {
   return leaf === undefined ? undefined : byLeaf.get(leaf);
 }
 
+/** Settings from RESPOOL_<PATH> variables, through the file's schema and conversions; problems name the variable. */
+function readEnvironment(env: NodeJS.ProcessEnv, problems: string[]): Map<string, unknown> {
+  const { data, names } = envConfigData(env);
+  if (names.size === 0) return new Map();
+  const own: string[] = [];
+  const out = convertSettings(data, 'environment', env, own);
+  for (const p of own) problems.push(nameEnvProblem(p, names));
+  return out;
+}
+
 // ---- merging ----------------------------------------------------------------------------------
 
 /** defaults ← file ← flags, then the checks that need the whole picture. */
@@ -464,6 +523,7 @@ function assemble(fromFile: Map<string, unknown>, fromFlags: Map<string, unknown
         + `the address of the instance metadata service; respool has no built-in one`,
     );
   }
+  checkTls(config, settings, problems);
   if (config.upstreams.length === 0) {
     problems.push('--upstream (or upstreams: in the config file) is required');
   }

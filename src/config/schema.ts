@@ -13,6 +13,7 @@
 import { DURATION_PATTERN, ENV_NAME_PATTERN, GiB, SIZE_PATTERN, TiB, type Range } from './values.js';
 import { LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM } from './types.js';
 import { HOT_KEYS_SCHEMA } from './hot-keys-config.js';
+import { LISTEN_TLS_SCHEMA, TLS_SCHEMA, UPSTREAM_TLS_SCHEMA } from './tls-config.js';
 
 /** Every numeric setting: where it lives, how it is written, and its allowed range. */
 export interface NumericField extends Range {
@@ -173,13 +174,25 @@ export const CONFIG_FILE_SCHEMA: Schema = {
   'x-expect': 'must be a mapping of settings',
   properties: {
     listen: hostPort,
+    listenTls: LISTEN_TLS_SCHEMA,
+    tls: TLS_SCHEMA,
+    upstreamTls: UPSTREAM_TLS_SCHEMA,
     upstreams: {
       type: 'array', minItems: 1, items: hostPort,
       'x-expect': 'must be a list of host:port strings, at least one',
     },
     mode: { enum: [...MODES], 'x-expect': `must be one of ${MODES.join(', ')}` },
-    // null or "off" turns the admin server off.
-    admin: { type: ['string', 'null'], 'x-expect': 'expected host:port or null' },
+    // null or "off" turns the admin server off; a mapping adds the token for mutations.
+    admin: {
+      type: ['string', 'null', 'object'],
+      additionalProperties: false,
+      'x-expect': 'expected host:port, null, or a mapping with address, token, tokenFile',
+      properties: {
+        address: { type: ['string', 'null'], 'x-expect': 'expected host:port or null' },
+        token: { type: 'string', minLength: 16, 'x-expect': 'must be a string of at least 16 characters' },
+        tokenFile: { type: 'string', minLength: 1, 'x-expect': 'must be a file name' },
+      },
+    },
     connectionsPerNode: numericSchema(numericField('connectionsPerNode')),
     // How respool authenticates to the upstream nodes; null = no AUTH. Give password or passwordEnv.
     upstreamAuth: {
@@ -192,19 +205,21 @@ export const CONFIG_FILE_SCHEMA: Schema = {
         passwordEnv,
       },
     },
-    // respool's own users (AUTH name password); empty = clients need no AUTH.
+    // respool's own users (AUTH name password); empty = clients need no AUTH. `rules`: Valkey ACL
+    // rules ("on >secret ~app:* +@read"); without rules a password means `on >password +@all ~* &*`.
     users: {
       type: 'array',
-      'x-expect': 'must be a list of { name, password } mappings',
+      'x-expect': 'must be a list of { name, password } or { name, rules } mappings',
       items: {
         type: 'object',
         additionalProperties: false,
         required: ['name'],
-        'x-expect': 'must be a mapping with name and password (or passwordEnv)',
+        'x-expect': 'must be a mapping with name and rules and/or password (or passwordEnv)',
         properties: {
           name: { type: 'string', pattern: '^\\S+$', 'x-expect': 'must be a user name without spaces' },
           password,
           passwordEnv,
+          rules: { type: 'string', 'x-expect': 'must be a string of Valkey ACL rules, e.g. "on >secret ~app:* +@read"' },
         },
       },
     },
@@ -224,12 +239,15 @@ export const CONFIG_FILE_SCHEMA: Schema = {
 /** The file form, as it is after the schema accepted it (before conversion). */
 export interface ConfigFile {
   listen?: string;
+  listenTls?: string | null;
+  tls?: Record<string, unknown>;
+  upstreamTls?: Record<string, unknown>;
   upstreams?: string[];
   mode?: string;
-  admin?: string | null;
+  admin?: string | null | { address?: string | null; token?: string; tokenFile?: string };
   connectionsPerNode?: number;
   upstreamAuth?: { username?: string | null; password?: string; passwordEnv?: string } | null;
-  users?: Array<{ name: string; password?: string; passwordEnv?: string }>;
+  users?: Array<{ name: string; password?: string; passwordEnv?: string; rules?: string }>;
   limits?: Record<string, number | string>;
   timeouts?: Record<string, number | string>;
   cluster?: Record<string, unknown>;

@@ -3,6 +3,8 @@
 // converted: sizes in bytes, durations in milliseconds, addresses split into host and port.
 
 import type { HotKeysConfig } from './hot-keys-config.js';
+import type { ClientTlsConfig, UpstreamTlsConfig } from './tls-config.js';
+export type { ClientTlsConfig, UpstreamTlsConfig, TlsVersion } from './tls-config.js';
 export type { HotKeysConfig, ReadChoice, SplitRuleConfig } from './hot-keys-config.js';
 
 export interface HostPort {
@@ -15,12 +17,17 @@ export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
 
 export interface RespoolConfig {
   listen: HostPort; // default 127.0.0.1:6380; port 0 = pick a free port
+  listenTls: HostPort | null; // default null (off): a TLS listener next to `listen` (tls-config.ts)
+  tls: ClientTlsConfig; // the TLS listener's certificate, key, client CA (mTLS), versions, ciphers
+  upstreamTls: UpstreamTlsConfig; // TLS to the upstream nodes (off by default)
   upstreams: HostPort[]; // required, ≥1 (seeds in cluster mode)
   mode: Mode; // default auto
-  admin: HostPort | null; // default null (off); port 0 = pick a free port
+  admin: HostPort | null; // default null (off); port 0 = pick a free port; a bare port = 127.0.0.1:port
+  /** Bearer token for admin mutations (POST/DELETE): admin.token, admin.tokenFile, --admin-token-file or RESPOOL_ADMIN_TOKEN; null = mutations refused (403). */
+  adminToken: string | null;
   connectionsPerNode: number; // default 2, 1..64
   upstreamAuth: { username: string | null; password: string } | null;
-  users: Array<{ name: string; password: string }>; // respool's own ACL; empty = no AUTH required
+  users: Array<{ name: string; password?: string; rules?: string }>; // respool's own users: Valkey ACL rules (src/acl/users.ts); empty = no AUTH required
   limits: {
     maxBulkLength: number;
     maxArrayLength: number;

@@ -20,6 +20,7 @@ import { blocking } from './blocking.js';
 import { monitor } from './monitor.js';
 import { pubsub, allowedWhileSubscribed, refuseWhileSubscribed } from './pubsub.js';
 import { tracking, onTrackingLane } from './tracking.js';
+import { ACL_DENIED_CMD, aclErrorMessage, checkCommand, wrongArity, type AclUser } from '../acl/users.js';
 
 /** Families that keep their own path while a WATCH lane is open (they would corrupt the lease's state). */
 const OFF_LANE: ReadonlySet<CommandFamily> = new Set(['pubsub', 'tracking', 'monitor', 'refused', 'clients', 'cluster']);
@@ -54,6 +55,8 @@ export function dispatch(session: HandlerSession, req: CommandRequest): void {
   const spec = req.spec;
   const state = session.state;
   if (spec === undefined && isRespoolCommand(req.args[0]!)) return respool(session, req);
+  // Users and permissions (src/acl/users.ts): null = +@all ~* &* (no users configured, or such a user).
+  if (state.acl !== null && denied(session, req, state.acl)) return;
   const family = spec === undefined ? 'keyed' : commandFamily(spec, req.args);
   if (family === 'script' || family === 'allShards') noteScript(session.ctx.scripts, req); // EVAL / SCRIPT LOAD bodies, on every path
   state.tracking?.noteCommand(req.command, state.transaction !== null);
@@ -71,4 +74,34 @@ export function dispatch(session: HandlerSession, req: CommandRequest): void {
     return session.replyNow(encodeError(ProxyError.trackingOutsideDb0(state.db)));
   }
   HANDLERS[family](session, req);
+}
+
+/**
+ * Valkey's ACL check (server.c processCommand → ACLCheckAllPerm), before anything is forwarded:
+ * after the arity check (a wrong arity keeps its own error), for every command including those
+ * queued in MULTI (which then make EXEC abort) and while subscribed. A command unknown to
+ * respool's table is let through only for a user given +@all (Valkey's "future commands").
+ */
+function denied(session: HandlerSession, req: CommandRequest, acl: AclUser): boolean {
+  const spec = req.spec;
+  let message: string;
+  if (spec === undefined) {
+    if (acl.future) return false;
+    message = aclErrorMessage({ kind: ACL_DENIED_CMD, index: 0 }, acl, req.command, undefined, false);
+  } else {
+    if (wrongArity(spec, req.args.length)) return false;
+    const denial = checkCommand(acl, spec, req.args, session.ctx.commands());
+    if (denial === null) return false;
+    message = aclErrorMessage(denial, acl, spec.name, undefined, false);
+  }
+  const state = session.state;
+  if (req.command === 'exec' && state.lane === null) {
+    // Valkey's rejectCommand for EXEC: execCommandAbort (the transaction, if any, is discarded).
+    state.transaction = null;
+    session.replyNow(encodeError(ProxyError.execAbortBecause(ProxyError.noPerm(message))));
+    return true;
+  }
+  if (state.transaction !== null) state.transaction.dirty = true; // EXEC will abort (flagTransaction)
+  session.replyNow(encodeError(ProxyError.noPerm(message)));
+  return true;
 }

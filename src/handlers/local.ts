@@ -1,4 +1,3 @@
-import { timingSafeEqual } from 'node:crypto';
 import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeMap, encodeSimple, encodeVerbatim } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import type { ServerContext } from '../session/server-context.js';
@@ -11,6 +10,8 @@ import { clusterReply, LOCAL_CLUSTER_COMMANDS } from './cluster.js';
 import { oneShotTo } from './script.js';
 import { CLIENT_COMMANDS } from '../commands/proxy-handling.js';
 import { clientCommandReply, clientInfoLine } from './client-commands.js';
+import { checkCredentials, usersOf } from '../acl/users.js';
+import { aclReply } from './acl.js';
 
 /** Commands a client may send before it has authenticated (as in Valkey). */
 export const AUTH_EXEMPT: ReadonlySet<string> = new Set(['auth', 'hello', 'quit', 'reset']);
@@ -124,8 +125,9 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
       return db === state.db ? OK : encodeError(ProxyError.selectNotAllowed());
     }
     case 'auth': {
-      if (args.length < 2 || args.length > 3) return encodeError(ProxyError.wrongArity('auth'));
-      const [user, password] = args.length === 3 ? [arg(1), arg(2)] : ['default', arg(1)];
+      if (args.length < 2) return encodeError(ProxyError.wrongArity('auth'));
+      if (args.length > 3) return encodeError(ProxyError.syntax()); // Valkey's authCommand
+      const [user, password] = args.length === 3 ? [arg(1), args[2]!] : ['default', args[1]!];
       return authenticate(state, ctx, user, password, args.length === 2) ?? OK;
     }
     case 'hello':
@@ -181,6 +183,7 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
       return OK;
     }
     default:
+      if (command.startsWith('acl|')) return aclReply(session, command, args); // respool's own users (handlers/acl.ts)
       if (CLIENT_COMMANDS.has(command)) return clientCommandReply(session, command, args); // inside MULTI, at EXEC
       // The cluster emulation's local answers, queued inside MULTI (handlers/cluster.ts).
       if (LOCAL_CLUSTER_COMMANDS.has(command)) return clusterReply(session, command, args);
@@ -189,23 +192,19 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
 }
 
 /**
- * Null on success; the error reply otherwise. With no users configured respool behaves like a
- * server whose default user has no password: `AUTH <password>` is refused with Valkey's message,
- * while `AUTH user pass` and HELLO's AUTH succeed.
+ * Null on success; the error reply otherwise. As Valkey's authCommand / ACLCheckUserCredentials
+ * over respool's users (src/acl/users.ts): `AUTH <password>` while the default user has no
+ * password gets Valkey's "without any password configured" error; an unknown user, a user that is
+ * off or a wrong password gets WRONGPASS. With no users configured the default user is
+ * `on nopass +@all ~* &*`, so `AUTH default anything` succeeds and `AUTH other x` is refused.
  */
-function authenticate(state: ClientState, ctx: ServerContext, user: string, password: string, passwordOnly = false): Buffer | null {
-  const users = ctx.config.users;
-  if (users.length === 0) return passwordOnly ? encodeError(ProxyError.authNotConfigured()) : null;
-  const entry = users.find((u) => u.name === user);
-  if (!entry || !sameSecret(entry.password, password)) return encodeError(ProxyError.wrongPass());
-  state.authenticate(user);
+function authenticate(state: ClientState, ctx: ServerContext, user: string, password: Buffer, passwordOnly = false): Buffer | null {
+  const acl = usersOf(ctx.config);
+  if (passwordOnly && acl.defaultUser.nopass) return encodeError(ProxyError.authNotConfigured());
+  const entry = acl.byName.get(user);
+  if (!checkCredentials(entry, password)) return encodeError(ProxyError.wrongPass());
+  state.authenticate(user, entry!.unrestricted ? null : entry!);
   return null;
-}
-
-function sameSecret(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
 }
 
 /** HELLO [protover [AUTH user pass] [SETNAME name]] */
@@ -224,7 +223,7 @@ function hello(session: HandlerSession, ctx: ServerContext, args: Buffer[]): Buf
   for (; i < args.length; i++) {
     const option = args[i]!.toString().toLowerCase();
     if (option === 'auth' && i + 2 < args.length) {
-      const failed = authenticate(state, ctx, args[i + 1]!.toString(), args[i + 2]!.toString());
+      const failed = authenticate(state, ctx, args[i + 1]!.toString(), args[i + 2]!);
       if (failed) return failed;
       i += 2;
     } else if (option === 'setname' && i + 1 < args.length) {

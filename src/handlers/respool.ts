@@ -1,7 +1,22 @@
 import { runRespoolCommand } from '../hotkeys/control.js';
+import { encodeError } from '../resp/encode.js';
+import { ProxyError } from '../errors.js';
+import { usersOf } from '../acl/users.js';
 import type { Handler } from './types.js';
 
-/** RESPOOL HOTKEYS | NODES | SPLIT …: respool's own command (src/hotkeys/control.ts). */
+/**
+ * RESPOOL HOTKEYS | NODES | SPLIT …: respool's own command (src/hotkeys/control.ts). With users
+ * configured only a user given +@respool-admin may run it (not +@all: it is respool's category);
+ * with no users configured at all it stays open to every client.
+ */
 export const respool: Handler = (session, req) => {
-  session.replyNow(runRespoolCommand(session.ctx.hotKeys, req.args, session.state.protocol));
+  const { state, ctx } = session;
+  const acl = usersOf(ctx.config);
+  if (!acl.open) {
+    const user = state.user === null ? undefined : acl.byName.get(state.user);
+    if (user === undefined || !user.respoolAdmin) {
+      return session.replyNow(encodeError(ProxyError.noPerm(`User ${state.user ?? 'default'} has no permissions to run the 'respool' command`)));
+    }
+  }
+  session.replyNow(runRespoolCommand(ctx.hotKeys, req.args, state.protocol));
 };

@@ -106,7 +106,7 @@ export const scriptKill: Handler = (session, req) => {
   ctx.metrics?.commandCounter(req.command).inc();
   Promise.all(
     topology.primaries().map((node) =>
-      oneShotCommand({ host: node.host, port: node.port, auth: ctx.config.upstreamAuth, timeoutMs }, raw).catch((err: Error) => encodeError(err.message)),
+      oneShotCommand({ host: node.host, port: node.port, auth: ctx.config.upstreamAuth, tls: ctx.config.upstreamTls, timeoutMs }, raw).catch((err: Error) => encodeError(err.message)),
     ),
   ).then((replies) => {
     const ok = replies.find((r) => r[0] !== 0x2d);
@@ -123,7 +123,7 @@ export function oneShotTo(session: HandlerSession, address: string): OneShotOpti
   const colon = address.lastIndexOf(':');
   return {
     host: address.slice(0, colon), port: Number(address.slice(colon + 1)),
-    auth: config.upstreamAuth, timeoutMs: config.timeouts.commandMs, protocol: session.state.protocol,
+    auth: config.upstreamAuth, tls: config.upstreamTls, timeoutMs: config.timeouts.commandMs, protocol: session.state.protocol,
   };
 }
 

@@ -483,8 +483,10 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     for (const n of report.nodes) raw.hotkeys_node_request_share.labels(n.node).set(n.share);
     raw.hotkeys_top_key_share.reset();
     raw.hotkeys_top_key_requests_per_second.reset();
-    report.topKeys.forEach((k, i) => {
-      const key = k.key.length > 100 ? `${k.key.slice(0, 100)}…` : k.key;
+    // Key names are label values only when the operator turned it on, and at most 20 ranks.
+    const names = this.deps.config.detection.keyNamesInMetrics === true;
+    report.topKeys.slice(0, 20).forEach((k, i) => {
+      const key = !names ? '' : k.key.length > 100 ? `${k.key.slice(0, 100)}…` : k.key;
       raw.hotkeys_top_key_share.labels(String(i + 1), key).set(k.share);
       raw.hotkeys_top_key_requests_per_second.labels(String(i + 1), key).set(k.requestsPerSecond);
     });

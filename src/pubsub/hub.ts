@@ -211,7 +211,10 @@ export class PubSubHub {
   private readonly refresher: TopologyRefresher;
   private readonly config: RespoolConfig;
   private readonly log: Logger;
-  private readonly requestTimeoutMs: number;
+  /** Read at use: a reload may change config.timeouts (src/config/reload.ts). */
+  private get requestTimeoutMs(): number {
+    return this.config.timeouts.connectMs + this.config.timeouts.commandMs;
+  }
 
   private readonly classicHandler: SubscriberConnectionHandler = {
     ready: (conn) => this.onClassicReady(conn),
@@ -231,7 +234,6 @@ export class PubSubHub {
     this.refresher = deps.refresher;
     this.config = deps.config;
     this.log = deps.log.child({ component: 'pubsub' });
-    this.requestTimeoutMs = deps.config.timeouts.connectMs + deps.config.timeouts.commandMs;
     deps.refresher.onChange((topology) => this.onTopology(topology));
   }
 
@@ -955,7 +957,7 @@ export class PubSubHub {
     const { timeouts, upstreamAuth, limits } = this.config;
     return new SubscriberConnection(
       {
-        host, port, auth: upstreamAuth,
+        host, port, auth: upstreamAuth, tls: this.config.upstreamTls ?? null,
         connectTimeoutMs: timeouts.connectMs,
         commandTimeoutMs: timeouts.commandMs,
         pingIntervalMs: Math.max(1000, timeouts.commandMs),

@@ -19,7 +19,9 @@
  *             too. A node that keeps sending pushes is alive even if a reply waits behind them
  *             (a fan-out of millions of messages): closing it then would lose messages.
  */
-import net from 'node:net';
+import type net from 'node:net';
+import { dialUpstream } from '../upstream/dial.js';
+import type { UpstreamTlsConfig } from '../config/tls-config.js';
 import { handshakeCommands } from '../upstream/handshake.js';
 import { performance } from 'node:perf_hooks';
 import { ReplyFramer } from '../resp/reply-framer.js';
@@ -41,6 +43,8 @@ export interface SubscriberConnectionOptions {
   commandTimeoutMs: number;
   pingIntervalMs: number;
   framerLimits?: Partial<FramerLimits>;
+  /** config.upstreamTls: TLS to the node when enabled (upstream/dial.ts). */
+  tls?: UpstreamTlsConfig | null;
 }
 
 export interface SubscriberConnectionHandler {
@@ -101,11 +105,12 @@ export class SubscriberConnection {
   ) {
     this.address = `${options.host}:${options.port}`;
     this.framer = new ReplyFramer(options.framerLimits);
-    this.socket = net.connect({ host: options.host, port: options.port, noDelay: true });
+    const { socket, openEvent } = dialUpstream(options.host, options.port, options.tls);
+    this.socket = socket;
     this.socket.setKeepAlive(true, 10_000);
     this.writer = new BatchedWriter(this.socket, 'immediate');
     this.connectTimer = setTimeout(() => this.close(`connect timeout after ${options.connectTimeoutMs} ms`), options.connectTimeoutMs);
-    this.socket.once('connect', () => this.handshake());
+    this.socket.once(openEvent, () => this.handshake());
     this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
     this.socket.on('error', (err: Error) => this.close(err.message));
     this.socket.on('close', () => this.close('connection closed by upstream'));

@@ -71,10 +71,10 @@ interface ShardPlan {
 
 export class ReadRouting {
   /** False when every strategy (global and per prefix) is primary: the router skips all of this. */
-  readonly active: boolean;
-  readonly strategies: readonly ReadStrategy[];
-  readonly global: ReadStrategy;
-  private readonly prefixes: ReadonlyArray<{ prefix: Buffer; strategy: ReadStrategy }>;
+  active = false;
+  strategies: readonly ReadStrategy[] = [];
+  global!: ReadStrategy;
+  private prefixes: ReadonlyArray<{ prefix: Buffer; strategy: ReadStrategy }> = [];
   private ownZoneValue: string | null = null;
   private generation = 0;
   private plans = new WeakMap<Shard, ShardPlan>();
@@ -88,6 +88,21 @@ export class ReadRouting {
     private readonly log: Logger,
     private readonly metrics?: Metrics,
   ) {
+    this.configure();
+  }
+
+  /**
+   * Reads `config` (the running reads settings, changed in place by a reload) again: strategy
+   * and per-prefix strategies; shard plans are rebuilt on next use.
+   */
+  reconfigure(): void {
+    this.configure();
+    this.generation++;
+    this.plans = new WeakMap();
+  }
+
+  private configure(): void {
+    const config = this.config;
     const byName = new Map<ReadStrategyName, ReadStrategy>();
     const strategyOf = (name: ReadStrategyName): ReadStrategy => {
       let s = byName.get(name);
@@ -150,7 +165,9 @@ export class ReadRouting {
    * The node for one read of `shard`, skipping replicas in `avoid` (addresses this request
    * already failed on) and replicas on hold. Always returns a choice (the primary at worst).
    */
-  choose(shard: Shard, strategy: ReadStrategy, avoid: readonly string[] | null): ReadChoice {
+  choose(shard: Shard, given: ReadStrategy, avoid: readonly string[] | null): ReadChoice {
+    // A request picked its strategy before a reload replaced them: it gets the new global one.
+    const strategy = this.strategies[given.index] === given ? given : this.global;
     const plan = this.planFor(shard);
     const tiers = plan.tiers[strategy.index]!;
     const turns = plan.turns[strategy.index]!;

@@ -4,7 +4,9 @@ import { ProtocolError } from '../resp/protocol-error.js';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { AUTH_EXEMPT } from '../handlers/local.js';
+import { usersOf, defaultNeedsAuth } from '../acl/users.js';
 import { dispatch } from '../handlers/index.js';
+import { commandFamily } from '../commands/proxy-handling.js';
 import type { HandlerSession } from '../handlers/types.js';
 import type { ServerContext } from './server-context.js';
 import { BatchedWriter } from '../util/batched-writer.js';
@@ -58,7 +60,8 @@ export class ClientSession implements HandlerSession {
     readonly ctx: ServerContext,
   ) {
     this.id = ctx.nextClientId();
-    this.state = new ClientState(ctx.config.users.length > 0);
+    const acl = usersOf(ctx.config); // respool's users (src/acl/users.ts), compiled once per config
+    this.state = new ClientState(defaultNeedsAuth(acl), acl.defaultUser.unrestricted ? null : acl.defaultUser);
     const { limits } = ctx.config;
     this.framer = new RequestFramer({
       maxBulkLength: limits.maxBulkLength,
@@ -190,7 +193,8 @@ export class ClientSession implements HandlerSession {
 
   private onData(chunk: Buffer): void {
     if (this.closeWhenFlushed) return;
-    this.state.lastInteraction = performance.now(); // CLIENT LIST idle (once per chunk)
+    this.state.lastInteraction = performance.now(); // CLIENT LIST idle (once per chunk); client latency start
+    if (this.ctx.metrics !== undefined) this.ctx.metrics.traffic.clientIn += chunk.length;
     this.framer.push(chunk);
     this.processFrames();
   }
@@ -259,7 +263,17 @@ export class ClientSession implements HandlerSession {
       this.replyNow(encodeError(ProxyError.noAuth()));
       return;
     }
-    dispatch(this, { args, raw: frame.raw, spec, command });
+    // Entries this request pushes are timed from its chunk's arrival to their write (reply-queue.ts).
+    const metrics = this.ctx.metrics;
+    if (metrics !== undefined) {
+      this.replies.stamp = this.state.lastInteraction;
+      this.replies.series = metrics.clientLatency(spec === undefined ? 'keyed' : commandFamily(spec, args));
+    }
+    try {
+      dispatch(this, { args, raw: frame.raw, spec, command });
+    } finally {
+      this.replies.series = null; // later pushes (pub/sub messages) are not this request's
+    }
     this.state.commandDone();
   }
 
@@ -286,6 +300,7 @@ export class ClientSession implements HandlerSession {
   /** Replies produced while handling one upstream chunk leave in one write (BatchedWriter). */
   private write(data: Buffer): void {
     this.writer.write(data);
+    if (this.ctx.metrics !== undefined) this.ctx.metrics.traffic.clientOut += data.length;
     const unread = this.socket.writableLength + this.writer.pendingBytes;
     const max = this.ctx.config.clients.maxOutputBytesPerClient;
     if (unread > max) this.dropSlowClient(unread);

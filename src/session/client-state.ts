@@ -2,6 +2,7 @@ import type { Transaction } from '../handlers/transaction-state.js';
 import type { LeasedLane } from '../handlers/leased-lane.js';
 import type { TrackingLanes } from '../handlers/tracking.js';
 import type { ClientSubscriptions } from '../pubsub/client-subscriptions.js';
+import type { AclUser } from '../acl/users.js';
 
 /**
  * What respool knows about one client connection, in one place: protocol, database, name,
@@ -23,6 +24,8 @@ export class ClientState {
   libVersion = '';
   /** The authenticated user, or null while AUTH is still required. */
   user: string | null;
+  /** That user's permissions (src/acl/users.ts), checked in handlers/index.ts; null = unrestricted (+@all ~* &*). */
+  acl: AclUser | null;
   /** MULTI … EXEC in progress (queued by respool, or forwarded on a lease after WATCH). */
   transaction: Transaction | null = null;
   /** Channels, patterns and shard channels this client holds; null until its first SUBSCRIBE. */
@@ -53,8 +56,13 @@ export class ClientState {
   private replySkipNext = false;
   private replySkip = false;
 
-  constructor(private readonly authRequired: boolean) {
+  constructor(
+    private readonly authRequired: boolean,
+    /** The default user's permissions (null = unrestricted): a client starts (and RESETs) as it. */
+    private readonly defaultAcl: AclUser | null = null,
+  ) {
     this.user = authRequired ? null : 'default';
+    this.acl = defaultAcl;
   }
 
   setProtocol(protocol: 2 | 3): void {
@@ -75,8 +83,9 @@ export class ClientState {
     else this.libVersion = value;
   }
 
-  authenticate(user: string): void {
+  authenticate(user: string, acl: AclUser | null = null): void {
     this.user = user;
+    this.acl = acl !== null && acl.unrestricted ? null : acl;
   }
 
   get authenticated(): boolean {
@@ -130,6 +139,7 @@ export class ClientState {
     this.db = 0;
     this.name = null;
     this.user = this.authRequired ? null : 'default';
+    this.acl = this.defaultAcl;
     this.transaction = null;
     this.tracking?.close(true); // tracking off, once the lanes answered what they owe
     this.tracking = null;

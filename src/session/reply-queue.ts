@@ -1,4 +1,6 @@
+import { performance } from 'node:perf_hooks';
 import { FifoQueue } from '../util/fifo-queue.js';
+import type { HistogramSeries } from '../admin/fast-histogram.js';
 import type { CallClient, CallOwner } from '../routing/upstream-call.js';
 
 /** What an entry reports to: the session that owns the queue. */
@@ -14,6 +16,9 @@ export interface EntryClient extends CallClient {
 export class ReplyEntry implements CallOwner {
   /** CLIENT REPLY OFF/SKIP: the reply is awaited in order but not written. */
   silent = false;
+  /** When its request arrived (performance.now() of the chunk) and its family's latency series; null for pushes. */
+  startedAt = 0;
+  series: HistogramSeries | null = null;
 
   constructor(
     readonly client: EntryClient,
@@ -41,12 +46,19 @@ export class ReplyEntry implements CallOwner {
  */
 export class ReplyQueue {
   private readonly entries = new FifoQueue<ReplyEntry>();
+  /** Set by the session around one request's dispatch: entries pushed meanwhile are timed. */
+  stamp = 0;
+  series: HistogramSeries | null = null;
 
   get length(): number {
     return this.entries.length;
   }
 
   push(entry: ReplyEntry): void {
+    if (this.series !== null) {
+      entry.startedAt = this.stamp;
+      entry.series = this.series;
+    }
     this.entries.push(entry);
   }
 
@@ -57,9 +69,14 @@ export class ReplyQueue {
   /** Takes every finished entry off the head, in order, and hands its reply to `write`. */
   drainHead(write: (reply: Buffer) => void): void {
     let head = this.entries.peek();
+    let now = -1; // one clock read per drain, only when a timed entry leaves
     while (head !== undefined && head.reply !== null) {
       this.entries.shift();
       if (!head.silent) write(head.reply);
+      if (head.series !== null) {
+        if (now < 0) now = performance.now();
+        head.series.observe((now - head.startedAt) / 1000); // respool_client_request_duration_seconds{family}
+      }
       head = this.entries.peek();
     }
   }

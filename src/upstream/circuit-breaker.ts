@@ -26,6 +26,8 @@ export interface CircuitBreakerOptions {
   onStateChange?: (state: CircuitState) => void;
   /** A dial was wanted but the window budget was spent. */
   onBudgetExhausted?: () => void;
+  /** The node went from healthy to suspect (a link lost, a dial or command failed), or back. */
+  onHealthChange?: (healthy: boolean, error: string) => void;
 }
 
 /**
@@ -90,12 +92,14 @@ export class CircuitBreaker {
   }
 
   onDialSuccess(): void {
+    const wasHealthy = this.isHealthy;
     this.probing = false;
     this.suspect = false;
     this.consecutiveFailures = 0;
     this.nextAttemptAt = 0;
     this.backoff.reset();
     if (this.state !== 'closed') this.setState('closed');
+    if (!wasHealthy) this.options.onHealthChange?.(true, '');
   }
 
   /** A dial failed (refused, timed out, handshake error). */
@@ -111,11 +115,17 @@ export class CircuitBreaker {
 
   /** A ready link was lost (closed by the node, reset): the next dial is a probe. */
   onLinkLost(error: string): void {
+    const wasHealthy = this.isHealthy;
     this.lastError = error;
     this.suspect = true;
+    if (wasHealthy) this.options.onHealthChange?.(false, error);
   }
 
   private recordFailure(error: string, now: number): void {
+    if (this.isHealthy) {
+      this.suspect = true;
+      this.options.onHealthChange?.(false, error);
+    }
     this.lastError = error;
     this.suspect = true;
     this.consecutiveFailures++;

@@ -1,5 +1,7 @@
 import { EventEmitter } from 'node:events';
-import net from 'node:net';
+import type net from 'node:net';
+import { dialUpstream } from './dial.js';
+import type { UpstreamTlsConfig } from '../config/tls-config.js';
 import { handshakeCommands } from './handshake.js';
 import { performance } from 'node:perf_hooks';
 import { ReplyFramer } from '../resp/reply-framer.js';
@@ -21,6 +23,8 @@ export interface DedicatedConnectionOptions {
   /** The database it opens in (SELECT in the handshake when ≠ 0); default 0. */
   db?: number;
   framerLimits?: Partial<FramerLimits>;
+  /** config.upstreamTls: TLS to the node when enabled (upstream/dial.ts). */
+  tls?: UpstreamTlsConfig | null;
 }
 
 /** The name leased connections give themselves upstream (CLIENT LIST shows it). */
@@ -110,7 +114,8 @@ export class DedicatedConnection extends EventEmitter implements ReplySource {
     });
     this.opened.catch(() => {}); // observed through state/closeReason as well; never unhandled
     this.framer = new ReplyFramer(options.framerLimits);
-    this.socket = net.connect({ host: options.host, port: options.port, noDelay: true });
+    const { socket, openEvent } = dialUpstream(options.host, options.port, options.tls);
+    this.socket = socket;
     // A lease may sit in BLPOP … 0 for hours: keepalive finds a peer that vanished meanwhile.
     this.socket.setKeepAlive(true, 10_000);
     this.writer = new BatchedWriter(this.socket, 'immediate');
@@ -118,7 +123,7 @@ export class DedicatedConnection extends EventEmitter implements ReplySource {
       () => this.fail(`connect timeout after ${options.connectTimeoutMs} ms`),
       options.connectTimeoutMs,
     );
-    this.socket.once('connect', () => this.handshake());
+    this.socket.once(openEvent, () => this.handshake());
     this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
     this.socket.on('error', (err: Error) => this.fail(err.message));
     this.socket.on('close', () => this.fail('connection closed by upstream'));

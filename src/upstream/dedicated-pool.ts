@@ -7,7 +7,7 @@ import type { Metrics } from '../admin/metrics.js';
 import type { LeaseRefusalReason } from '../admin/metric-definitions.js';
 
 /** What DedicatedPools reads from the configuration (the server passes its RespoolConfig). */
-export type DedicatedPoolsConfig = Pick<RespoolConfig, 'dedicated' | 'upstreamAuth' | 'timeouts' | 'limits'>;
+export type DedicatedPoolsConfig = Pick<RespoolConfig, 'dedicated' | 'upstreamAuth' | 'timeouts' | 'limits'> & Partial<Pick<RespoolConfig, 'upstreamTls'>>;
 
 /**
  * Sends `CLIENT UNBLOCK <clientId>` to the node over some other connection (the server wires it to
@@ -471,6 +471,7 @@ export class DedicatedPools {
       protocol,
       db,
       auth: this.config.upstreamAuth,
+      tls: this.config.upstreamTls ?? null,
       connectTimeoutMs: this.config.timeouts.connectMs,
       framerLimits: {
         maxBulkLength: this.config.limits.maxBulkLength,

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import net from 'node:net';
+import type net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { ReplyFramer } from '../resp/reply-framer.js';
 import type { FramerLimits } from '../resp/limits.js';
@@ -9,6 +9,8 @@ import { ProxyError } from '../errors.js';
 import { FifoQueue } from '../util/fifo-queue.js';
 import { BatchedWriter } from '../util/batched-writer.js';
 import type { ProcessLoad } from './process-load.js';
+import { dialUpstream } from './dial.js';
+import type { UpstreamTlsConfig } from '../config/tls-config.js';
 
 /**
  * Why a request failed without a reply, when it is more than "the link went away":
@@ -57,6 +59,8 @@ export interface LinkOptions {
   framerLimits?: Partial<FramerLimits>;
   /** Process-wide in-flight counters this link adds to (see ProcessLoad). */
   load?: ProcessLoad;
+  /** config.upstreamTls: TLS to the node when enabled (upstream/dial.ts). */
+  tls?: UpstreamTlsConfig | null;
 }
 
 export type LinkState = 'connecting' | 'ready' | 'closed';
@@ -97,14 +101,15 @@ export class Link extends EventEmitter implements ReplySource {
     super();
     this.address = `${options.host}:${options.port}`;
     this.framer = new ReplyFramer(options.framerLimits);
-    this.socket = net.connect({ host: options.host, port: options.port, noDelay: true });
+    const { socket, openEvent } = dialUpstream(options.host, options.port, options.tls);
+    this.socket = socket;
     this.socket.setKeepAlive(true, 10_000);
     this.writer = new BatchedWriter(this.socket, 'immediate');
     this.connectTimer = setTimeout(
       () => this.fail(`connect timeout after ${options.connectTimeoutMs} ms`),
       options.connectTimeoutMs,
     );
-    this.socket.once('connect', () => this.handshake());
+    this.socket.once(openEvent, () => this.handshake());
     this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
     this.socket.on('error', (err: Error) => this.fail(err.message));
     this.socket.on('close', () => this.fail('connection closed by upstream'));
@@ -154,6 +159,7 @@ export class Link extends EventEmitter implements ReplySource {
     if (load !== undefined) {
       load.requests++;
       load.bytes += size;
+      load.sentBytes += size;
     }
     this.writer.write(data);
   }
@@ -190,6 +196,11 @@ export class Link extends EventEmitter implements ReplySource {
     }
   }
 
+  /** A reload changed timeouts.commandMs: the next timeout check uses it (the check interval stays). */
+  setCommandTimeout(ms: number): void {
+    this.options.commandTimeoutMs = ms;
+  }
+
   private becomeReady(): void {
     if (this.state !== 'connecting') return;
     if (this.connectTimer) clearTimeout(this.connectTimer);
@@ -204,6 +215,7 @@ export class Link extends EventEmitter implements ReplySource {
   }
 
   private onData(chunk: Buffer): void {
+    if (this.options.load !== undefined) this.options.load.receivedBytes += chunk.length;
     this.framer.push(chunk);
     let frame: Buffer | null;
     try {

@@ -82,6 +82,13 @@ export class NodePool {
     return n;
   }
 
+  /** A reload changed timeouts: new links dial with them, open links time out by the new command timeout. */
+  setTimeouts(connectMs: number, commandMs: number): void {
+    this.options.connectTimeoutMs = connectMs;
+    this.options.commandTimeoutMs = commandMs;
+    for (const link of this.links) link?.setCommandTimeout(commandMs);
+  }
+
   /** Requests waiting for a link. */
   get waitingCount(): number {
     return this.waiting.length;
@@ -171,6 +178,7 @@ export class NodePool {
 
   private shed(reason: ShedReason, req: LinkRequest, error: string): void {
     this.options.metrics?.raw.requests_shed_total.labels(reason).inc();
+    this.health.onShed(reason, error);
     req.onLinkFailure(error, false, 'shed');
   }
 
@@ -220,7 +228,9 @@ export class NodePool {
       this.waiting.shift();
       this.waitingBytes -= head.data.length;
       this.options.metrics?.raw.requests_shed_total.labels('node_down').inc();
-      head.req.onLinkFailure(error ?? this.unavailable(), false);
+      const why = error ?? this.unavailable();
+      this.health.onShed('node_down', why);
+      head.req.onLinkFailure(why, false);
       head = this.waiting.peek();
     }
     if (this.waiting.length === 0 && this.waitTimer !== null) {

@@ -1,4 +1,5 @@
-import net from 'node:net';
+import { dialUpstream } from './dial.js';
+import type { UpstreamTlsConfig } from '../config/tls-config.js';
 import { authCommand } from './handshake.js';
 import { encodeCommand } from '../resp/encode.js';
 import { ReplyFramer } from '../resp/reply-framer.js';
@@ -11,6 +12,8 @@ export interface OneShotOptions {
   timeoutMs: number;
   /** 3: HELLO 3 (with AUTH inside) opens the connection, for a RESP3 client's reply. */
   protocol?: 2 | 3;
+  /** config.upstreamTls: TLS to the node when enabled (upstream/dial.ts). */
+  tls?: UpstreamTlsConfig | null;
 }
 
 /**
@@ -30,7 +33,7 @@ export function oneShotCommand(options: OneShotOptions, args: ReadonlyArray<stri
     commands.push(encodeCommand(args));
     let owed = commands.length;
     const framer = new ReplyFramer();
-    const socket = net.connect({ host, port, noDelay: true });
+    const { socket, openEvent } = dialUpstream(host, port, options.tls);
     const timer = setTimeout(() => finish(new Error(ProxyError.timeout(address, timeoutMs))), timeoutMs);
     const finish = (result: Buffer | Error) => {
       clearTimeout(timer);
@@ -38,7 +41,7 @@ export function oneShotCommand(options: OneShotOptions, args: ReadonlyArray<stri
       if (result instanceof Error) reject(result);
       else resolve(result);
     };
-    socket.on('connect', () => socket.write(Buffer.concat(commands)));
+    socket.once(openEvent, () => socket.write(Buffer.concat(commands)));
     socket.on('error', (err) => finish(new Error(ProxyError.upstreamUnavailable(address, err.message))));
     socket.on('close', () => finish(new Error(ProxyError.connectionLost(address))));
     socket.on('data', (chunk: Buffer) => {

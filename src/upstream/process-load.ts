@@ -6,10 +6,13 @@
 export class ProcessLoad {
   requests = 0;
   bytes = 0;
+  /** Totals since start (respool_upstream_{sent,received}_bytes_total). */
+  sentBytes = 0;
+  receivedBytes = 0;
 
   constructor(
-    readonly maxRequests: number,
-    readonly maxBytes: number,
+    public maxRequests: number, // changed by a reload (UpstreamPools.reconfigure)
+    public maxBytes: number,
   ) {}
 
   /** True when one more request of `size` bytes would pass a bound. */

@@ -4,6 +4,7 @@ import { NodeHealth } from './node-health.js';
 import { ProcessLoad } from './process-load.js';
 import type { RespoolConfig } from '../config/types.js';
 import type { Metrics } from '../admin/metrics.js';
+import type { RateLimitedLog } from '../util/rate-limited-log.js';
 import type { ClusterNode } from '../cluster/topology.js';
 
 export type NodeRole = 'primary' | 'replica';
@@ -31,6 +32,8 @@ export class UpstreamPools {
   constructor(
     private readonly config: RespoolConfig,
     private readonly metrics?: Metrics,
+    /** Operator event lines (node lost/back, circuit open/closed, load shed), rate limited. */
+    private readonly events?: RateLimitedLog,
   ) {
     const r = config.resilience;
     this.load = new ProcessLoad(r.maxInflightPerProcess, r.maxInflightBytesPerProcess);
@@ -43,11 +46,34 @@ export class UpstreamPools {
     };
   }
 
+  /** True when every upstream connection uses TLS (config.upstreamTls): discovery takes the nodes' TLS ports. */
+  get usesTls(): boolean {
+    return this.config.upstreamTls?.enabled === true;
+  }
+
+  /**
+   * A reload changed config.timeouts or the resilience bounds (in place): the shared bounds
+   * object every pool reads, the process-wide load bounds, and every pool's timeouts follow.
+   */
+  reconfigure(): void {
+    const r = this.config.resilience;
+    Object.assign(this.limits, {
+      queueWindowMs: r.queueWindowMs,
+      maxQueued: r.maxQueuedPerNode,
+      maxQueuedBytes: r.maxQueuedBytesPerNode,
+      maxInflightPerLink: r.maxInflightPerLink,
+      maxInflightBytesPerLink: r.maxInflightBytesPerLink,
+    });
+    this.load.maxRequests = r.maxInflightPerProcess;
+    this.load.maxBytes = r.maxInflightBytesPerProcess;
+    for (const pool of this.pools.values()) pool.setTimeouts(this.config.timeouts.connectMs, this.config.timeouts.commandMs);
+  }
+
   /** The shared health record of a node address ("host:port"). */
   health(address: string): NodeHealth {
     let health = this.healthByAddress.get(address);
     if (health === undefined) {
-      health = new NodeHealth(address, this.config.resilience, this.metrics);
+      health = new NodeHealth(address, this.config.resilience, this.metrics, this.events);
       this.healthByAddress.set(address, health);
     }
     return health;
@@ -72,6 +98,7 @@ export class UpstreamPools {
         db,
         role,
         auth: this.config.upstreamAuth,
+        tls: this.config.upstreamTls,
         clientName: 'respool',
         connectTimeoutMs: this.config.timeouts.connectMs,
         commandTimeoutMs: this.config.timeouts.commandMs,

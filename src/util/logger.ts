@@ -31,15 +31,36 @@ function assertLevel(level: string): asserts level is LogLevel {
 export function createLogger(level: string, opts: LoggerOptions = {}): pino.Logger {
   assertLevel(level);
   const destination = opts.destination ?? pino.destination({ fd: 2, sync: true });
-  return pino(
+  // Children (log.child({ component })) follow the root's level when it changes (a SIGHUP
+  // reload of logLevel): pino copies the level into a child only when the child is made.
+  const children = new Set<WeakRef<pino.Logger>>(); // weak: a child made per connection must not leak
+  let following = false;
+  const logger = pino(
     {
       name: 'respool',
       level,
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
+      onChild: (child) => {
+        children.add(new WeakRef(child));
+      },
     },
     destination as pino.DestinationStream,
   );
+  logger.on('level-change', (label) => {
+    if (following || logger.level !== label) return; // a child's own change, or ours while re-levelling
+    following = true;
+    try {
+      for (const ref of children) {
+        const child = ref.deref();
+        if (child === undefined) children.delete(ref);
+        else child.level = label;
+      }
+    } finally {
+      following = false;
+    }
+  });
+  return logger;
 }
 
 function levelFromEnv(): LogLevel {

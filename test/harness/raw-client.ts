@@ -15,6 +15,7 @@
  *   attributes (`|`) are skipped.
  */
 import net from 'node:net';
+import tls from 'node:tls';
 
 export class ReplyError extends Error {
   /** The first word of the error reply, e.g. "MOVED", "ERR", "NOAUTH". */
@@ -183,6 +184,8 @@ export interface RawClientOptions {
   connectTimeoutMs?: number;
   /** Per-command reply timeout (ms); 0 disables. Default 10000. */
   timeoutMs?: number;
+  /** Connect over TLS with these options (ca, cert, key, servername, …); commands wait for the handshake. */
+  tls?: tls.ConnectionOptions;
 }
 
 interface Pending {
@@ -235,13 +238,13 @@ export class RawClient {
     const host = opts.host ?? '127.0.0.1';
     const connectTimeoutMs = opts.connectTimeoutMs ?? 2000;
     const socket = await new Promise<net.Socket>((resolve, reject) => {
-      const s = net.connect({ host, port });
+      const s: net.Socket = opts.tls ? tls.connect({ host, port, ...opts.tls }) : net.connect({ host, port });
       s.setNoDelay(true);
       const timer = setTimeout(() => {
         s.destroy();
         reject(new Error(`connect to ${host}:${port} timed out after ${connectTimeoutMs} ms`));
       }, connectTimeoutMs);
-      s.once('connect', () => {
+      s.once(opts.tls ? 'secureConnect' : 'connect', () => {
         clearTimeout(timer);
         s.removeAllListeners('error');
         resolve(s);

@@ -19,7 +19,7 @@ describe('hot-key detection on a 3-primary cluster', () => {
       admin: { host: '127.0.0.1', port: 0 },
       hotKeys: {
         ...structuredClone(DEFAULT_HOT_KEYS),
-        detection: { enabled: true, sampleRate: 0.05, windowMs: WINDOW_MS, topK: 5 },
+        detection: { enabled: true, sampleRate: 0.05, windowMs: WINDOW_MS, topK: 5, keyNamesInMetrics: true }, // key names as label values: opt-in
         autoSplit: { enabled: true, share: 0.5, copies: 3 },
       },
     } as never);

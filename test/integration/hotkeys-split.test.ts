@@ -47,6 +47,7 @@ describe('split copies on a 3-primary cluster', () => {
     const seeds = cluster.nodes.slice(0, 2).map((n) => ({ host: n.host, port: n.port }));
     proxy = await startTestProxy(seeds, {
       admin: { host: '127.0.0.1', port: 0 },
+      adminToken: 'test-admin-token-0123456789', // admin POST/DELETE need it
       cluster: { refreshMinIntervalMs: 100 },
       hotKeys: hotKeysConfig({ split: [{ key: 'hot:3', copies: 3 }, { key: 'hot:6', copies: 6 }] }),
     } as never);
@@ -165,24 +166,25 @@ describe('split copies on a 3-primary cluster', () => {
     for (const g of gets) expect(Math.abs(g / sum - 1 / 3)).toBeLessThanOrEqual(0.1 / 3);
   });
 
+  const AUTH = { authorization: 'Bearer test-admin-token-0123456789' };
   it('adds and removes split keys at run time through the admin API (copies deleted, original kept)', async () => {
     const base = `http://127.0.0.1:${proxy.adminAddress!.port}`;
     await client.set('runtime:key', 'rv');
-    const add = await fetch(`${base}/hotkeys/split`, { method: 'POST', body: JSON.stringify({ key: 'runtime:key', copies: 3 }) });
+    const add = await fetch(`${base}/hotkeys/split`, { method: 'POST', headers: AUTH, body: JSON.stringify({ key: 'runtime:key', copies: 3 }) });
     expect(add.status).toBe(200);
     const copies = await copiesOf('runtime:key');
     expect(perNodeCounts(copies)).toEqual([1, 1, 1]);
     expect(await directValues('runtime:key')).toEqual(['rv', 'rv', 'rv']);
     const report = (await (await fetch(`${base}/hotkeys`)).json()) as { split: { keys: Array<{ key: string }> } };
     expect(report.split.keys.map((k) => k.key)).toContain('runtime:key');
-    const bad = await fetch(`${base}/hotkeys/split`, { method: 'POST', body: JSON.stringify({ key: 'x', copies: 0 }) });
+    const bad = await fetch(`${base}/hotkeys/split`, { method: 'POST', headers: AUTH, body: JSON.stringify({ key: 'x', copies: 0 }) });
     expect(bad.status).toBe(400);
-    const del = await fetch(`${base}/hotkeys/split?key=runtime:key`, { method: 'DELETE' });
+    const del = await fetch(`${base}/hotkeys/split?key=runtime:key`, { method: 'DELETE', headers: AUTH });
     expect(del.status).toBe(200);
     for (const c of copies.slice(1)) expect(await cluster.call(c.node, 'EXISTS', c.name)).toBe(0);
     expect(await client.get('runtime:key')).toBe('rv');
     expect(proxy.hotKeys.splitKey('runtime:key')).toBeUndefined();
-    expect((await fetch(`${base}/hotkeys/split?key=runtime:key`, { method: 'DELETE' })).status).toBe(404);
+    expect((await fetch(`${base}/hotkeys/split?key=runtime:key`, { method: 'DELETE', headers: AUTH })).status).toBe(404);
   });
 
   it('answers the RESPOOL command (SPLIT ADD/LIST/DEL) for valkey-cli users', async () => {

@@ -49,11 +49,12 @@ describe('metric definitions', () => {
     expect(LATENCY_BUCKETS_SECONDS[LATENCY_BUCKETS_SECONDS.length - 1]).toBe(2.5);
   });
 
-  it('default process metrics are registered with the respool_ prefix unless disabled', async () => {
+  it('default process metrics are registered under their standard names unless disabled', async () => {
     const on = new Metrics();
-    expect(on.registry.getSingleMetric('respool_process_cpu_user_seconds_total')).toBeDefined();
+    expect(on.registry.getSingleMetric('process_cpu_user_seconds_total')).toBeDefined();
+    expect(on.registry.getSingleMetric('nodejs_eventloop_lag_seconds')).toBeDefined();
     const off = new Metrics({ defaultMetrics: false });
-    expect(off.registry.getSingleMetric('respool_process_cpu_user_seconds_total')).toBeUndefined();
+    expect(off.registry.getSingleMetric('process_cpu_user_seconds_total')).toBeUndefined();
   });
 });
 

@@ -70,6 +70,10 @@ function touchEverything(m: Metrics): void {
   // read strategies (issue 5)
   m.raw.reads_total.labels('azAffinity', 'same_zone_replica', '127.0.0.1:7001', 'az-a').inc();
   m.raw.zone_info.labels('az-a', 'config').set(1);
+  // operations (issue 10)
+  m.clientLatency('keyed').observe(0.0003);
+  m.setCircuitStatus('127.0.0.1:7000', 'open');
+  m.traffic.clientIn += 10;
 }
 
 describe('admin server', () => {
@@ -109,9 +113,18 @@ describe('admin server', () => {
     // fixed vocabularies are exported at 0 before anything happens
     expect(text).toContain('respool_redirects_total{type="ask"} 0');
     expect(text).toContain('respool_topology_refreshes_total{trigger="periodic",outcome="failed"} 0');
-    // prom-client default metrics, with our prefix
-    expect(text).toContain('respool_process_cpu_user_seconds_total');
-    expect(text).toContain('respool_nodejs_eventloop_lag_seconds');
+    // prom-client default metrics, under their standard names
+    expect(text).toMatch(/^process_cpu_user_seconds_total /m);
+    expect(text).toMatch(/^nodejs_eventloop_lag_seconds /m);
+    expect(text).not.toContain('respool_process_');
+    // operations (issue 10)
+    expect(text).toContain('respool_client_request_duration_seconds_bucket{le="0.0005",family="keyed"} 1');
+    expect(text).toContain('respool_circuit_status{node="127.0.0.1:7000",state="open"} 1');
+    expect(text).toContain('respool_circuit_status{node="127.0.0.1:7000",state="closed"} 0');
+    expect(text).toContain('respool_client_bytes_total{direction="in"} 10');
+    expect(text).toContain('respool_client_bytes_total{direction="out"} 0');
+    expect(text).toContain('respool_config_last_reload_successful 1');
+    expect(text).toMatch(/^respool_build_info\{version="\d+\.\d+\.\d+",node_version="v\d+\.\d+\.\d+"\} 1$/m);
   });
 
   it('GET /readyz follows the readiness state', async () => {
@@ -216,7 +229,9 @@ describe('admin server', () => {
     const metrics = new Metrics({ defaultMetrics: false });
     const admin = await startAdminServer({ host: '127.0.0.1', port: 0 }, metrics, new FakeState(), {
       routes: [{ method: 'GET', path: '/version', handler: () => ({ status: 200, body: { version: '0.1.0' } }) }],
+      token: () => 'test-admin-token-0123456789',
     });
+    const auth = { authorization: 'Bearer test-admin-token-0123456789' };
     servers.push(admin);
     const base = `http://127.0.0.1:${admin.address.port}`;
 
@@ -234,9 +249,9 @@ describe('admin server', () => {
     res = await fetch(`${base}/hotkeys?top=5`);
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ top: 5, keys: [] });
-    res = await fetch(`${base}/hotkeys`, { method: 'POST' });
+    res = await fetch(`${base}/hotkeys`, { method: 'POST', headers: auth });
     expect(res.status).toBe(204);
-    res = await fetch(`${base}/hotkeys`, { method: 'DELETE' });
+    res = await fetch(`${base}/hotkeys`, { method: 'DELETE', headers: auth });
     expect(res.status).toBe(405);
     expect(res.headers.get('allow')).toBe('GET, POST, HEAD');
   });

@@ -103,13 +103,17 @@ describe('defaults', () => {
         prefixes: [],
       },
       hotKeys: {
-        detection: { enabled: true, sampleRate: 0.01, windowMs: 10_000, topK: 10 },
+        detection: { enabled: true, sampleRate: 0.01, windowMs: 10_000, topK: 10, keyNamesInMetrics: false },
         split: [],
         autoSplit: { enabled: false, share: 0.5, copies: null },
         readChoice: 'roundRobin',
       },
       dedicated: { maxPerNode: 1000, maxTotal: 10_000, acquireTimeoutMs: 1000, idleMs: 30_000, blockMarginMs: 5000 },
       pubsub: { maxOutputBytesPerClient: 32 * 1_048_576 },
+      adminToken: null,
+      listenTls: null,
+      tls: { cert: null, key: null, ca: null, requireClientCert: false, minVersion: 'TLSv1.2', ciphers: null },
+      upstreamTls: { enabled: false, ca: null, cert: null, key: null, servername: null, rejectUnauthorized: true },
     } satisfies RespoolConfig);
   });
 
@@ -324,6 +328,7 @@ upstreamAuth: { username: proxy, password: pw }
 users:
   - { name: alice, password: a }
   - { name: bob, passwordEnv: BOB_PW }
+  - { name: app, rules: "on >secret ~app:* +@read +@write -@dangerous" }
 limits:
   maxBulkLength: 1mb
   maxArrayLength: 1000
@@ -370,7 +375,7 @@ logLevel: trace
       admin: { host: '127.0.0.1', port: 9121 },
       connectionsPerNode: 4,
       upstreamAuth: { username: 'proxy', password: 'pw' },
-      users: [{ name: 'alice', password: 'a' }, { name: 'bob', password: 'b' }],
+      users: [{ name: 'alice', password: 'a' }, { name: 'bob', password: 'b' }, { name: 'app', rules: 'on >secret ~app:* +@read +@write -@dangerous' }],
       limits: {
         maxBulkLength: 1_048_576, maxArrayLength: 1000, maxInlineLength: 4096, maxNestingDepth: 16,
         maxPendingPerClient: 100, maxQueryBytesPerClient: 8 * 1_048_576,
@@ -395,6 +400,10 @@ logLevel: trace
       hotKeys: DEFAULT_CONFIG.hotKeys,
       dedicated: DEFAULT_CONFIG.dedicated,
       pubsub: DEFAULT_CONFIG.pubsub,
+      adminToken: null,
+      listenTls: null,
+      tls: DEFAULT_CONFIG.tls,
+      upstreamTls: DEFAULT_CONFIG.upstreamTls,
     } satisfies RespoolConfig);
   });
 
@@ -517,7 +526,7 @@ logLevel: loud
         'upstreams[1]: port must be from 1 to 65535 (got "a:70000")',
         'mode: must be one of auto, cluster, standalone (got "clustr", did you mean "cluster"?)',
         'connectionsPerNode: must be an integer from 1 to 64 (got 0)',
-        'admin: expected host:port or null (got 9121)',
+        'admin: expected host:port, null, or a mapping with address, token, tokenFile (got 9121)',
         'limits.maxBulkLength: must be a size from 1b to 2gb (got "0kb")',
         'limits.maxNestingDepth: must be an integer from 1 to 1000 (got 1.5)',
         'timeouts.connectMs: must be a duration like 5s or 200ms (got "soon")',
@@ -532,7 +541,13 @@ logLevel: loud
       ['upstreams: "a:1"\n', 'upstreams: must be a list of host:port strings, at least one (got "a:1")'],
       ['upstreams: []\n', 'upstreams: must be a list of host:port strings, at least one (got [])'],
       ['upstreams: ["a:1"]\nlimits: 5\n', 'limits: must be a mapping (got 5)'],
-      ['upstreams: ["a:1"]\nusers: [{ name: a }]\n', 'users[0]: needs password or passwordEnv'],
+      ['upstreams: ["a:1"]\nusers: [{ name: a }]\n', 'users[0]: needs rules, password or passwordEnv'],
+      ['upstreams: ["a:1"]\nusers: [{ name: a, rules: "on >x +@nope" }]\n',
+        'users[0]: rules: "+@nope": Unknown command or category name in ACL'],
+      ['upstreams: ["a:1"]\nusers: [{ name: a, rules: "on ~* ~app:*" }]\n', /users\[0\]: rules: "~app:\*": Adding a pattern after the \* pattern/],
+      ['upstreams: ["a:1"]\nusers: [{ name: a, rules: "on #abc" }]\n',
+        'users[0]: rules: "#abc": The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters'],
+      ['upstreams: ["a:1"]\nusers: [{ name: a, rules: 5 }]\n', /users\[0\]\.rules: must be a string of Valkey ACL rules/],
       ['upstreams: ["a:1"]\nupstreamAuth: { password: p, passwordEnv: P }\n',
         'upstreamAuth: give password or passwordEnv, not both'],
       ['upstreams: ["a:1"]\nupstreamAuth: { passwordEnv: "not a name" }\n',

@@ -33,7 +33,7 @@ describe('hotKeys configuration', () => {
   it('has defaults: detection on at 1%, no split keys, auto-split off', () => {
     const c = run(UP);
     expect(c.hotKeys).toEqual({
-      detection: { enabled: true, sampleRate: 0.01, windowMs: 10_000, topK: 10 },
+      detection: { enabled: true, sampleRate: 0.01, windowMs: 10_000, topK: 10, keyNamesInMetrics: false },
       split: [],
       autoSplit: { enabled: false, share: 0.5, copies: null },
       readChoice: 'roundRobin',
@@ -55,7 +55,7 @@ hotKeys:
   readChoice: random
 `);
     const c = run([...UP, '--config', file]);
-    expect(c.hotKeys.detection).toEqual({ enabled: false, sampleRate: 0.25, windowMs: 2000, topK: 20 });
+    expect(c.hotKeys.detection).toEqual({ enabled: false, sampleRate: 0.25, windowMs: 2000, topK: 20, keyNamesInMetrics: false });
     expect(c.hotKeys.split).toEqual([
       { key: 'product:42', copies: 6 },
       { prefix: 'session:', copies: null },
@@ -67,14 +67,14 @@ hotKeys:
 
   it('keeps defaults for the fields a file leaves out', () => {
     const c = run([...UP, '--config', yamlFile('hotKeys:\n  detection: { sampleRate: 0.5 }\n')]);
-    expect(c.hotKeys.detection).toEqual({ enabled: true, sampleRate: 0.5, windowMs: 10_000, topK: 10 });
+    expect(c.hotKeys.detection).toEqual({ enabled: true, sampleRate: 0.5, windowMs: 10_000, topK: 10, keyNamesInMetrics: false });
   });
 
   it('takes flags over the file', () => {
     const file = yamlFile('hotKeys:\n  detection: { sampleRate: 0.5 }\n  split: [{ key: a }]\n');
     const c = run([...UP, '--config', file, '--hot-keys-sample-rate', '0.1', '--hot-keys-window', '5s',
       '--hot-keys-detection', 'off', '--split-key', 'hot', '--split-key', 'other=6']);
-    expect(c.hotKeys.detection).toEqual({ enabled: false, sampleRate: 0.1, windowMs: 5000, topK: 10 });
+    expect(c.hotKeys.detection).toEqual({ enabled: false, sampleRate: 0.1, windowMs: 5000, topK: 10, keyNamesInMetrics: false });
     expect(c.hotKeys.split).toEqual([{ key: 'hot', copies: null }, { key: 'other', copies: 6 }]);
   });
 

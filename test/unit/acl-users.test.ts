@@ -1,0 +1,70 @@
+import { describe, expect, it } from 'vitest';
+import { CommandTable } from '../../src/commands/command-table.js';
+import { AclRuleError, buildUsers, checkCommand, compileUser, defaultNeedsAuth, describeUser, splitRules } from '../../src/acl/users.js';
+
+const table = CommandTable.builtin();
+const check = (rules: string, ...args: string[]) => {
+  const u = compileUser('u', splitRules(rules), table);
+  const a = args.map((x) => Buffer.from(x));
+  return checkCommand(u, table.lookup(a)!, a, table);
+};
+
+describe('ACL rules (src/acl/users.ts)', () => {
+  it("describes users in ACL LIST's format", () => {
+    expect(describeUser(compileUser('x', ['reset'], table))).toBe('off sanitize-payload resetchannels -@all');
+    expect(describeUser(compileUser('x', splitRules('on nopass ~* &* +@all'), table))).toBe('on nopass sanitize-payload ~* &* +@all');
+    expect(describeUser(compileUser('x', splitRules('on ~a:* %R~r:* %W~w:* %RW~rw:* &c +@read -get +get +config|get -config'), table)))
+      .toBe('on sanitize-payload ~a:* %R~r:* %W~w:* ~rw:* resetchannels &c -@all +@read +get -config');
+  });
+
+  it("refuses bad rules with Valkey's messages", () => {
+    const err = (rules: string) => {
+      try {
+        compileUser('x', splitRules(rules), table);
+        return null;
+      } catch (e) {
+        return (e as AclRuleError).message;
+      }
+    };
+    expect(err('+@nope')).toBe('Unknown command or category name in ACL');
+    expect(err('+nope')).toBe('Unknown command or category name in ACL');
+    expect(err('bogus')).toBe('Syntax error');
+    expect(err('%X~a')).toBe('Syntax error');
+    expect(err('+config|get|x')).toBe('Allowing first-arg of a subcommand is not supported');
+    expect(err('allchannels &x')).toMatch(/^Adding a pattern after the \* pattern \(or the 'allchannels' flag\)/);
+    expect(err('(+get ~x)')).toMatch(/selectors/);
+  });
+
+  it('checks commands, keys (read/write from key specs) and channels', () => {
+    expect(check('+@read ~*', 'get', 'k')).toBeNull();
+    expect(check('+@read ~*', 'set', 'k', 'v')).toEqual({ kind: 1, index: 0 });
+    expect(check('+@all %R~r:*', 'get', 'r:1')).toBeNull();
+    expect(check('+@all %R~r:*', 'set', 'r:1', 'v')).toEqual({ kind: 2, index: 1 });
+    expect(check('+@all %W~w:*', 'set', 'w:1', 'v')).toBeNull(); // OW UPDATE: a write
+    expect(check('+@all %W~w:*', 'set', 'w:1', 'v', 'GET')).toEqual({ kind: 2, index: 1 }); // RW ACCESS UPDATE
+    expect(check('+@all %W~w:*', 'exists', 'w:1')).toBeNull(); // RO without ACCESS: any pattern
+    expect(check('+@all ~a:*', 'mget', 'a:1', 'b:1')).toEqual({ kind: 2, index: 2 });
+    expect(check('+@all &chat:*', 'publish', 'chat:1', 'x')).toBeNull();
+    expect(check('+@all &chat:*', 'publish', 'news', 'x')).toEqual({ kind: 3, index: 1 });
+    expect(check('+@all &chat:*', 'psubscribe', 'chat:*')).toBeNull();
+    expect(check('+@all &chat:*', 'psubscribe', 'chat:1*')).toEqual({ kind: 3, index: 1 });
+    expect(check('-@all +select|0', 'select', '0')).toBeNull();
+    expect(check('-@all +select|0', 'select', '1')).toEqual({ kind: 1, index: 0 });
+    expect(check('-@all +config|get', 'config', 'get', 'x')).toBeNull();
+    expect(check('-@all +config|get', 'config', 'set', 'x', 'y')).toEqual({ kind: 1, index: 0 });
+    expect(check('-@all', 'auth', 'x')).toBeNull(); // no_auth commands
+  });
+
+  it('the default user: open without users, off when users exist without it', () => {
+    const none = buildUsers([], table);
+    expect(none.open).toBe(true);
+    expect(none.defaultUser.unrestricted).toBe(true);
+    expect(defaultNeedsAuth(none)).toBe(false);
+    const some = buildUsers([{ name: 'a', password: 'x' }], table);
+    expect(describeUser(some.defaultUser)).toBe('off sanitize-payload resetchannels -@all');
+    expect(defaultNeedsAuth(some)).toBe(true);
+    expect(some.byName.get('a')!.unrestricted).toBe(true);
+    expect(some.byName.get('a')!.respoolAdmin).toBe(false);
+    expect(buildUsers([{ name: 'o', rules: 'on nopass +@all ~* &* +@respool-admin' }], table).byName.get('o')!.respoolAdmin).toBe(true);
+  });
+});
