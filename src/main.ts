@@ -1,6 +1,9 @@
 import { parseCommandLine, ConfigError } from './config/load-config.js';
 import { startProxy } from './server.js';
 import { createLogger } from './util/logger.js';
+import cluster from 'node:cluster';
+import { AggregatorRegistry } from 'prom-client';
+import { runSupervisor, workerCount, WORKER_ADMIN_MESSAGE } from './workers/supervisor.js';
 
 /** Graceful drain on SIGTERM/SIGINT: in-flight requests get this long to finish. */
 const DRAIN_MS = 10_000;
@@ -22,12 +25,25 @@ export async function main(argv: string[]): Promise<void> {
     return;
   }
   const log = createLogger(parsed.config.logLevel);
+  // workers: N > 1 — this process supervises N respool processes sharing the listen sockets (src/workers).
+  const workers = workerCount(parsed.config.workers);
+  if (workers > 1 && cluster.isPrimary) return runSupervisor(parsed.config, workers, log, DRAIN_MS);
+  const inWorker = cluster.isWorker;
+  // A worker's admin server: a loopback port of its own, reached through the supervisor's.
+  if (inWorker && parsed.config.admin !== null) parsed.config.admin = { host: '127.0.0.1', port: 0 };
   let proxy;
   try {
     proxy = await startProxy(parsed.config, { log, ...(parsed.configFile !== undefined ? { configFile: parsed.configFile } : {}) });
   } catch (err) {
     log.fatal({ err: (err as Error).message }, 'respool could not start');
     process.exit(1);
+  }
+  if (inWorker) {
+    // The supervisor's /metrics sums the workers': constructing an AggregatorRegistry installs
+    // prom-client's worker-side IPC listener, which answers with these registries.
+    AggregatorRegistry.setRegistries([proxy.metrics.registry]);
+    new AggregatorRegistry();
+    process.send?.({ type: WORKER_ADMIN_MESSAGE, admin: proxy.adminAddress });
   }
   let stopping = false;
   const stop = (signal: string) => {
@@ -56,6 +72,7 @@ export async function main(argv: string[]): Promise<void> {
     }
     if (next.kind !== 'run') return;
     try {
+      if (inWorker && next.config.admin !== null) next.config.admin = parsed.config.admin; // its own port, as at start
       proxy.reload(next.config);
       proxy.metrics.raw.config_last_reload_successful.set(1);
       proxy.metrics.raw.config_last_reload_success_timestamp_seconds.set(Date.now() / 1000);

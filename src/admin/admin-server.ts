@@ -248,7 +248,9 @@ export async function startAdminServer(
   await new Promise<void>((resolve, reject) => {
     const onError = (err: Error): void => reject(err);
     server.once('error', onError);
-    server.listen(addr.port, addr.host, () => {
+    // exclusive: in a worker process (src/workers) each admin server has a port of its own,
+    // never one shared through the cluster primary.
+    server.listen({ port: addr.port, host: addr.host, exclusive: true }, () => {
       server.off('error', onError);
       resolve();
     });

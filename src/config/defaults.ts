@@ -21,6 +21,7 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
   admin: null,
   adminToken: null, // admin mutations refused until a token is configured
   connectionsPerNode: 2,
+  workers: 1,
   upstreamAuth: null,
   users: [],
   limits: {

@@ -40,6 +40,11 @@ export const FLAGS: readonly FlagSpec[] = [
     help: 'upstream Valkey node(s), cluster seed nodes in cluster mode; repeatable; required',
   },
   {
+    name: 'workers', type: 'string', value: 'N|auto',
+    help: 'client-serving processes sharing the listen sockets (node cluster module); auto = one per core; each keeps its own upstream links',
+    default: String(DEFAULT_CONFIG.workers),
+  },
+  {
     name: 'mode', type: 'string', value: MODES.join('|'),
     help: 'auto detects cluster or standalone from the upstream', default: DEFAULT_CONFIG.mode,
   },

@@ -40,7 +40,7 @@ ${envHelp()}
 
 Config file:
   --config file.yaml reads every setting, with the same camelCase names as the configuration
-  (listen, listenTls, tls, upstreamTls, upstreams, mode, admin, connectionsPerNode,
+  (listen, listenTls, tls, upstreamTls, upstreams, mode, admin, connectionsPerNode, workers,
   upstreamAuth, users, limits, timeouts, cluster, resilience, clients, reads, hotKeys,
   logLevel); see config/sidecar.yaml
   and config/central-proxy.yaml. Some settings (users, upstreamAuth.passwordEnv,

@@ -23,7 +23,7 @@ import {
 } from './types.js';
 import {
   ValueProblem, formatDuration, formatHostPort, show, suggest,
-  toDuration, toEnum, toHostPort, toInteger, toSize,
+  toDuration, toEnum, toHostPort, toInteger, toSize, toWorkers,
 } from './values.js';
 
 export { ConfigError } from './types.js';
@@ -156,6 +156,7 @@ function convertFlags(values: FlagValues, env: NodeJS.ProcessEnv, problems: stri
     out.set('cluster.peers', dedupe(peers));
   }
   convert('mode', 'mode', (v) => toEnum(v, MODES));
+  convert('workers', 'workers', (v) => toWorkers(v));
   convert('admin', 'admin', (v) => (v === 'off' ? null : toAdminAddress(v)));
   convert('admin-token-file', 'adminToken', (v) => readTokenFile(v));
   if (values['admin-token-file'] === undefined) {
@@ -332,6 +333,7 @@ function convertSettings(data: unknown, where: string, env: NodeJS.ProcessEnv, p
     set('upstreams', upstreams.filter((u) => u !== undefined));
   }
   set('mode', convert('mode', settings.mode, (v) => toEnum(v, MODES)));
+  set('workers', convert('workers', settings.workers, (v) => toWorkers(v)));
   // admin: null (or "off") is a value here — it turns off an admin server — so it is stored as null.
   // A mapping { address, token, tokenFile } also sets the token for admin mutations.
   const adminSetting = settings.admin;

@@ -10,7 +10,7 @@ import type { RespoolConfig } from './types.js';
 
 /** Settings (leaf paths, or a prefix ending in ".") that a running proxy cannot change. */
 const NEEDS_RESTART: readonly string[] = [
-  'listen', 'listenTls', 'upstreams', 'mode', 'admin', 'connectionsPerNode', 'upstreamAuth.',
+  'listen', 'listenTls', 'upstreams', 'mode', 'admin', 'connectionsPerNode', 'workers', 'upstreamAuth.',
   'cluster.announce', 'cluster.peers', 'cluster.refreshMinIntervalMs', 'cluster.refreshPeriodMs',
   // circuits, backoff and budgets are built per node when it is first seen
   'resilience.backoffBaseMs', 'resilience.backoffCapMs', 'resilience.dialAttemptsPerWindow', 'resilience.dialWindowMs',

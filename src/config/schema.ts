@@ -194,6 +194,8 @@ export const CONFIG_FILE_SCHEMA: Schema = {
       },
     },
     connectionsPerNode: numericSchema(numericField('connectionsPerNode')),
+    // processes sharing the listen sockets (node's cluster module); "auto" = one per core
+    workers: { type: ['integer', 'string'], minimum: 1, maximum: 64, pattern: '^auto$', 'x-expect': 'must be a number of processes (1..64) or auto' },
     // How respool authenticates to the upstream nodes; null = no AUTH. Give password or passwordEnv.
     upstreamAuth: {
       type: ['object', 'null'],
@@ -246,6 +248,7 @@ export interface ConfigFile {
   mode?: string;
   admin?: string | null | { address?: string | null; token?: string; tokenFile?: string };
   connectionsPerNode?: number;
+  workers?: number | string;
   upstreamAuth?: { username?: string | null; password?: string; passwordEnv?: string } | null;
   users?: Array<{ name: string; password?: string; passwordEnv?: string; rules?: string }>;
   limits?: Record<string, number | string>;

@@ -26,6 +26,8 @@ export interface RespoolConfig {
   /** Bearer token for admin mutations (POST/DELETE): admin.token, admin.tokenFile, --admin-token-file or RESPOOL_ADMIN_TOKEN; null = mutations refused (403). */
   adminToken: string | null;
   connectionsPerNode: number; // default 2, 1..64
+  /** Client-serving processes sharing the listen sockets (src/workers); 'auto' = one per core. Default 1. */
+  workers: number | 'auto';
   upstreamAuth: { username: string | null; password: string } | null;
   users: Array<{ name: string; password?: string; rules?: string }>; // respool's own users: Valkey ACL rules (src/acl/users.ts); empty = no AUTH required
   limits: {

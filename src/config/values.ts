@@ -119,6 +119,14 @@ export function toHostPort(value: unknown, allowPortZero: boolean): HostPort {
   return { host, port };
 }
 
+/** workers: "auto" or a number of processes, 1..64. */
+export function toWorkers(value: unknown): number | 'auto' {
+  if (value === 'auto') return 'auto';
+  const n = typeof value === 'number' ? value : typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : NaN;
+  if (Number.isInteger(n) && n >= 1 && n <= 64) return n;
+  throw new ValueProblem(`expected a number of processes (1..64) or auto (got ${show(value)})`);
+}
+
 export function toEnum<T extends string>(value: unknown, allowed: readonly T[]): T {
   if (typeof value === 'string' && (allowed as readonly string[]).includes(value)) return value as T;
   const hint = typeof value === 'string' ? suggest(value, allowed) : undefined;

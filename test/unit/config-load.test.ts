@@ -47,6 +47,7 @@ describe('defaults', () => {
       mode: 'auto',
       admin: null,
       connectionsPerNode: 2,
+      workers: 1,
       upstreamAuth: null,
       users: [],
       limits: {
@@ -374,6 +375,7 @@ logLevel: trace
       mode: 'cluster',
       admin: { host: '127.0.0.1', port: 9121 },
       connectionsPerNode: 4,
+      workers: 1,
       upstreamAuth: { username: 'proxy', password: 'pw' },
       users: [{ name: 'alice', password: 'a' }, { name: 'bob', password: 'b' }, { name: 'app', rules: 'on >secret ~app:* +@read +@write -@dangerous' }],
       limits: {
@@ -779,5 +781,24 @@ describe('resilience and clients (issue 4)', () => {
     }
     expect(help.text).toContain('[default: 15s]');
     expect(help.text).toContain('[default: 250ms]');
+  });
+});
+
+describe('workers', () => {
+  it('takes a number of processes or auto, from a flag, the environment or the file', () => {
+    expect(run(UP).workers).toBe(1);
+    expect(run([...UP, '--workers', '4']).workers).toBe(4);
+    expect(run([...UP, '--workers', 'auto']).workers).toBe('auto');
+    expect(run(UP, { RESPOOL_WORKERS: '2' }).workers).toBe(2);
+    expect(run([...UP, '--workers', '3'], { RESPOOL_WORKERS: '2' }).workers).toBe(3); // flags > env
+    const dir = mkdtempSync(join(tmpdir(), 'respool-workers-'));
+    const file = join(dir, 'w.yaml');
+    writeFileSync(file, 'upstreams: ["127.0.0.1:7000"]\nworkers: auto\n');
+    expect(run(['--config', file]).workers).toBe('auto');
+  });
+
+  it('refuses anything else, naming the setting', () => {
+    expect(errorOf([...UP, '--workers', '0'])).toMatch(/--workers: expected a number of processes \(1\.\.64\) or auto \(got "0"\)/);
+    expect(errorOf([...UP, '--workers', 'many'])).toMatch(/--workers: expected a number of processes/);
   });
 });

@@ -1,0 +1,181 @@
+import cluster, { type Worker } from 'node:cluster';
+import { createServer, request as httpRequest, type IncomingMessage } from 'node:http';
+import os from 'node:os';
+import { AggregatorRegistry, type RegistryContentType } from 'prom-client';
+import type { Logger } from 'pino';
+import type { HostPort, RespoolConfig } from '../config/types.js';
+
+/**
+ * `workers: N` (N > 1): this process becomes the supervisor of N worker processes (node's cluster
+ * module). Each worker is a whole respool (its own sessions, topology, upstream links: a node sees
+ * workers × connectionsPerNode links from one respool) and they share the listen sockets: the
+ * supervisor accepts and hands connections to the workers in turn (cluster's round-robin).
+ *
+ *   admin     : the supervisor serves config.admin. /metrics is the sum over workers (prom-client's
+ *               AggregatorRegistry over IPC); /healthz is 200 while a worker is up; /readyz is 200
+ *               when every worker's /readyz is; POST/DELETE (split rules, …) go to every worker,
+ *               the first worker's answer is returned; other GETs (/topology, /hotkeys, /config)
+ *               are the first worker's. Workers run their admin servers on loopback ports of
+ *               their own (reported to the supervisor), with the same token.
+ *   signals   : SIGHUP is passed to every worker (each reloads, as a lone respool does); SIGTERM /
+ *               SIGINT drain every worker, then the supervisor exits.
+ *   crashes   : a worker that exits unasked is replaced after a backoff: 100 ms doubled per crash
+ *               in the last minute, at most 10 s.
+ * Not merged yet: hot-key detection counts and RESPOOL HOTKEYS are per worker.
+ */
+
+export const WORKER_ADMIN_MESSAGE = 'respool:worker-admin';
+
+const BACKOFF_BASE_MS = 100;
+const BACKOFF_MAX_MS = 10_000;
+const CRASH_WINDOW_MS = 60_000;
+
+export function workerCount(setting: number | 'auto'): number {
+  return setting === 'auto' ? Math.max(1, os.availableParallelism()) : setting;
+}
+
+interface WorkerSlot {
+  worker: Worker;
+  /** The worker's own admin server (loopback), once it reported it. */
+  admin: HostPort | null;
+}
+
+export async function runSupervisor(config: RespoolConfig, count: number, log: Logger, drainMs: number): Promise<void> {
+  const slots: WorkerSlot[] = [];
+  const crashes: number[] = [];
+  let stopping = false;
+
+  const fork = (index: number) => {
+    const worker = cluster.fork({ RESPOOL_WORKER_INDEX: String(index) });
+    const slot: WorkerSlot = { worker, admin: null };
+    slots[index] = slot;
+    worker.on('message', (msg: unknown) => {
+      const m = msg as { type?: string; admin?: HostPort | null };
+      if (m?.type === WORKER_ADMIN_MESSAGE) slot.admin = m.admin ?? null;
+    });
+    worker.on('exit', (code, signal) => {
+      if (stopping) return;
+      const now = Date.now();
+      crashes.push(now);
+      while (crashes.length > 0 && crashes[0]! < now - CRASH_WINDOW_MS) crashes.shift();
+      const delay = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (crashes.length - 1));
+      log.error({ event: 'worker_exited', worker: index, pid: worker.process.pid, code, signal, restartInMs: delay }, 'worker exited; replacing it');
+      setTimeout(() => {
+        if (!stopping) fork(index);
+      }, delay).unref();
+    });
+  };
+  for (let i = 0; i < count; i++) fork(i);
+  log.info({ workers: count }, 'respool supervisor started its workers');
+
+  const aggregator = new AggregatorRegistry();
+  const admin = config.admin === null ? null : await serveAdmin(config.admin, slots, aggregator, log);
+
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) process.exit(1); // a second signal: stop now
+    stopping = true;
+    log.info({ signal, drainMs }, 'draining every worker');
+    const alive = slots.filter((s) => !s.worker.isDead());
+    let left = alive.length;
+    if (left === 0) process.exit(0);
+    for (const s of alive) {
+      s.worker.once('exit', () => {
+        if (--left === 0) {
+          admin?.close();
+          process.exit(0);
+        }
+      });
+      s.worker.process.kill('SIGTERM');
+    }
+    setTimeout(() => process.exit(0), drainMs + 5000).unref();
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGHUP', () => {
+    for (const s of slots) if (!s.worker.isDead()) s.worker.process.kill('SIGHUP');
+  });
+}
+
+/** The supervisor's admin server (see the module comment). */
+async function serveAdmin(addr: HostPort, slots: WorkerSlot[], aggregator: AggregatorRegistry<RegistryContentType>, log: Logger): Promise<ReturnType<typeof createServer>> {
+  const live = () => slots.filter((s) => !s.worker.isDead() && s.admin !== null);
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    const reply = (status: number, body: string, type = 'text/plain; charset=utf-8') => {
+      res.writeHead(status, { 'content-type': type });
+      res.end(req.method === 'HEAD' ? undefined : body);
+    };
+    if (req.method === 'GET' && path === '/metrics') {
+      aggregator.clusterMetrics().then(
+        (text: string) => reply(200, text, aggregator.contentType),
+        (err: Error) => reply(500, `metrics from the workers failed: ${err.message}\n`),
+      );
+      return;
+    }
+    const workers = live();
+    if ((req.method === 'GET' || req.method === 'HEAD') && path === '/healthz') {
+      return workers.length > 0 ? reply(200, 'ok\n') : reply(503, 'no worker is up\n');
+    }
+    if (workers.length === 0) return reply(503, 'no worker is up\n');
+    if ((req.method === 'GET' || req.method === 'HEAD') && path === '/readyz') {
+      Promise.all(workers.map((s) => forward(s.admin!, req, Buffer.alloc(0)))).then((answers) => {
+        const notReady = answers.find((a) => a.status !== 200);
+        const pids = workers.map((s) => s.worker.process.pid);
+        if (workers.length < slots.length) reply(503, `only ${workers.length} of ${slots.length} workers are up\n`);
+        else if (notReady !== undefined) reply(notReady.status, notReady.body.toString(), notReady.type);
+        else reply(200, JSON.stringify({ ready: true, workers: pids }), 'application/json; charset=utf-8');
+      }, (err: Error) => reply(503, `a worker did not answer /readyz: ${err.message}\n`));
+      return;
+    }
+    readBody(req).then(async (body) => {
+      // Reads: the first worker's answer. Changes: every worker, the first one's answer.
+      const targets = req.method === 'GET' || req.method === 'HEAD' ? [workers[0]!] : workers;
+      const answers = await Promise.all(targets.map((s) => forward(s.admin!, req, body)));
+      const first = answers[0]!;
+      reply(first.status, first.body.toString(), first.type);
+    }).catch((err: Error) => reply(502, `a worker did not answer: ${err.message}\n`));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ port: addr.port, host: addr.host }, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  log.info({ admin: server.address() }, 'supervisor admin server listening');
+  return server;
+}
+
+function readBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > 1 << 20) reject(new Error('request body over 1 MiB'));
+      else chunks.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+/** One request to a worker's own admin server, with the client's method, path, headers and body. */
+function forward(to: HostPort, req: IncomingMessage, body: Buffer): Promise<{ status: number; body: Buffer; type: string }> {
+  return new Promise((resolve, reject) => {
+    const headers: Record<string, string> = {};
+    if (req.headers.authorization !== undefined) headers['authorization'] = req.headers.authorization;
+    if (req.headers['content-type'] !== undefined) headers['content-type'] = req.headers['content-type'];
+    headers['content-length'] = String(body.length);
+    const out = httpRequest({ host: to.host, port: to.port, method: req.method, path: req.url, headers, timeout: 5000 }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 502, body: Buffer.concat(chunks), type: String(res.headers['content-type'] ?? 'text/plain') }));
+      res.on('error', reject);
+    });
+    out.on('timeout', () => out.destroy(new Error('timed out')));
+    out.on('error', reject);
+    out.end(body);
+  });
+}
+

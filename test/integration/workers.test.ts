@@ -1,0 +1,120 @@
+/**
+ * `--workers 2`: a supervisor and two respool processes sharing the listen socket (src/workers),
+ * spawned from the compiled bin in front of a real valkey-server.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn, type ChildProcess } from 'node:child_process';
+import net from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { startStandalone, type ValkeyNode } from '../harness/valkey-processes.js';
+import { RawConnection } from '../helpers/raw-resp.js';
+
+const BIN = fileURLToPath(new URL('../../bin/respool.js', import.meta.url));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v !== undefined) return v;
+    } catch {
+      // not yet
+    }
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+/** The pid of the worker serving a new connection (respool's INFO server process_id). */
+async function servingPid(port: number): Promise<number> {
+  const c = await RawConnection.connect(port);
+  try {
+    const reply = await c.call('INFO', 'server');
+    return Number(/process_id:(\d+)/.exec(reply)![1]);
+  } finally {
+    c.close();
+  }
+}
+
+describe('workers: 2 processes share the listen socket; the supervisor sums metrics and replaces a crashed worker', () => {
+  let server: ValkeyNode;
+  let child: ChildProcess;
+  let port: number;
+  let adminPort: number;
+  let stderr = '';
+
+  beforeAll(async () => {
+    server = await startStandalone();
+    port = await freePort();
+    adminPort = await freePort();
+    child = spawn('node', [BIN, '--workers', '2', '--listen', `127.0.0.1:${port}`, '--admin', `127.0.0.1:${adminPort}`, '--upstream', `127.0.0.1:${server.port}`, '--log-level', 'warn'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, RESPOOL_ADMIN_TOKEN: 'workers-test-token-0123456789' },
+    });
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.stdout!.on('data', (d: Buffer) => (stderr += d.toString()));
+    await until('both workers ready', async () => {
+      const res = await fetch(`http://127.0.0.1:${adminPort}/readyz`);
+      return res.status === 200 ? true : undefined;
+    });
+  }, 30_000);
+
+  afterAll(async () => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+    await server?.stop();
+  });
+
+  it('spreads clients over both workers and sums their metrics', async () => {
+    const conns = await Promise.all(Array.from({ length: 6 }, () => RawConnection.connect(port)));
+    try {
+      const pids = new Set<number>();
+      for (const c of conns) pids.add(Number(/process_id:(\d+)/.exec(await c.call('INFO', 'server'))![1]));
+      expect(pids.size).toBe(2);
+      expect(pids.has(child.pid!)).toBe(false); // the supervisor serves no client itself
+      expect(await conns[0]!.call('SET', 'workers:k', 'v')).toBe('+OK\r\n');
+      expect(await conns[5]!.call('GET', 'workers:k')).toBe('$1\r\nv\r\n');
+      const metrics = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
+      // Both workers' gauges, summed: the 6 open clients.
+      expect(metrics).toMatch(/^respool_client_connections 6$/m);
+      expect((await fetch(`http://127.0.0.1:${adminPort}/topology`)).status).toBe(200); // a worker's, through the supervisor
+      // A mutation without the token is refused by the workers (the supervisor passes the header on).
+      expect((await fetch(`http://127.0.0.1:${adminPort}/hotkeys/split`, { method: 'POST', body: '{}' })).status).toBe(401);
+    } finally {
+      for (const c of conns) c.close();
+    }
+  });
+
+  it('replaces a worker that crashed; clients are served meanwhile by the other', async () => {
+    const before = new Set<number>();
+    for (let i = 0; i < 6; i++) before.add(await servingPid(port));
+    const victim = [...before][0]!;
+    process.kill(victim, 'SIGKILL');
+    // New connections keep being served; soon two workers again, the victim not among them.
+    const after = await until('a replacement worker', async () => {
+      const pids = new Set<number>();
+      for (let i = 0; i < 6; i++) pids.add(await servingPid(port));
+      return pids.size === 2 && !pids.has(victim) ? pids : undefined;
+    });
+    expect([...after].filter((p) => !before.has(p))).toHaveLength(1);
+    expect(stderr).toMatch(/worker exited; replacing it/);
+  }, 30_000);
+
+  it('drains every worker and exits 0 on SIGTERM', async () => {
+    const pids = new Set<number>();
+    for (let i = 0; i < 4; i++) pids.add(await servingPid(port));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    for (const pid of pids) expect(() => process.kill(pid, 0)).toThrow(); // gone
+  }, 30_000);
+});
