@@ -4,6 +4,8 @@ import { createLogger } from './util/logger.js';
 import cluster from 'node:cluster';
 import { AggregatorRegistry } from 'prom-client';
 import { runSupervisor, workerCount, WORKER_ADMIN_MESSAGE } from './workers/supervisor.js';
+import { onPeerCommand } from './workers/peer-commands.js';
+import { runRespoolCommand } from './hotkeys/control.js';
 
 /** Graceful drain on SIGTERM/SIGINT: in-flight requests get this long to finish. */
 const DRAIN_MS = 10_000;
@@ -44,6 +46,8 @@ export async function main(argv: string[]): Promise<void> {
     AggregatorRegistry.setRegistries([proxy.metrics.registry]);
     new AggregatorRegistry();
     process.send?.({ type: WORKER_ADMIN_MESSAGE, admin: proxy.adminAddress });
+    const hotKeys = proxy.hotKeys;
+    onPeerCommand((args) => runRespoolCommand(hotKeys, args, 2)); // another worker's RESPOOL SPLIT change
   }
   let stopping = false;
   const stop = (signal: string) => {

@@ -1,4 +1,5 @@
 import { runRespoolCommand } from '../hotkeys/control.js';
+import { sharePeerCommand } from '../workers/peer-commands.js';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { usersOf } from '../acl/users.js';
@@ -18,5 +19,7 @@ export const respool: Handler = (session, req) => {
       return session.replyNow(encodeError(ProxyError.noPerm(`User ${state.user ?? 'default'} has no permissions to run the 'respool' command`)));
     }
   }
-  session.replyNow(runRespoolCommand(ctx.hotKeys, req.args, state.protocol));
+  const reply = runRespoolCommand(ctx.hotKeys, req.args, state.protocol);
+  sharePeerCommand(req.args, reply); // workers: a split change reaches every worker (src/workers)
+  session.replyNow(reply);
 };

@@ -4,6 +4,7 @@ import os from 'node:os';
 import { AggregatorRegistry, type RegistryContentType } from 'prom-client';
 import type { Logger } from 'pino';
 import type { HostPort, RespoolConfig } from '../config/types.js';
+import { PEER_COMMAND_MESSAGE } from './peer-commands.js';
 
 /**
  * `workers: N` (N > 1): this process becomes the supervisor of N worker processes (node's cluster
@@ -21,7 +22,9 @@ import type { HostPort, RespoolConfig } from '../config/types.js';
  *               SIGINT drain every worker, then the supervisor exits.
  *   crashes   : a worker that exits unasked is replaced after a backoff: 100 ms doubled per crash
  *               in the last minute, at most 10 s.
- * Not merged yet: hot-key detection counts and RESPOOL HOTKEYS are per worker.
+ *   RESPOOL   : a RESPOOL SPLIT change on one worker is passed to every other (peer-commands.ts).
+ * Not merged yet: hot-key detection counts (RESPOOL HOTKEYS, automatic splits) are per worker,
+ * and a worker started later (a replacement) begins with the configured split rules only.
  */
 
 export const WORKER_ADMIN_MESSAGE = 'respool:worker-admin';
@@ -52,6 +55,8 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
     worker.on('message', (msg: unknown) => {
       const m = msg as { type?: string; admin?: HostPort | null };
       if (m?.type === WORKER_ADMIN_MESSAGE) slot.admin = m.admin ?? null;
+      // A split change on one worker: to every other worker (peer-commands.ts).
+      if (m?.type === PEER_COMMAND_MESSAGE) for (const s of slots) if (s !== slot && !s.worker.isDead()) s.worker.send(msg as object);
     });
     worker.on('exit', (code, signal) => {
       if (stopping) return;

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { startStandalone, type ValkeyNode } from '../harness/valkey-processes.js';
+import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
 import { RawConnection } from '../helpers/raw-resp.js';
 
 const BIN = fileURLToPath(new URL('../../bin/respool.js', import.meta.url));
@@ -117,4 +117,49 @@ describe('workers: 2 processes share the listen socket; the supervisor sums metr
     expect(await exited).toBe(0);
     for (const pid of pids) expect(() => process.kill(pid, 0)).toThrow(); // gone
   }, 30_000);
+});
+
+describe('workers in front of a cluster: a RESPOOL SPLIT change made on one worker reaches the other', () => {
+  let cluster: ValkeyCluster;
+  let child: ChildProcess;
+  let port: number;
+
+  beforeAll(async () => {
+    cluster = await startCluster({ primaries: 3, replicasPerPrimary: 0 });
+    port = await freePort();
+    const seed = cluster.nodes[0]!;
+    child = spawn('node', [BIN, '--workers', '2', '--listen', `127.0.0.1:${port}`, '--upstream', `${seed.host}:${seed.port}`, '--log-level', 'warn'], { stdio: 'ignore' });
+    await until('two workers serving', async () => {
+      const pids = new Set<number>();
+      for (let i = 0; i < 4; i++) pids.add(await servingPid(port));
+      return pids.size === 2 ? true : undefined;
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    if (child?.exitCode === null) child.kill('SIGKILL');
+    await cluster?.stop();
+  });
+
+  it('ADD on one worker shows in LIST on the other; DEL there removes it on the first', async () => {
+    // Two connections served by different workers.
+    const byPid = new Map<number, RawConnection>();
+    const spare: RawConnection[] = [];
+    for (let i = 0; i < 8 && byPid.size < 2; i++) {
+      const c = await RawConnection.connect(port);
+      const pid = Number(/process_id:(\d+)/.exec(await c.call('INFO', 'server'))![1]);
+      if (byPid.has(pid)) spare.push(c);
+      else byPid.set(pid, c);
+    }
+    const [a, b] = [...byPid.values()];
+    try {
+      expect(b).toBeDefined();
+      expect(await a!.call('RESPOOL', 'SPLIT', 'ADD', 'wk:hot', '3')).toMatch(/^\+OK|^\*|^:/);
+      await until('the rule on the other worker', async () => ((await b!.call('RESPOOL', 'SPLIT', 'LIST')).includes('wk:hot') ? true : undefined), 5000);
+      expect(await b!.call('RESPOOL', 'SPLIT', 'DEL', 'wk:hot')).not.toMatch(/^-/);
+      await until('the rule gone on the first worker', async () => (!(await a!.call('RESPOOL', 'SPLIT', 'LIST')).includes('wk:hot') ? true : undefined), 5000);
+    } finally {
+      for (const c of [...byPid.values(), ...spare]) c.close();
+    }
+  });
 });

@@ -1,0 +1,34 @@
+import cluster from 'node:cluster';
+
+/**
+ * With `workers: N`, a RESPOOL SPLIT change a client makes on one worker must reach the others
+ * (each worker routes its own clients' commands): the worker that ran it sends it to the
+ * supervisor, which passes it to every other worker, where it runs as if sent there. Replies of
+ * the copies are dropped (the client already has the first worker's).
+ */
+export const PEER_COMMAND_MESSAGE = 'respool:peer-command';
+
+/** RESPOOL SPLIT subcommands that change the split rules (LIST only reads). */
+const CHANGES: ReadonlySet<string> = new Set(['ADD', 'ADDPREFIX', 'ADDPATTERN', 'DEL']);
+
+export interface PeerCommandMessage {
+  type: typeof PEER_COMMAND_MESSAGE;
+  /** The command's arguments, base64 (IPC is JSON). */
+  args: string[];
+}
+
+/** In a worker: passes a RESPOOL command that changed the split rules on to the other workers. */
+export function sharePeerCommand(args: readonly Buffer[], reply: Buffer): void {
+  if (!cluster.isWorker || process.send === undefined || reply[0] === 0x2d /* an error changed nothing */) return;
+  if (args[1]?.toString('latin1').toUpperCase() !== 'SPLIT' || !CHANGES.has(args[2]?.toString('latin1').toUpperCase() ?? '')) return;
+  const message: PeerCommandMessage = { type: PEER_COMMAND_MESSAGE, args: args.map((a) => a.toString('base64')) };
+  process.send(message);
+}
+
+/** In a worker: runs what another worker shared. */
+export function onPeerCommand(run: (args: Buffer[]) => void): void {
+  process.on('message', (msg: unknown) => {
+    const m = msg as Partial<PeerCommandMessage> | null;
+    if (m?.type === PEER_COMMAND_MESSAGE && Array.isArray(m.args)) run(m.args.map((a) => Buffer.from(a, 'base64')));
+  });
+}
