@@ -5,6 +5,7 @@ import cluster from 'node:cluster';
 import { AggregatorRegistry } from 'prom-client';
 import { runSupervisor, workerCount, WORKER_ADMIN_MESSAGE } from './workers/supervisor.js';
 import { onPeerCommand } from './workers/peer-commands.js';
+import { serveWorkerReports } from './workers/hot-key-reports.js';
 import { runRespoolCommand } from './hotkeys/control.js';
 
 /** Graceful drain on SIGTERM/SIGINT: in-flight requests get this long to finish. */
@@ -48,6 +49,7 @@ export async function main(argv: string[]): Promise<void> {
     process.send?.({ type: WORKER_ADMIN_MESSAGE, admin: proxy.adminAddress });
     const hotKeys = proxy.hotKeys;
     onPeerCommand((args) => runRespoolCommand(hotKeys, args, 2)); // another worker's RESPOOL SPLIT change
+    serveWorkerReports((current) => current ? hotKeys.currentWindow() : (hotKeys.lastWindow() ?? hotKeys.currentWindow()));
   }
   let stopping = false;
   const stop = (signal: string) => {

@@ -3,6 +3,7 @@ import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeSimple } fro
 import { ProxyError } from '../errors.js';
 import type { HotKeys, SplitRuleInput } from './hot-keys.js';
 import type { SplitRuleKind } from './split-key.js';
+import type { WindowReport } from './detector.js';
 
 // The two ways to look at and steer hot keys at run time: admin HTTP routes and the RESPOOL
 // command a valkey-cli user sends through respool itself.
@@ -101,8 +102,11 @@ export function isRespoolCommand(name: Buffer): boolean {
   return eqi(name, 'RESPOOL');
 }
 
-/** Answers `RESPOOL ...` in the session, from the hot-key state. */
-export function runRespoolCommand(hotKeys: HotKeys | null, args: Buffer[], protocol: 2 | 3): Buffer {
+/**
+ * Answers `RESPOOL ...` in the session, from the hot-key state. `merged`: the window report to
+ * show for HOTKEYS / NODES instead of this process's (every worker's, src/workers).
+ */
+export function runRespoolCommand(hotKeys: HotKeys | null, args: Buffer[], protocol: 2 | 3, merged?: WindowReport): Buffer {
   const bulk = (v: string | Buffer) => encodeBulk(v, protocol);
   if (hotKeys === null) return encodeError(ProxyError.hotKeysUnavailable());
   const sub = args[1]?.toString('latin1').toUpperCase();
@@ -126,7 +130,7 @@ export function runRespoolCommand(hotKeys: HotKeys | null, args: Buffer[], proto
           return encodeError(ProxyError.syntax());
         }
       }
-      const report = current ? hotKeys.currentWindow() : (hotKeys.lastWindow() ?? hotKeys.currentWindow());
+      const report = merged ?? (current ? hotKeys.currentWindow() : (hotKeys.lastWindow() ?? hotKeys.currentWindow()));
       return encodeArray(report.topKeys.slice(0, count).map((k) => encodeArray([
         bulk('key'), bulk(k.key),
         bulk('requests_per_sec'), bulk(fmt(k.requestsPerSecond)),
@@ -138,7 +142,7 @@ export function runRespoolCommand(hotKeys: HotKeys | null, args: Buffer[], proto
     case 'NODES': {
       if (hotKeys.detector === null) return encodeError(ProxyError.hotKeysOff());
       const current = eqi(args[2], 'CURRENT');
-      const report = current ? hotKeys.currentWindow() : (hotKeys.lastWindow() ?? hotKeys.currentWindow());
+      const report = merged ?? (current ? hotKeys.currentWindow() : (hotKeys.lastWindow() ?? hotKeys.currentWindow()));
       return encodeArray(report.nodes.map((n) => encodeArray([
         bulk('node'), bulk(n.node), bulk('requests_per_sec'), bulk(fmt(n.requestsPerSecond)), bulk('share'), bulk(fmt(n.share)),
       ])));

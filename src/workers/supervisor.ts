@@ -5,6 +5,8 @@ import { AggregatorRegistry, type RegistryContentType } from 'prom-client';
 import type { Logger } from 'pino';
 import type { HostPort, RespoolConfig } from '../config/types.js';
 import { PEER_COMMAND_MESSAGE } from './peer-commands.js';
+import { REPORT_REQUEST, REPORT_RESPONSE, REPORT_TIMEOUT_MS, REPORTS_REQUEST, REPORTS_RESPONSE, type ReportsMessage } from './hot-key-reports.js';
+import type { WindowReport } from '../hotkeys/detector.js';
 
 /**
  * `workers: N` (N > 1): this process becomes the supervisor of N worker processes (node's cluster
@@ -23,7 +25,8 @@ import { PEER_COMMAND_MESSAGE } from './peer-commands.js';
  *   crashes   : a worker that exits unasked is replaced after a backoff: 100 ms doubled per crash
  *               in the last minute, at most 10 s.
  *   RESPOOL   : a RESPOOL SPLIT change on one worker is passed to every other (peer-commands.ts).
- * Not merged yet: hot-key detection counts (RESPOOL HOTKEYS, automatic splits) are per worker,
+ *   hot keys  : RESPOOL HOTKEYS / NODES on any worker merge every worker's report (hot-key-reports.ts).
+ * Per worker still: automatic splits (each worker's detector decides on its own clients' share),
  * and a worker started later (a replacement) begins with the configured split rules only.
  */
 
@@ -57,6 +60,8 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
       if (m?.type === WORKER_ADMIN_MESSAGE) slot.admin = m.admin ?? null;
       // A split change on one worker: to every other worker (peer-commands.ts).
       if (m?.type === PEER_COMMAND_MESSAGE) for (const s of slots) if (s !== slot && !s.worker.isDead()) s.worker.send(msg as object);
+      if (m?.type === REPORTS_REQUEST) gatherReports(slot.worker, msg as ReportsMessage);
+      if (m?.type === REPORT_RESPONSE) gathering.get((msg as ReportsMessage).id)?.((msg as ReportsMessage).report);
     });
     worker.on('exit', (code, signal) => {
       if (stopping) return;
@@ -69,6 +74,26 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
         if (!stopping) fork(index);
       }, delay).unref();
     });
+  };
+  // RESPOOL HOTKEYS / NODES on a worker: every worker's window report (hot-key-reports.ts).
+  const gathering = new Map<number, (report: WindowReport | undefined) => void>();
+  let gatherId = 0;
+  const gatherReports = (asker: Worker, ask: ReportsMessage) => {
+    const id = ++gatherId;
+    const live = slots.filter((s) => !s.worker.isDead());
+    const reports: WindowReport[] = [];
+    let left = live.length;
+    const finish = () => {
+      gathering.delete(id);
+      clearTimeout(timer);
+      if (!asker.isDead()) asker.send({ type: REPORTS_RESPONSE, id: ask.id, current: ask.current, reports } satisfies ReportsMessage);
+    };
+    const timer = setTimeout(finish, REPORT_TIMEOUT_MS);
+    gathering.set(id, (report) => {
+      if (report !== undefined) reports.push(report);
+      if (--left === 0) finish();
+    });
+    for (const s of live) s.worker.send({ type: REPORT_REQUEST, id, current: ask.current } satisfies ReportsMessage);
   };
   for (let i = 0; i < count; i++) fork(i);
   log.info({ workers: count }, 'respool supervisor started its workers');

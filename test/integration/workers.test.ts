@@ -119,7 +119,7 @@ describe('workers: 2 processes share the listen socket; the supervisor sums metr
   }, 30_000);
 });
 
-describe('workers in front of a cluster: a RESPOOL SPLIT change made on one worker reaches the other', () => {
+describe('workers in front of a cluster: RESPOOL SPLIT changes and hot-key reports span every worker', () => {
   let cluster: ValkeyCluster;
   let child: ChildProcess;
   let port: number;
@@ -128,7 +128,8 @@ describe('workers in front of a cluster: a RESPOOL SPLIT change made on one work
     cluster = await startCluster({ primaries: 3, replicasPerPrimary: 0 });
     port = await freePort();
     const seed = cluster.nodes[0]!;
-    child = spawn('node', [BIN, '--workers', '2', '--listen', `127.0.0.1:${port}`, '--upstream', `${seed.host}:${seed.port}`, '--log-level', 'warn'], { stdio: 'ignore' });
+    child = spawn('node', [BIN, '--workers', '2', '--listen', `127.0.0.1:${port}`, '--upstream', `${seed.host}:${seed.port}`, '--log-level', 'warn',
+      '--hot-keys-sample-rate', '1', '--hot-keys-window', '30s'], { stdio: 'ignore' });
     await until('two workers serving', async () => {
       const pids = new Set<number>();
       for (let i = 0; i < 4; i++) pids.add(await servingPid(port));
@@ -158,6 +159,10 @@ describe('workers in front of a cluster: a RESPOOL SPLIT change made on one work
       await until('the rule on the other worker', async () => ((await b!.call('RESPOOL', 'SPLIT', 'LIST')).includes('wk:hot') ? true : undefined), 5000);
       expect(await b!.call('RESPOOL', 'SPLIT', 'DEL', 'wk:hot')).not.toMatch(/^-/);
       await until('the rule gone on the first worker', async () => (!(await a!.call('RESPOOL', 'SPLIT', 'LIST')).includes('wk:hot') ? true : undefined), 5000);
+      // Hot keys: a key read only through worker B is in RESPOOL HOTKEYS asked on worker A.
+      for (let i = 0; i < 40; i++) await b!.call('GET', 'wk:only-on-b');
+      expect(await a!.call('RESPOOL', 'HOTKEYS', 'CURRENT')).toContain('wk:only-on-b');
+      expect(await a!.call('RESPOOL', 'NODES', 'CURRENT')).toMatch(/^\*3\r\n/); // the 3 primaries
     } finally {
       for (const c of [...byPid.values(), ...spare]) c.close();
     }
