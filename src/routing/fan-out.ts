@@ -118,6 +118,16 @@ function orderedShards(topology: Topology) {
   return [...topology.shards].sort((a, b) => (a.slots[0]?.[0] ?? 0) - (b.slots[0]?.[0] ?? 0));
 }
 
+/** (2^64 - 1) × 16384 shards + 16383 has 25 digits. */
+const MAX_CURSOR_DIGITS = 32;
+
+/** Digits of a cursor's text past its leading zeros (Valkey's strtoull accepts any number of them). */
+function significantLength(text: Buffer): number {
+  let i = 0;
+  while (i < text.length - 1 && text[i] === 0x30 /* 0 */) i++;
+  return text.length - i;
+}
+
 /**
  * SCAN across a cluster, one shard after another. respool's cursor packs the node's cursor and
  * the shard's index: cursor = nodeCursor × shards + shardIndex (decimal, as SCAN cursors are),
@@ -138,6 +148,10 @@ export class ClusterScan extends Fragmented {
     const shards = orderedShards(topology);
     let cursor: bigint;
     try {
+      // A node cursor is at most 2^64 - 1 (20 digits; Valkey answers "invalid cursor" past it), so
+      // respool's is at most 25 digits. Longer text is refused before BigInt, whose parsing of a
+      // client's megabytes of digits would hold the event loop for every client (issue 10).
+      if (significantLength(args[1]!) > MAX_CURSOR_DIGITS) throw new Error('too long');
       cursor = BigInt(args[1]!.toString());
       if (cursor < 0n) throw new Error('negative');
     } catch {
