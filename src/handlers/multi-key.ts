@@ -6,6 +6,7 @@ import { Fragmented } from '../routing/fragmented.js';
 import type { CallClient, CallOwner } from '../routing/upstream-call.js';
 import { keyed } from './keyed.js';
 import type { Handler } from './types.js';
+import type { ReplyEntry } from '../session/reply-queue.js';
 
 /**
  * Multi-key commands whose keys can be split without changing their meaning: MGET, MSET, DEL,
@@ -16,7 +17,8 @@ import type { Handler } from './types.js';
  * per part — and the replies merged: MGET in the original key order, DEL/UNLINK/EXISTS/TOUCH
  * summed, MSET OK when every part was. When a part fails, the client gets one error that names
  * the part and says the others ran; nothing that may have run is re-sent.
- * All keys in one slot (or a standalone upstream): the keyed path, at no extra cost.
+ * All keys in one slot (or a standalone upstream): the keyed path, at no extra cost. Keys over
+ * more than PARTS_PER_TURN slots: the parts leave that many per event-loop turn (below).
  */
 export const multiKey: Handler = (session, req) => {
   const ctx = session.ctx;
@@ -36,17 +38,33 @@ export const multiKey: Handler = (session, req) => {
     if (positions === undefined) bySlot.set(slot, (positions = []));
     positions.push(k);
   }
-  const entry = session.reserve();
   const parts = [...bySlot.entries()];
-  const request = new MultiKeyRequest(entry, req.command, keys, parts.map(([slot, positions]) => ({ slot, positions })));
-  const name = req.args[0]!;
-  parts.forEach(([, positions], index) => {
-    const partArgs: Buffer[] = [name];
-    for (const p of positions) for (let w = 0; w < width; w++) partArgs.push(req.args[p + w]!);
-    const error = ctx.router.routeKeyed(request.part(index), encodeCommand(partArgs), partArgs, spec, ctx.commands(), req.command);
-    if (error !== null) request.onCallDone(error, index);
-  });
+  const send = (entry: ReplyEntry, args: Buffer[]) => {
+    const request = new MultiKeyRequest(entry, req.command, keys, parts.map(([slot, positions]) => ({ slot, positions })));
+    const name = args[0]!;
+    let next = 0;
+    const step = (): void => {
+      const end = Math.min(parts.length, next + PARTS_PER_TURN);
+      for (; next < end; next++) {
+        const partArgs: Buffer[] = [name];
+        for (const p of parts[next]![1]) for (let w = 0; w < width; w++) partArgs.push(args[p + w]!);
+        const error = ctx.router.routeKeyed(request.part(next), encodeCommand(partArgs), partArgs, spec, ctx.commands(), req.command);
+        if (error !== null) request.onCallDone(error, next);
+      }
+      if (next < parts.length) setImmediate(step);
+    };
+    step();
+  };
+  if (parts.length <= PARTS_PER_TURN) return send(session.reserve(), req.args);
+  // Keys over more slots than one turn takes: the parts leave PARTS_PER_TURN per loop turn, so
+  // other clients are served in between; this client's later requests wait for the reply (its
+  // commands to a node must not overtake parts not yet sent).
+  const args = req.args.map((a) => Buffer.from(a)); // the read buffer is reused between turns
+  session.runExclusive(() => send(session.reserve(), args));
 };
+
+/** Parts (slots) one turn of the event loop sends; a command with more is spread over turns. */
+const PARTS_PER_TURN = 1000;
 
 interface Part {
   slot: number;

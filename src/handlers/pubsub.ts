@@ -11,6 +11,7 @@ import { splitAggregate } from '../resp/decode.js';
 import type { CallOwner } from '../routing/upstream-call.js';
 import type { ClusterNode } from '../cluster/topology.js';
 import type { CommandRequest, Handler, HandlerSession } from './types.js';
+import type { ReplyEntry } from '../session/reply-queue.js';
 
 interface Operation {
   readonly kind: SubscriptionKind;
@@ -74,11 +75,36 @@ function sameSlot(args: Buffer[]): boolean {
   return true;
 }
 
+/**
+ * Channels handled per event-loop turn. One SUBSCRIBE of 100,000 channels would otherwise hold
+ * the loop (~8 µs per channel) and every other client with it: past this many, the channels are
+ * taken CHUNK at a time, one turn each. The confirmations keep their order and come before any
+ * message (one reply entry per chunk, all reserved at once), and the client's later requests wait
+ * until every chunk is confirmed (runExclusive), as if one server ran the command at once.
+ */
+const SUBSCRIBE_CHUNK = 2000;
+
 function subscribe(session: HandlerSession, op: Operation, req: CommandRequest): void {
+  const names = req.args.slice(1);
+  if (names.length <= SUBSCRIBE_CHUNK) return subscribeInto(session, op, req.command, names, session.reserve(true));
+  const copies = names.map((n) => Buffer.from(n)); // the read buffer is reused between turns
+  session.runExclusive(() => {
+    const entries = Array.from({ length: Math.ceil(copies.length / SUBSCRIBE_CHUNK) }, () => session.reserve(true));
+    let chunk = 0;
+    const step = (): void => {
+      const entry = entries[chunk]!;
+      if (session.closed) return entry.fill(encodeError(ProxyError.shuttingDown()));
+      subscribeInto(session, op, req.command, copies.slice(chunk * SUBSCRIBE_CHUNK, (chunk + 1) * SUBSCRIBE_CHUNK), entry);
+      if (++chunk < entries.length) setImmediate(step);
+    };
+    step();
+  });
+}
+
+function subscribeInto(session: HandlerSession, op: Operation, command: string, names: Buffer[], entry: ReplyEntry): void {
   const state = session.state;
   const subs = (state.subscriptions ??= new ClientSubscriptions());
   const owner = subs.owner ?? adopt(session, subs);
-  const names = req.args.slice(1);
   const kind = op.kind;
   const frames: Buffer[] = [];
   for (const name of names) {
@@ -88,12 +114,11 @@ function subscribe(session: HandlerSession, op: Operation, req: CommandRequest):
   const confirmations = frames.length === 1 ? frames[0]! : Buffer.concat(frames);
   // `names` are views into the read buffer; done may run long after this call.
   const keys = names.map(nameKey);
-  const entry = session.reserve(true);
   const hub = session.ctx.pubsub;
   hub.subscribe(owner, kind, names, (error) => {
     if (error === null) return entry.fill(confirmations);
     for (const key of keys) if (!hub.holdsName(owner, kind, keyName(key))) subs.remove(kind, key);
-    session.ctx.metrics?.commandErrorCounter(req.command, 'proxy').inc();
+    session.ctx.metrics?.commandErrorCounter(command, 'proxy').inc();
     entry.fill(encodeError(error));
   });
 }

@@ -72,12 +72,13 @@ describe('client input that drives work, in front of a 3-primary cluster', () =>
       expect(reply.startsWith('*100000\r\n$-1\r\n')).toBe(true);
     });
     conn.close();
-    // The split (slot of each key, ≤ 16,384 parts) and the merge each run in one turn of the loop:
-    // linear in the keys, a few µs each; limits.maxArrayLength bounds the keys per command.
+    // The parts (≤ 16,384 slots) leave 1,000 per loop turn (multi-key.ts PARTS_PER_TURN); framing
+    // the request, hashing its keys and merging the reply still take one turn each (~130 ms here
+    // at 100,000 keys, against ~260 ms when every part left in one turn).
     for (const run of [delRun, mgetRun]) {
       expect(run.elapsedMs).toBeLessThan(6000);
-      expect(run.maxStallMs).toBeLessThan(2500);
-      expect(run.maxPingMs).toBeLessThan(2500);
+      expect(run.maxStallMs).toBeLessThan(1000);
+      expect(run.maxPingMs).toBeLessThan(1500);
     }
   }, 30_000);
 
@@ -175,20 +176,34 @@ describe('client input that drives work, in front of a standalone server', () =>
     await conn.waitClosed();
   });
 
-  it('SUBSCRIBE of 100,000 channels in one command: 100,000 confirmations, others served', async () => {
+  it('SUBSCRIBE of 100,000 channels in one command: taken 2,000 per loop turn, confirmations in order and before any message', async () => {
     const channels = Array.from({ length: 100_000 }, (_, i) => `ch:${i}`);
     const conn = await RawConnection.connect(proxy.address.port);
+    const pub = await RawConnection.connect(proxy.address.port);
     const request = encodeCommand(['SUBSCRIBE', ...channels]);
     const run = await underLoad(proxy.address.port, async () => {
       conn.write(request);
-      for (let i = 0; i < channels.length; i++) await conn.read(10_000);
+      // A message for a channel of the first chunk, published while later chunks may still be
+      // taken: if it is delivered, it comes after all 100,000 confirmations, as from one server.
+      await new Promise((r) => setTimeout(r, 20));
+      await pub.call('PUBLISH', 'ch:0', 'during');
+      for (let i = 0; i < channels.length; i++) {
+        const frame = await conn.read(10_000);
+        if (i === 0 || i === channels.length - 1) expect(frame).toBe(`*3\r\n$9\r\nsubscribe\r\n$${channels[i]!.length}\r\n${channels[i]}\r\n:${i + 1}\r\n`);
+        else if (!frame.startsWith('*3\r\n$9\r\nsubscribe\r\n')) throw new Error(`frame ${i} is not a confirmation: ${frame.slice(0, 60)}`);
+      }
+      expect(await pub.call('PUBLISH', 'ch:99999', 'after')).toBe(':1\r\n');
+      // 'during' arrives only if the node had the subscription by then; either way after the confirmations.
+      let next = await conn.read(5000);
+      if (next.includes('during')) next = await conn.read(5000);
+      expect(next).toBe('*3\r\n$7\r\nmessage\r\n$8\r\nch:99999\r\n$5\r\nafter\r\n');
     });
     conn.close();
-    // Linear in the names (~8 µs each in respool: hub entry, client record, confirmation), done in
-    // one turn of the loop, as Valkey does it in one command: the other client waits that long.
-    // The bound is limits.maxArrayLength (names per command); see docs/resilience.md.
+    pub.close();
+    // respool takes the names SUBSCRIBE_CHUNK (2,000) per turn, ~16 ms each: the loop is never held
+    // for the whole command. (The bound includes this test decoding 100,000 frames in the same loop.)
     expect(run.elapsedMs).toBeLessThan(10_000);
-    expect(run.maxPingMs).toBeLessThan(5000); // an open item (docs/resilience.md): one SUBSCRIBE is handled in one go
+    expect(run.maxStallMs).toBeLessThan(500);
   }, 30_000);
 
   it('MULTI with 100,000 queued commands: EXEC answers all, others served', async () => {
