@@ -4,7 +4,7 @@ import { createLogger } from './util/logger.js';
 import cluster from 'node:cluster';
 import { AggregatorRegistry } from 'prom-client';
 import { runSupervisor, workerCount, WORKER_ADMIN_MESSAGE } from './workers/supervisor.js';
-import { onPeerCommand } from './workers/peer-commands.js';
+import { onPeerCommand, shareAutoSplit } from './workers/peer-commands.js';
 import { serveWorkerReports } from './workers/hot-key-reports.js';
 import { runRespoolCommand } from './hotkeys/control.js';
 
@@ -49,6 +49,7 @@ export async function main(argv: string[]): Promise<void> {
     process.send?.({ type: WORKER_ADMIN_MESSAGE, admin: proxy.adminAddress });
     const hotKeys = proxy.hotKeys;
     onPeerCommand((args) => runRespoolCommand(hotKeys, args, 2)); // another worker's RESPOOL SPLIT change
+    hotKeys.onAutoSplit = shareAutoSplit; // this worker's automatic splits reach the others
     serveWorkerReports((current) => current ? hotKeys.currentWindow() : (hotKeys.lastWindow() ?? hotKeys.currentWindow()));
   }
   let stopping = false;

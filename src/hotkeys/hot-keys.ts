@@ -493,6 +493,9 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     raw.hotkeys_requests_per_second.set(report.requestsPerSecond);
   }
 
+  /** Told of each automatic split (workers pass it to the other workers: src/workers/peer-commands.ts). */
+  onAutoSplit: ((key: string, copies: number | null) => void) | null = null;
+
   private autoSplit(report: WindowReport): void {
     const auto = this.deps.config.autoSplit;
     if (!auto.enabled || this.deps.refresher.current?.mode !== 'cluster') return;
@@ -504,6 +507,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
       if (k.key.includes('\\x') || this.findRule('key', k.key) !== undefined) continue;
       if (Buffer.from(k.key, 'utf8').includes(COPY_MARKER)) continue;
       this.addRule({ key: k.key, copies: auto.copies }, true);
+      this.onAutoSplit?.(k.key, auto.copies);
       this.deps.log.info({ key: k.key, share: k.share }, 'auto-split a hot key');
       room--;
     }

@@ -25,6 +25,12 @@ export function sharePeerCommand(args: readonly Buffer[], reply: Buffer): void {
   process.send(message);
 }
 
+/** In a worker: an automatic split this worker decided, as the RESPOOL SPLIT ADD the others run. */
+export function shareAutoSplit(key: string, copies: number | null): void {
+  const args = ['RESPOOL', 'SPLIT', 'ADD', key, ...(copies === null ? [] : [String(copies)])].map((a) => Buffer.from(a));
+  sharePeerCommand(args, Buffer.from('+OK\r\n'));
+}
+
 /** In a worker: runs what another worker shared. */
 export function onPeerCommand(run: (args: Buffer[]) => void): void {
   process.on('message', (msg: unknown) => {

@@ -24,10 +24,12 @@ import type { WindowReport } from '../hotkeys/detector.js';
  *               SIGINT drain every worker, then the supervisor exits.
  *   crashes   : a worker that exits unasked is replaced after a backoff: 100 ms doubled per crash
  *               in the last minute, at most 10 s.
- *   RESPOOL   : a RESPOOL SPLIT change on one worker is passed to every other (peer-commands.ts).
+ *   RESPOOL   : a RESPOOL SPLIT change (or an automatic split) on one worker is passed to every
+ *               other (peer-commands.ts); run-time split changes, admin ones included, are kept
+ *               and replayed to a worker started later (a replacement), so all split the same keys.
  *   hot keys  : RESPOOL HOTKEYS / NODES on any worker merge every worker's report (hot-key-reports.ts).
- * Per worker still: automatic splits (each worker's detector decides on its own clients' share),
- * and a worker started later (a replacement) begins with the configured split rules only.
+ * Per worker still: the detection itself (each worker's detector sees its own clients; an
+ * automatic split one decides reaches the others); the admin GET /hotkeys is the first worker's.
  */
 
 export const WORKER_ADMIN_MESSAGE = 'respool:worker-admin';
@@ -40,6 +42,13 @@ export function workerCount(setting: number | 'auto'): number {
   return setting === 'auto' ? Math.max(1, os.availableParallelism()) : setting;
 }
 
+/** A run-time split change, kept by the supervisor for workers started later (at most SPLIT_LOG_MAX). */
+type SplitChange =
+  | { kind: 'command'; message: object }
+  | { kind: 'admin'; method: string; path: string; authorization: string | undefined; contentType: string | undefined; body: Buffer };
+
+const SPLIT_LOG_MAX = 10_000;
+
 interface WorkerSlot {
   worker: Worker;
   /** The worker's own admin server (loopback), once it reported it. */
@@ -49,6 +58,15 @@ interface WorkerSlot {
 export async function runSupervisor(config: RespoolConfig, count: number, log: Logger, drainMs: number): Promise<void> {
   const slots: WorkerSlot[] = [];
   const crashes: number[] = [];
+  // Split rule changes made at run time (RESPOOL SPLIT on a worker, admin POST/DELETE), in order:
+  // a worker started later gets them replayed, so every worker splits the same keys.
+  const splitLog: SplitChange[] = [];
+  const replayTo = (slot: WorkerSlot) => {
+    for (const change of splitLog) {
+      if (change.kind === 'command') slot.worker.send(change.message);
+      else if (slot.admin !== null) void replayAdmin(slot.admin, change).catch((err: Error) => log.warn({ err: err.message }, 'could not replay a split change to a new worker'));
+    }
+  };
   let stopping = false;
 
   const fork = (index: number) => {
@@ -57,9 +75,15 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
     slots[index] = slot;
     worker.on('message', (msg: unknown) => {
       const m = msg as { type?: string; admin?: HostPort | null };
-      if (m?.type === WORKER_ADMIN_MESSAGE) slot.admin = m.admin ?? null;
-      // A split change on one worker: to every other worker (peer-commands.ts).
-      if (m?.type === PEER_COMMAND_MESSAGE) for (const s of slots) if (s !== slot && !s.worker.isDead()) s.worker.send(msg as object);
+      if (m?.type === WORKER_ADMIN_MESSAGE) {
+        slot.admin = m.admin ?? null;
+        replayTo(slot); // a new (or replacement) worker: the split changes made since start
+      }
+      // A split change on one worker: to every other worker (peer-commands.ts), and kept for replay.
+      if (m?.type === PEER_COMMAND_MESSAGE) {
+        if (splitLog.length < SPLIT_LOG_MAX) splitLog.push({ kind: 'command', message: msg as object });
+        for (const s of slots) if (s !== slot && !s.worker.isDead()) s.worker.send(msg as object);
+      }
       if (m?.type === REPORTS_REQUEST) gatherReports(slot.worker, msg as ReportsMessage);
       if (m?.type === REPORT_RESPONSE) gathering.get((msg as ReportsMessage).id)?.((msg as ReportsMessage).report);
     });
@@ -99,7 +123,7 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
   log.info({ workers: count }, 'respool supervisor started its workers');
 
   const aggregator = new AggregatorRegistry();
-  const admin = config.admin === null ? null : await serveAdmin(config.admin, slots, aggregator, log);
+  const admin = config.admin === null ? null : await serveAdmin(config.admin, slots, aggregator, log, splitLog);
 
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) process.exit(1); // a second signal: stop now
@@ -127,7 +151,7 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
 }
 
 /** The supervisor's admin server (see the module comment). */
-async function serveAdmin(addr: HostPort, slots: WorkerSlot[], aggregator: AggregatorRegistry<RegistryContentType>, log: Logger): Promise<ReturnType<typeof createServer>> {
+async function serveAdmin(addr: HostPort, slots: WorkerSlot[], aggregator: AggregatorRegistry<RegistryContentType>, log: Logger, splitLog: SplitChange[]): Promise<ReturnType<typeof createServer>> {
   const live = () => slots.filter((s) => !s.worker.isDead() && s.admin !== null);
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -162,6 +186,9 @@ async function serveAdmin(addr: HostPort, slots: WorkerSlot[], aggregator: Aggre
       const targets = req.method === 'GET' || req.method === 'HEAD' ? [workers[0]!] : workers;
       const answers = await Promise.all(targets.map((s) => forward(s.admin!, req, body)));
       const first = answers[0]!;
+      if (req.method !== 'GET' && req.method !== 'HEAD' && first.status < 300 && splitLog.length < SPLIT_LOG_MAX) {
+        splitLog.push({ kind: 'admin', method: req.method!, path: req.url ?? '/', authorization: req.headers.authorization, contentType: req.headers['content-type'], body });
+      }
       reply(first.status, first.body.toString(), first.type);
     }).catch((err: Error) => reply(502, `a worker did not answer: ${err.message}\n`));
   });
@@ -174,6 +201,22 @@ async function serveAdmin(addr: HostPort, slots: WorkerSlot[], aggregator: Aggre
   });
   log.info({ admin: server.address() }, 'supervisor admin server listening');
   return server;
+}
+
+/** A logged admin change, sent again to one worker's admin server. */
+function replayAdmin(to: HostPort, change: Extract<SplitChange, { kind: 'admin' }>): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const headers: Record<string, string> = { 'content-length': String(change.body.length) };
+    if (change.authorization !== undefined) headers['authorization'] = change.authorization;
+    if (change.contentType !== undefined) headers['content-type'] = change.contentType;
+    const out = httpRequest({ host: to.host, port: to.port, method: change.method, path: change.path, headers, timeout: 5000 }, (res) => {
+      res.resume();
+      res.on('end', () => resolve());
+    });
+    out.on('timeout', () => out.destroy(new Error('timed out')));
+    out.on('error', reject);
+    out.end(change.body);
+  });
 }
 
 function readBody(req: IncomingMessage): Promise<Buffer> {

@@ -167,4 +167,28 @@ describe('workers in front of a cluster: RESPOOL SPLIT changes and hot-key repor
       for (const c of [...byPid.values(), ...spare]) c.close();
     }
   });
+
+  it('a replacement worker gets the split changes made before it started', async () => {
+    const c = await RawConnection.connect(port);
+    expect(await c.call('RESPOOL', 'SPLIT', 'ADD', 'wk:kept', '2')).toBe('+OK\r\n');
+    const owner = Number(/process_id:(\d+)/.exec(await c.call('INFO', 'server'))![1]);
+    c.close();
+    const other = await until('a connection on the other worker', async () => {
+      const pid = await servingPid(port);
+      return pid !== owner ? pid : undefined;
+    });
+    process.kill(other, 'SIGKILL');
+    // A connection served by the replacement (neither the owner nor the killed one) sees the rule.
+    const list = await until('the replacement worker, with the rule', async () => {
+      const conn = await RawConnection.connect(port);
+      try {
+        const pid = Number(/process_id:(\d+)/.exec(await conn.call('INFO', 'server'))![1]);
+        if (pid === owner || pid === other) return undefined;
+        return await conn.call('RESPOOL', 'SPLIT', 'LIST');
+      } finally {
+        conn.close();
+      }
+    }, 20_000);
+    expect(list).toContain('wk:kept');
+  }, 30_000);
 });
