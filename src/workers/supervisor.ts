@@ -5,7 +5,7 @@ import { AggregatorRegistry, type RegistryContentType } from 'prom-client';
 import type { Logger } from 'pino';
 import type { HostPort, RespoolConfig } from '../config/types.js';
 import { PEER_COMMAND_MESSAGE } from './peer-commands.js';
-import { REPORT_REQUEST, REPORT_RESPONSE, REPORT_TIMEOUT_MS, REPORTS_REQUEST, REPORTS_RESPONSE, type ReportsMessage } from './hot-key-reports.js';
+import { mergeWindowReports, REPORT_REQUEST, REPORT_RESPONSE, REPORT_TIMEOUT_MS, REPORTS_REQUEST, REPORTS_RESPONSE, type ReportsMessage } from './hot-key-reports.js';
 import type { WindowReport } from '../hotkeys/detector.js';
 
 /**
@@ -17,9 +17,10 @@ import type { WindowReport } from '../hotkeys/detector.js';
  *   admin     : the supervisor serves config.admin. /metrics is the sum over workers (prom-client's
  *               AggregatorRegistry over IPC); /healthz is 200 while a worker is up; /readyz is 200
  *               when every worker's /readyz is; POST/DELETE (split rules, …) go to every worker,
- *               the first worker's answer is returned; other GETs (/topology, /hotkeys, /config)
- *               are the first worker's. Workers run their admin servers on loopback ports of
- *               their own (reported to the supervisor), with the same token.
+ *               the first worker's answer is returned; /hotkeys merges every worker's report;
+ *               other GETs (/topology, /config) are the first worker's. Workers run their
+ *               admin servers on loopback ports of their own (reported to the supervisor),
+ *               with the same token.
  *   signals   : SIGHUP is passed to every worker (each reloads, as a lone respool does); SIGTERM /
  *               SIGINT drain every worker, then the supervisor exits.
  *   crashes   : a worker that exits unasked is replaced after a backoff: 100 ms doubled per crash
@@ -29,7 +30,7 @@ import type { WindowReport } from '../hotkeys/detector.js';
  *               and replayed to a worker started later (a replacement), so all split the same keys.
  *   hot keys  : RESPOOL HOTKEYS / NODES on any worker merge every worker's report (hot-key-reports.ts).
  * Per worker still: the detection itself (each worker's detector sees its own clients; an
- * automatic split one decides reaches the others); the admin GET /hotkeys is the first worker's.
+ * automatic split one decides reaches the others).
  */
 
 export const WORKER_ADMIN_MESSAGE = 'respool:worker-admin';
@@ -181,6 +182,15 @@ async function serveAdmin(addr: HostPort, slots: WorkerSlot[], aggregator: Aggre
       }, (err: Error) => reply(503, `a worker did not answer /readyz: ${err.message}\n`));
       return;
     }
+    if (req.method === 'GET' && path === '/hotkeys') {
+      // Every worker's report; their detection windows merged (hot-key-reports.ts), stats summed.
+      Promise.all(workers.map((s) => forward(s.admin!, req, Buffer.alloc(0)))).then((answers) => {
+        const bad = answers.find((a) => a.status !== 200);
+        if (bad !== undefined) return reply(bad.status, bad.body.toString(), bad.type);
+        reply(200, JSON.stringify(mergeHotKeyReports(answers.map((a) => JSON.parse(a.body.toString()) as HotKeysJson))), 'application/json; charset=utf-8');
+      }, (err: Error) => reply(502, `a worker did not answer: ${err.message}\n`));
+      return;
+    }
     readBody(req).then(async (body) => {
       // Reads: the first worker's answer. Changes: every worker, the first one's answer.
       const targets = req.method === 'GET' || req.method === 'HEAD' ? [workers[0]!] : workers;
@@ -201,6 +211,30 @@ async function serveAdmin(addr: HostPort, slots: WorkerSlot[], aggregator: Aggre
   });
   log.info({ admin: server.address() }, 'supervisor admin server listening');
   return server;
+}
+
+/** The parts of a worker's /hotkeys JSON (hot-keys.ts report()) the supervisor merges. */
+interface HotKeysJson {
+  detection: { topK?: number };
+  lastWindow: WindowReport | null;
+  currentWindow: WindowReport | null;
+  stats?: Record<string, unknown>;
+  [other: string]: unknown;
+}
+
+/** Workers' /hotkeys as one: windows merged, numeric stats summed, the rest the first worker's (same rules everywhere). */
+export function mergeHotKeyReports(reports: HotKeysJson[]): HotKeysJson {
+  const first = reports[0]!;
+  const topK = first.detection.topK ?? 10;
+  const windows = (pick: (r: HotKeysJson) => WindowReport | null) => {
+    const ws = reports.map(pick).filter((w): w is WindowReport => w !== null);
+    return ws.length === 0 ? null : mergeWindowReports(ws, topK);
+  };
+  const stats: Record<string, unknown> = { ...(first.stats ?? {}) };
+  for (const r of reports.slice(1)) {
+    for (const [k, v] of Object.entries(r.stats ?? {})) if (typeof v === 'number' && typeof stats[k] === 'number') stats[k] = (stats[k] as number) + v;
+  }
+  return { ...first, lastWindow: windows((r) => r.lastWindow), currentWindow: windows((r) => r.currentWindow), stats, workers: reports.length };
 }
 
 /** A logged admin change, sent again to one worker's admin server. */

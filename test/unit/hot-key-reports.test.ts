@@ -20,3 +20,23 @@ describe('mergeWindowReports (workers)', () => {
     expect([m.startedAt, m.endedAt, m.sampled]).toEqual([900, 2100, 400]);
   });
 });
+
+describe('mergeHotKeyReports (the supervisor\'s /hotkeys)', () => {
+  it('merges the workers\' windows, sums numeric stats, keeps the rest from the first worker', async () => {
+    const { mergeHotKeyReports } = await import('../../src/workers/supervisor.js');
+    const w = (rps: number, key: string, stats: number) => ({
+      detection: { topK: 5 },
+      lastWindow: report(rps, [[key, rps]], [['n1', rps]], [0, 1000]),
+      currentWindow: null,
+      split: { rules: [{ key: 'k', copies: 2 }] },
+      stats: { splitReads: stats, note: 'x' },
+    });
+    const m = mergeHotKeyReports([w(100, 'a', 3), w(300, 'b', 4)]);
+    expect(m.lastWindow!.topKeys.map((k) => k.key)).toEqual(['b', 'a']);
+    expect(m.lastWindow!.requestsPerSecond).toBe(400);
+    expect(m.currentWindow).toBeNull();
+    expect(m.stats).toEqual({ splitReads: 7, note: 'x' });
+    expect(m['split']).toEqual({ rules: [{ key: 'k', copies: 2 }] });
+    expect(m['workers']).toBe(2);
+  });
+});
