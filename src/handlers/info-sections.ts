@@ -152,24 +152,29 @@ export const STATS_FIELDS = [
   'acl_access_denied_channel',
 ];
 
+/** Each field's values over the nodes' sections, fields in the order first seen. */
+function valuesByField(sections: readonly InfoSection[]): Map<string, string[]> {
+  const values = new Map<string, string[]>();
+  for (const s of sections) {
+    for (const line of s.lines) {
+      const [k, v] = splitField(line);
+      let vs = values.get(k);
+      if (vs === undefined) values.set(k, (vs = []));
+      vs.push(v);
+    }
+  }
+  return values;
+}
+
 /**
  * `# Stats`: respool's own counters where it has them (`own`), otherwise the primaries' fields
  * combined: percentages averaged, latest_fork_usec and tracking_total_prefixes the largest, every other number summed; a
  * text field is the first node's. A field no node gave is 0.
  */
 export function mergeStats(sections: readonly InfoSection[], own: ReadonlyMap<string, number>): InfoSection {
+  const values = valuesByField(sections);
   const names = [...STATS_FIELDS];
-  const values = new Map<string, string[]>();
-  for (const s of sections) {
-    for (const line of s.lines) {
-      const [k, v] = splitField(line);
-      if (!values.has(k)) {
-        values.set(k, []);
-        if (!names.includes(k)) names.push(k);
-      }
-      values.get(k)!.push(v);
-    }
-  }
+  for (const k of values.keys()) if (!names.includes(k)) names.push(k);
   const lines = names.map((k) => {
     const mine = own.get(k);
     if (mine !== undefined) return `${k}:${mine}`;
@@ -207,15 +212,7 @@ export function bytesToHuman(n: number): string {
  * fields (maxmemory_policy, mem_allocator) the first node's.
  */
 export function mergeMemory(sections: readonly InfoSection[]): InfoSection {
-  const values = new Map<string, string[]>();
-  for (const s of sections) {
-    for (const line of s.lines) {
-      const [k, v] = splitField(line);
-      let vs = values.get(k);
-      if (vs === undefined) values.set(k, (vs = []));
-      vs.push(v);
-    }
-  }
+  const values = valuesByField(sections);
   const merged = new Map<string, string>();
   for (const [k, vs] of values) {
     if (k.endsWith('_human') || !vs.every((v) => NUMBER.test(v))) {

@@ -46,7 +46,7 @@ export function workerCount(setting: number | 'auto'): number {
 /** A run-time split change, kept by the supervisor for workers started later (at most SPLIT_LOG_MAX). */
 type SplitChange =
   | { kind: 'command'; message: object }
-  | { kind: 'admin'; method: string; path: string; authorization: string | undefined; contentType: string | undefined; body: Buffer };
+  | ({ kind: 'admin' } & AdminCall);
 
 const SPLIT_LOG_MAX = 10_000;
 
@@ -65,7 +65,7 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
   const replayTo = (slot: WorkerSlot) => {
     for (const change of splitLog) {
       if (change.kind === 'command') slot.worker.send(change.message);
-      else if (slot.admin !== null) void replayAdmin(slot.admin, change).catch((err: Error) => log.warn({ err: err.message }, 'could not replay a split change to a new worker'));
+      else if (slot.admin !== null) void forward(slot.admin, change).catch((err: Error) => log.warn({ err: err.message }, 'could not replay a split change to a new worker'));
     }
   };
   let stopping = false;
@@ -173,7 +173,7 @@ async function serveAdmin(addr: HostPort, slots: WorkerSlot[], aggregator: Aggre
     }
     if (workers.length === 0) return reply(503, 'no worker is up\n');
     if ((req.method === 'GET' || req.method === 'HEAD') && path === '/readyz') {
-      Promise.all(workers.map((s) => forward(s.admin!, req, Buffer.alloc(0)))).then((answers) => {
+      Promise.all(workers.map((s) => forward(s.admin!, adminCall(req, Buffer.alloc(0))))).then((answers) => {
         const notReady = answers.find((a) => a.status !== 200);
         const pids = workers.map((s) => s.worker.process.pid);
         if (workers.length < slots.length) reply(503, `only ${workers.length} of ${slots.length} workers are up\n`);
@@ -184,7 +184,7 @@ async function serveAdmin(addr: HostPort, slots: WorkerSlot[], aggregator: Aggre
     }
     if (req.method === 'GET' && path === '/hotkeys') {
       // Every worker's report; their detection windows merged (hot-key-reports.ts), stats summed.
-      Promise.all(workers.map((s) => forward(s.admin!, req, Buffer.alloc(0)))).then((answers) => {
+      Promise.all(workers.map((s) => forward(s.admin!, adminCall(req, Buffer.alloc(0))))).then((answers) => {
         const bad = answers.find((a) => a.status !== 200);
         if (bad !== undefined) return reply(bad.status, bad.body.toString(), bad.type);
         reply(200, JSON.stringify(mergeHotKeyReports(answers.map((a) => JSON.parse(a.body.toString()) as HotKeysJson))), 'application/json; charset=utf-8');
@@ -194,10 +194,11 @@ async function serveAdmin(addr: HostPort, slots: WorkerSlot[], aggregator: Aggre
     readBody(req).then(async (body) => {
       // Reads: the first worker's answer. Changes: every worker, the first one's answer.
       const targets = req.method === 'GET' || req.method === 'HEAD' ? [workers[0]!] : workers;
-      const answers = await Promise.all(targets.map((s) => forward(s.admin!, req, body)));
+      const call = adminCall(req, body);
+      const answers = await Promise.all(targets.map((s) => forward(s.admin!, call)));
       const first = answers[0]!;
       if (req.method !== 'GET' && req.method !== 'HEAD' && first.status < 300 && splitLog.length < SPLIT_LOG_MAX) {
-        splitLog.push({ kind: 'admin', method: req.method!, path: req.url ?? '/', authorization: req.headers.authorization, contentType: req.headers['content-type'], body });
+        splitLog.push({ kind: 'admin', ...call });
       }
       reply(first.status, first.body.toString(), first.type);
     }).catch((err: Error) => reply(502, `a worker did not answer: ${err.message}\n`));
@@ -237,22 +238,6 @@ export function mergeHotKeyReports(reports: HotKeysJson[]): HotKeysJson {
   return { ...first, lastWindow: windows((r) => r.lastWindow), currentWindow: windows((r) => r.currentWindow), stats, workers: reports.length };
 }
 
-/** A logged admin change, sent again to one worker's admin server. */
-function replayAdmin(to: HostPort, change: Extract<SplitChange, { kind: 'admin' }>): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const headers: Record<string, string> = { 'content-length': String(change.body.length) };
-    if (change.authorization !== undefined) headers['authorization'] = change.authorization;
-    if (change.contentType !== undefined) headers['content-type'] = change.contentType;
-    const out = httpRequest({ host: to.host, port: to.port, method: change.method, path: change.path, headers, timeout: 5000 }, (res) => {
-      res.resume();
-      res.on('end', () => resolve());
-    });
-    out.on('timeout', () => out.destroy(new Error('timed out')));
-    out.on('error', reject);
-    out.end(change.body);
-  });
-}
-
 function readBody(req: IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -267,14 +252,26 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
   });
 }
 
+/** A request for a worker's own admin server: the client's, or a logged split change replayed. */
+interface AdminCall {
+  method: string;
+  path: string;
+  authorization: string | undefined;
+  contentType: string | undefined;
+  body: Buffer;
+}
+
+function adminCall(req: IncomingMessage, body: Buffer): AdminCall {
+  return { method: req.method ?? 'GET', path: req.url ?? '/', authorization: req.headers.authorization, contentType: req.headers['content-type'], body };
+}
+
 /** One request to a worker's own admin server, with the client's method, path, headers and body. */
-function forward(to: HostPort, req: IncomingMessage, body: Buffer): Promise<{ status: number; body: Buffer; type: string }> {
+function forward(to: HostPort, call: AdminCall): Promise<{ status: number; body: Buffer; type: string }> {
   return new Promise((resolve, reject) => {
-    const headers: Record<string, string> = {};
-    if (req.headers.authorization !== undefined) headers['authorization'] = req.headers.authorization;
-    if (req.headers['content-type'] !== undefined) headers['content-type'] = req.headers['content-type'];
-    headers['content-length'] = String(body.length);
-    const out = httpRequest({ host: to.host, port: to.port, method: req.method, path: req.url, headers, timeout: 5000 }, (res) => {
+    const headers: Record<string, string> = { 'content-length': String(call.body.length) };
+    if (call.authorization !== undefined) headers['authorization'] = call.authorization;
+    if (call.contentType !== undefined) headers['content-type'] = call.contentType;
+    const out = httpRequest({ host: to.host, port: to.port, method: call.method, path: call.path, headers, timeout: 5000 }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => resolve({ status: res.statusCode ?? 502, body: Buffer.concat(chunks), type: String(res.headers['content-type'] ?? 'text/plain') }));
@@ -282,7 +279,7 @@ function forward(to: HostPort, req: IncomingMessage, body: Buffer): Promise<{ st
     });
     out.on('timeout', () => out.destroy(new Error('timed out')));
     out.on('error', reject);
-    out.end(body);
+    out.end(call.body);
   });
 }
 
