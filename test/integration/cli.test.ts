@@ -4,22 +4,10 @@ import { promisify } from 'node:util';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { startStandalone, type ValkeyNode } from '../harness/valkey-processes.js';
+import { RESPOOL_BIN as BIN, runRespool as respool } from '../helpers/respool-cli.js';
 
 const run = promisify(execFile);
-const BIN = fileURLToPath(new URL('../../bin/respool.js', import.meta.url));
-
-/** Runs the compiled bin (npm test builds dist/ first); resolves with its exit code and output. */
-async function respool(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run('node', [BIN, ...args], { timeout: 20_000 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
 
 describe('the respool command', () => {
   let server: ValkeyNode;

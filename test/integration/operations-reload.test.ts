@@ -2,13 +2,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandalone, type ValkeyNode } from '../harness/valkey-processes.js';
 import { RawConnection } from '../helpers/raw-resp.js';
+import { RESPOOL_BIN as BIN } from '../helpers/respool-cli.js';
 
-const BIN = fileURLToPath(new URL('../../bin/respool.js', import.meta.url));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A spawned `respool` whose stderr JSON lines are collected. */

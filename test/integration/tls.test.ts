@@ -1,13 +1,11 @@
 // TLS on both sides of respool, with real valkey-server processes and certificates made with
 // openssl at test time (test/harness/valkey-tls.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
-import { promisify } from 'node:util';
-import { fileURLToPath } from 'node:url';
 import { startTestProxy } from '../helpers/proxy.js';
 import type { RespoolProxy } from '../../src/server.js';
 import type { RespoolConfig } from '../../src/config/types.js';
@@ -15,19 +13,8 @@ import { fromClusterShards } from '../../src/cluster/discovery.js';
 import { RawClient, ReplyError, type RawClientOptions } from '../harness/raw-client.js';
 import { makeTestCerts, startTlsCluster, startTlsStandalone, tlsCall, type TestCerts, type TlsCluster } from '../harness/valkey-tls.js';
 import type { ValkeyNode } from '../harness/valkey-processes.js';
+import { RESPOOL_BIN as BIN, runRespool as respool } from '../helpers/respool-cli.js';
 
-const run = promisify(execFile);
-const BIN = fileURLToPath(new URL('../../bin/respool.js', import.meta.url));
-
-async function respool(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run('node', [BIN, ...args], { timeout: 20_000 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
 
 let certs: TestCerts;
 let valkey: { node: ValkeyNode; tlsPort: number };

@@ -13,28 +13,10 @@ import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } fr
 import type { RespoolProxy } from '../../src/server.js';
 import { startTestProxy } from '../helpers/proxy.js';
 import { RawConnection } from '../helpers/raw-resp.js';
+import { connect, sleep, transcript as runSteps, waitFor, type Step } from '../helpers/transcript.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** How long a step waits for pushes its command may cause (to any connection). */
 const SETTLE_MS = 60;
-
-async function waitFor(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
-
-/** A raw connection, switched to RESP3 when asked (the HELLO reply is not compared: it names the server). */
-async function connect(port: number, proto: 2 | 3): Promise<RawConnection> {
-  const c = await RawConnection.connect(port);
-  if (proto === 3) {
-    const hello = await c.call('HELLO', '3');
-    if (!hello.startsWith('%')) throw new Error(`HELLO 3 answered ${JSON.stringify(hello)}`);
-  }
-  return c;
-}
 
 /** Every frame that already arrived on `c` (pushes), without waiting. */
 async function pending(c: RawConnection): Promise<string[]> {
@@ -54,40 +36,17 @@ async function framesWithin(c: RawConnection, ms: number): Promise<string[]> {
   return pending(c);
 }
 
-/** A step: which connection (0, 1, …) sends which command. */
-type Step = [conn: number, ...args: Array<string | number>];
-
 /**
  * Runs `steps` one at a time against `port`: each step's first frame is its reply; then, after a
  * pause, every frame any connection received meanwhile (pushes) is listed under it.
  */
-async function transcript(port: number, proto: 2 | 3, steps: Step[]): Promise<string[]> {
-  const conns = new Map<number, RawConnection>();
-  const out: string[] = [];
-  try {
-    for (const [i, ...args] of steps) {
-      let c = conns.get(i);
-      if (c === undefined) {
-        c = await connect(port, proto);
-        conns.set(i, c);
-      }
-      let reply: string;
-      try {
-        c.send(...args);
-        reply = JSON.stringify(await c.read(4000));
-      } catch (e) {
-        reply = `<${(e as Error).message}>`;
-      }
-      out.push(`[${i}] ${args.join(' ')} -> ${reply}`);
-      await sleep(SETTLE_MS);
-      for (const [j, other] of [...conns.entries()].sort((a, b) => a[0] - b[0])) {
-        for (const frame of await pending(other)) out.push(`    [${j}] push ${JSON.stringify(frame)}`);
-      }
+function transcript(port: number, proto: 2 | 3, steps: Step[]): Promise<string[]> {
+  return runSteps(port, proto, steps, async (conns, out) => {
+    await sleep(SETTLE_MS);
+    for (const [j, other] of [...conns.entries()].sort((a, b) => a[0] - b[0])) {
+      for (const frame of await pending(other)) out.push(`    [${j}] push ${JSON.stringify(frame)}`);
     }
-  } finally {
-    for (const c of conns.values()) c.close();
-  }
-  return out;
+  });
 }
 
 /** Leased connections in use, from respool's own metrics. */

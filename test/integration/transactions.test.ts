@@ -15,61 +15,11 @@ import { encodeCommand, type RespReply } from '../harness/raw-client.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { clientFor, startTestProxy } from '../helpers/proxy.js';
 import { RawConnection } from '../helpers/raw-resp.js';
+import { connect, sleep, transcript, waitFor, type Step } from '../helpers/transcript.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const PROTOCOLS = [2, 3] as const;
 type Proto = (typeof PROTOCOLS)[number];
 const NIL_ARRAY: Record<Proto, string> = { 2: '*-1\r\n', 3: '_\r\n' };
-
-async function waitFor(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
-
-/** A step of a scripted sequence: which connection (0, 1, …) sends which command. */
-type Step = [conn: number, ...args: Array<string | number>];
-
-/** A raw connection, switched to RESP3 when asked (the HELLO reply is not compared: it names the server). */
-async function connect(port: number, proto: Proto): Promise<RawConnection> {
-  const c = await RawConnection.connect(port);
-  if (proto === 3) {
-    const hello = await c.call('HELLO', '3');
-    if (!hello.startsWith('%')) throw new Error(`HELLO 3 answered ${JSON.stringify(hello)}`);
-  }
-  return c;
-}
-
-/**
- * Runs `steps` one at a time against `port`, each step waiting for its reply, and returns one
- * line per step: the command and its exact reply bytes (JSON-escaped, so diffs show CR/LF).
- */
-async function transcript(port: number, proto: Proto, steps: Step[]): Promise<string[]> {
-  const conns = new Map<number, RawConnection>();
-  const out: string[] = [];
-  try {
-    for (const [i, ...args] of steps) {
-      let c = conns.get(i);
-      if (c === undefined) {
-        c = await connect(port, proto);
-        conns.set(i, c);
-      }
-      let reply: string;
-      try {
-        c.send(...args);
-        reply = JSON.stringify(await c.read(4000));
-      } catch (e) {
-        reply = `<${(e as Error).message}>`;
-      }
-      out.push(`[${i}] ${args.join(' ')} -> ${reply}`);
-    }
-  } finally {
-    for (const c of conns.values()) c.close();
-  }
-  return out;
-}
 
 /** The upstream connections named `name` in CLIENT LIST, as lines. */
 function namedLines(list: RespReply, name: string): string[] {

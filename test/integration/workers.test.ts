@@ -4,22 +4,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
-import net from 'node:net';
-import { fileURLToPath } from 'node:url';
-import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
+import { freePort, startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
 import { RawConnection } from '../helpers/raw-resp.js';
+import { RESPOOL_BIN as BIN } from '../helpers/respool-cli.js';
 
-const BIN = fileURLToPath(new URL('../../bin/respool.js', import.meta.url));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
   const end = Date.now() + timeoutMs;
