@@ -79,6 +79,9 @@ describe('operations: /readyz and event lines when a primary dies and fails over
       if (!keys.has(owner)) keys.set(owner, `ops${i}`);
     }
     for (const key of keys.values()) expect(await client.set(key, 'v')).toBe('OK');
+    // Replication is asynchronous: the victim's write must be on its replica before the kill, or
+    // the promoted replica may not have it (seen once in CI: GET after failover answered nil).
+    expect(await client.call('WAIT', '1', '2000')).toBe(1);
     const victimKey = keys.get(victim.port)!;
 
     // Metrics: client latency per family, bytes both ways, build info, circuits, standard process metrics.
