@@ -222,7 +222,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     const session = new ClientSession(socket, ctx);
     sessions.add(session);
     sessionsById.set(session.id, session);
-    socket.resume(); // accepted paused (pauseOnConnect)
+    session.socket.resume(); // accepted paused (pauseOnConnect)
   });
   const accept = (socket: net.Socket) => {
     if (draining) return refuse(socket, 'draining', shuttingDownReply);

@@ -15,6 +15,14 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { readFileSync } from 'node:fs';
 import { LabeledHistogram, type HistogramSeries } from './fast-histogram.js';
 
+/** One `respool_commands_total` series, counted as a plain number on the hot path. */
+export class CommandCount {
+  value = 0;
+  inc(by = 1): void {
+    this.value += by;
+  }
+}
+
 /** package.json's version (../../package.json from src/admin or dist/admin). */
 const RESPOOL_VERSION = ((): string => {
   try {
@@ -144,7 +152,8 @@ export class Metrics {
   private knownCommands: Set<string> | null;
   private readonly maxCommandLabels: number;
   private readonly seenCommands = new Set<string>();
-  private readonly commandCounters = new Map<string, Counter.Internal>();
+  /** `respool_commands_total` children: plain numbers per label, copied into the metric at scrape time. */
+  private readonly commandCounts = new Map<string, CommandCount>();
   private readonly commandErrors = new Map<string, Record<CommandErrorKind, Counter.Internal | undefined>>();
 
   // node-labelled children
@@ -193,6 +202,11 @@ export class Metrics {
         c.labels('in').inc(v.in);
         c.labels('out').inc(v.out);
       };
+    };
+    (this.raw.commands_total as unknown as { collect: () => void }).collect = () => {
+      const c = this.raw.commands_total;
+      c.reset();
+      for (const [label, count] of this.commandCounts) c.labels(label).inc(count.value);
     };
     counterFrom(this.raw.client_bytes_total, () => ({ in: this.traffic.clientIn, out: this.traffic.clientOut }));
     counterFrom(this.raw.upstream_bytes_total, () => ({ in: this.upstreamTraffic?.receivedBytes ?? 0, out: this.upstreamTraffic?.sentBytes ?? 0 }));
@@ -256,15 +270,18 @@ export class Metrics {
     return name;
   }
 
-  /** `respool_commands_total{command}` child for a lower-case command name. */
-  commandCounter(name: string): Counter.Internal {
-    const hit = this.commandCounters.get(name);
+  /**
+   * `respool_commands_total{command}` count for a lower-case command name. A plain number (read
+   * at scrape time): prom-client's `inc()` hashes the label set on every call, once per request.
+   */
+  commandCounter(name: string): CommandCount {
+    const hit = this.commandCounts.get(name);
     if (hit !== undefined) return hit;
     const label = this.commandLabel(name);
-    let child = this.commandCounters.get(label);
+    let child = this.commandCounts.get(label);
     if (child === undefined) {
-      child = this.raw.commands_total.labels(label);
-      this.commandCounters.set(label, child);
+      child = new CommandCount();
+      this.commandCounts.set(label, child);
     }
     return child;
   }

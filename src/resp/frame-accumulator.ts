@@ -25,6 +25,8 @@ export abstract class FrameAccumulator<Frame> {
   protected frameAbs = 0;
 
   private received = 0;
+  /** The next chunk to scan (the common case: one chunk pushed, then scanned); later ones queue. */
+  private nextChunk: Buffer | undefined = undefined;
   private readonly queue: Array<Buffer | undefined> = [];
   private queueHead = 0;
   /** Earlier pieces of the unfinished frame, referenced, not copied. */
@@ -60,7 +62,8 @@ export abstract class FrameAccumulator<Frame> {
   /** Appends a chunk; scanning is deferred to next(), so push never throws. */
   push(chunk: Buffer): void {
     if (chunk.length === 0) return;
-    this.queue.push(chunk);
+    if (this.nextChunk === undefined && this.queueHead === this.queue.length) this.nextChunk = chunk;
+    else this.queue.push(chunk);
     this.received += chunk.length;
   }
 
@@ -76,7 +79,7 @@ export abstract class FrameAccumulator<Frame> {
   protected advance(): boolean {
     const cur = this.cur;
     const curEnd = this.curAbs + cur.length;
-    const empty = this.queueHead === this.queue.length;
+    const empty = this.nextChunk === undefined && this.queueHead === this.queue.length;
     if (this.frameAbs < curEnd) {
       if (empty) return false; // keep scanning state as is; cur still holds the frame's start
       this.parts.push(this.frameAbs > this.curAbs ? cur.subarray(this.frameAbs - this.curAbs) : cur);
@@ -87,6 +90,11 @@ export abstract class FrameAccumulator<Frame> {
       // Everything in cur was handed out: drop it, so an idle connection pins no read buffer.
       this.cur = EMPTY;
       return false;
+    }
+    if (this.nextChunk !== undefined) {
+      this.cur = this.nextChunk;
+      this.nextChunk = undefined;
+      return true;
     }
     this.cur = this.queue[this.queueHead]!;
     this.queue[this.queueHead++] = undefined; // let the queue forget it

@@ -14,6 +14,7 @@ import { FifoQueue } from '../util/fifo-queue.js';
 import { ReplyEntry, ReplyQueue } from './reply-queue.js';
 import { ClientState } from './client-state.js';
 import { heldByPause } from '../handlers/client-commands.js';
+import { readClientSocket } from './shared-reads.js';
 
 /**
  * One client connection: frames its requests, hands each to its family's handler
@@ -55,10 +56,15 @@ export class ClientSession implements HandlerSession {
   private held: RequestFrame | null = null;
   private queuedPushBytes = 0;
 
+  /** The client's socket: the accepted one, or its re-wrap reading through the shared buffer (shared-reads.ts). */
+  readonly socket: Socket;
+
   constructor(
-    readonly socket: Socket,
+    accepted: Socket,
     readonly ctx: ServerContext,
   ) {
+    const socket = readClientSocket(accepted, (chunk: Buffer) => this.onData(chunk));
+    this.socket = socket;
     this.id = ctx.nextClientId();
     const acl = usersOf(ctx.config); // respool's users (src/acl/users.ts), compiled once per config
     this.state = new ClientState(defaultNeedsAuth(acl), acl.defaultUser.unrestricted ? null : acl.defaultUser);
@@ -76,7 +82,6 @@ export class ClientSession implements HandlerSession {
       socket.on('timeout', () => this.onIdle());
     }
     this.writer = new BatchedWriter(socket, 'microtask');
-    socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('close', () => this.handleClose());
     socket.on('error', () => {}); // 'close' follows; a client's reset is not respool's error
   }

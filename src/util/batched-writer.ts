@@ -18,8 +18,12 @@ import type { Socket } from 'node:net';
 const COPY_LIMIT = 16 * 1024; // buffers larger than this are written as they are
 const FLUSH_BYTES = 256 * 1024; // flush at once past this many pending bytes
 
+// Writers with a flush due, per moment: one setImmediate / queueMicrotask for all of them
+// (Node's queueMicrotask builds an AsyncResource per call: one per reply was measurable).
 let immediateQueue: BatchedWriter[] = [];
 let immediateScheduled = false;
+let microtaskQueue: BatchedWriter[] = [];
+let microtaskScheduled = false;
 
 function flushImmediateQueue(): void {
   const queue = immediateQueue;
@@ -28,8 +32,18 @@ function flushImmediateQueue(): void {
   for (const writer of queue) writer.flush();
 }
 
+function flushMicrotaskQueue(): void {
+  const queue = microtaskQueue;
+  microtaskQueue = [];
+  microtaskScheduled = false;
+  for (const writer of queue) writer.flush();
+}
+
 export class BatchedWriter {
-  private chunks: Buffer[] = [];
+  /** The batch: `first`, then rest[0 .. restCount). `rest` is reused (a reply per turn allocates no array). */
+  private first: Buffer | null = null;
+  private rest: Array<Buffer | undefined> = [];
+  private restCount = 0;
   private bytes = 0;
   private hasLarge = false;
   private scheduled = false;
@@ -45,7 +59,8 @@ export class BatchedWriter {
   }
 
   write(data: Buffer): void {
-    this.chunks.push(data);
+    if (this.first === null) this.first = data;
+    else this.rest[this.restCount++] = data;
     this.bytes += data.length;
     if (data.length > COPY_LIMIT) this.hasLarge = true;
     if (this.bytes >= FLUSH_BYTES) {
@@ -55,7 +70,11 @@ export class BatchedWriter {
     if (this.scheduled) return;
     this.scheduled = true;
     if (this.when === 'microtask') {
-      queueMicrotask(this.flushBound);
+      microtaskQueue.push(this);
+      if (!microtaskScheduled) {
+        microtaskScheduled = true;
+        queueMicrotask(flushMicrotaskQueue);
+      }
     } else {
       immediateQueue.push(this);
       if (!immediateScheduled) {
@@ -65,31 +84,46 @@ export class BatchedWriter {
     }
   }
 
-  private readonly flushBound = (): void => this.flush();
-
   flush(): void {
     this.scheduled = false;
-    const { chunks } = this;
-    if (chunks.length === 0) return;
-    this.chunks = [];
-    const bytes = this.bytes;
+    const first = this.first;
+    if (first === null) return;
+    const { rest, restCount, bytes, hasLarge, socket } = this;
+    this.first = null;
+    this.restCount = 0;
     this.bytes = 0;
-    if (this.socket.destroyed) return;
-    if (chunks.length === 1) {
-      this.socket.write(chunks[0]!);
-    } else if (!this.hasLarge) {
-      this.socket.write(Buffer.concat(chunks, bytes));
-    } else {
-      this.socket.cork();
-      for (const chunk of chunks) this.socket.write(chunk);
-      this.socket.uncork();
-    }
     this.hasLarge = false;
+    if (socket.destroyed) {
+      rest.fill(undefined, 0, restCount);
+      return;
+    }
+    if (restCount === 0) {
+      socket.write(first);
+    } else if (!hasLarge) {
+      const out = Buffer.allocUnsafe(bytes);
+      let at = first.copy(out, 0);
+      for (let i = 0; i < restCount; i++) {
+        at += rest[i]!.copy(out, at);
+        rest[i] = undefined;
+      }
+      socket.write(out);
+    } else {
+      socket.cork();
+      socket.write(first);
+      for (let i = 0; i < restCount; i++) {
+        socket.write(rest[i]!);
+        rest[i] = undefined;
+      }
+      socket.uncork();
+    }
+    if (rest.length > 1024) this.rest = []; // a burst's array is not kept
   }
 
   /** Drops whatever is pending (the socket is going away). */
   discard(): void {
-    this.chunks = [];
+    this.rest.fill(undefined, 0, this.restCount);
+    this.first = null;
+    this.restCount = 0;
     this.bytes = 0;
     this.hasLarge = false;
   }

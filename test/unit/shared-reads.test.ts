@@ -1,0 +1,74 @@
+import net from 'node:net';
+import { once } from 'node:events';
+import { describe, expect, it } from 'vitest';
+import { copyOut, readClientSocket } from '../../src/session/shared-reads.js';
+
+/** A server whose accepted sockets go through readClientSocket; every chunk is recorded. */
+async function server(): Promise<{ srv: net.Server; port: number; accepted: Array<{ socket: net.Socket; chunks: Buffer[] }> }> {
+  const accepted: Array<{ socket: net.Socket; chunks: Buffer[] }> = [];
+  const srv = net.createServer({ pauseOnConnect: true, noDelay: true }, (raw) => {
+    const chunks: Buffer[] = [];
+    const socket = readClientSocket(raw, (chunk) => chunks.push(chunk));
+    accepted.push({ socket, chunks });
+    socket.on('error', () => {});
+    socket.resume();
+  });
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  return { srv, port: (srv.address() as net.AddressInfo).port, accepted };
+}
+
+describe('shared-buffer client reads', () => {
+  it('re-wraps an accepted TCP socket: bytes arrive intact, chunks stay valid after later reads', async () => {
+    const { srv, port, accepted } = await server();
+    const client = net.connect(port, '127.0.0.1');
+    await once(client, 'connect');
+    const sent: Buffer[] = [];
+    for (let i = 0; i < 200; i++) {
+      const piece = Buffer.from(`*2\r\n$3\r\nGET\r\n$${String(i).length + 4}\r\nkey:${i}\r\n`);
+      sent.push(piece);
+      client.write(piece);
+      if (i % 20 === 0) await new Promise((r) => setTimeout(r, 2)); // several reads
+    }
+    const big = Buffer.alloc(100_000, 0x61); // above the slab's own-buffer threshold
+    client.write(big);
+    const expected = Buffer.concat([...sent, big]);
+    await expect.poll(() => accepted[0]?.chunks.reduce((n, c) => n + c.length, 0) ?? 0).toBe(expected.length);
+    const { socket, chunks } = accepted[0]!;
+    expect(socket.constructor).toBe(net.Socket);
+    expect(chunks.length).toBeGreaterThan(1);
+    // Every chunk still holds what was read into it, though the shared buffer was reused since.
+    expect(Buffer.concat(chunks).equals(expected)).toBe(true);
+
+    // Writes, pause/resume and remote address work on the re-wrapped socket.
+    expect(socket.remotePort).toBe(client.localPort);
+    socket.pause();
+    client.write('late');
+    await new Promise((r) => setTimeout(r, 50));
+    expect(Buffer.concat(chunks).length).toBe(expected.length);
+    socket.resume();
+    await expect.poll(() => Buffer.concat(chunks).length).toBe(expected.length + 4);
+    socket.write('+PONG\r\n');
+    const [reply] = (await once(client, 'data')) as [Buffer];
+    expect(reply.toString()).toBe('+PONG\r\n');
+
+    // The re-wrapped socket counts as the server's connection: close() completes once it ends.
+    const closed = new Promise<void>((resolve) => srv.close(() => resolve()));
+    client.end();
+    await once(socket, 'close');
+    await closed;
+  });
+
+  it('copyOut keeps earlier copies intact when the source is reused', () => {
+    const source = Buffer.alloc(64);
+    const copies: Buffer[] = [];
+    for (let i = 0; i < 2000; i++) { // spans several slabs
+      source.fill(i % 251);
+      copies.push(copyOut(source, 20));
+    }
+    copies.forEach((c, i) => expect(c.every((b) => b === i % 251)).toBe(true));
+    const large = Buffer.alloc(20_000, 7);
+    const own = copyOut(large, 20_000);
+    large.fill(0);
+    expect(own.every((b) => b === 7)).toBe(true);
+  });
+});
