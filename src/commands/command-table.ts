@@ -8,6 +8,7 @@
 
 import { readFileSync } from 'node:fs';
 import type { RespValue } from '../resp/decode.js';
+import type { RequestFrame } from '../resp/request-framer.js';
 import { commandFlagBit } from './command-flags.js';
 import { NameIndex } from './name-index.js';
 import {
@@ -153,6 +154,16 @@ export class CommandTable {
    * SSUBSCRIBE / SUNSUBSCRIBE. Empty for keyless commands and for malformed arguments (bad
    * numkeys, ...) that the server will reject. See key-specs.ts for the exact rules.
    */
+  /** As lookup(), straight from a request's bytes: no argument views are made (resp/request-framer.ts). */
+  lookupFrame(frame: RequestFrame): CommandSpec | undefined {
+    if (frame.argCount === 0) return undefined;
+    const spec = this.index.getIn(frame.argBuffer(0), frame.argStart(0), frame.argEnd(0));
+    if (spec === undefined) return undefined;
+    const subs = spec.subcommandIndex;
+    if (subs !== undefined && frame.argCount > 1) return subs.getIn(frame.argBuffer(1), frame.argStart(1), frame.argEnd(1)) ?? spec;
+    return spec;
+  }
+
   keyIndexes(spec: CommandSpec, args: readonly Buffer[]): number[] {
     const finder = spec.findKeys;
     if (finder !== undefined) return finder(args);

@@ -20,21 +20,26 @@ export class NameIndex<T> {
   set(name: string, value: T): void {
     const lower = Buffer.from(name.toLowerCase(), 'latin1');
     if ((this.count + 1) * 2 > this.slots.length) this.grow();
-    if (this.insert({ hash: hashLower(lower, lower.length), name: lower, value })) this.count++;
+    if (this.insert({ hash: hashLower(lower, 0, lower.length), name: lower, value })) this.count++;
     if (lower.length > this.maxLength) this.maxLength = lower.length;
   }
 
   /** The value for these bytes, compared ignoring ASCII case. */
   get(b: Buffer): T | undefined {
-    const n = b.length;
-    if (n === 0 || n > this.maxLength) return undefined;
-    const h = hashLower(b, n);
+    return this.getIn(b, 0, b.length);
+  }
+
+  /** The value for the bytes b[start, end) (no view made), compared ignoring ASCII case. */
+  getIn(b: Buffer, start: number, end: number): T | undefined {
+    const n = end - start;
+    if (n <= 0 || n > this.maxLength) return undefined;
+    const h = hashLower(b, start, end);
     const slots = this.slots;
     const mask = this.mask;
     for (let i = h & mask; ; i = (i + 1) & mask) {
       const e = slots[i];
       if (e === undefined) return undefined;
-      if (e.hash === h && eqLower(b, e.name)) return e.value;
+      if (e.hash === h && eqLower(b, start, end, e.name)) return e.value;
     }
   }
 
@@ -65,9 +70,9 @@ export class NameIndex<T> {
   }
 }
 
-function hashLower(b: Buffer, n: number): number {
+function hashLower(b: Buffer, start: number, end: number): number {
   let h = 0x811c9dc5;
-  for (let i = 0; i < n; i++) {
+  for (let i = start; i < end; i++) {
     let c = b[i]!;
     if (c >= 0x41 && c <= 0x5a) c |= 0x20;
     h = Math.imul(h ^ c, 0x01000193);
@@ -75,11 +80,11 @@ function hashLower(b: Buffer, n: number): number {
   return h >>> 0;
 }
 
-function eqLower(b: Buffer, lower: Buffer): boolean {
+function eqLower(b: Buffer, start: number, end: number, lower: Buffer): boolean {
   const n = lower.length;
-  if (b.length !== n) return false;
+  if (end - start !== n) return false;
   for (let i = 0; i < n; i++) {
-    let c = b[i]!;
+    let c = b[start + i]!;
     if (c >= 0x41 && c <= 0x5a) c |= 0x20;
     if (c !== lower[i]) return false;
   }

@@ -239,9 +239,10 @@ function xreadBlocks(args: readonly Buffer[]): boolean {
 }
 
 /** The family of this request (see the decision order at the top of this file). */
-export function commandFamily(spec: CommandSpec, args: readonly Buffer[]): CommandFamily {
+export function commandFamily(spec: CommandSpec, req: { readonly args: readonly Buffer[] }): CommandFamily {
   const d = decision(spec);
   if (d.dynamic) {
+    const args = req.args; // only these read arguments (a request's views are made on first use)
     if (spec.name === 'info') return args.length === 2 && eqLower(args[1]!, B_CLIENTS) ? 'local' : d.family;
     if (xreadBlocks(args)) return 'blocking';
   }

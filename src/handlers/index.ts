@@ -57,7 +57,7 @@ export function dispatch(session: HandlerSession, req: CommandRequest): void {
   if (spec === undefined && isRespoolCommand(req.args[0]!)) return respool(session, req);
   // Users and permissions (src/acl/users.ts): null = +@all ~* &* (no users configured, or such a user).
   if (state.acl !== null && denied(session, req, state.acl)) return;
-  const family = spec === undefined ? 'keyed' : commandFamily(spec, req.args);
+  const family = spec === undefined ? 'keyed' : commandFamily(spec, req);
   if (family === 'script' || family === 'allShards') noteScript(session.ctx.scripts, req); // EVAL / SCRIPT LOAD bodies, on every path
   state.tracking?.noteCommand(req.command, state.transaction !== null);
   if (state.lane !== null && !OFF_LANE.has(family)) return onLane(session, state.lane, req);

@@ -12,7 +12,7 @@ export const keyed: Handler = (session, req) => {
   }
   const entry = session.reserve();
   const ctx = session.ctx;
-  const error = ctx.router.routeKeyed(entry, req.raw, req.args, req.spec, ctx.commands(), req.command);
+  const error = ctx.router.routeKeyed(entry, req.raw, req, req.spec, ctx.commands(), req.command);
   if (error !== null) entry.fill(error);
 };
 

@@ -48,7 +48,7 @@ export const multiKey: Handler = (session, req) => {
       for (; next < end; next++) {
         const partArgs: Buffer[] = [name];
         for (const p of parts[next]![1]) for (let w = 0; w < width; w++) partArgs.push(args[p + w]!);
-        const error = ctx.router.routeKeyed(request.part(next), encodeCommand(partArgs), partArgs, spec, ctx.commands(), req.command);
+        const error = ctx.router.routeKeyed(request.part(next), encodeCommand(partArgs), { args: partArgs }, spec, ctx.commands(), req.command);
         if (error !== null) request.onCallDone(error, next);
       }
       if (next < parts.length) setImmediate(step);

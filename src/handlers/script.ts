@@ -23,7 +23,7 @@ export const script: Handler = (session, req) => {
   const ctx = session.ctx;
   const evalsha = (req.command === 'evalsha' || req.command === 'evalsha_ro') && req.args.length >= 3;
   const makeCall = evalsha ? evalShaCall(req.args[1]!, ctx.scripts, ctx.runningScripts) : scriptCall(ctx.runningScripts);
-  const error = ctx.router.routeKeyed(entry, req.raw, req.args, req.spec, ctx.commands(), req.command, true, makeCall);
+  const error = ctx.router.routeKeyed(entry, req.raw, req, req.spec, ctx.commands(), req.command, true, makeCall);
   if (error !== null) entry.fill(error);
 };
 

@@ -192,7 +192,7 @@ function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRe
   if (TRACKING_COMMANDS.has(spec.name)) return ProxyError.trackingInMulti(spec.name);
   // What respool holds for the client (subscriptions, MONITOR's leases) or refuses outright must
   // not reach a shared link inside MULTI … EXEC.
-  const family = commandFamily(spec, args);
+  const family = commandFamily(spec, { args });
   if (UNSUBSCRIBES.has(spec.name) && (session.state.subscriptions?.total() ?? 0) === 0) {
     return ProxyError.notSubscribed(spec.name as 'unsubscribe');
   }

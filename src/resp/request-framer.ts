@@ -7,11 +7,56 @@ import { encodeCommand } from './encode.js';
 import { FrameAccumulator } from './frame-accumulator.js';
 import { ProtocolError } from './protocol-error.js';
 
-export interface RequestFrame {
-  /** Views into `raw` (never copies when the frame sat in one chunk). */
-  args: Buffer[];
-  /** The request's exact RESP bytes; inline commands are re-encoded as a RESP array. */
-  raw: Buffer;
+/**
+ * One request. Its argument views are made on first use of `args`: most requests only need the
+ * command name (looked up straight from `raw` by `argStart`/`argEnd`) and, in a cluster, their
+ * keys; a Buffer view per argument per request was measurable (V8 builds a JSTypedArray for each).
+ */
+export class RequestFrame {
+  private views: Buffer[] | null;
+
+  constructor(
+    /** The request's exact RESP bytes; inline commands are re-encoded as a RESP array. */
+    readonly raw: Buffer,
+    /** [start, end) in `raw` of each argument, flattened; null when `views` were given. */
+    private readonly offsets: readonly number[] | null,
+    views: Buffer[] | null = null,
+  ) {
+    this.views = views;
+  }
+
+  /** A frame from arguments already made (inline requests, copies). */
+  static of(args: Buffer[], raw: Buffer): RequestFrame {
+    return new RequestFrame(raw, null, args);
+  }
+
+  /** Views into `raw` (never copies when the frame sat in one chunk), made on first use. */
+  get args(): Buffer[] {
+    if (this.views !== null) return this.views;
+    const offsets = this.offsets!;
+    const n = offsets.length >> 1;
+    const views = new Array<Buffer>(n);
+    for (let i = 0; i < n; i++) views[i] = this.raw.subarray(offsets[2 * i]!, offsets[2 * i + 1]!);
+    this.views = views;
+    return views;
+  }
+
+  get argCount(): number {
+    return this.views !== null ? this.views.length : this.offsets!.length >> 1;
+  }
+
+  /** The buffer holding argument `i` (`raw`, or its view), and where in it the argument lies: no view made. */
+  argBuffer(i: number): Buffer {
+    return this.views !== null ? this.views[i]! : this.raw;
+  }
+
+  argStart(i: number): number {
+    return this.views !== null ? 0 : this.offsets![2 * i]!;
+  }
+
+  argEnd(i: number): number {
+    return this.views !== null ? this.views[i]!.length : this.offsets![2 * i + 1]!;
+  }
 }
 
 const CR = 0x0d;
@@ -191,11 +236,11 @@ export class RequestFramer extends FrameAccumulator<RequestFrame> {
     const raw = this.takeFrame(end);
     const offsets = this.argOffsets;
     const n = this.argCount;
-    const args = new Array<Buffer>(n);
-    for (let i = 0; i < n; i++) args[i] = raw.subarray(offsets[2 * i]!, offsets[2 * i + 1]!);
+    // The frame keeps its own copy of the offsets (the framer's array is reused).
+    const own = offsets.slice(0, 2 * n);
     // Do not keep a huge offsets array alive after a huge request.
     if (offsets.length > 1024) this.argOffsets = [];
-    return { args, raw };
+    return new RequestFrame(raw, own);
   }
 
   private startNumber(): void {
@@ -289,7 +334,7 @@ export class RequestFramer extends FrameAccumulator<RequestFrame> {
       args[i] = raw.subarray(off, off + n);
       off += n + 2;
     }
-    return { args, raw };
+    return RequestFrame.of(args, raw);
   }
 }
 

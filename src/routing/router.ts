@@ -61,13 +61,15 @@ export class Router {
    * error reply when it cannot be sent, or null when a call is on its way and will complete
    * `owner` by itself. `makeCall`: the call to send, when its owner needs a subclass (an EVALSHA
    * that reloads its script on NOSCRIPT, handlers/script.ts); a plain UpstreamCall otherwise.
+   * `req.args` is read only in a cluster (keys → slot).
    */
-  routeKeyed(owner: CallOwner, raw: Buffer, args: Buffer[], spec: CommandSpec | undefined, table: CommandTable, command: string, isScript = false, makeCall?: CallFactory): Buffer | null {
+  routeKeyed(owner: CallOwner, raw: Buffer, req: { readonly args: Buffer[] }, spec: CommandSpec | undefined, table: CommandTable, command: string, isScript = false, makeCall?: CallFactory): Buffer | null {
     const topology = this.refresher.current;
     if (topology === null) return encodeError(ProxyError.topologyUnknown());
     let slot = -1;
     let firstKey: Buffer | undefined;
     if (topology.mode === 'cluster' && spec !== undefined) {
+      const args = req.args; // a standalone upstream needs no argument views (request-framer.ts)
       const keys = table.keyIndexes(spec, args);
       if (keys.length > 0) {
         firstKey = args[keys[0]!]!;

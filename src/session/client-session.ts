@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net';
-import { RequestFramer, type RequestFrame } from '../resp/request-framer.js';
+import { RequestFramer, RequestFrame } from '../resp/request-framer.js';
 import { ProtocolError } from '../resp/protocol-error.js';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
@@ -7,7 +7,8 @@ import { AUTH_EXEMPT } from '../handlers/local.js';
 import { usersOf, defaultNeedsAuth } from '../acl/users.js';
 import { dispatch } from '../handlers/index.js';
 import { commandFamily } from '../commands/proxy-handling.js';
-import type { HandlerSession } from '../handlers/types.js';
+import type { CommandRequest, HandlerSession } from '../handlers/types.js';
+import type { CommandSpec } from '../commands/command-table.js';
 import type { ServerContext } from './server-context.js';
 import { BatchedWriter } from '../util/batched-writer.js';
 import { FifoQueue } from '../util/fifo-queue.js';
@@ -232,7 +233,7 @@ export class ClientSession implements HandlerSession {
   /** CLIENT PAUSE covers this request: keep it (copied), stop reading until the pause ends. */
   private holdForPause(frame: RequestFrame): boolean {
     if (!heldByPause(this, this.ctx.commands().lookup(frame.args), frame.args)) return false;
-    this.held = { args: frame.args.map((a) => Buffer.from(a)), raw: Buffer.from(frame.raw) };
+    this.held = RequestFrame.of(frame.args.map((a) => Buffer.from(a)), Buffer.from(frame.raw));
     this.state.pausedHeld = true;
     this.pauseReading();
     this.ctx.clientPause.hold(this);
@@ -260,9 +261,8 @@ export class ClientSession implements HandlerSession {
   }
 
   private handle(frame: RequestFrame): void {
-    const { args } = frame;
-    const spec = this.ctx.commands().lookup(args);
-    const command = spec?.name ?? args[0]!.toString('latin1').toLowerCase();
+    const spec = this.ctx.commands().lookupFrame(frame);
+    const command = spec?.name ?? frame.args[0]!.toString('latin1').toLowerCase();
     this.state.lastCommand = spec === undefined ? 'NULL' : spec.name; // CLIENT LIST cmd=
     if (this.state.user === null && !AUTH_EXEMPT.has(command)) {
       this.replyNow(encodeError(ProxyError.noAuth()));
@@ -272,10 +272,10 @@ export class ClientSession implements HandlerSession {
     const metrics = this.ctx.metrics;
     if (metrics !== undefined) {
       this.replies.stamp = this.state.lastInteraction;
-      this.replies.series = metrics.clientLatency(spec === undefined ? 'keyed' : commandFamily(spec, args));
+      this.replies.series = metrics.clientLatency(spec === undefined ? 'keyed' : commandFamily(spec, frame));
     }
     try {
-      dispatch(this, { args, raw: frame.raw, spec, command });
+      dispatch(this, new FramedRequest(frame, spec, command));
     } finally {
       this.replies.series = null; // later pushes (pub/sub messages) are not this request's
     }
@@ -390,5 +390,22 @@ export class ClientSession implements HandlerSession {
     this.closeHooks = null;
     if (hooks !== null) for (const fn of hooks) fn();
     this.ctx.onSessionClosed(this);
+  }
+}
+
+/** A framed request as handlers see it; its argument views are made only if a handler reads `args`. */
+class FramedRequest implements CommandRequest {
+  readonly raw: Buffer;
+
+  constructor(
+    private readonly frame: RequestFrame,
+    readonly spec: CommandSpec | undefined,
+    readonly command: string,
+  ) {
+    this.raw = frame.raw;
+  }
+
+  get args(): Buffer[] {
+    return this.frame.args;
   }
 }

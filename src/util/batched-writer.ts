@@ -44,6 +44,8 @@ export class BatchedWriter {
   private first: Buffer | null = null;
   private rest: Array<Buffer | undefined> = [];
   private restCount = 0;
+  /** The other `rest` array: the one a flush in progress writes from. */
+  private spare: Array<Buffer | undefined> = [];
   private bytes = 0;
   private hasLarge = false;
   private scheduled = false;
@@ -89,10 +91,15 @@ export class BatchedWriter {
     const first = this.first;
     if (first === null) return;
     const { rest, restCount, bytes, hasLarge, socket } = this;
+    // The batch is taken whole before writing: a write made meanwhile starts the next batch.
     this.first = null;
     this.restCount = 0;
     this.bytes = 0;
     this.hasLarge = false;
+    if (restCount > 0) {
+      this.rest = this.spare;
+      this.spare = rest;
+    }
     if (socket.destroyed) {
       rest.fill(undefined, 0, restCount);
       return;
@@ -116,7 +123,7 @@ export class BatchedWriter {
       }
       socket.uncork();
     }
-    if (rest.length > 1024) this.rest = []; // a burst's array is not kept
+    if (rest.length > 1024) this.spare = []; // a burst's array is not kept
   }
 
   /** Drops whatever is pending (the socket is going away). */

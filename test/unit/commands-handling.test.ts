@@ -17,7 +17,7 @@ function handling(...words: string[]) {
   const args = b(...words);
   const spec = table.lookup(args);
   expect(spec, words.join(' ')).toBeDefined();
-  return commandFamily(spec!, args);
+  return commandFamily(spec!, { args });
 }
 
 describe('command flags', () => {
@@ -207,7 +207,7 @@ describe('commandFamily()', () => {
     const counts: Record<string, number> = {};
     for (const name of table.names()) {
       const spec = table.get(name)!;
-      const h = commandFamily(spec, b(...name.split('|')));
+      const h = commandFamily(spec, { args: b(...name.split('|')) });
       counts[h] = (counts[h] ?? 0) + 1;
       if (h === 'refused') expect(refusalReason(spec), name).toBeTruthy();
     }

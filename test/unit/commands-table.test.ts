@@ -7,6 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CommandFlag, KeySpecFlag } from '../../src/commands/command-flags.js';
 import { CommandTable, type CommandSpec } from '../../src/commands/command-table.js';
 import { NameIndex } from '../../src/commands/name-index.js';
+import { RequestFramer } from '../../src/resp/request-framer.js';
+import { encodeCommand } from '../../src/resp/encode.js';
 
 const table = CommandTable.builtin();
 const b = (...words: string[]): Buffer[] => words.map((w) => Buffer.from(w));
@@ -20,6 +22,21 @@ function keysOf(line: string[]): number[] {
 
 // ---------------------------------------------------------------------------------------------
 // Built-in table: lookup and key positions
+
+describe('CommandTable.lookupFrame', () => {
+  it('finds what lookup(args) finds, from the request bytes, for every command and subcommand', () => {
+    for (const name of table.names()) {
+      const words = name.split('|').map((w, i) => (i === 0 ? w.toUpperCase() : w));
+      const framer = new RequestFramer();
+      framer.push(encodeCommand([...words, 'k']));
+      const frame = framer.next()!;
+      expect(table.lookupFrame(frame), name).toBe(table.lookup(words.concat('k').map((w) => Buffer.from(w))));
+    }
+    const unknown = new RequestFramer();
+    unknown.push(encodeCommand(['NOSUCH', 'x']));
+    expect(table.lookupFrame(unknown.next()!)).toBeUndefined();
+  });
+});
 
 describe('CommandTable.builtin()', () => {
   it('is cached and complete', () => {

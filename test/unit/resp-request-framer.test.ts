@@ -115,6 +115,25 @@ describe('RequestFramer zero copy', () => {
     expect(f.args[1]!.byteOffset - f.raw.byteOffset).toBe(17);
   });
 
+  it('locates arguments without views until args is read; views match the positions', () => {
+    const input = b('*3\r\n$3\r\nSET\r\n$3\r\nfoo\r\n$5\r\nhello\r\nPING x\r\n');
+    for (let split = 0; split <= input.length; split++) {
+      const framer = new RequestFramer();
+      framer.push(input.subarray(0, split));
+      framer.push(input.subarray(split));
+      for (const words of [['SET', 'foo', 'hello'], ['PING', 'x']]) {
+        const f = framer.next()!;
+        expect(f.argCount).toBe(words.length);
+        const located = words.map((_, i) => f.argBuffer(i).subarray(f.argStart(i), f.argEnd(i)).toString());
+        expect(located).toEqual(words);
+        expect(f.args.map(String)).toEqual(words);
+        expect(f.args).toBe(f.args); // made once
+        // After the views exist, positions refer to them.
+        expect(words.map((_, i) => f.argBuffer(i).subarray(f.argStart(i), f.argEnd(i)).toString())).toEqual(words);
+      }
+    }
+  });
+
   it('reports buffered bytes of the incomplete request', () => {
     const framer = new RequestFramer();
     expect(framer.bufferedBytes).toBe(0);
