@@ -10,6 +10,7 @@
 //      BENCH_STRACE_N_P1 (20000), BENCH_STRACE_N_P16 (100000), BENCH_SKIP_STRACE=1 (no syscall counts),
 //      RESPOOL_BENCH_SKIP_RESPOOL=1 (leave respool out), RESPOOL_BENCH_EXTRA_ARGS (more CLI flags),
 //      RESPOOL_BENCH_BIN (another respool entry script instead of bin/respool.js).
+//   node bench/throughput.mjs --render bench/out/throughput-STAMP.json   (redo the report only)
 //
 // Each round runs every target once per pipeline depth and test (GET, SET: one valkey-benchmark
 // invocation each), the targets back to back in an order rotated every round, so machine noise
@@ -366,6 +367,14 @@ function summarize(result) {
           cell.probe = {
             allocBytesPerReq: stat(runs.map((r) => r.probe.heap.allocatedBytes / r.n)),
             majorGcs: p.reduce((a, x) => a + (x.heap.gcProfilerTypes.MarkSweepCompact ?? 0), 0),
+            runsWithMajorGc: p.filter((x) => x.heap.gcProfilerTypes.MarkSweepCompact).length,
+            // how far the runs with a full collection are from the row's median (does it blur the figure?)
+            majorGcRunsMaxDeviation: (() => {
+              const all = runs.map((r) => r.probe.heap.allocatedBytes / r.n);
+              const m = median(all);
+              const dev = runs.filter((r) => r.probe.heap.gcProfilerTypes.MarkSweepCompact).map((r) => Math.abs(r.probe.heap.allocatedBytes / r.n / m - 1));
+              return dev.length ? Math.max(...dev) : null;
+            })(),
             gcPer1000: stat(runs.map((r) => (gcCount(r.probe) / r.n) * 1000)),
             gcMsPer1000: stat(runs.map((r) => (gcMs(r.probe) / r.n) * 1000)),
             gcMaxMs: stat(p.map(gcMax)),
@@ -463,8 +472,8 @@ function markdown(result) {
     `with the lowest and highest round in parentheses. N = ${nTxt(c.n)}` +
     `${c.warmupN ? `; before round 1 every target got ${c.warmupN.toLocaleString('en-US')} unmeasured requests per pipeline and test` : ''}. ` +
     `respool: --connections-per-node ${c.respoolConnectionsPerNode}; twemproxy: server_connections: ${c.twemproxyServerConnections} (same number of upstream links as respool). ` +
-    'Latency in ms from valkey-benchmark\'s summary; p99.9 from its HdrHistogram "percentile distribution" lines: the value at the first line at or above 99.9% ' +
-    `(${[...new Set(Object.values(cells).flatMap((x) => x.p999Levels ?? []))].map((l) => `${l}%`).join(', ') || '—'}), so an upper bound of the true p99.9 within one histogram step.`);
+    'Latency in ms from valkey-benchmark\'s summary; p99.9 from its HdrHistogram "percentile distribution" lines: the value of the first line whose cumulative count reaches 99.9% of the requests ' +
+    `(in this run the lines at ${[...new Set(Object.values(cells).flatMap((x) => x.p999Levels ?? []))].sort().map((l) => `${l}%`).join(', ') || '—'}), so an upper bound of the true p99.9 within one line's step.`);
   out.push('');
   const lrows = [];
   for (const pipeline of PIPELINES) {
@@ -539,8 +548,9 @@ function markdown(result) {
       '(used heap before it − used heap after the previous one) + the growth since the last one (`v8.getHeapStatistics().used_heap_size`), ÷ requests. ' +
       'It covers everything respool allocates on the V8 heap (including the JS objects of Buffers), but not Buffer/ArrayBuffer backing stores, which live outside the V8 heap ' +
       '(socket reads, Buffer.alloc*). It includes the 50 client connections valkey-benchmark opens and closes per run. ' +
-      'A full (mark-compact) collection in the window would blur the figure, as sweeping frees after "after GC" is read: ' +
-      `${Object.values(cells).reduce((a, x) => a + (x.probe?.majorGcs ?? 0), 0)} happened in these runs.`);
+      'A full (mark-compact) collection in the window could blur the figure if V8 accounted its freed bytes late (after "after GC" is read): ' +
+      `${Object.values(cells).reduce((a, x) => a + (x.probe?.runsWithMajorGc ?? 0), 0)} of the ${Object.values(cells).reduce((a, x) => a + (x.probe?.allocBytesPerReq?.values.length ?? 0), 0)} runs had one, ` +
+      `and their figures are within ${fmt(Math.max(0, ...Object.values(cells).map((x) => x.probe?.majorGcRunsMaxDeviation ?? 0)) * 100, 1)}% of their row's median.`);
     out.push('- **GC pauses**: every entry of a PerformanceObserver on `gc` (all kinds), and their count as seen by GCProfiler and by prom-client in the same process (an undercount check). ' +
       'How many collections a request costs depends on the size of V8\'s new space at the time, which grows under allocation and shrinks when the process idles ' +
       '(this instance idles while the others are measured), so pauses per 1,000 requests here and above are not comparable with each other; bytes allocated per request is the stable figure. ' +
@@ -571,12 +581,14 @@ function markdown(result) {
     out.push(`\`strace -c -f -p PID\` attached to the process (every thread) during one short run per row, after the rounds (strace slows the process, so these runs are not timed): ` +
       `${nTxt(c.straceN)}. "direct" is valkey-server itself. Counts include the ${c.clients} client connections valkey-benchmark opens and closes per run ` +
       `(accept4, close, setsockopt, epoll_ctl …: about ${fmt((c.clients / c.straceN[1]) * 1000, 1)} per 1,000 requests per call per connection at pipeline 1, ` +
-      `${fmt((c.clients / c.straceN[16]) * 1000, 1)} at pipeline 16). Columns: every call made at least once per 1,000 requests in some row; the rest are in "other".`);
+      `${fmt((c.clients / c.straceN[16]) * 1000, 1)} at pipeline 16). Columns: the read/write/poll calls made at least once per 1,000 requests in some row, and any other call made at least 5 times per 1,000 requests in some row; the rest are in "other".`);
     out.push('');
     if (!syscalls.length) out.push('_No strace results in this run (see errors)._');
     else {
       const names = new Set();
-      for (const s of syscalls) for (const [k, v] of Object.entries(s.per1000)) if (v >= 1) names.add(k);
+      // the I/O and polling calls when made at all (≥ 1 per 1,000 requests), any other call from 5 per 1,000 requests
+      for (const s of syscalls) for (const [k, v] of Object.entries(s.per1000)) if (v >= (SYSCALL_ORDER.includes(k) ? 1 : 5)) names.add(k);
+      const folded = new Set(syscalls.flatMap((s) => Object.keys(s.per1000)).filter((k) => !names.has(k)));
       const cols = [...names].sort((a, b) => {
         const ia = SYSCALL_ORDER.indexOf(a);
         const ib = SYSCALL_ORDER.indexOf(b);
@@ -595,6 +607,8 @@ function markdown(result) {
         }
       }
       out.push(mdTable(['target', 'test', 'P', ...cols, 'other', 'total'], srows, ['l', 'l', 'r', ...cols.map(() => 'r'), 'r', 'r']));
+      out.push('');
+      out.push(`"other": ${[...folded].sort().join(', ') || 'none'}.`);
     }
     out.push('');
   }
@@ -642,7 +656,15 @@ function markdown(result) {
   return out.join('\n');
 }
 
-main().catch((e) => {
+// `node bench/throughput.mjs --render FILE.json`: rewrite bench/out/throughput.md from a saved
+// result (summary recomputed), without measuring anything.
+const renderFrom = process.argv[2] === '--render' ? process.argv[3] : null;
+if (renderFrom) {
+  const saved = JSON.parse(fs.readFileSync(renderFrom, 'utf8'));
+  saved.summary = summarize(saved);
+  fs.writeFileSync(path.join(OUT_DIR, 'throughput.md'), markdown(saved) + '\n');
+  log(`rendered bench/out/throughput.md from ${renderFrom}`);
+} else main().catch((e) => {
   console.error(e);
   process.exitCode = 1;
 });

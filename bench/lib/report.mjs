@@ -70,8 +70,8 @@ out.push('How to read: the machine is small (2 cores) and shared, so absolute nu
   'ratios between targets measured side by side in the same round are what to compare. The load generator ' +
   '(valkey-benchmark or the Node driver), the proxy and valkey-server all share the same 2 cores, so a proxy ' +
   'competes with the server and the load generator for CPU — a proxy hop here costs more than it would on separate hosts. ' +
-  'What moves least from run to run is the cost per request — CPU µs per request, heap bytes allocated per request, system calls per 1,000 requests — ' +
-  'rather than requests/s or tail latency; each figure is given as the median over rounds with the lowest and highest round.');
+  'The costs per request (CPU µs, heap bytes allocated, system calls) depend less on what else runs on the machine than requests/s and tail latency do, ' +
+  'so they are the figures to track from change to change; every figure is given as the median over rounds with the lowest and highest round, so the spread shows how far to trust it.');
 out.push('');
 out.push(`## This run`);
 out.push('');
