@@ -4,6 +4,7 @@
 #
 #   RESPOOL_BENCH_SKIP_RESPOOL=1  direct and twemproxy only (while respool is not ready)
 #   BENCH_QUICK=1                 short smoke run
+#   BENCH_SKIP_STRACE=1           no syscall counts (bench/throughput.mjs runs strace -c -p on the proxies)
 #   more knobs: see the headers of bench/throughput.mjs and bench/conn-per-request.mjs
 #
 # Every server it starts is on 127.0.0.1 and a free port, and is stopped at the end; processes
@@ -60,6 +61,10 @@ if [[ ! -d node_modules ]]; then
 fi
 # The benches' RESP client and Valkey processes come from the test harness (build/harness/).
 step npm run build:harness || { echo "bench: npm run build:harness failed" >&2; exit 1; }
+if ! command -v strace >/dev/null && [[ "${BENCH_SKIP_STRACE:-}" != 1 ]]; then
+  echo "bench: strace is not installed, so the syscall counts are skipped (BENCH_SKIP_STRACE=1)" >&2
+  export BENCH_SKIP_STRACE=1
+fi
 if ! step npm run build; then
   if [[ $skip_respool == 1 ]]; then
     echo "bench: npm run build failed; continuing because RESPOOL_BENCH_SKIP_RESPOOL=1" >&2

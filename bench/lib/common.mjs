@@ -314,8 +314,11 @@ export async function startTwemproxy({ upstreamPort, serverConnections = 2, tmpR
 
 export const RESPOOL_CONNECTIONS_PER_NODE = 2;
 
-/** respool (node bin/respool.js) in standalone mode in front of one server. */
-export function respoolArgs(port, upstreamPort, connectionsPerNode = RESPOOL_CONNECTIONS_PER_NODE) {
+/**
+ * respool (node bin/respool.js) in standalone mode in front of one server. `adminPort`: also
+ * serve the admin HTTP endpoint (/metrics) on HOST:adminPort.
+ */
+export function respoolArgs(port, upstreamPort, connectionsPerNode = RESPOOL_CONNECTIONS_PER_NODE, { adminPort } = {}) {
   const extra = (process.env.RESPOOL_BENCH_EXTRA_ARGS ?? '').split(/\s+/).filter(Boolean);
   return [
     process.env.RESPOOL_BENCH_BIN || 'bin/respool.js',
@@ -323,17 +326,24 @@ export function respoolArgs(port, upstreamPort, connectionsPerNode = RESPOOL_CON
     '--upstream', `${HOST}:${upstreamPort}`,
     '--mode', 'standalone',
     '--connections-per-node', String(connectionsPerNode),
+    ...(adminPort ? ['--admin', `${HOST}:${adminPort}`] : []),
     ...extra,
   ];
 }
 
-export async function startRespool({ upstreamPort, connectionsPerNode = RESPOOL_CONNECTIONS_PER_NODE, logFile }) {
+/**
+ * Start respool; resolves { port, adminPort, child, cmd } once it answers PING. `admin`: also
+ * serve /metrics on a free port (adminPort); `nodeArgs`: node flags before the script (e.g. a
+ * probe to --import); `env`: extra environment variables for it.
+ */
+export async function startRespool({ upstreamPort, connectionsPerNode = RESPOOL_CONNECTIONS_PER_NODE, logFile, admin = false, nodeArgs = [], env }) {
   const port = await uniquePort();
-  const args = respoolArgs(port, upstreamPort, connectionsPerNode);
+  const adminPort = admin ? await uniquePort() : undefined;
+  const args = [...nodeArgs, ...respoolArgs(port, upstreamPort, connectionsPerNode, { adminPort })];
   const log = logFile ?? path.join(OUT_DIR, 'respool.log');
   fs.mkdirSync(path.dirname(log), { recursive: true });
   fs.writeFileSync(log, ''); // one log per start
-  const child = spawn(process.execPath, args, { logFile: log });
+  const child = spawn(process.execPath, args, { logFile: log, env: env ? { ...process.env, ...env } : process.env });
   try {
     await waitForPing(port, { child, what: 'respool', timeoutMs: 15_000 });
   } catch (e) {
@@ -343,7 +353,8 @@ export async function startRespool({ upstreamPort, connectionsPerNode = RESPOOL_
     e.message += ` (bench/out/${path.basename(log)}: ${tail || 'empty'})`;
     throw e;
   }
-  return { port, child, cmd: shellLine('node', args) };
+  const envLine = env ? Object.entries(env).map(([k, v]) => `${k}=${v} `).join('') : '';
+  return { port, adminPort, child, cmd: envLine + shellLine('node', args) };
 }
 
 /** Sanity check through a target: SET then GET a value, compare. Throws on mismatch. */

@@ -62,13 +62,16 @@ out.push('**Rerun:** `npm run bench` (that is `bash bench/run.sh`, from the repo
   'this section of RESULTS.md. Raw results (JSON per run, with every round) go to `bench/out/` (gitignored). All traffic is on 127.0.0.1.');
 out.push('');
 out.push('Knobs: `BENCH_QUICK=1` (short smoke run), `RESPOOL_BENCH_SKIP_RESPOOL=1` (direct and twemproxy only), ' +
-  '`BENCH_ROUNDS`, `BENCH_N_P1`, `BENCH_N_P16`, `BENCH_CLIENTS`, `BENCH_TWEMPROXY_CONNECTIONS`, `BENCH_CPR_OPS`, ' +
+  '`BENCH_ROUNDS` (5), `BENCH_N_P1`, `BENCH_N_P16`, `BENCH_WARMUP_N`, `BENCH_PROBE_N_P1`, `BENCH_PROBE_N_P16`, `BENCH_SKIP_PROBE=1` (no instrumented respool), ' +
+  '`BENCH_STRACE_N_P1`, `BENCH_STRACE_N_P16`, `BENCH_SKIP_STRACE=1` (no syscall counts; they need `strace`), `BENCH_CLIENTS`, `BENCH_TWEMPROXY_CONNECTIONS`, `BENCH_CPR_OPS`, ' +
   '`BENCH_CPR_WORKERS`, `BENCH_CPR_ROUNDS`, `RESPOOL_BENCH_EXTRA_ARGS` (extra respool flags), `RESPOOL_BENCH_BIN` (another respool entry script).');
 out.push('');
 out.push('How to read: the machine is small (2 cores) and shared, so absolute numbers move from run to run; the ' +
   'ratios between targets measured side by side in the same round are what to compare. The load generator ' +
   '(valkey-benchmark or the Node driver), the proxy and valkey-server all share the same 2 cores, so a proxy ' +
-  'competes with the server and the load generator for CPU — a proxy hop here costs more than it would on separate hosts.');
+  'competes with the server and the load generator for CPU — a proxy hop here costs more than it would on separate hosts. ' +
+  'The costs per request (CPU µs, heap bytes allocated, system calls) depend less on what else runs on the machine than requests/s and tail latency do, ' +
+  'so they are the figures to track from change to change; every figure is given as the median over rounds with the lowest and highest round, so the spread shows how far to trust it.');
 out.push('');
 out.push(`## This run`);
 out.push('');
@@ -89,10 +92,10 @@ out.push('```');
 out.push('');
 const procCmds = { ...(tp?.commands ?? {}) };
 if (Object.keys(procCmds).length) {
-  out.push('Processes started by bench/throughput.mjs (ports are picked free per run; bench/conn-per-request.mjs starts the same set):');
+  out.push('Processes started by bench/throughput.mjs (ports are picked free per run; bench/conn-per-request.mjs starts valkey-server, twemproxy and respool the same way, respool without --admin):');
   out.push('');
   out.push('```');
-  for (const k of ['valkey', 'twemproxy', 'respool', 'benchmark']) if (procCmds[k]) out.push(procCmds[k]);
+  for (const k of ['valkey', 'twemproxy', 'respool', 'respoolProbe', 'benchmark', 'strace']) if (procCmds[k]) out.push(procCmds[k]);
   out.push('```');
   out.push('');
 }
