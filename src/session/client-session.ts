@@ -68,9 +68,8 @@ export class ClientSession implements HandlerSession {
       maxArrayLength: limits.maxArrayLength,
       maxInlineLength: limits.maxInlineLength,
     });
-    // TCP_NODELAY is set on accept by the listener (net.createServer({ noDelay: true })).
-    const { tcpKeepAliveMs, idleTimeoutMs } = ctx.config.clients;
-    if (tcpKeepAliveMs > 0) socket.setKeepAlive(true, tcpKeepAliveMs);
+    // TCP_NODELAY and keepalive: from the listening socket, or set on accept (session/socket-options.ts).
+    const { idleTimeoutMs } = ctx.config.clients;
     if (idleTimeoutMs > 0) {
       socket.setTimeout(idleTimeoutMs);
       socket.on('timeout', () => this.onIdle());
