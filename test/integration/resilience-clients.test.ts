@@ -112,6 +112,19 @@ describe('client-side storms: maxClients, accept rate, idle timeout, drain', () 
     }
   });
 
+  it('a client that closes its side after its replies is closed at once, its session gone', async () => {
+    const proxy = await startTestProxy([{ host: server.host, port: server.port }]);
+    const clients = await Promise.all(Array.from({ length: 20 }, () => RawConnection.connect(proxy.address.port)));
+    for (const c of clients) expect(await c.call('PING')).toBe('+PONG\r\n');
+    expect(proxy.clientCount()).toBe(20);
+    const closed = clients.map((c) => c.waitClosed(2000));
+    for (const c of clients) c.end(); // FIN: nothing owed to any of them
+    await Promise.all(closed);
+    for (let i = 0; i < 50 && proxy.clientCount() > 0; i++) await sleep(10);
+    expect(proxy.clientCount()).toBe(0);
+    await proxy.close();
+  });
+
   it('closes idle clients, but not a client waiting for a reply', async () => {
     const slow = await startFakeValkey('delay');
     slow.delayMs = 600;
