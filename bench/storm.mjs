@@ -225,10 +225,15 @@ async function runStorm(port, mode) {
 
 // ---------------------------------------------------------------- targets
 
-async function adminMetric(adminPort, name) {
+/** Samples of respool's /metrics by exact series text (name plus labels as printed). */
+async function adminMetrics(adminPort, series) {
   const text = await (await fetch(`http://${HOST}:${adminPort}/metrics`)).text();
-  const m = new RegExp(`^${name} (\\S+)`, 'm').exec(text);
-  return m ? Number(m[1]) : NaN;
+  const out = {};
+  for (const line of text.split('\n')) {
+    const i = line.lastIndexOf(' ');
+    if (i > 0 && series.includes(line.slice(0, i))) out[line.slice(0, i)] = Number(line.slice(i + 1));
+  }
+  return out;
 }
 
 async function waitReady(adminPort, timeoutMs = 20_000) {
@@ -266,8 +271,14 @@ async function startRespoolTarget(name, nodes, workers) {
     name, port, probeDir, probeSeq: new Map(), links: nodes,
     cmd: `node ${args.join(' ')}${workers > 1 && SCHED ? ` (NODE_CLUSTER_SCHED_POLICY=${SCHED})` : ''}`,
     pids: () => withDescendants(child.pid),
+    // V8's young generation (new space) grows during a storm (its survivors are the new sessions)
+    // up to 2 × --max-semi-space-size (16 MiB by default) and stays grown while respool allocates:
+    // memory the process holds, but a fixed amount, not per client; reported on its own.
     memory: async function () {
-      return { rss: rssBytes(this.pids()), heap: await adminMetric(adminPort, 'nodejs_heap_size_used_bytes'), heapKind: 'V8 heap used' };
+      const HEAP = 'nodejs_heap_size_used_bytes';
+      const NEW = 'nodejs_heap_space_size_total_bytes{space="new"}';
+      const m = await adminMetrics(adminPort, [HEAP, NEW]);
+      return { rss: rssBytes(this.pids()), heap: m[HEAP], newSpace: m[NEW], heapKind: 'V8 heap used' };
     },
     stop: () => stop(child),
   };
@@ -305,6 +316,7 @@ async function measure(target, keys) {
   await sleep(Math.max(500, BEFORE_MS - WARMUP_MS));
   const loopBefore = await probeDump(target);
   const mem0 = await target.memory();
+  const fdsBefore = new Map(target.pids().map((pid) => [pid, fdCount([pid])]));
   const sampler = target.links ? sampleUpstreamLinks(target.links) : null;
   benchLoop.reset();
   const stormStart = performance.now();
@@ -316,6 +328,8 @@ async function measure(target, keys) {
   benchLoop.disable();
   await sleep(SETTLE_MS);
   const mem1 = await target.memory();
+  // How the storm spread over a --workers tree: storm connections held by each process.
+  const spread = target.pids().length > 1 ? target.pids().map((pid) => fdCount([pid]) - (fdsBefore.get(pid) ?? 0)) : null;
   await sampler?.stop();
   await load.stop();
   await stop(child);
@@ -357,7 +371,11 @@ async function measure(target, keys) {
       rssBytes: (mem1.rss - mem0.rss) / STORM,
       heapBytes: (mem1.heap - mem0.heap) / STORM,
       heapKind: mem0.heapKind,
+      // respool: RSS growth less V8's new-space growth (a fixed amount, see memory() above)
+      rssWithoutNewSpaceBytes: mem0.newSpace === undefined ? null : (mem1.rss - mem0.rss - (mem1.newSpace - mem0.newSpace)) / STORM,
+      newSpaceGrowthBytes: mem0.newSpace === undefined ? null : mem1.newSpace - mem0.newSpace,
     },
+    spread,
     cpu: { perConnUs: cpuPerConnUs, totalMs: (c1 - c0) / 1000, idleRatePct: (idleRate * 100) / 1000, elapsedMs: elapsed },
     upstreamLinksPerNode: sampler
       ? Object.fromEntries(Object.entries(sampler.seen).map(([p, xs]) => [p, { min: Math.min(...xs), max: Math.max(...xs), samples: xs.length }]))
@@ -431,7 +449,7 @@ function report(rounds, cmds, startedAt) {
   const summary = mdTable(
     ['target', 'CPU µs per connect + PING + close', 'storm: all PONG after (ms)', 'answered', 'established p99 before (ms)',
       'established p99 during (ms)', 'p99 during / before', 'p99 during / direct\'s in the same round', 'event-loop delay during: p99 / max (ms)',
-      'RSS per idle client (KiB)', 'heap / used_memory per idle client (KiB)'],
+      'RSS per idle client (KiB)', 'RSS per idle client without V8 new-space growth (KiB)', 'heap / used_memory per idle client (KiB)'],
     names.map((name) => {
       const rs = by(name);
       const ds = rs.map((r) => by(direct).find((d) => d.round === r.round));
@@ -449,13 +467,14 @@ function report(rounds, cmds, startedAt) {
           ? `${withRounds(rs.map((r) => r.loopDelay.during.p99), ms(1))} / ${withRounds(rs.map((r) => r.loopDelay.during.max), ms(1))}`
           : '—',
         withRounds(rs.map((r) => r.memoryPerIdleClient.rssBytes / 1024), ms(2)),
+        rs[0].memoryPerIdleClient.rssWithoutNewSpaceBytes === null ? '— (no GC heap)' : withRounds(rs.map((r) => r.memoryPerIdleClient.rssWithoutNewSpaceBytes / 1024), ms(2)),
         withRounds(rs.map((r) => r.memoryPerIdleClient.heapBytes / 1024), ms(2)),
       ];
     }),
   );
   const perRound = mdTable(
     ['round', 'target', 'CPU µs / conn (CPU ms, idle %)', 'all PONG (ms)', 'connect+PING+close storm (ms)', 'p50 before → during (ms)', 'p99 before → during (ms)',
-      'loop delay p99 / max before → during (ms)', 'bench loop delay during p99 / max (ms)', 'RSS / heap per idle client (KiB)', 'GET errors'],
+      'loop delay p99 / max before → during (ms)', 'bench loop delay during p99 / max (ms)', 'RSS / heap per idle client (KiB)', 'V8 new-space growth (MiB)', 'GET errors'],
     rounds.flat().map((r) => [
       r.round, r.target,
       `${fmt(r.cpu.perConnUs, 1)} (${fmtInt(r.cpu.totalMs)}, ${fmt(r.cpu.idleRatePct, 1)}%)`,
@@ -465,6 +484,7 @@ function report(rounds, cmds, startedAt) {
       r.loopDelay ? `${fmt(r.loopDelay.before.p99, 1)} / ${fmt(r.loopDelay.before.max, 1)} → ${fmt(r.loopDelay.during.p99, 1)} / ${fmt(r.loopDelay.during.max, 1)}` : '—',
       `${fmt(r.benchLoopDelayDuring.p99, 1)} / ${fmt(r.benchLoopDelayDuring.max, 1)}`,
       `${fmt(r.memoryPerIdleClient.rssBytes / 1024, 2)} / ${fmt(r.memoryPerIdleClient.heapBytes / 1024, 2)}`,
+      r.memoryPerIdleClient.newSpaceGrowthBytes === null ? '—' : fmt(r.memoryPerIdleClient.newSpaceGrowthBytes / 1048576, 1),
       r.established.errors,
     ]),
   );
@@ -475,6 +495,10 @@ function report(rounds, cmds, startedAt) {
     linkRows.push([r.round, r.target, `${Math.min(...v.map((x) => x.min))}–${Math.max(...v.map((x) => x.max))}`, v.map((x) => x.samples).reduce((a, b) => a + b, 0)]);
   }
   const links = mdTable(['round', 'target', 'respool links per upstream node during the storm (min–max over the 3 nodes)', 'samples'], linkRows);
+  const spreadRows = rounds.flat().filter((r) => r.spread).map((r) => [r.round, r.target, r.spread.join(' / ')]);
+  const spread = spreadRows.length
+    ? mdTable(['round', 'target', 'storm connections held per process (supervisor first, then workers)'], spreadRows)
+    : '';
   const md = [
     '## Connection storm (issues 4, 11, 12)',
     '',
@@ -495,6 +519,7 @@ function report(rounds, cmds, startedAt) {
     '',
     links,
     '',
+    ...(spread ? ['How the storm spread over the workers (file descriptors each process gained while the storm was held):', '', spread, ''] : []),
     'How it is measured (bench/storm.mjs): **CPU per connection** — a second storm with nothing else running, each ' +
       'connection closed after its PONG; utime + stime of the target\'s processes (/proc/<pid>/stat) from the first connect ' +
       'until the target closed every storm socket, + 300 ms, minus its idle rate, / storm size. **Established p99 during** — ' +
@@ -503,7 +528,9 @@ function report(rounds, cmds, startedAt) {
       'not part of respool): the time between ticks of a 1 ms timer (an idle loop reads ~1.1 ms), over the storm window; ' +
       'the worst process of a workers tree. The bench\'s own loop delay shows what the measuring side adds to the latencies. ' +
       '**Memory per idle client** — (RSS, or heap / used_memory, after the storm settled − before) / storm size, with the storm\'s ' +
-      'connections open and idle.',
+      'connections open and idle. For respool also without the growth of V8\'s young generation (`nodejs_heap_space_size_total_bytes{space="new"}`): ' +
+      'a storm\'s new sessions are what survive its scavenges, so V8 grows new space up to 2 × 16 MiB (`--max-semi-space-size`), ' +
+      'a fixed amount held while respool keeps allocating, not a cost per client.',
     `Measured ${startedAt} → ${new Date().toISOString()} on ${fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join('/')} load (1/5/15 min).`,
   ].join('\n');
   writeOutputs('storm', { rounds, storm: STORM, established: ESTABLISHED, cmds }, md);
