@@ -59,7 +59,8 @@ const NICE = envInt('BENCH_STORM_NICE', 0);
 const WARMUP_MS = 1000;
 const SETTLE_MS = 1500;
 const WORKERS_NAME = `respool --workers ${WORKERS}`;
-const TARGETS = (process.env.BENCH_STORM_TARGETS ?? `respool,direct${WORKERS > 1 ? ',workers' : ''}`)
+const FLOOR_NAME = 'node floor (bare net.Server)';
+const TARGETS = (process.env.BENCH_STORM_TARGETS ?? `respool,direct${WORKERS > 1 ? ',workers' : ''},floor`)
   .split(',').map((t) => t.trim()).filter(Boolean);
 
 const { startCluster, startStandalone } = await import(path.join(ROOT_DIR, 'build/harness/valkey-processes.js'));
@@ -209,8 +210,8 @@ function sampleUpstreamLinks(nodes) {
 }
 
 /** A storm child (normal priority unless BENCH_STORM_NICE); resolves with its result line. */
-async function runStorm(port, mode) {
-  const nodeArgs = ['bench/lib/storm-child.mjs', JSON.stringify({ port, count: STORM, mode })];
+async function runStorm(port, mode, count = STORM) {
+  const nodeArgs = ['bench/lib/storm-child.mjs', JSON.stringify({ port, count, mode })];
   const child = NICE !== 0
     ? spawn('nice', ['-n', String(NICE), process.execPath, ...nodeArgs], { match: `${process.execPath} bench/lib/storm-child.mjs` })
     : spawn(process.execPath, nodeArgs, { match: `${process.execPath} bench/lib/storm-child.mjs` });
@@ -284,6 +285,13 @@ async function startRespoolTarget(name, nodes, workers) {
   };
 }
 
+async function startFloorTarget(name) {
+  const port = await uniquePort();
+  const child = spawn(process.execPath, ['bench/lib/node-floor.mjs', String(port)], { match: `${process.execPath} bench/lib/node-floor.mjs` });
+  await waitForPing(port, { child, what: 'node floor' });
+  return { name, port, probeDir: null, links: null, cmd: `node bench/lib/node-floor.mjs ${port}`, pids: () => [child.pid], stop: () => stop(child) };
+}
+
 async function startDirectTarget(name, keys, limit) {
   const node = await startStandalone({ args: ['--maxclients', String(Math.min(limit - 100, STORM + 5000)), '--tcp-backlog', '4096'] });
   for (const k of keys) await node.call('SET', k, 'v'.repeat(100));
@@ -300,6 +308,43 @@ async function startDirectTarget(name, keys, limit) {
 }
 
 // ---------------------------------------------------------------- one target, one round
+
+/**
+ * CPU per connection: a storm of STORM connections, each closed after its PONG, nothing else
+ * running; the target's CPU (all its processes) until it closed them all, less its idle rate.
+ */
+async function costPhase(target) {
+  await sleep(500);
+  const pids = target.pids();
+  const fdBase = fdCount(pids);
+  const i0 = cpuMicros(pids);
+  const it0 = performance.now();
+  await sleep(1000);
+  const idleRate = (cpuMicros(pids) - i0) / (performance.now() - it0); // µs per ms
+  log(`${target.name}: storm of ${STORM} connections (connect + PING + close), idle CPU ${fmt(idleRate * 100 / 1000, 1)}%`);
+  const c0 = cpuMicros(pids);
+  const t0 = performance.now();
+  const cycle = await runStorm(target.port, 'cycle');
+  await waitFdsBack(target, fdBase);
+  await sleep(300);
+  const c1 = cpuMicros(pids);
+  const elapsed = performance.now() - t0;
+  await stop(cycle.child);
+  const perConnUs = (c1 - c0 - idleRate * elapsed) / STORM;
+  return { cycle, cpu: { perConnUs, totalMs: (c1 - c0) / 1000, idleRatePct: (idleRate * 100) / 1000, elapsedMs: elapsed } };
+}
+
+/** Node's own floor (bench/lib/node-floor.mjs): only the cost phase. */
+async function measureFloor(target) {
+  // Warmed up first, as respool and valkey-server are by the latency phase (JIT-compiled paths).
+  const base = fdCount(target.pids());
+  const warm = await runStorm(target.port, 'cycle', Math.min(STORM, 3000));
+  await stop(warm.child);
+  await waitFdsBack(target, base);
+  const { cycle, cpu } = await costPhase(target);
+  log(`${target.name}: ${fmt(cpu.perConnUs, 1)} µs CPU per connect+PING+close`);
+  return { target: target.name, floor: true, cycle: cycle.result, cpu };
+}
 
 async function measure(target, keys) {
   const { name, port } = target;
@@ -338,23 +383,8 @@ async function measure(target, keys) {
   const during = load.samples.filter(([t]) => t >= stormStart && t <= stormEnd).map(([, l]) => l);
 
   // 2. cost phase: connect + PING + close, nothing else running
-  await sleep(500);
-  const pids = target.pids();
-  const fdBase = fdCount(pids);
-  const i0 = cpuMicros(pids);
-  const it0 = performance.now();
-  await sleep(1000);
-  const idleRate = (cpuMicros(pids) - i0) / (performance.now() - it0); // µs per ms
-  log(`${name}: storm of ${STORM} connections (connect + PING + close), idle CPU ${fmt(idleRate * 100 / 1000, 1)}%`);
-  const c0 = cpuMicros(pids);
-  const t0 = performance.now();
-  const cycle = await runStorm(port, 'cycle');
-  await waitFdsBack(target, fdBase);
-  await sleep(300);
-  const c1 = cpuMicros(pids);
-  const elapsed = performance.now() - t0;
-  await stop(cycle.child);
-  const cpuPerConnUs = (c1 - c0 - idleRate * elapsed) / STORM;
+  const { cycle, cpu } = await costPhase(target);
+  const cpuPerConnUs = cpu.perConnUs;
 
   const row = {
     target: name,
@@ -376,7 +406,7 @@ async function measure(target, keys) {
       newSpaceGrowthBytes: mem0.newSpace === undefined ? null : mem1.newSpace - mem0.newSpace,
     },
     spread,
-    cpu: { perConnUs: cpuPerConnUs, totalMs: (c1 - c0) / 1000, idleRatePct: (idleRate * 100) / 1000, elapsedMs: elapsed },
+    cpu,
     upstreamLinksPerNode: sampler
       ? Object.fromEntries(Object.entries(sampler.seen).map(([p, xs]) => [p, { min: Math.min(...xs), max: Math.max(...xs), samples: xs.length }]))
       : null,
@@ -418,10 +448,12 @@ async function main() {
         log(`round ${r + 1}/${ROUNDS}: ${kind}`);
         const target = kind === 'direct'
           ? await startDirectTarget('direct (valkey-server)', keys, limit)
-          : await startRespoolTarget(kind === 'workers' ? WORKERS_NAME : 'respool', nodes, kind === 'workers' ? WORKERS : 1);
+          : kind === 'floor'
+            ? await startFloorTarget(FLOOR_NAME)
+            : await startRespoolTarget(kind === 'workers' ? WORKERS_NAME : 'respool', nodes, kind === 'workers' ? WORKERS : 1);
         cmds[target.name] = target.cmd;
         try {
-          rows.push({ ...(await measure(target, keys)), round: r + 1 });
+          rows.push({ ...(kind === 'floor' ? await measureFloor(target) : await measure(target, keys)), round: r + 1 });
         } finally {
           await target.stop();
         }
@@ -452,6 +484,7 @@ function report(rounds, cmds, startedAt) {
       'RSS per idle client (KiB)', 'RSS per idle client without V8 new-space growth (KiB)', 'heap / used_memory per idle client (KiB)'],
     names.map((name) => {
       const rs = by(name);
+      if (rs[0].floor) return [name, withRounds(rs.map((r) => r.cpu.perConnUs), ms(1)), ...Array(10).fill('—')];
       const ds = rs.map((r) => by(direct).find((d) => d.round === r.round));
       return [
         name,
@@ -475,7 +508,7 @@ function report(rounds, cmds, startedAt) {
   const perRound = mdTable(
     ['round', 'target', 'CPU µs / conn (CPU ms, idle %)', 'all PONG (ms)', 'connect+PING+close storm (ms)', 'p50 before → during (ms)', 'p99 before → during (ms)',
       'loop delay p99 / max before → during (ms)', 'bench loop delay during p99 / max (ms)', 'RSS / heap per idle client (KiB)', 'V8 new-space growth (MiB)', 'GET errors'],
-    rounds.flat().map((r) => [
+    rounds.flat().map((r) => (r.floor ? [r.round, r.target, `${fmt(r.cpu.perConnUs, 1)} (${fmtInt(r.cpu.totalMs)}, ${fmt(r.cpu.idleRatePct, 1)}%)`, '—', fmtInt(r.cycle.acceptMs), ...Array(7).fill('—')] : [
       r.round, r.target,
       `${fmt(r.cpu.perConnUs, 1)} (${fmtInt(r.cpu.totalMs)}, ${fmt(r.cpu.idleRatePct, 1)}%)`,
       fmtInt(r.storm.acceptMs), fmtInt(r.cycle.acceptMs),
@@ -486,7 +519,7 @@ function report(rounds, cmds, startedAt) {
       `${fmt(r.memoryPerIdleClient.rssBytes / 1024, 2)} / ${fmt(r.memoryPerIdleClient.heapBytes / 1024, 2)}`,
       r.memoryPerIdleClient.newSpaceGrowthBytes === null ? '—' : fmt(r.memoryPerIdleClient.newSpaceGrowthBytes / 1048576, 1),
       r.established.errors,
-    ]),
+    ])),
   );
   const linkRows = [];
   for (const r of rounds.flat()) {
@@ -520,6 +553,9 @@ function report(rounds, cmds, startedAt) {
     links,
     '',
     ...(spread ? ['How the storm spread over the workers (file descriptors each process gained while the storm was held):', '', spread, ''] : []),
+    `"${FLOOR_NAME}" is bench/lib/node-floor.mjs: a net.Server that answers PONG and closes when the client does — what ` +
+      'a connect + PING + close costs any Node.js server here before a proxy does anything (its CPU phase only).',
+    '',
     'How it is measured (bench/storm.mjs): **CPU per connection** — a second storm with nothing else running, each ' +
       'connection closed after its PONG; utime + stime of the target\'s processes (/proc/<pid>/stat) from the first connect ' +
       'until the target closed every storm socket, + 300 ms, minus its idle rate, / storm size. **Established p99 during** — ' +
