@@ -27,9 +27,11 @@
 //      BENCH_STORM_CONNECTIONS (10000), BENCH_STORM_ESTABLISHED (50), BENCH_STORM_BEFORE_MS (4000),
 //      BENCH_STORM_ACCEPT_RATE (respool's --accept-rate; default: respool's own default),
 //      BENCH_STORM_POOL (2 links/node), BENCH_STORM_WORKERS (2; 0 or 1 = no workers target),
-//      BENCH_STORM_SCHED (rr | none: NODE_CLUSTER_SCHED_POLICY for the workers target; default:
-//      respool's own), BENCH_STORM_NICE (0), BENCH_STORM_TARGETS (comma list to run a subset:
-//      respool,direct,workers), RESPOOL_BENCH_BIN (another respool entry script).
+//      BENCH_STORM_SCHED (rr | none: NODE_CLUSTER_SCHED_POLICY for the "workers" target; default:
+//      node's, round-robin), BENCH_STORM_NICE (0), BENCH_STORM_TARGETS (comma list, default
+//      respool,direct,workers,workers-none,floor: "workers-none" is --workers N with
+//      NODE_CLUSTER_SCHED_POLICY=none, each worker accepting from the shared listen socket; "floor"
+//      is Node's own floor, bench/lib/node-floor.mjs), RESPOOL_BENCH_BIN (another respool entry script).
 //
 // Linux limits: every storm connection is a file descriptor in the storm process, in respool
 // and in valkey-server; the npm script raises `ulimit -n` to the hard limit, valkey-server gets
@@ -59,8 +61,9 @@ const NICE = envInt('BENCH_STORM_NICE', 0);
 const WARMUP_MS = 1000;
 const SETTLE_MS = 1500;
 const WORKERS_NAME = `respool --workers ${WORKERS}`;
+const WORKERS_NONE_NAME = `respool --workers ${WORKERS}, NODE_CLUSTER_SCHED_POLICY=none`;
 const FLOOR_NAME = 'node floor (bare net.Server)';
-const TARGETS = (process.env.BENCH_STORM_TARGETS ?? `respool,direct${WORKERS > 1 ? ',workers' : ''},floor`)
+const TARGETS = (process.env.BENCH_STORM_TARGETS ?? `respool,direct${WORKERS > 1 ? ',workers,workers-none' : ''},floor`)
   .split(',').map((t) => t.trim()).filter(Boolean);
 
 const { startCluster, startStandalone } = await import(path.join(ROOT_DIR, 'build/harness/valkey-processes.js'));
@@ -250,7 +253,7 @@ async function waitReady(adminPort, timeoutMs = 20_000) {
   throw new Error(`respool admin /readyz not 200 within ${timeoutMs} ms`);
 }
 
-async function startRespoolTarget(name, nodes, workers) {
+async function startRespoolTarget(name, nodes, workers, sched = SCHED) {
   const port = await uniquePort();
   const adminPort = await uniquePort();
   const probeDir = makeTmpRoot('loop-probe-');
@@ -260,7 +263,7 @@ async function startRespoolTarget(name, nodes, workers) {
     ...(workers > 1 ? ['--workers', String(workers)] : [])];
   const logFile = path.join(OUT_DIR, `respool-storm${workers > 1 ? '-workers' : ''}.log`);
   fs.writeFileSync(logFile, '');
-  const env = { ...process.env, RESPOOL_BENCH_LOOP_PROBE_DIR: probeDir, ...(workers > 1 && SCHED ? { NODE_CLUSTER_SCHED_POLICY: SCHED } : {}) };
+  const env = { ...process.env, RESPOOL_BENCH_LOOP_PROBE_DIR: probeDir, ...(workers > 1 && sched ? { NODE_CLUSTER_SCHED_POLICY: sched } : {}) };
   const child = spawn(process.execPath, [`--import=${PROBE}`, ...args], { logFile, env, match: `${process.execPath} --import=${PROBE}` });
   await waitForPing(port, { child, what: 'respool', timeoutMs: 20_000 });
   await waitReady(adminPort);
@@ -270,7 +273,7 @@ async function startRespoolTarget(name, nodes, workers) {
   await sleep(300);
   return {
     name, port, probeDir, probeSeq: new Map(), links: nodes,
-    cmd: `node ${args.join(' ')}${workers > 1 && SCHED ? ` (NODE_CLUSTER_SCHED_POLICY=${SCHED})` : ''}`,
+    cmd: `${workers > 1 && sched ? `NODE_CLUSTER_SCHED_POLICY=${sched} ` : ''}node ${args.join(' ')}`,
     pids: () => withDescendants(child.pid),
     // V8's young generation (new space) grows during a storm (its survivors are the new sessions)
     // up to 2 × --max-semi-space-size (16 MiB by default) and stays grown while respool allocates:
@@ -450,7 +453,9 @@ async function main() {
           ? await startDirectTarget('direct (valkey-server)', keys, limit)
           : kind === 'floor'
             ? await startFloorTarget(FLOOR_NAME)
-            : await startRespoolTarget(kind === 'workers' ? WORKERS_NAME : 'respool', nodes, kind === 'workers' ? WORKERS : 1);
+            : kind === 'workers-none'
+              ? await startRespoolTarget(WORKERS_NONE_NAME, nodes, WORKERS, 'none')
+              : await startRespoolTarget(kind === 'workers' ? WORKERS_NAME : 'respool', nodes, kind === 'workers' ? WORKERS : 1);
         cmds[target.name] = target.cmd;
         try {
           rows.push({ ...(kind === 'floor' ? await measureFloor(target) : await measure(target, keys)), round: r + 1 });
