@@ -1,55 +1,168 @@
-// Connection storm: 10,000 client connections opened as fast as possible (each sends one PING)
-// while 50 established clients run a steady GET load, through respool and directly against a
-// Valkey node, side by side in one run.
+// Connection storm (issues 4, 11, 12): 10,000 client connections opened as fast as possible by a
+// separate process at normal priority (each sends one PING), while 50 established clients run a
+// steady GET load — through respool and directly against a valkey-server, interleaved in each
+// round; medians over rounds, every round listed.
 //
 //   npm run bench:storm                 (= bash -c 'ulimit -n <hard limit>; node bench/storm.mjs')
 //
-// Env: BENCH_QUICK=1 (2,000 connections, short phases), BENCH_STORM_CONNECTIONS (10000),
-//      BENCH_STORM_ESTABLISHED (50), BENCH_STORM_BEFORE_MS (4000), BENCH_STORM_ACCEPT_RATE
-//      (respool's --accept-rate; default: respool's own default), BENCH_STORM_POOL (2 links/node).
+// Per target and round (targets: respool; direct = a fresh valkey-server; respool --workers N):
+//  1. latency phase — ESTABLISHED closed-loop GET clients (one connection each); after BEFORE_MS
+//     the storm child (bench/lib/storm-child.mjs, mode "hold", `nice -n BENCH_STORM_NICE`, default 0
+//     = the bench's own priority) opens STORM connections, PINGs on each, keeps them open.
+//     Reported: accept time (first connect → every PONG), storm errors, the established clients'
+//     p50/p99 before vs during the storm (from the first connect until the last PONG), respool's
+//     event-loop delay before / during (bench/lib/loop-delay-probe.mjs preloaded into respool with
+//     --import: perf_hooks.monitorEventLoopDelay at 1 ms resolution; the worst process of a
+//     --workers tree), the bench process's own loop delay during the storm (what the measuring
+//     side adds), memory per idle client (RSS after the storm settled − before, / STORM; heap or
+//     INFO used_memory likewise), and through respool every upstream node's respool links
+//     (CLIENT LIST, sampled every 200 ms).
+//  2. cost phase — no other load: a second storm of STORM connections in mode "cycle" (connect,
+//     PING, close after the PONG). CPU per connection = (utime + stime of the target's processes,
+//     from /proc/<pid>/stat, from the first connect until the target closed every storm socket
+//     (its fd count back to where it was) + 300 ms) − (the target's idle CPU rate × that time),
+//     / STORM. For a --workers tree: the supervisor and every worker.
 //
-// Reported per target: time until every storm connection got its PONG ("accept time"), storm
-// errors, the established clients' p50/p99 before vs during the storm, memory per idle client
-// (process RSS delta, and heap / used_memory delta, divided by the storm size), and, through
-// respool, every upstream node's connection count sampled during the storm (CLIENT LIST).
+// Env: BENCH_QUICK=1 (2,000 connections, 1 round, short phases), BENCH_ROUNDS (3),
+//      BENCH_STORM_CONNECTIONS (10000), BENCH_STORM_ESTABLISHED (50), BENCH_STORM_BEFORE_MS (4000),
+//      BENCH_STORM_ACCEPT_RATE (respool's --accept-rate; default: respool's own default),
+//      BENCH_STORM_POOL (2 links/node), BENCH_STORM_WORKERS (2; 0 or 1 = no workers target),
+//      BENCH_STORM_SCHED (rr | none: NODE_CLUSTER_SCHED_POLICY for the "workers" target; default:
+//      node's, round-robin), BENCH_STORM_NICE (0), BENCH_STORM_TARGETS (comma list, default
+//      respool,direct,workers,workers-none,floor: "workers-none" is --workers N with
+//      NODE_CLUSTER_SCHED_POLICY=none, each worker accepting from the shared listen socket; "floor"
+//      is Node's own floor, bench/lib/node-floor.mjs), RESPOOL_BENCH_BIN (another respool entry script).
 //
 // Linux limits: every storm connection is a file descriptor in the storm process, in respool
 // and in valkey-server; the npm script raises `ulimit -n` to the hard limit, valkey-server gets
-// --maxclients above the storm size. All traffic is on 127.0.0.1.
+// --maxclients above the storm size. All traffic is on 127.0.0.1. Only processes this bench
+// started are stopped, by pid (bench/lib/common.mjs).
 import fs from 'node:fs';
 import path from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { pathToFileURL } from 'node:url';
 import {
-  HOST, OUT_DIR, ROOT_DIR, RespConn, envFlag, envInt, fmt, fmtInt, log, mdTable, parseInfo, percentile, sleep,
-  spawn, stop, uniquePort, waitForPing, writeOutputs,
+  BENCH_DIR, HOST, OUT_DIR, ROOT_DIR, RespConn, envFlag, envInt, fmt, fmtInt, log, makeTmpRoot, mdTable, median,
+  parseInfo, percentile, sleep, spawn, stop, uniquePort, waitForPing, withDescendants, writeOutputs,
 } from './lib/common.mjs';
 import { writeSection } from './lib/results-file.mjs';
+import { RESPOOL_BIN, respoolBuildLabel } from './lib/respool-build.mjs';
 
 const QUICK = envFlag('BENCH_QUICK');
 const STORM = envInt('BENCH_STORM_CONNECTIONS', QUICK ? 2000 : 10_000);
 const ESTABLISHED = envInt('BENCH_STORM_ESTABLISHED', 50);
 const BEFORE_MS = envInt('BENCH_STORM_BEFORE_MS', QUICK ? 2000 : 4000);
+const ROUNDS = envInt('BENCH_ROUNDS', QUICK ? 1 : 3);
 const ACCEPT_RATE = process.env.BENCH_STORM_ACCEPT_RATE;
 const POOL = envInt('BENCH_STORM_POOL', 2);
+const WORKERS = envInt('BENCH_STORM_WORKERS', 2);
+const SCHED = process.env.BENCH_STORM_SCHED;
+const NICE = envInt('BENCH_STORM_NICE', 0);
+const WARMUP_MS = 1000;
 const SETTLE_MS = 1500;
+const WORKERS_NAME = `respool --workers ${WORKERS}`;
+const WORKERS_NONE_NAME = `respool --workers ${WORKERS}, NODE_CLUSTER_SCHED_POLICY=none`;
+const FLOOR_NAME = 'node floor (bare net.Server)';
+const TARGETS = (process.env.BENCH_STORM_TARGETS ?? `respool,direct${WORKERS > 1 ? ',workers,workers-none' : ''},floor`)
+  .split(',').map((t) => t.trim()).filter(Boolean);
 
-const { startCluster } = await import(path.join(ROOT_DIR, 'build/harness/valkey-processes.js'));
+const { startCluster, startStandalone } = await import(path.join(ROOT_DIR, 'build/harness/valkey-processes.js'));
 const calculateSlot = (await import('cluster-key-slot')).default;
+const PROBE = pathToFileURL(path.join(BENCH_DIR, 'lib', 'loop-delay-probe.mjs')).href;
+const CLK_TCK = 100; // USER_HZ on Linux: /proc/<pid>/stat times are in 1/100 s
+
+// ---------------------------------------------------------------- /proc
 
 function openFileLimit() {
   const m = /Max open files\s+(\d+)/.exec(fs.readFileSync('/proc/self/limits', 'utf8'));
   return m ? Number(m[1]) : NaN;
 }
 
-function rssBytes(pid) {
-  const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) * 1024 : NaN;
+function statFields(pid) {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
 }
 
-async function respoolHeapUsed(adminPort) {
-  const text = await (await fetch(`http://${HOST}:${adminPort}/metrics`)).text();
-  const m = /^nodejs_heap_size_used_bytes (\S+)/m.exec(text);
-  return m ? Number(m[1]) : NaN;
+/** utime + stime of these processes (every thread), in µs. */
+function cpuMicros(pids) {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const f = statFields(pid);
+      ticks += Number(f[11]) + Number(f[12]);
+    } catch {
+      /* gone */
+    }
+  }
+  return (ticks * 1e6) / CLK_TCK;
 }
+
+function rssBytes(pids) {
+  let sum = 0;
+  for (const pid of pids) {
+    const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    sum += m ? Number(m[1]) * 1024 : NaN;
+  }
+  return sum;
+}
+
+function fdCount(pids) {
+  let n = 0;
+  for (const pid of pids) {
+    try {
+      n += fs.readdirSync(`/proc/${pid}/fd`).length;
+    } catch {
+      /* gone */
+    }
+  }
+  return n;
+}
+
+/** Until the target's fd count is at most `base` (the storm's sockets closed), or timeout. */
+async function waitFdsBack(target, base, timeoutMs = 30_000) {
+  const t0 = performance.now();
+  for (;;) {
+    const n = fdCount(target.pids());
+    if (n <= base) return true;
+    if (performance.now() - t0 > timeoutMs) {
+      log(`${target.name}: still ${n} fds (base ${base}) after ${timeoutMs} ms`);
+      return false;
+    }
+    await sleep(25);
+  }
+}
+
+// ---------------------------------------------------------------- event-loop delay
+
+/** The probe in every process of a target: SIGUSR2, then read what each wrote. */
+async function probeDump(target) {
+  if (!target.probeDir) return null;
+  const pids = target.pids();
+  for (const pid of pids) {
+    target.probeSeq.set(pid, target.probeSeq.get(pid) ?? 0);
+    process.kill(pid, 'SIGUSR2');
+  }
+  const out = [];
+  const deadline = performance.now() + 5000;
+  for (const pid of pids) {
+    const seq = target.probeSeq.get(pid);
+    const file = path.join(target.probeDir, `${pid}.${seq}.json`);
+    while (!fs.existsSync(file)) {
+      if (performance.now() > deadline) throw new Error(`loop-delay probe of pid ${pid} did not answer`);
+      await sleep(10);
+    }
+    target.probeSeq.set(pid, seq + 1);
+    out.push(JSON.parse(fs.readFileSync(file, 'utf8')));
+  }
+  // The worst process of the tree (a lone respool: itself).
+  return {
+    p99: Math.max(...out.map((o) => o.p99)),
+    max: Math.max(...out.map((o) => o.max)),
+    perProcess: out,
+  };
+}
+
+// ---------------------------------------------------------------- load, storm, samplers
 
 /** Closed-loop GETs on `ESTABLISHED` connections; samples [time, latency ms]. */
 async function startEstablished(port, keys) {
@@ -99,59 +212,215 @@ function sampleUpstreamLinks(nodes) {
   return { seen, stop: async () => { running = false; await loop; } };
 }
 
-async function runStorm(port) {
-  // At the lowest CPU priority: on this small machine the storm's own CPU use (opening thousands of
-  // sockets) would otherwise be measured as the server's latency; on a real fleet the storm comes
-  // from other hosts.
-  const child = spawn('nice', ['-n', '19', process.execPath, 'bench/lib/storm-child.mjs', JSON.stringify({ port, count: STORM })],
-    { match: `${process.execPath} bench/lib/storm-child.mjs` });
+/** A storm child (normal priority unless BENCH_STORM_NICE); resolves with its result line. */
+async function runStorm(port, mode, count = STORM) {
+  const nodeArgs = ['bench/lib/storm-child.mjs', JSON.stringify({ port, count, mode })];
+  const child = NICE !== 0
+    ? spawn('nice', ['-n', String(NICE), process.execPath, ...nodeArgs], { match: `${process.execPath} bench/lib/storm-child.mjs` })
+    : spawn(process.execPath, nodeArgs, { match: `${process.execPath} bench/lib/storm-child.mjs` });
   const t0 = Date.now();
   while (!child.out.includes('\n')) {
     if (child.exitCode !== null) throw new Error(`storm child exited: ${child.err}`);
     if (Date.now() - t0 > 120_000) throw new Error('storm did not finish in 120 s');
-    await sleep(20);
+    await sleep(10);
   }
   return { child, result: JSON.parse(child.out.trim().split('\n')[0]) };
 }
 
-async function measure(name, { port, keys, memory, links }) {
+// ---------------------------------------------------------------- targets
+
+/** Samples of respool's /metrics by exact series text (name plus labels as printed). */
+async function adminMetrics(adminPort, series) {
+  const text = await (await fetch(`http://${HOST}:${adminPort}/metrics`)).text();
+  const out = {};
+  for (const line of text.split('\n')) {
+    const i = line.lastIndexOf(' ');
+    if (i > 0 && series.includes(line.slice(0, i))) out[line.slice(0, i)] = Number(line.slice(i + 1));
+  }
+  return out;
+}
+
+async function waitReady(adminPort, timeoutMs = 20_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      if ((await fetch(`http://${HOST}:${adminPort}/readyz`)).status === 200) return;
+    } catch {
+      /* not yet */
+    }
+    await sleep(100);
+  }
+  throw new Error(`respool admin /readyz not 200 within ${timeoutMs} ms`);
+}
+
+async function startRespoolTarget(name, nodes, workers, sched = SCHED) {
+  const port = await uniquePort();
+  const adminPort = await uniquePort();
+  const probeDir = makeTmpRoot('loop-probe-');
+  const args = [RESPOOL_BIN, '--listen', `${HOST}:${port}`, '--upstream', nodes.map((n) => `${HOST}:${n.port}`).join(','),
+    '--mode', 'cluster', '--admin', `${HOST}:${adminPort}`, '--log-level', 'warn', '--connections-per-node', String(POOL),
+    '--max-clients', String(STORM + 1000), ...(ACCEPT_RATE ? ['--accept-rate', ACCEPT_RATE] : []),
+    ...(workers > 1 ? ['--workers', String(workers)] : [])];
+  const logFile = path.join(OUT_DIR, `respool-storm${workers > 1 ? '-workers' : ''}.log`);
+  fs.writeFileSync(logFile, '');
+  const env = { ...process.env, RESPOOL_BENCH_LOOP_PROBE_DIR: probeDir, ...(workers > 1 && sched ? { NODE_CLUSTER_SCHED_POLICY: sched } : {}) };
+  const child = spawn(process.execPath, [`--import=${PROBE}`, ...args], { logFile, env, match: `${process.execPath} --import=${PROBE}` });
+  await waitForPing(port, { child, what: 'respool', timeoutMs: 20_000 });
+  await waitReady(adminPort);
+  if (workers > 1) {
+    while (withDescendants(child.pid).length < workers + 1) await sleep(50);
+  }
+  await sleep(300);
+  return {
+    name, port, probeDir, probeSeq: new Map(), links: nodes,
+    cmd: `${workers > 1 && sched ? `NODE_CLUSTER_SCHED_POLICY=${sched} ` : ''}node ${args.join(' ')}`,
+    pids: () => withDescendants(child.pid),
+    // V8's young generation (new space) grows during a storm (its survivors are the new sessions)
+    // up to 2 × --max-semi-space-size (16 MiB by default) and stays grown while respool allocates:
+    // memory the process holds, but a fixed amount, not per client; reported on its own.
+    memory: async function () {
+      const HEAP = 'nodejs_heap_size_used_bytes';
+      const NEW = 'nodejs_heap_space_size_total_bytes{space="new"}';
+      const m = await adminMetrics(adminPort, [HEAP, NEW]);
+      return { rss: rssBytes(this.pids()), heap: m[HEAP], newSpace: m[NEW], heapKind: 'V8 heap used' };
+    },
+    stop: () => stop(child),
+  };
+}
+
+async function startFloorTarget(name) {
+  const port = await uniquePort();
+  const child = spawn(process.execPath, ['bench/lib/node-floor.mjs', String(port)], { match: `${process.execPath} bench/lib/node-floor.mjs` });
+  await waitForPing(port, { child, what: 'node floor' });
+  return { name, port, probeDir: null, links: null, cmd: `node bench/lib/node-floor.mjs ${port}`, pids: () => [child.pid], stop: () => stop(child) };
+}
+
+async function startDirectTarget(name, keys, limit) {
+  const node = await startStandalone({ args: ['--maxclients', String(Math.min(limit - 100, STORM + 5000)), '--tcp-backlog', '4096'] });
+  for (const k of keys) await node.call('SET', k, 'v'.repeat(100));
+  const info = await RespConn.connect(node.port);
+  return {
+    name, port: node.port, probeDir: null, links: null, cmd: `valkey-server (pid ${node.pid}, --maxclients ${Math.min(limit - 100, STORM + 5000)} --tcp-backlog 4096)`,
+    pids: () => [node.pid],
+    memory: async () => ({ rss: rssBytes([node.pid]), heap: Number(parseInfo(await info.callT(3000, 'INFO', 'memory')).used_memory), heapKind: 'INFO used_memory' }),
+    stop: async () => {
+      info.close();
+      await node.stop();
+    },
+  };
+}
+
+// ---------------------------------------------------------------- one target, one round
+
+/**
+ * CPU per connection: a storm of STORM connections, each closed after its PONG, nothing else
+ * running; the target's CPU (all its processes) until it closed them all, less its idle rate.
+ */
+async function costPhase(target) {
+  await sleep(500);
+  const pids = target.pids();
+  const fdBase = fdCount(pids);
+  const i0 = cpuMicros(pids);
+  const it0 = performance.now();
+  await sleep(1000);
+  const idleRate = (cpuMicros(pids) - i0) / (performance.now() - it0); // µs per ms
+  log(`${target.name}: storm of ${STORM} connections (connect + PING + close), idle CPU ${fmt(idleRate * 100 / 1000, 1)}%`);
+  const c0 = cpuMicros(pids);
+  const t0 = performance.now();
+  const cycle = await runStorm(target.port, 'cycle');
+  await waitFdsBack(target, fdBase);
+  await sleep(300);
+  const c1 = cpuMicros(pids);
+  const elapsed = performance.now() - t0;
+  await stop(cycle.child);
+  const perConnUs = (c1 - c0 - idleRate * elapsed) / STORM;
+  return { cycle, cpu: { perConnUs, totalMs: (c1 - c0) / 1000, idleRatePct: (idleRate * 100) / 1000, elapsedMs: elapsed } };
+}
+
+/** Node's own floor (bench/lib/node-floor.mjs): only the cost phase. */
+async function measureFloor(target) {
+  // Warmed up first, as respool and valkey-server are by the latency phase (JIT-compiled paths).
+  const base = fdCount(target.pids());
+  const warm = await runStorm(target.port, 'cycle', Math.min(STORM, 3000));
+  await stop(warm.child);
+  await waitFdsBack(target, base);
+  const { cycle, cpu } = await costPhase(target);
+  log(`${target.name}: ${fmt(cpu.perConnUs, 1)} µs CPU per connect+PING+close`);
+  return { target: target.name, floor: true, cycle: cycle.result, cpu };
+}
+
+async function measure(target, keys) {
+  const { name, port } = target;
+  const benchLoop = monitorEventLoopDelay({ resolution: 1 });
+  benchLoop.enable();
+
+  // 1. latency phase
   log(`${name}: ${ESTABLISHED} established clients, ${BEFORE_MS} ms before the storm`);
+  const fdIdle = fdCount(target.pids());
   const load = await startEstablished(port, keys);
-  await sleep(BEFORE_MS);
-  const mem0 = await memory();
-  const sampler = links ? sampleUpstreamLinks(links) : null;
+  await sleep(WARMUP_MS);
+  const warm = performance.now();
+  await probeDump(target); // resets
+  await sleep(Math.max(500, BEFORE_MS - WARMUP_MS));
+  const loopBefore = await probeDump(target);
+  const mem0 = await target.memory();
+  const fdsBefore = new Map(target.pids().map((pid) => [pid, fdCount([pid])]));
+  const sampler = target.links ? sampleUpstreamLinks(target.links) : null;
+  benchLoop.reset();
   const stormStart = performance.now();
-  log(`${name}: storm of ${STORM} connections`);
-  const { child, result } = await runStorm(port);
+  log(`${name}: storm of ${STORM} connections (held open)`);
+  const { child, result } = await runStorm(port, 'hold');
   const stormEnd = performance.now();
+  const loopDuring = await probeDump(target);
+  const benchDuring = { p99: benchLoop.percentile(99) / 1e6, max: benchLoop.max / 1e6 };
+  benchLoop.disable();
   await sleep(SETTLE_MS);
-  const mem1 = await memory();
+  const mem1 = await target.memory();
+  // How the storm spread over a --workers tree: storm connections held by each process.
+  const spread = target.pids().length > 1 ? target.pids().map((pid) => fdCount([pid]) - (fdsBefore.get(pid) ?? 0)) : null;
   await sampler?.stop();
   await load.stop();
   await stop(child);
-  const before = load.samples.filter(([t]) => t < stormStart).map(([, l]) => l);
+  await waitFdsBack(target, fdIdle);
+  const before = load.samples.filter(([t]) => t >= warm && t < stormStart).map(([, l]) => l);
   const during = load.samples.filter(([t]) => t >= stormStart && t <= stormEnd).map(([, l]) => l);
+
+  // 2. cost phase: connect + PING + close, nothing else running
+  const { cycle, cpu } = await costPhase(target);
+  const cpuPerConnUs = cpu.perConnUs;
+
   const row = {
     target: name,
     storm: result,
+    cycle: cycle.result,
     established: {
       before: { n: before.length, p50: percentile(before, 50), p99: percentile(before, 99) },
       during: { n: during.length, p50: percentile(during, 50), p99: percentile(during, 99) },
       errors: load.errors(),
     },
+    loopDelay: loopBefore ? { before: { p99: loopBefore.p99, max: loopBefore.max }, during: { p99: loopDuring.p99, max: loopDuring.max }, perProcess: loopDuring.perProcess } : null,
+    benchLoopDelayDuring: benchDuring,
     memoryPerIdleClient: {
       rssBytes: (mem1.rss - mem0.rss) / STORM,
       heapBytes: (mem1.heap - mem0.heap) / STORM,
       heapKind: mem0.heapKind,
+      // respool: RSS growth less V8's new-space growth (a fixed amount, see memory() above)
+      rssWithoutNewSpaceBytes: mem0.newSpace === undefined ? null : (mem1.rss - mem0.rss - (mem1.newSpace - mem0.newSpace)) / STORM,
+      newSpaceGrowthBytes: mem0.newSpace === undefined ? null : mem1.newSpace - mem0.newSpace,
     },
+    spread,
+    cpu,
     upstreamLinksPerNode: sampler
       ? Object.fromEntries(Object.entries(sampler.seen).map(([p, xs]) => [p, { min: Math.min(...xs), max: Math.max(...xs), samples: xs.length }]))
       : null,
   };
-  log(`${name}: accept ${fmt(result.acceptMs, 0)} ms, p99 ${fmt(row.established.before.p99)} → ${fmt(row.established.during.p99)} ms, ` +
-    `${fmt(row.memoryPerIdleClient.rssBytes / 1024)} KiB RSS per idle client`);
+  log(`${name}: accept ${fmt(result.acceptMs, 0)} ms (${result.ponged}/${STORM} PONG), p99 ${fmt(row.established.before.p99)} → ${fmt(row.established.during.p99)} ms, ` +
+    (row.loopDelay ? `loop delay p99/max during ${fmt(row.loopDelay.during.p99)}/${fmt(row.loopDelay.during.max)} ms, ` : '') +
+    `${fmt(cpuPerConnUs, 1)} µs CPU per connect+PING+close, ${fmt(row.memoryPerIdleClient.rssBytes / 1024)} KiB RSS per idle client`);
   return row;
 }
+
+// ---------------------------------------------------------------- main
 
 async function main() {
   const limit = openFileLimit();
@@ -160,12 +429,13 @@ async function main() {
     primaries: 3, replicasPerPrimary: 0,
     args: ['--maxclients', String(Math.min(limit - 100, STORM + 5000)), '--tcp-backlog', '4096'],
   });
-  const rows = [];
-  let respool;
+  const rounds = [];
+  const cmds = {};
+  const startedAt = new Date().toISOString();
   try {
     const nodes = cluster.nodes;
     const node0 = (await cluster.primaries())[0];
-    // Established clients read keys owned by node0 on both paths (same upstream work).
+    // Established clients read keys owned by node0 (through respool) or a standalone node (direct).
     const keys = [];
     for (let i = 0; keys.length < ESTABLISHED; i++) {
       const k = `storm:{${i}}`;
@@ -173,78 +443,138 @@ async function main() {
     }
     for (const k of keys) await cluster.call(node0, 'SET', k, 'v'.repeat(100));
 
-    const port = await uniquePort();
-    const adminPort = await uniquePort();
-    const args = ['bin/respool.js', '--listen', `${HOST}:${port}`, '--upstream', nodes.map((n) => `${HOST}:${n.port}`).join(','),
-      '--mode', 'cluster', '--admin', `${HOST}:${adminPort}`, '--log-level', 'warn', '--connections-per-node', String(POOL),
-      '--max-clients', String(STORM + 1000), ...(ACCEPT_RATE ? ['--accept-rate', ACCEPT_RATE] : [])];
-    const logFile = path.join(OUT_DIR, 'respool-storm.log');
-    fs.writeFileSync(logFile, '');
-    respool = spawn(process.execPath, args, { logFile });
-    await waitForPing(port, { child: respool, what: 'respool', timeoutMs: 15_000 });
-    const respoolCmd = `node ${args.join(' ')}`;
-
-    rows.push(await measure('respool', {
-      port, keys, links: nodes,
-      memory: async () => ({ rss: rssBytes(respool.pid), heap: await respoolHeapUsed(adminPort), heapKind: 'V8 heap used' }),
-    }));
-    await sleep(1000);
-    const info = await RespConn.connect(node0.port);
-    rows.push(await measure('direct (valkey-server)', {
-      port: node0.port, keys,
-      memory: async () => ({
-        rss: rssBytes(node0.pid),
-        heap: Number(parseInfo(await info.callT(3000, 'INFO', 'memory')).used_memory),
-        heapKind: 'INFO used_memory',
-      }),
-    }));
-    info.close();
-    report(rows, respoolCmd);
+    for (let r = 0; r < ROUNDS; r++) {
+      // Interleaved: each round starts with the next target in turn.
+      const order = TARGETS.map((_, i) => TARGETS[(i + r) % TARGETS.length]);
+      const rows = [];
+      for (const kind of order) {
+        log(`round ${r + 1}/${ROUNDS}: ${kind}`);
+        const target = kind === 'direct'
+          ? await startDirectTarget('direct (valkey-server)', keys, limit)
+          : kind === 'floor'
+            ? await startFloorTarget(FLOOR_NAME)
+            : kind === 'workers-none'
+              ? await startRespoolTarget(WORKERS_NONE_NAME, nodes, WORKERS, 'none')
+              : await startRespoolTarget(kind === 'workers' ? WORKERS_NAME : 'respool', nodes, kind === 'workers' ? WORKERS : 1);
+        cmds[target.name] = target.cmd;
+        try {
+          rows.push({ ...(kind === 'floor' ? await measureFloor(target) : await measure(target, keys)), round: r + 1 });
+        } finally {
+          await target.stop();
+        }
+        await sleep(1000);
+      }
+      rounds.push(rows);
+    }
+    report(rounds, cmds, startedAt);
   } finally {
-    await stop(respool);
     await cluster.stop();
   }
 }
 
-function report(rows, respoolCmd) {
-  const table = mdTable(
-    ['target', 'storm accept time (all PONG)', 'storm errors', 'established p50 before → during (ms)',
-      'established p99 before → during (ms)', 'p99 during / before', 'memory per idle client (RSS)', 'per idle client (heap / used_memory)'],
-    rows.map((r) => [
-      r.target,
-      `${fmtInt(r.storm.acceptMs)} ms`,
-      `${r.storm.failed}${Object.keys(r.storm.errors).length ? ` (${Object.entries(r.storm.errors).map(([k, v]) => `${k}: ${v}`).join(', ')})` : ''}`,
-      `${fmt(r.established.before.p50, 3)} → ${fmt(r.established.during.p50, 3)}`,
-      `${fmt(r.established.before.p99, 3)} → ${fmt(r.established.during.p99, 3)}`,
-      `${fmt(r.established.during.p99 / r.established.before.p99)}×`,
-      `${fmt(r.memoryPerIdleClient.rssBytes / 1024, 1)} KiB`,
-      `${fmt(r.memoryPerIdleClient.heapBytes / 1024, 1)} KiB`,
-    ]),
+const med = (xs) => median(xs);
+/** "median (r1 / r2 / r3)". */
+function withRounds(xs, f) {
+  return xs.length > 1 ? `${f(med(xs))} (${xs.map(f).join(' / ')})` : f(xs[0]);
+}
+
+function report(rounds, cmds, startedAt) {
+  const names = [...new Set(rounds.flat().map((r) => r.target))];
+  const by = (name) => rounds.map((rows) => rows.find((r) => r.target === name)).filter(Boolean);
+  const direct = 'direct (valkey-server)';
+  const ms = (d) => (x) => fmt(x, d);
+  const summary = mdTable(
+    ['target', 'CPU µs per connect + PING + close', 'storm: all PONG after (ms)', 'answered', 'established p99 before (ms)',
+      'established p99 during (ms)', 'p99 during / before', 'p99 during / direct\'s in the same round', 'event-loop delay during: p99 / max (ms)',
+      'RSS per idle client (KiB)', 'RSS per idle client without V8 new-space growth (KiB)', 'heap / used_memory per idle client (KiB)'],
+    names.map((name) => {
+      const rs = by(name);
+      if (rs[0].floor) return [name, withRounds(rs.map((r) => r.cpu.perConnUs), ms(1)), ...Array(10).fill('—')];
+      const ds = rs.map((r) => by(direct).find((d) => d.round === r.round));
+      return [
+        name,
+        withRounds(rs.map((r) => r.cpu.perConnUs), ms(1)),
+        withRounds(rs.map((r) => r.storm.acceptMs), fmtInt),
+        rs.map((r) => `${r.storm.ponged}/${r.storm.count}`).join(', ') +
+          (rs.some((r) => r.storm.failed) ? ` (${rs.map((r) => Object.entries(r.storm.errors).map(([k, v]) => `${k}: ${v}`).join(', ')).join('; ')})` : ''),
+        withRounds(rs.map((r) => r.established.before.p99), ms(2)),
+        withRounds(rs.map((r) => r.established.during.p99), ms(2)),
+        withRounds(rs.map((r) => r.established.during.p99 / r.established.before.p99), (x) => `${fmt(x, 2)}×`),
+        name === direct ? '1×' : withRounds(rs.map((r, i) => (ds[i] ? r.established.during.p99 / ds[i].established.during.p99 : NaN)), (x) => `${fmt(x, 2)}×`),
+        rs[0].loopDelay
+          ? `${withRounds(rs.map((r) => r.loopDelay.during.p99), ms(1))} / ${withRounds(rs.map((r) => r.loopDelay.during.max), ms(1))}`
+          : '—',
+        withRounds(rs.map((r) => r.memoryPerIdleClient.rssBytes / 1024), ms(2)),
+        rs[0].memoryPerIdleClient.rssWithoutNewSpaceBytes === null ? '— (no GC heap)' : withRounds(rs.map((r) => r.memoryPerIdleClient.rssWithoutNewSpaceBytes / 1024), ms(2)),
+        withRounds(rs.map((r) => r.memoryPerIdleClient.heapBytes / 1024), ms(2)),
+      ];
+    }),
   );
-  const rp = rows.find((r) => r.target === 'respool');
-  const links = rp?.upstreamLinksPerNode
-    ? mdTable(['upstream node', 'respool links during the storm (min–max)', 'samples'],
-      Object.entries(rp.upstreamLinksPerNode).map(([p, v]) => [`${HOST}:${p}`, `${v.min}–${v.max}`, v.samples]))
+  const perRound = mdTable(
+    ['round', 'target', 'CPU µs / conn (CPU ms, idle %)', 'all PONG (ms)', 'connect+PING+close storm (ms)', 'p50 before → during (ms)', 'p99 before → during (ms)',
+      'loop delay p99 / max before → during (ms)', 'bench loop delay during p99 / max (ms)', 'RSS / heap per idle client (KiB)', 'V8 new-space growth (MiB)', 'GET errors'],
+    rounds.flat().map((r) => (r.floor ? [r.round, r.target, `${fmt(r.cpu.perConnUs, 1)} (${fmtInt(r.cpu.totalMs)}, ${fmt(r.cpu.idleRatePct, 1)}%)`, '—', fmtInt(r.cycle.acceptMs), ...Array(7).fill('—')] : [
+      r.round, r.target,
+      `${fmt(r.cpu.perConnUs, 1)} (${fmtInt(r.cpu.totalMs)}, ${fmt(r.cpu.idleRatePct, 1)}%)`,
+      fmtInt(r.storm.acceptMs), fmtInt(r.cycle.acceptMs),
+      `${fmt(r.established.before.p50, 2)} → ${fmt(r.established.during.p50, 2)}`,
+      `${fmt(r.established.before.p99, 2)} → ${fmt(r.established.during.p99, 2)}`,
+      r.loopDelay ? `${fmt(r.loopDelay.before.p99, 1)} / ${fmt(r.loopDelay.before.max, 1)} → ${fmt(r.loopDelay.during.p99, 1)} / ${fmt(r.loopDelay.during.max, 1)}` : '—',
+      `${fmt(r.benchLoopDelayDuring.p99, 1)} / ${fmt(r.benchLoopDelayDuring.max, 1)}`,
+      `${fmt(r.memoryPerIdleClient.rssBytes / 1024, 2)} / ${fmt(r.memoryPerIdleClient.heapBytes / 1024, 2)}`,
+      r.memoryPerIdleClient.newSpaceGrowthBytes === null ? '—' : fmt(r.memoryPerIdleClient.newSpaceGrowthBytes / 1048576, 1),
+      r.established.errors,
+    ])),
+  );
+  const linkRows = [];
+  for (const r of rounds.flat()) {
+    if (!r.upstreamLinksPerNode) continue;
+    const v = Object.values(r.upstreamLinksPerNode);
+    linkRows.push([r.round, r.target, `${Math.min(...v.map((x) => x.min))}–${Math.max(...v.map((x) => x.max))}`, v.map((x) => x.samples).reduce((a, b) => a + b, 0)]);
+  }
+  const links = mdTable(['round', 'target', 'respool links per upstream node during the storm (min–max over the 3 nodes)', 'samples'], linkRows);
+  const spreadRows = rounds.flat().filter((r) => r.spread).map((r) => [r.round, r.target, r.spread.join(' / ')]);
+  const spread = spreadRows.length
+    ? mdTable(['round', 'target', 'storm connections held per process (supervisor first, then workers)'], spreadRows)
     : '';
   const md = [
-    '## Connection storm (issue 4)',
+    '## Connection storm (issues 4, 11, 12)',
     '',
-    `**Rerun:** \`npm run bench:storm\` (${QUICK ? '**BENCH_QUICK=1 smoke run** — ' : ''}${STORM.toLocaleString('en-US')} storm connections, ` +
-      `${ESTABLISHED} established clients doing closed-loop GETs on keys of one node; 3-primary cluster, respool with ` +
-      `${POOL} links per node). respool command: \`${respoolCmd}\`.`,
+    `**Rerun:** \`npm run bench:storm\` (${QUICK ? '**BENCH_QUICK=1 smoke run** — ' : ''}${STORM.toLocaleString('en-US')} storm connections opened as fast as ` +
+      `a separate Node process can, at ${NICE === 0 ? 'normal priority' : `nice ${NICE}`}, each sending one PING; ${ESTABLISHED} established ` +
+      `clients doing closed-loop GETs; ${ROUNDS} interleaved round(s), medians with each round's value in brackets). ` +
+      `respool build: ${respoolBuildLabel()}.`,
     '',
-    table,
+    ...Object.entries(cmds).map(([n, c]) => `- ${n}: \`${c}\``),
+    '',
+    summary,
+    '',
+    'Every round:',
+    '',
+    perRound,
     '',
     'Upstream connections stay at the pool size while the storm hits respool (none of the storm is passed upstream):',
     '',
     links,
     '',
-    '"Accept time" is from the first connect until every storm connection got its +PONG: through respool it includes ' +
-      'the accept-rate limit (`--accept-rate`, new clients admitted after the established clients of each event-loop ' +
-      'turn). Memory per idle client = (process RSS, or heap, after the storm settled − before) / storm size.',
-    `Measured ${new Date().toISOString()} on ${fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join('/')} load (1/5/15 min).`,
+    ...(spread ? ['How the storm spread over the workers (file descriptors each process gained while the storm was held):', '', spread, ''] : []),
+    `"${FLOOR_NAME}" is bench/lib/node-floor.mjs: a net.Server that answers PONG and closes when the client does — what ` +
+      'a connect + PING + close costs any Node.js server here before a proxy does anything (its CPU phase only).',
+    '',
+    'How it is measured (bench/storm.mjs): **CPU per connection** — a second storm with nothing else running, each ' +
+      'connection closed after its PONG; utime + stime of the target\'s processes (/proc/<pid>/stat) from the first connect ' +
+      'until the target closed every storm socket, + 300 ms, minus its idle rate, / storm size. **Established p99 during** — ' +
+      'latencies of GETs sent between the storm\'s first connect and its last PONG. **Event-loop delay** — ' +
+      '`perf_hooks.monitorEventLoopDelay({ resolution: 1 })` preloaded into respool by the bench (bench/lib/loop-delay-probe.mjs, ' +
+      'not part of respool): the time between ticks of a 1 ms timer (an idle loop reads ~1.1 ms), over the storm window; ' +
+      'the worst process of a workers tree. The bench\'s own loop delay shows what the measuring side adds to the latencies. ' +
+      '**Memory per idle client** — (RSS, or heap / used_memory, after the storm settled − before) / storm size, with the storm\'s ' +
+      'connections open and idle. For respool also without the growth of V8\'s young generation (`nodejs_heap_space_size_total_bytes{space="new"}`): ' +
+      'a storm\'s new sessions are what survive its scavenges, so V8 grows new space up to 2 × 16 MiB (`--max-semi-space-size`), ' +
+      'a fixed amount held while respool keeps allocating, not a cost per client.',
+    `Measured ${startedAt} → ${new Date().toISOString()} on ${fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join('/')} load (1/5/15 min).`,
   ].join('\n');
-  writeOutputs('storm', { rows, storm: STORM, established: ESTABLISHED, respoolCmd }, md);
+  writeOutputs('storm', { rounds, storm: STORM, established: ESTABLISHED, cmds }, md);
   writeSection('storm', md);
 }
 

@@ -30,6 +30,7 @@ import { PubSubHub } from './pubsub/hub.js';
 import { announceAddress, ClusterEmulation } from './cluster/emulation.js';
 import { ClientPause } from './session/client-pause.js';
 import { createTlsListener } from './session/tls-listener.js';
+import { ListenerSocketOptions } from './session/socket-options.js';
 import { reloadUpstreamTls } from './upstream/dial.js';
 
 export interface RespoolProxy {
@@ -197,7 +198,8 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
 
   // Client-side storms (config.clients): maxClients with an error reply to the excess client;
   // an accept-rate gate that parks new sockets (paused) and admits them after the established
-  // clients' I/O of each event-loop turn; TCP keepalive and idle timeout in ClientSession.
+  // clients' I/O of each event-loop turn; TCP_NODELAY and keepalive set on the listening socket
+  // (accepted sockets inherit them: session/socket-options.ts); idle timeout in ClientSession.
   let draining = false;
   const refuse = (socket: net.Socket, reason: 'max_clients' | 'draining', reply: Buffer) => {
     metrics.connectionRejectedCounter(reason).inc();
@@ -229,7 +231,11 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     if (sessions.size + gate.parkedCount >= config.clients.maxClients) return refuseMaxClients(socket);
     gate.offer(socket);
   };
-  const server = net.createServer({ noDelay: true, pauseOnConnect: true }, accept);
+  const server = net.createServer({ pauseOnConnect: true }, (socket) => {
+    socketOptions.accepted(socket); // nothing to do once the listener passes its options on
+    accept(socket);
+  });
+  const socketOptions = new ListenerSocketOptions(server, config.clients);
   // TLS clients (config.listenTls) take the same path once their handshake is done.
   const tlsListener = config.listenTls === null ? null : createTlsListener(config, accept, log);
   server.on('error', (err) => log.error({ err: err.message }, 'listener error'));
@@ -262,6 +268,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     // in the kernel instead of dropping SYNs; the AcceptGate then admits them at its rate.
     server.listen({ port: config.listen.port, host: config.listen.host, backlog: 4096 }, () => {
       server.off('error', reject);
+      socketOptions.apply();
       resolve();
     });
   });
@@ -308,7 +315,9 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
       log.info({ listenTls: tlsAddress, upstreamTls: config.upstreamTls.enabled }, 'TLS certificates reloaded');
     },
     reload(next) {
-      return reloadProxy({ config, log, pools, reads, hotKeys, reloadTls: () => (this as RespoolProxy).reloadTls() }, next);
+      const result = reloadProxy({ config, log, pools, reads, hotKeys, reloadTls: () => (this as RespoolProxy).reloadTls() }, next);
+      socketOptions.apply(); // clients.tcpKeepAliveMs for connections accepted from now on
+      return result;
     },
     metrics,
     pools,
@@ -321,6 +330,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
         // connection is closed; whatever is left at the deadline is cut.
         draining = true;
         server.close();
+        socketOptions.close();
         tlsListener?.close();
         for (const socket of gate.close()) refuse(socket, 'draining', shuttingDownReply);
         for (const session of sessions) session.drain();

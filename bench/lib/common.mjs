@@ -445,7 +445,7 @@ export function makeTmpRoot(prefix = 'run-') {
 // ---------------------------------------------------------------- who holds the upstream's connections
 
 /** pid plus all its descendants (Linux /proc). */
-function withDescendants(rootPid) {
+export function withDescendants(rootPid) {
   const kids = new Map();
   for (const d of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(d)) continue;

@@ -1,25 +1,31 @@
 // One connection storm, run in its own process so that opening thousands of sockets does not
 // slow down the bench process that measures the established clients' latency.
-//   node bench/lib/storm-child.mjs '{"port":6380,"count":10000}'
-// Opens `count` connections to 127.0.0.1:port as fast as it can; each sends PING once and waits
-// for +PONG. Prints one JSON line when every connection got its PONG (or failed), then keeps the
-// connections open (idle) until SIGTERM.
+//   node bench/lib/storm-child.mjs '{"port":6380,"count":10000,"mode":"hold"}'
+// Opens `count` connections to 127.0.0.1:port as fast as it can (one synchronous loop of
+// connects); each sends PING once and waits for +PONG.
+//   mode "hold"  : prints one JSON line when every connection got its PONG (or failed), then keeps
+//                  the connections open (idle) until SIGTERM.
+//   mode "cycle" : each connection is closed as soon as its PONG arrived (connect + PING + close);
+//                  prints the JSON line when every connection is done, then idles until SIGTERM.
 import net from 'node:net';
 
-const { port, count, timeoutMs = 60_000 } = JSON.parse(process.argv[2]);
+const { port, count, mode = 'hold', timeoutMs = 60_000 } = JSON.parse(process.argv[2]);
 const PING = Buffer.from('*1\r\n$4\r\nPING\r\n');
 const sockets = [];
 let ponged = 0;
 let failed = 0;
 let connected = 0;
 let lastConnectAt = 0;
+let reported = false;
 const errors = {};
 const t0 = performance.now();
 
 function finish() {
+  if (reported) return;
+  reported = true;
   const doneAt = performance.now();
   process.stdout.write(`${JSON.stringify({
-    count, ponged, failed, errors,
+    count, mode, ponged, failed, errors, connected,
     connectMs: lastConnectAt - t0,
     acceptMs: doneAt - t0,
   })}\n`);
@@ -31,7 +37,7 @@ function settle() {
 
 for (let i = 0; i < count; i++) {
   const s = net.connect({ port, host: '127.0.0.1' });
-  sockets.push(s);
+  if (mode === 'hold') sockets.push(s);
   let done = false;
   let buf = '';
   s.setNoDelay(true);
@@ -51,6 +57,7 @@ for (let i = 0; i < count; i++) {
         const k = buf.split('\r\n')[0].slice(0, 60);
         errors[k] = (errors[k] ?? 0) + 1;
       }
+      if (mode === 'cycle') s.destroy();
       settle();
     }
   });

@@ -24,8 +24,16 @@ export const DEFAULT_FRAMER_LIMITS: FramerLimits = Object.freeze({
   maxNestingDepth: 128,
 });
 
-/** Fills in defaults; rejects values that are not non-negative safe integers (a config bug). */
+/** Objects resolveLimits returned (frozen): passed back in, they are used as they are. */
+const resolved = new WeakSet<FramerLimits>();
+
+/**
+ * Fills in defaults; rejects values that are not non-negative safe integers (a config bug). The
+ * result is frozen and may be shared: a framer given one keeps it without another copy (every
+ * client session's framer shares one per config, see session/client-session.ts).
+ */
 export function resolveLimits(partial?: Partial<FramerLimits>): FramerLimits {
+  if (partial !== undefined && resolved.has(partial as FramerLimits)) return partial as FramerLimits;
   const out: FramerLimits = {
     maxBulkLength: partial?.maxBulkLength ?? DEFAULT_FRAMER_LIMITS.maxBulkLength,
     maxArrayLength: partial?.maxArrayLength ?? DEFAULT_FRAMER_LIMITS.maxArrayLength,
@@ -37,5 +45,7 @@ export function resolveLimits(partial?: Partial<FramerLimits>): FramerLimits {
       throw new RangeError(`framer limit ${name} must be a non-negative integer (got ${String(value)})`);
     }
   }
+  Object.freeze(out);
+  resolved.add(out);
   return out;
 }

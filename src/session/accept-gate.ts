@@ -47,9 +47,11 @@ export class AcceptGate {
       this.admit(socket);
       return;
     }
-    // Always through a step, never inside the accept callback: libuv hands a storm's
-    // connections to us in one burst, and admitting them there would run before the
-    // established clients' I/O of this turn.
+    // Always through a step, never inside the accept callback: that runs in the poll phase,
+    // among the established clients' I/O (libuv >= 1.45 accepts one connection per readiness
+    // of the listener, so accepts themselves are already spread over loop iterations), and
+    // admitting there would put a session, its syscalls and the new client's first request
+    // ahead of the established clients' replies.
     this.parked.push(socket);
     this.schedule();
   }

@@ -1,5 +1,7 @@
 import type { Socket } from 'node:net';
 import { RequestFramer, RequestFrame } from '../resp/request-framer.js';
+import { resolveLimits, type FramerLimits } from '../resp/limits.js';
+import type { RespoolConfig } from '../config/types.js';
 import { ProtocolError } from '../resp/protocol-error.js';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
@@ -18,6 +20,28 @@ import { heldByPause } from '../handlers/client-commands.js';
 import { readClientSocket } from './shared-reads.js';
 
 /**
+ * What a session costs before and between requests (a connection storm, idle clients): one
+ * object per part (state, framer, reply queue, writer), no closures per session — the socket's
+ * listeners are shared functions that find the session under SESSION on the socket — one framer
+ * limits object per config, the pushes' size queue made on the first push queued behind replies.
+ */
+const SESSION = Symbol('respool.session');
+type SessionSocket = Socket & { [SESSION]: ClientSession };
+
+/** 'close' follows an error; a client's reset is not respool's error. */
+function ignoreSocketError(): void {}
+
+/** config.limits as the request framers' limits, one frozen object shared by every session (new after a reload changed them). */
+let sharedLimits: { maxBulkLength: number; maxArrayLength: number; maxInlineLength: number; limits: FramerLimits } | null = null;
+function framerLimits(from: RespoolConfig['limits']): FramerLimits {
+  const s = sharedLimits;
+  if (s !== null && s.maxBulkLength === from.maxBulkLength && s.maxArrayLength === from.maxArrayLength && s.maxInlineLength === from.maxInlineLength) return s.limits;
+  const limits = resolveLimits({ maxBulkLength: from.maxBulkLength, maxArrayLength: from.maxArrayLength, maxInlineLength: from.maxInlineLength });
+  sharedLimits = { maxBulkLength: from.maxBulkLength, maxArrayLength: from.maxArrayLength, maxInlineLength: from.maxInlineLength, limits };
+  return limits;
+}
+
+/**
  * One client connection: frames its requests, hands each to its family's handler
  * (handlers/index.ts), and writes replies back strictly in request order (reply-queue.ts).
  *
@@ -33,6 +57,7 @@ import { readClientSocket } from './shared-reads.js';
  *             until the socket drains: a slow reader stops adding work to the shared links; if it
  *             does not drain within clients.outputStallMs, the client is disconnected too.
  *   idle     : clients.idleTimeoutMs without traffic and nothing pending closes the connection.
+ *   close    : a client that closes its side with nothing owed is closed at once (onEnd).
  */
 export class ClientSession implements HandlerSession {
   readonly id: number;
@@ -51,8 +76,8 @@ export class ClientSession implements HandlerSession {
   private outputPaused = false;
   private closeWhenFlushed = false;
   private readonly writer: BatchedWriter;
-  /** Sizes of the pub/sub pushes queued behind owed replies, oldest first, and their sum (see push()). */
-  private readonly queuedPushSizes = new FifoQueue<number>();
+  /** Sizes of the pub/sub pushes queued behind owed replies, oldest first, and their sum (see push()); made on first use. */
+  private queuedPushSizes: FifoQueue<number> | null = null;
   /** The request CLIENT PAUSE holds back (copied), until the pause ends; reading stops meanwhile. */
   private held: RequestFrame | null = null;
   private queuedPushBytes = 0;
@@ -64,27 +89,40 @@ export class ClientSession implements HandlerSession {
     accepted: Socket,
     readonly ctx: ServerContext,
   ) {
-    const socket = readClientSocket(accepted, (chunk: Buffer) => this.onData(chunk));
+    const socket = readClientSocket(accepted, ClientSession.onSocketData);
     this.socket = socket;
     this.id = ctx.nextClientId();
     const acl = usersOf(ctx.config); // respool's users (src/acl/users.ts), compiled once per config
     this.state = new ClientState(defaultNeedsAuth(acl), acl.defaultUser.unrestricted ? null : acl.defaultUser);
-    const { limits } = ctx.config;
-    this.framer = new RequestFramer({
-      maxBulkLength: limits.maxBulkLength,
-      maxArrayLength: limits.maxArrayLength,
-      maxInlineLength: limits.maxInlineLength,
-    });
-    // TCP_NODELAY is set on accept by the listener (net.createServer({ noDelay: true })).
-    const { tcpKeepAliveMs, idleTimeoutMs } = ctx.config.clients;
-    if (tcpKeepAliveMs > 0) socket.setKeepAlive(true, tcpKeepAliveMs);
+    this.framer = new RequestFramer(framerLimits(ctx.config.limits));
+    // TCP_NODELAY and keepalive: from the listening socket, or set on accept (session/socket-options.ts).
+    const { idleTimeoutMs } = ctx.config.clients;
+    (socket as SessionSocket)[SESSION] = this;
     if (idleTimeoutMs > 0) {
       socket.setTimeout(idleTimeoutMs);
-      socket.on('timeout', () => this.onIdle());
+      socket.on('timeout', ClientSession.onSocketTimeout);
     }
     this.writer = new BatchedWriter(socket, 'microtask');
-    socket.on('close', () => this.handleClose());
-    socket.on('error', () => {}); // 'close' follows; a client's reset is not respool's error
+    socket.on('end', ClientSession.onSocketEnd);
+    socket.on('close', ClientSession.onSocketClose);
+    socket.on('error', ignoreSocketError);
+  }
+
+  // The socket's listeners (`this` is the socket), shared by every session.
+  private static onSocketData(this: Socket, chunk: Buffer): void {
+    (this as SessionSocket)[SESSION].onData(chunk);
+  }
+
+  private static onSocketEnd(this: Socket): void {
+    (this as SessionSocket)[SESSION].onEnd();
+  }
+
+  private static onSocketClose(this: Socket): void {
+    (this as SessionSocket)[SESSION].handleClose();
+  }
+
+  private static onSocketTimeout(this: Socket): void {
+    (this as SessionSocket)[SESSION].onIdle();
   }
 
   get pending(): number {
@@ -146,15 +184,16 @@ export class ClientSession implements HandlerSession {
     if (this.closed || this.closeWhenFlushed) return; // QUIT, drain: nothing after the last reply
     if (this.replies.length === 0) {
       if (this.queuedPushBytes > 0) {
-        this.queuedPushSizes.drain();
+        this.queuedPushSizes!.drain();
         this.queuedPushBytes = 0;
       }
       this.write(frame);
       if (this.closed) return; // past clients.maxOutputBytesPerClient: already dropped
     } else {
-      while (this.queuedPushSizes.length >= this.replies.length) this.queuedPushBytes -= this.queuedPushSizes.shift()!;
+      const sizes = (this.queuedPushSizes ??= new FifoQueue<number>());
+      while (sizes.length >= this.replies.length) this.queuedPushBytes -= sizes.shift()!;
       this.replies.push(new ReplyEntry(this, Buffer.from(frame)));
-      this.queuedPushSizes.push(frame.length);
+      sizes.push(frame.length);
       this.queuedPushBytes += frame.length;
     }
     const unread = this.socket.writableLength + this.writer.pendingBytes + this.queuedPushBytes;
@@ -336,6 +375,17 @@ export class ClientSession implements HandlerSession {
     this.writer.discard();
     this.socket.destroy();
     this.handleClose();
+  }
+
+  /**
+   * The client closed its side. With nothing owed (no reply pending or unwritten, no request held)
+   * the connection is closed now; otherwise Node ends it after what is queued (allowHalfOpen
+   * false), as before. Saves a shutdown(2) and a stream 'finish' round per closing client.
+   */
+  private onEnd(): void {
+    if (this.closed || this.closeWhenFlushed || this.replies.length > 0 || this.held !== null || this.barrier) return;
+    if (this.writer.pendingBytes > 0 || this.socket.writableLength > 0) return;
+    this.destroy();
   }
 
   private onIdle(): void {

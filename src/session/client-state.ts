@@ -4,6 +4,9 @@ import type { TrackingLanes } from '../handlers/tracking.js';
 import type { ClientSubscriptions } from '../pubsub/client-subscriptions.js';
 import type { AclUser } from '../acl/users.js';
 
+/** No keys: one array shared by every client that is not blocked (a client costs no array of its own). */
+const NO_KEYS: readonly string[] = Object.freeze([]);
+
 /**
  * What respool knows about one client connection, in one place: protocol, database, name,
  * library, authenticated user, and the state of its session modes (transaction, subscriptions,
@@ -33,7 +36,7 @@ export class ClientState {
   /** A blocking command is waiting on a leased connection (INFO clients: blocked_clients). */
   blocked = false;
   /** The keys it waits on (INFO clients: total_blocking_keys), latin1. */
-  blockedKeys: readonly string[] = [];
+  blockedKeys: readonly string[] = NO_KEYS;
   /** It also unblocks when its key is deleted (XREADGROUP: total_blocking_keys_on_nokey). */
   blockedOnNoKey = false;
   /** WATCH … EXEC: every command goes on this leased connection (handlers/leased-lane.ts). */
@@ -105,7 +108,7 @@ export class ClientState {
 
   unblock(): void {
     this.blocked = false;
-    this.blockedKeys = [];
+    this.blockedKeys = NO_KEYS;
     this.blockedOnNoKey = false;
   }
 

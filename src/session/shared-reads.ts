@@ -58,12 +58,28 @@ interface AcceptedSocket extends net.Socket {
   server: net.Server | null;
 }
 
+type ChunkListener = (this: net.Socket, chunk: Buffer) => void;
+
+/** One onread callback per listener function, shared by every socket (`this` is the socket). */
+const readCallbacks = new Map<ChunkListener, (this: net.Socket, n: number) => void>();
+
+function readCallbackFor(onChunk: ChunkListener): (this: net.Socket, n: number) => void {
+  let callback = readCallbacks.get(onChunk);
+  if (callback === undefined) {
+    callback = function (this: net.Socket, n: number): void {
+      onChunk.call(this, copyOut(SHARED, n));
+    };
+    readCallbacks.set(onChunk, callback);
+  }
+  return callback;
+}
+
 /**
  * Returns the socket to use for an accepted, still paused client connection, delivering its
- * bytes to `onChunk`: a re-wrapped socket reading through the shared buffer when possible, else
- * `socket` itself with a 'data' listener.
+ * bytes to `onChunk` (called with the returned socket as `this`): a re-wrapped socket reading
+ * through the shared buffer when possible, else `socket` itself with a 'data' listener.
  */
-export function readClientSocket(socket: net.Socket, onChunk: (chunk: Buffer) => void): net.Socket {
+export function readClientSocket(socket: net.Socket, onChunk: ChunkListener): net.Socket {
   const accepted = socket as AcceptedSocket;
   const handle = accepted._handle;
   if (!canRewrap(socket) || handle === null || handle.reading === true) {
@@ -78,7 +94,7 @@ export function readClientSocket(socket: net.Socket, onChunk: (chunk: Buffer) =>
     readable: true,
     writable: true,
     pauseOnCreate: true,
-    onread: { buffer: SHARED, callback: (n: number) => onChunk(copyOut(SHARED, n)) },
+    onread: { buffer: SHARED, callback: readCallbackFor(onChunk) },
   } as net.SocketConstructorOpts) as AcceptedSocket;
   fresh._server = server;
   fresh.server = server;

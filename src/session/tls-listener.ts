@@ -16,6 +16,7 @@ import tls from 'node:tls';
 import type { Logger } from 'pino';
 import type { RespoolConfig } from '../config/types.js';
 import { secureContextOptions } from '../util/tls-files.js';
+import { setClientSocketOptions } from './socket-options.js';
 
 /** A client's TLS handshake must finish within this long. */
 const HANDSHAKE_TIMEOUT_MS = 10_000;
@@ -30,7 +31,7 @@ export interface TlsListener {
 }
 
 export function createTlsListener(
-  config: Pick<RespoolConfig, 'listenTls' | 'tls'>,
+  config: Pick<RespoolConfig, 'listenTls' | 'tls' | 'clients'>,
   accept: (socket: net.Socket) => void,
   log: Logger,
 ): TlsListener {
@@ -43,7 +44,7 @@ export function createTlsListener(
     handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
   }, (socket) => {
     socket.pause(); // like pauseOnConnect: nothing is read until the session is admitted
-    socket.setNoDelay(true);
+    setClientSocketOptions(socket, config.clients.tcpKeepAliveMs); // per socket: TLS is not on the inherited path
     accept(socket);
   });
   server.on('tlsClientError', (err, socket) => {

@@ -88,6 +88,11 @@ export class RawConnection {
     this.socket.destroy();
   }
 
+  /** Half-close: sends FIN, still reads what the server sends until it closes. */
+  end(): void {
+    this.socket.end();
+  }
+
   private wake(): void {
     const waiters = this.waiters;
     this.waiters = [];

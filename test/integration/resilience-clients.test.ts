@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import net from 'node:net';
+import { execFileSync } from 'node:child_process';
 import { startStandalone, type ValkeyNode } from '../harness/valkey-processes.js';
 import { startFakeValkey } from '../helpers/fake-valkey.js';
 import { startTestProxy } from '../helpers/proxy.js';
@@ -82,6 +83,45 @@ describe('client-side storms: maxClients, accept rate, idle timeout, drain', () 
     expect(p99During).toBeLessThan(Math.max(25, 5 * p99Before));
     for (const s of storm) s.destroy();
     steady.close();
+    await proxy.close();
+  });
+
+  // `ss -o` shows a socket's keepalive timer (SO_KEEPALIVE on, nothing else pending). On Linux the
+  // listener passes TCP_NODELAY and keepalive on to accepted sockets (session/socket-options.ts).
+  const hasSs = (() => {
+    try {
+      execFileSync('ss', ['-V'], { stdio: 'ignore' });
+      return true;
+    } catch {
+      return false;
+    }
+  })();
+  it.skipIf(!hasSs)('client sockets have TCP keepalive as clients.tcpKeepAliveMs says (none when 0)', async () => {
+    for (const tcpKeepAliveMs of [120_000, 0]) {
+      const proxy = await startTestProxy([{ host: server.host, port: server.port }], { clients: { tcpKeepAliveMs } as never });
+      await sleep(20); // past the first event-loop turn after listen: accepted sockets inherit the options
+      const c = await RawConnection.connect(proxy.address.port);
+      expect(await c.call('PING')).toBe('+PONG\r\n');
+      const port = proxy.address.port;
+      const line = execFileSync('ss', ['-Htno', 'state', 'established', `( sport = :${port} )`], { encoding: 'utf8' });
+      expect(line).toContain(`127.0.0.1:${port}`);
+      if (tcpKeepAliveMs > 0) expect(line).toMatch(/timer:\(keepalive,(1min5\d|2min)/);
+      else expect(line).not.toContain('keepalive');
+      c.close();
+      await proxy.close();
+    }
+  });
+
+  it('a client that closes its side after its replies is closed at once, its session gone', async () => {
+    const proxy = await startTestProxy([{ host: server.host, port: server.port }]);
+    const clients = await Promise.all(Array.from({ length: 20 }, () => RawConnection.connect(proxy.address.port)));
+    for (const c of clients) expect(await c.call('PING')).toBe('+PONG\r\n');
+    expect(proxy.clientCount()).toBe(20);
+    const closed = clients.map((c) => c.waitClosed(2000));
+    for (const c of clients) c.end(); // FIN: nothing owed to any of them
+    await Promise.all(closed);
+    for (let i = 0; i < 50 && proxy.clientCount() > 0; i++) await sleep(10);
+    expect(proxy.clientCount()).toBe(0);
     await proxy.close();
   });
 

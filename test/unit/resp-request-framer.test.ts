@@ -348,3 +348,24 @@ describe('RequestFramer large bulk', () => {
     expect(show(ping!).args).toEqual(['PING']);
   });
 });
+
+describe('framer limits shared between framers', () => {
+  it('resolveLimits returns a frozen object, and that object as it is when passed back (no copy per framer)', async () => {
+    const { resolveLimits } = await import('../../src/resp/limits.js');
+    const limits = resolveLimits({ maxBulkLength: 10 });
+    expect(Object.isFrozen(limits)).toBe(true);
+    expect(resolveLimits(limits)).toBe(limits);
+    const partial = { maxBulkLength: 10 };
+    expect(resolveLimits(partial)).not.toBe(partial); // a plain object is still filled in and checked
+    expect(() => resolveLimits({ maxBulkLength: -1 })).toThrow(RangeError);
+    // Two framers on one limits object keep their own scanning state.
+    const a = new RequestFramer(limits);
+    const c = new RequestFramer(limits);
+    a.push(b('*1\r\n$4\r\nPI'));
+    c.push(b('*1\r\n$11\r\n'));
+    expect(a.next()).toBeNull();
+    expect(() => c.next()).toThrow('Protocol error: invalid bulk length'); // 11 > maxBulkLength 10
+    a.push(b('NG\r\n'));
+    expect(show(a.next()!)).toEqual({ args: ['PING'], raw: '*1\r\n$4\r\nPING\r\n' });
+  });
+});

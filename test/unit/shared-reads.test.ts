@@ -3,12 +3,17 @@ import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { copyOut, readClientSocket } from '../../src/session/shared-reads.js';
 
+function onChunk(this: net.Socket, chunk: Buffer): void {
+  (this as net.Socket & { chunks: Buffer[] }).chunks.push(chunk);
+}
+
 /** A server whose accepted sockets go through readClientSocket; every chunk is recorded. */
 async function server(): Promise<{ srv: net.Server; port: number; accepted: Array<{ socket: net.Socket; chunks: Buffer[] }> }> {
   const accepted: Array<{ socket: net.Socket; chunks: Buffer[] }> = [];
   const srv = net.createServer({ pauseOnConnect: true, noDelay: true }, (raw) => {
     const chunks: Buffer[] = [];
-    const socket = readClientSocket(raw, (chunk) => chunks.push(chunk));
+    const socket = readClientSocket(raw, onChunk);
+    (socket as net.Socket & { chunks: Buffer[] }).chunks = chunks;
     accepted.push({ socket, chunks });
     socket.on('error', () => {});
     socket.resume();
