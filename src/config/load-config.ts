@@ -6,10 +6,10 @@
 // one line each, each naming its flag or field.
 
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { resolve as resolvePath } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import { parseDocument } from 'yaml';
+import type { ErrorObject, ValidateFunction } from 'ajv';
 import { DEFAULT_CONFIG } from './defaults.js';
 import { ADMIN_TOKEN_ENV, FLAGS, UPSTREAM_PASSWORD_ENV } from './flags.js';
 import { helpText } from './help-text.js';
@@ -246,10 +246,15 @@ function toNumber(field: NumericField, v: unknown): number {
 
 // ---- the config file --------------------------------------------------------------------------
 
+// ajv and yaml are required on first use, not imported: flags alone (the usual sidecar) never
+// need them, and loading them costs an idle process about 4 MiB.
+const require = createRequire(import.meta.url);
+
 let validator: ValidateFunction | undefined;
 
 function validateFile(data: unknown): ErrorObject[] {
   if (!validator) {
+    const { Ajv } = require('ajv') as typeof import('ajv');
     const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, allowUnionTypes: true });
     ajv.addKeyword({ keyword: 'x-expect', schemaType: 'string' });
     validator = ajv.compile(CONFIG_FILE_SCHEMA);
@@ -271,6 +276,7 @@ function readConfigFile(path: string, env: NodeJS.ProcessEnv, problems: string[]
     return out;
   }
 
+  const { parseDocument } = require('yaml') as typeof import('yaml');
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true });
   if (doc.errors.length > 0) {
     for (const err of doc.errors) {
