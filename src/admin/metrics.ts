@@ -12,17 +12,8 @@
  * `node` is bounded by the topology, and `forgetNode` drops a node's series when it leaves.
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
-import { readFileSync } from 'node:fs';
 import { LabeledHistogram, type HistogramSeries } from './fast-histogram.js';
-
-/** package.json's version (../../package.json from src/admin or dist/admin). */
-const RESPOOL_VERSION = ((): string => {
-  try {
-    return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string }).version ?? 'unknown';
-  } catch {
-    return 'unknown';
-  }
-})();
+import { RESPOOL_VERSION } from '../own-files.js';
 
 import {
   COMMAND_ERROR_KINDS,

@@ -18,6 +18,7 @@ import { convertHotKeyFlags, readHotKeysFile } from './hot-keys-config.js';
 import { checkTls, convertTlsFlags, readTlsFile } from './tls-config.js';
 import { CONFIG_FILE_SCHEMA, NUMERIC_FIELDS, type NumericField } from './schema.js';
 import { aclRulesProblem } from '../acl/users.js';
+import { RESPOOL_VERSION } from '../own-files.js';
 import {
   ConfigError, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type HostPort, type ReadStrategyName, type RespoolConfig,
 } from './types.js';
@@ -41,7 +42,7 @@ export type CommandLineResult =
 export function parseCommandLine(argv: string[], env: NodeJS.ProcessEnv = process.env): CommandLineResult {
   const values = parseFlags(argv);
   if (values.help) return { kind: 'help', text: helpText() };
-  if (values.version) return { kind: 'version', text: `respool ${packageVersion()}` };
+  if (values.version) return { kind: 'version', text: `respool ${RESPOOL_VERSION}` };
 
   const problems: string[] = [];
   const configPath = values.config as string | undefined;
@@ -566,12 +567,3 @@ function dedupe(list: HostPort[]): HostPort[] {
     return true;
   });
 }
-
-// ---- version ----------------------------------------------------------------------------------
-
-/** From package.json at the repository root: ../../package.json from src/config or dist/config. */
-function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
-  return pkg.version ?? 'unknown';
-}
-
