@@ -8,6 +8,9 @@ import { readFileSync } from 'node:fs';
 /** The generated command table (src/commands/, copied to dist/commands/ by tsc). */
 export const BUILTIN_COMMANDS_FILE = new URL('./commands/builtin-commands.json', import.meta.url);
 
+/** The config file's validator, generated ahead of time (config/schema-validator.ts); copied to dist/ by scripts/bundle.mjs. */
+export const CONFIG_VALIDATOR_FILE = new URL('./config/config-validator.cjs', import.meta.url);
+
 /** package.json's version ("unknown" if it cannot be read). */
 export const RESPOOL_VERSION: string = ((): string => {
   try {

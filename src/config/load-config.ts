@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { resolve as resolvePath } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import { DEFAULT_CONFIG } from './defaults.js';
@@ -16,9 +17,9 @@ import { helpText } from './help-text.js';
 import { envConfigData, nameEnvProblem } from './env-config.js';
 import { convertHotKeyFlags, readHotKeysFile } from './hot-keys-config.js';
 import { checkTls, convertTlsFlags, readTlsFile } from './tls-config.js';
-import { CONFIG_FILE_SCHEMA, NUMERIC_FIELDS, type NumericField } from './schema.js';
+import { NUMERIC_FIELDS, type NumericField } from './schema.js';
 import { aclRulesProblem } from '../acl/users.js';
-import { RESPOOL_VERSION } from '../own-files.js';
+import { CONFIG_VALIDATOR_FILE, RESPOOL_VERSION } from '../own-files.js';
 import {
   ConfigError, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type HostPort, type ReadStrategyName, type RespoolConfig,
 } from './types.js';
@@ -247,19 +248,14 @@ function toNumber(field: NumericField, v: unknown): number {
 
 // ---- the config file --------------------------------------------------------------------------
 
-// ajv and yaml are required on first use, not imported: flags alone (the usual sidecar) never
-// need them, and loading them costs an idle process about 4 MiB.
+// yaml and the schema's validator (ajv's code, generated ahead of time: config/schema-validator.ts)
+// are required on first use, not imported: a respool configured by flags alone never needs them.
 const require = createRequire(import.meta.url);
 
 let validator: ValidateFunction | undefined;
 
 function validateFile(data: unknown): ErrorObject[] {
-  if (!validator) {
-    const { Ajv } = require('ajv') as typeof import('ajv');
-    const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, allowUnionTypes: true });
-    ajv.addKeyword({ keyword: 'x-expect', schemaType: 'string' });
-    validator = ajv.compile(CONFIG_FILE_SCHEMA);
-  }
+  validator ??= require(fileURLToPath(CONFIG_VALIDATOR_FILE)) as ValidateFunction;
   return validator(data) ? [] : [...(validator.errors ?? [])];
 }
 
