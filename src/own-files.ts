@@ -1,7 +1,7 @@
 /**
  * Files respool reads from its own package. Paths are resolved from this module, which sits at
  * the top of src/ (tests) and of dist/, where the bundle dist/respool.js sits too (see
- * package.json "build"): the same relative paths hold unbundled, bundled and under vitest.
+ * scripts/bundle.mjs): the same relative paths hold unbundled, bundled and under vitest.
  */
 import { readFileSync } from 'node:fs';
 

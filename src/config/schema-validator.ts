@@ -1,7 +1,7 @@
 // The config file's validator, generated ahead of time: ajv compiles CONFIG_FILE_SCHEMA into
 // standalone code (scripts/gen-config-validator.mjs writes it to src/config/config-validator.cjs,
 // test/unit/config-validator.test.ts checks it is current). Compiling the schema at start took
-// ~250 ms and ~10 MiB of an idle respool's memory; the generated function does the same checks
+// ~250 ms and ~6 MiB of an idle respool's memory; the generated function does the same checks
 // and reports the same ajv errors (load-config.ts turns them into messages). Not loaded at run time.
 
 import { createRequire } from 'node:module';
