@@ -22,6 +22,7 @@ WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
+COPY scripts/bundle.mjs ./scripts/
 COPY src ./src
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 

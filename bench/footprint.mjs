@@ -5,6 +5,8 @@
 // For each of ROUNDS rounds (default 5), interleaved:
 //  - respool  : `node bin/respool.js --mode standalone` in front of one valkey-server (the sidecar
 //               case), admin server on (as a sidecar runs it, for probes and /metrics);
+//  - respool with config/sidecar.yaml: the same, configured as deploy/kubernetes/sidecar.yaml
+//               does it (--config; flags still win), which also parses YAML and validates it;
 //  - floor    : Node's own floor, an empty `net.createServer()` listening, same node binary.
 // Measured per process: time from spawn to the first PONG on its port (polled every 10 ms), and
 // RSS (VmRSS from /proc/<pid>/status) after SETTLE_S seconds idle, plus V8 heap used for respool
@@ -68,10 +70,10 @@ async function measureFloor() {
   }
 }
 
-async function measureRespool(upstreamPort) {
+async function measureRespool(upstreamPort, extraArgs = []) {
   const port = await uniquePort();
   const adminPort = await uniquePort();
-  const args = [RESPOOL_BIN, '--listen', `${HOST}:${port}`, '--upstream', `${HOST}:${upstreamPort}`, '--mode', 'standalone', '--admin', `${HOST}:${adminPort}`, '--log-level', 'warn'];
+  const args = [RESPOOL_BIN, ...extraArgs, '--listen', `${HOST}:${port}`, '--upstream', `${HOST}:${upstreamPort}`, '--mode', 'standalone', '--admin', `${HOST}:${adminPort}`, '--log-level', 'warn'];
   const t0 = performance.now();
   const child = spawn(process.execPath, args);
   try {
@@ -98,9 +100,10 @@ const rounds = [];
 try {
   for (let r = 1; r <= ROUNDS; r++) {
     const respool = await measureRespool(valkey.port);
+    const withFile = await measureRespool(valkey.port, ['--config', 'config/sidecar.yaml']);
     const floor = await measureFloor();
-    rounds.push({ respool, floor });
-    log(`round ${r}: respool ${fmt(respool.rss / 2 ** 20, 1)} MiB RSS, first PONG ${fmt(respool.startupMs, 0)} ms; floor ${fmt(floor.rss / 2 ** 20, 1)} MiB, ${fmt(floor.startupMs, 0)} ms`);
+    rounds.push({ respool, withFile, floor });
+    log(`round ${r}: respool ${fmt(respool.rss / 2 ** 20, 1)} MiB RSS, first PONG ${fmt(respool.startupMs, 0)} ms; with config file ${fmt(withFile.rss / 2 ** 20, 1)} MiB, ${fmt(withFile.startupMs, 0)} ms; floor ${fmt(floor.rss / 2 ** 20, 1)} MiB, ${fmt(floor.startupMs, 0)} ms`);
   }
 } finally {
   await stop(valkey.child);
@@ -110,8 +113,10 @@ const mib = (b) => fmt(b / 2 ** 20, 1);
 const col = (pick) => rounds.map(pick);
 const med = (pick) => median(col(pick));
 const list = (pick, f) => col(pick).map(f).join(' / ');
+const respoolRow = (label, key) => [label, `${mib(med((x) => x[key].rss))} MiB`, list((x) => x[key].rss, mib), `${fmt(med((x) => x[key].startupMs), 0)} ms`, list((x) => x[key].startupMs, (v) => fmt(v, 0)), Number.isNaN(med((x) => x[key].heapUsed)) ? 'n/a' : `${mib(med((x) => x[key].heapUsed))} MiB`];
 const rows = [
-  ['respool (standalone, admin on)', `${mib(med((x) => x.respool.rss))} MiB`, list((x) => x.respool.rss, mib), `${fmt(med((x) => x.respool.startupMs), 0)} ms`, list((x) => x.respool.startupMs, (v) => fmt(v, 0)), Number.isNaN(med((x) => x.respool.heapUsed)) ? 'n/a' : `${mib(med((x) => x.respool.heapUsed))} MiB`],
+  respoolRow('respool (standalone, admin on)', 'respool'),
+  respoolRow('respool, same + `--config config/sidecar.yaml`', 'withFile'),
   ['Node floor (empty net.createServer)', `${mib(med((x) => x.floor.rss))} MiB`, list((x) => x.floor.rss, mib), `${fmt(med((x) => x.floor.startupMs), 0)} ms`, list((x) => x.floor.startupMs, (v) => fmt(v, 0)), '—'],
 ];
 const over = med((x) => x.respool.rss) - med((x) => x.floor.rss);
@@ -121,7 +126,7 @@ const markdown = [
   `**Rerun:** \`npm run bench:footprint\` (\`node bench/footprint.mjs\`; BENCH_ROUNDS, BENCH_FOOTPRINT_SETTLE_S, BENCH_QUICK=1). Build: ${respoolBuildLabel()}. Node ${process.version}.`,
   '',
   `- date: ${new Date().toISOString()}; ${ROUNDS} interleaved rounds; RSS read after ${SETTLE_S} s idle; first PING polled every 10 ms from spawn.`,
-  `- respool command: \`${rounds[0]?.respool.cmd ?? ''}\``,
+  `- respool command: \`${rounds[0]?.respool.cmd ?? ''}\` (second row: \`--config config/sidecar.yaml\` added, as deploy/kubernetes/sidecar.yaml runs it)`,
   '',
   mdTable(['process', 'idle RSS (median)', 'per round', 'first PONG after spawn (median)', 'per round', 'V8 heap used'], rows),
   '',

@@ -44,7 +44,7 @@ if ! command -v tclsh >/dev/null; then
     { say "could not install tcl"; exit 2; }
   command -v tclsh >/dev/null || { say "tcl installed but no tclsh on PATH"; exit 2; }
 fi
-if [ ! -f "$root/dist/main.js" ]; then
+if [ ! -f "$root/dist/respool.js" ]; then
   say "dist/ missing: npm run build"
   (cd "$root" && npm run build >/dev/null) || { say "build failed"; exit 2; }
 fi

@@ -12,8 +12,8 @@
  * `node` is bounded by the topology, and `forgetNode` drops a node's series when it leaves.
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
-import { readFileSync } from 'node:fs';
 import { LabeledHistogram, type HistogramSeries } from './fast-histogram.js';
+import { RESPOOL_VERSION } from '../own-files.js';
 
 /** One `respool_commands_total` series, counted as a plain number on the hot path. */
 export class CommandCount {
@@ -22,15 +22,6 @@ export class CommandCount {
     this.value += by;
   }
 }
-
-/** package.json's version (../../package.json from src/admin or dist/admin). */
-const RESPOOL_VERSION = ((): string => {
-  try {
-    return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string }).version ?? 'unknown';
-  } catch {
-    return 'unknown';
-  }
-})();
 
 import {
   COMMAND_ERROR_KINDS,

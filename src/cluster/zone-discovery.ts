@@ -22,7 +22,6 @@
  *               are ambiguous across regions)
  */
 import type { Logger } from 'pino';
-import { Agent, request } from 'undici';
 import type { ReadsConfig } from '../config/types.js';
 
 export const ZONE_ENV = 'RESPOOL_ZONE';
@@ -72,6 +71,8 @@ export async function resolveOwnZone(reads: ReadsZoneSettings, env: NodeJS.Proce
 /** Asks one cloud's metadata service; rejects on any failure or after timeoutMs in total. */
 export async function fetchZone(cloud: 'aws' | 'gcp' | 'azure', baseUrl: string, timeoutMs: number): Promise<string> {
   const base = baseUrl.replace(/\/+$/, '');
+  // undici is loaded only here: it is ~10 MiB of a sidecar's idle RSS, and most never ask.
+  const { Agent, request } = await import('undici');
   const signal = AbortSignal.timeout(timeoutMs);
   // A private dispatcher: no pooled sockets outlive the lookup.
   const dispatcher = new Agent({ connect: { timeout: timeoutMs }, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, keepAliveTimeout: 1 });

@@ -9,6 +9,7 @@
 import { readFileSync } from 'node:fs';
 import type { RespValue } from '../resp/decode.js';
 import type { RequestFrame } from '../resp/request-framer.js';
+import { BUILTIN_COMMANDS_FILE } from '../own-files.js';
 import { commandFlagBit } from './command-flags.js';
 import { NameIndex } from './name-index.js';
 import {
@@ -104,7 +105,7 @@ export class CommandTable {
   /** The table generated from valkey 8 (src/commands/builtin-commands.json); built once. */
   static builtin(): CommandTable {
     if (builtinTable === undefined) {
-      const text = readFileSync(new URL('./builtin-commands.json', import.meta.url), 'utf8');
+      const text = readFileSync(BUILTIN_COMMANDS_FILE, 'utf8');
       const data = JSON.parse(text) as { source?: string; commands: BuiltinJsonEntry[] };
       builtinTable = new CommandTable(data.commands.map(fromJsonEntry), data.source ?? 'builtin');
     }

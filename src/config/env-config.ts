@@ -9,8 +9,12 @@
 // The environment's settings go through the file's schema and conversions (same messages, named
 // by the variable); precedence is flags > environment > file > defaults.
 
-import { parse as parseYaml } from 'yaml';
+import { createRequire } from 'node:module';
 import { CONFIG_FILE_SCHEMA } from './schema.js';
+
+// yaml is required on first use (a flow list or mapping in a variable), not imported: see load-config.ts.
+const require = createRequire(import.meta.url);
+const parseYaml = (text: string): unknown => (require('yaml') as typeof import('yaml')).parse(text);
 
 type Schema = Record<string, unknown>;
 

@@ -6,18 +6,20 @@
 // one line each, each naming its flag or field.
 
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { resolve as resolvePath } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import { parseDocument } from 'yaml';
+import type { ErrorObject, ValidateFunction } from 'ajv';
 import { DEFAULT_CONFIG } from './defaults.js';
 import { ADMIN_TOKEN_ENV, FLAGS, UPSTREAM_PASSWORD_ENV } from './flags.js';
 import { helpText } from './help-text.js';
 import { envConfigData, nameEnvProblem } from './env-config.js';
 import { convertHotKeyFlags, readHotKeysFile } from './hot-keys-config.js';
 import { checkTls, convertTlsFlags, readTlsFile } from './tls-config.js';
-import { CONFIG_FILE_SCHEMA, NUMERIC_FIELDS, type NumericField } from './schema.js';
+import { NUMERIC_FIELDS, type NumericField } from './schema.js';
 import { aclRulesProblem } from '../acl/users.js';
+import { CONFIG_VALIDATOR_FILE, RESPOOL_VERSION } from '../own-files.js';
 import {
   ConfigError, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type HostPort, type ReadStrategyName, type RespoolConfig,
 } from './types.js';
@@ -41,7 +43,7 @@ export type CommandLineResult =
 export function parseCommandLine(argv: string[], env: NodeJS.ProcessEnv = process.env): CommandLineResult {
   const values = parseFlags(argv);
   if (values.help) return { kind: 'help', text: helpText() };
-  if (values.version) return { kind: 'version', text: `respool ${packageVersion()}` };
+  if (values.version) return { kind: 'version', text: `respool ${RESPOOL_VERSION}` };
 
   const problems: string[] = [];
   const configPath = values.config as string | undefined;
@@ -246,14 +248,14 @@ function toNumber(field: NumericField, v: unknown): number {
 
 // ---- the config file --------------------------------------------------------------------------
 
+// yaml and the schema's validator (ajv's code, generated ahead of time: config/schema-validator.ts)
+// are required on first use, not imported: a respool configured by flags alone never needs them.
+const require = createRequire(import.meta.url);
+
 let validator: ValidateFunction | undefined;
 
 function validateFile(data: unknown): ErrorObject[] {
-  if (!validator) {
-    const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, allowUnionTypes: true });
-    ajv.addKeyword({ keyword: 'x-expect', schemaType: 'string' });
-    validator = ajv.compile(CONFIG_FILE_SCHEMA);
-  }
+  validator ??= require(fileURLToPath(CONFIG_VALIDATOR_FILE)) as ValidateFunction;
   return validator(data) ? [] : [...(validator.errors ?? [])];
 }
 
@@ -271,6 +273,7 @@ function readConfigFile(path: string, env: NodeJS.ProcessEnv, problems: string[]
     return out;
   }
 
+  const { parseDocument } = require('yaml') as typeof import('yaml');
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true });
   if (doc.errors.length > 0) {
     for (const err of doc.errors) {
@@ -560,12 +563,3 @@ function dedupe(list: HostPort[]): HostPort[] {
     return true;
   });
 }
-
-// ---- version ----------------------------------------------------------------------------------
-
-/** From package.json at the repository root: ../../package.json from src/config or dist/config. */
-function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
-  return pkg.version ?? 'unknown';
-}
-

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { encodeCommand, encodeError, encodeVerbatim } from '../resp/encode.js';
 import { decodeReply, RespError } from '../resp/decode.js';
@@ -8,6 +7,7 @@ import type { CallOwner } from '../routing/upstream-call.js';
 import type { ClusterNode, Topology } from '../cluster/topology.js';
 import type { ServerContext } from '../session/server-context.js';
 import { ProxyError } from '../errors.js';
+import { RESPOOL_VERSION } from '../own-files.js';
 import type { Handler, HandlerSession } from './types.js';
 import {
   HEADERS, VALKEY_ORDER, fromOneNode, mergeCommandStats, mergeMemory, mergeErrorStats, mergeKeyspace, mergeStats, parseInfoRequest,
@@ -206,14 +206,6 @@ async function ownCounters(ctx: ServerContext): Promise<Map<string, number>> {
   return own;
 }
 
-/** respool's version (package.json at the repository root, from src/handlers or dist/handlers). */
-const RESPOOL_VERSION = (() => {
-  try {
-    return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string }).version ?? 'unknown';
-  } catch {
-    return 'unknown';
-  }
-})();
 /** Valkey's run_id: random per process. */
 const RUN_ID = randomBytes(20).toString('hex');
 const PROCESS_STARTED = Date.now() - Math.round(process.uptime() * 1000);
