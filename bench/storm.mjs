@@ -31,7 +31,8 @@
 //      node's, round-robin), BENCH_STORM_NICE (0), BENCH_STORM_TARGETS (comma list, default
 //      respool,direct,workers,workers-none,floor: "workers-none" is --workers N with
 //      NODE_CLUSTER_SCHED_POLICY=none, each worker accepting from the shared listen socket; "floor"
-//      is Node's own floor, bench/lib/node-floor.mjs), RESPOOL_BENCH_BIN (another respool entry script).
+//      is Node's own floor, bench/lib/node-floor.mjs; "respool-rate:N" is respool with --accept-rate N),
+//      RESPOOL_BENCH_BIN (another respool entry script).
 //
 // Linux limits: every storm connection is a file descriptor in the storm process, in respool
 // and in valkey-server; the npm script raises `ulimit -n` to the hard limit, valkey-server gets
@@ -294,13 +295,13 @@ async function waitReady(adminPort, timeoutMs = 20_000) {
   throw new Error(`respool admin /readyz not 200 within ${timeoutMs} ms`);
 }
 
-async function startRespoolTarget(name, nodes, workers, sched = SCHED) {
+async function startRespoolTarget(name, nodes, workers, sched = SCHED, acceptRate = ACCEPT_RATE) {
   const port = await uniquePort();
   const adminPort = await uniquePort();
   const probeDir = makeTmpRoot('loop-probe-');
   const args = [RESPOOL_BIN, '--listen', `${HOST}:${port}`, '--upstream', nodes.map((n) => `${HOST}:${n.port}`).join(','),
     '--mode', 'cluster', '--admin', `${HOST}:${adminPort}`, '--log-level', 'warn', '--connections-per-node', String(POOL),
-    '--max-clients', String(STORM + 1000), ...(ACCEPT_RATE ? ['--accept-rate', ACCEPT_RATE] : []),
+    '--max-clients', String(STORM + 1000), ...(acceptRate ? ['--accept-rate', acceptRate] : []),
     ...(workers > 1 ? ['--workers', String(workers)] : [])];
   const logFile = path.join(OUT_DIR, `respool-storm${workers > 1 ? '-workers' : ''}.log`);
   fs.writeFileSync(logFile, '');
@@ -494,9 +495,11 @@ async function main() {
           ? await startDirectTarget('direct (valkey-server)', keys, limit)
           : kind === 'floor'
             ? await startFloorTarget(FLOOR_NAME)
-            : kind === 'workers-none'
-              ? await startRespoolTarget(WORKERS_NONE_NAME, nodes, WORKERS, 'none')
-              : await startRespoolTarget(kind === 'workers' ? WORKERS_NAME : 'respool', nodes, kind === 'workers' ? WORKERS : 1);
+            : kind.startsWith('respool-rate:')
+              ? await startRespoolTarget(`respool --accept-rate ${kind.slice(13)}`, nodes, 1, SCHED, kind.slice(13))
+              : kind === 'workers-none'
+                ? await startRespoolTarget(WORKERS_NONE_NAME, nodes, WORKERS, 'none')
+                : await startRespoolTarget(kind === 'workers' ? WORKERS_NAME : 'respool', nodes, kind === 'workers' ? WORKERS : 1);
         cmds[target.name] = target.cmd;
         try {
           rows.push({ ...(kind === 'floor' ? await measureFloor(target) : await measure(target, keys)), round: r + 1 });
