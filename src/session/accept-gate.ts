@@ -17,8 +17,8 @@ import { FifoQueue } from '../util/fifo-queue.js';
  *                   admission creates a session and starts reading; the new client's first
  *                   request is then handled among the next turns' I/O), so an established client
  *                   waits at most about that long for it. A whole connect + PING + close costs
- *                   respool ~105 µs of CPU on the 2-core bench machine, a bare Node server ~85
- *                   (npm run bench:storm).
+ *                   respool 110-135 µs of CPU on the 2-core bench machine, a bare Node server
+ *                   90-105, valkey-server 80-90 (npm run bench:storm, medians of two runs).
  *   invariant     : parked sockets count toward maxClients (the server checks parkedCount).
  */
 // 0.3 ms: storm bench p99 during/before 2.04x and 2.01x, vs 1.86x-2.58x with 1 ms (noisy).
