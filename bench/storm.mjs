@@ -31,18 +31,20 @@
 //      node's, round-robin), BENCH_STORM_NICE (0), BENCH_STORM_TARGETS (comma list, default
 //      respool,direct,workers,workers-none,floor: "workers-none" is --workers N with
 //      NODE_CLUSTER_SCHED_POLICY=none, each worker accepting from the shared listen socket; "floor"
-//      is Node's own floor, bench/lib/node-floor.mjs), RESPOOL_BENCH_BIN (another respool entry script).
+//      is Node's own floor, bench/lib/node-floor.mjs; "respool-rate:N" is respool with --accept-rate N),
+//      RESPOOL_BENCH_BIN (another respool entry script).
 //
 // Linux limits: every storm connection is a file descriptor in the storm process, in respool
 // and in valkey-server; the npm script raises `ulimit -n` to the hard limit, valkey-server gets
 // --maxclients above the storm size. All traffic is on 127.0.0.1. Only processes this bench
 // started are stopped, by pid (bench/lib/common.mjs).
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import {
-  BENCH_DIR, HOST, OUT_DIR, ROOT_DIR, RespConn, envFlag, envInt, fmt, fmtInt, log, makeTmpRoot, mdTable, median,
+  BENCH_DIR, HOST, OUT_DIR, ROOT_DIR, RespConn, encodeCommand, envFlag, envInt, fmt, fmtInt, log, makeTmpRoot, mdTable, median,
   parseInfo, percentile, sleep, spawn, stop, uniquePort, waitForPing, withDescendants, writeOutputs,
 } from './lib/common.mjs';
 import { writeSection } from './lib/results-file.mjs';
@@ -164,32 +166,72 @@ async function probeDump(target) {
 
 // ---------------------------------------------------------------- load, storm, samplers
 
-/** Closed-loop GETs on `ESTABLISHED` connections; samples [time, latency ms]. */
+/**
+ * Closed-loop GETs on `ESTABLISHED` connections; samples [time, latency ms]. A lean client (raw
+ * sockets, one pre-encoded request per connection, replies framed by their bulk length, no timer
+ * per request), so that the measuring process takes as little of the 2 cores as it can: what it
+ * does add shows as "bench loop delay".
+ */
 async function startEstablished(port, keys) {
-  const conns = await Promise.all(Array.from({ length: ESTABLISHED }, () => RespConn.connect(port)));
   const samples = [];
   let errors = 0;
   let running = true;
-  const loops = conns.map(async (c, i) => {
-    const key = keys[i % keys.length];
-    while (running) {
-      const t = performance.now();
-      try {
-        const v = await c.callT(5000, 'GET', key);
-        if (typeof v !== 'string') errors++;
-      } catch {
-        errors++;
+  const conns = await Promise.all(Array.from({ length: ESTABLISHED }, (_, i) => new Promise((resolve, reject) => {
+    const request = encodeCommand(['GET', keys[i % keys.length]]);
+    const socket = net.connect({ host: HOST, port }, () => resolve(conn));
+    socket.setNoDelay(true);
+    const conn = { socket, sentAt: 0, inflight: false, done: null };
+    let buf = Buffer.alloc(0);
+    const send = () => {
+      conn.inflight = true;
+      conn.sentAt = performance.now();
+      socket.write(request);
+    };
+    conn.start = send;
+    socket.on('data', (chunk) => {
+      buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+      for (;;) {
+        const eol = buf.indexOf('\r\n');
+        if (eol < 0) return;
+        let end = eol + 2;
+        if (buf[0] === 0x24) { // $<len>
+          const len = Number(buf.toString('latin1', 1, eol));
+          if (len >= 0) {
+            end += len + 2;
+            if (buf.length < end) return;
+          } else errors++; // nil: the key is always set
+        } else errors++; // an error reply or anything else
+        buf = buf.subarray(end);
+        conn.inflight = false;
+        samples.push([conn.sentAt, performance.now() - conn.sentAt]);
+        if (running) send();
+        else if (conn.done) conn.done();
       }
-      samples.push([t, performance.now() - t]);
-    }
-  });
+    });
+    socket.on('error', (e) => {
+      errors++;
+      reject(e);
+    });
+  })));
+  for (const c of conns) c.start();
   return {
     samples,
     errors: () => errors,
     async stop() {
       running = false;
-      await Promise.all(loops);
-      for (const c of conns) c.close();
+      // Each connection's request in flight is answered (or given 5 s), then closed.
+      await Promise.all(conns.map((c) => new Promise((resolve) => {
+        if (!c.inflight) return resolve();
+        const t = setTimeout(() => {
+          errors++;
+          resolve();
+        }, 5000);
+        c.done = () => {
+          clearTimeout(t);
+          resolve();
+        };
+      })));
+      for (const c of conns) c.socket.destroy();
     },
   };
 }
@@ -253,13 +295,13 @@ async function waitReady(adminPort, timeoutMs = 20_000) {
   throw new Error(`respool admin /readyz not 200 within ${timeoutMs} ms`);
 }
 
-async function startRespoolTarget(name, nodes, workers, sched = SCHED) {
+async function startRespoolTarget(name, nodes, workers, sched = SCHED, acceptRate = ACCEPT_RATE) {
   const port = await uniquePort();
   const adminPort = await uniquePort();
   const probeDir = makeTmpRoot('loop-probe-');
   const args = [RESPOOL_BIN, '--listen', `${HOST}:${port}`, '--upstream', nodes.map((n) => `${HOST}:${n.port}`).join(','),
     '--mode', 'cluster', '--admin', `${HOST}:${adminPort}`, '--log-level', 'warn', '--connections-per-node', String(POOL),
-    '--max-clients', String(STORM + 1000), ...(ACCEPT_RATE ? ['--accept-rate', ACCEPT_RATE] : []),
+    '--max-clients', String(STORM + 1000), ...(acceptRate ? ['--accept-rate', acceptRate] : []),
     ...(workers > 1 ? ['--workers', String(workers)] : [])];
   const logFile = path.join(OUT_DIR, `respool-storm${workers > 1 ? '-workers' : ''}.log`);
   fs.writeFileSync(logFile, '');
@@ -453,9 +495,11 @@ async function main() {
           ? await startDirectTarget('direct (valkey-server)', keys, limit)
           : kind === 'floor'
             ? await startFloorTarget(FLOOR_NAME)
-            : kind === 'workers-none'
-              ? await startRespoolTarget(WORKERS_NONE_NAME, nodes, WORKERS, 'none')
-              : await startRespoolTarget(kind === 'workers' ? WORKERS_NAME : 'respool', nodes, kind === 'workers' ? WORKERS : 1);
+            : kind.startsWith('respool-rate:')
+              ? await startRespoolTarget(`respool --accept-rate ${kind.slice(13)}`, nodes, 1, SCHED, kind.slice(13))
+              : kind === 'workers-none'
+                ? await startRespoolTarget(WORKERS_NONE_NAME, nodes, WORKERS, 'none')
+                : await startRespoolTarget(kind === 'workers' ? WORKERS_NAME : 'respool', nodes, kind === 'workers' ? WORKERS : 1);
         cmds[target.name] = target.cmd;
         try {
           rows.push({ ...(kind === 'floor' ? await measureFloor(target) : await measure(target, keys)), round: r + 1 });
