@@ -322,7 +322,7 @@ export class ClientSession implements HandlerSession {
   }
 
   private flushHead(): void {
-    this.replies.drainHead(this.writeReply);
+    this.replies.drainHead(this);
     if (this.replies.length === 0) {
       if (this.closeWhenFlushed) {
         this.endSocket();
@@ -337,9 +337,10 @@ export class ClientSession implements HandlerSession {
     this.maybeResumeReading();
   }
 
-  private readonly writeReply = (reply: Buffer): void => {
+  /** Called by the reply queue for each reply leaving its head, in order. */
+  writeReply(reply: Buffer): void {
     if (!this.closed) this.write(reply);
-  };
+  }
 
   /** Replies produced while handling one upstream chunk leave in one write (BatchedWriter). */
   private write(data: Buffer): void {

@@ -66,13 +66,13 @@ export class ReplyQueue {
     return this.entries.peek() === entry;
   }
 
-  /** Takes every finished entry off the head, in order, and hands its reply to `write`. */
-  drainHead(write: (reply: Buffer) => void): void {
+  /** Takes every finished entry off the head, in order, and hands its reply to `sink` (the session: no closure per session). */
+  drainHead(sink: { writeReply(reply: Buffer): void }): void {
     let head = this.entries.peek();
     let now = -1; // one clock read per drain, only when a timed entry leaves
     while (head !== undefined && head.reply !== null) {
       this.entries.shift();
-      if (!head.silent) write(head.reply);
+      if (!head.silent) sink.writeReply(head.reply);
       if (head.series !== null) {
         if (now < 0) now = performance.now();
         head.series.observe((now - head.startedAt) / 1000); // respool_client_request_duration_seconds{family}
