@@ -18,26 +18,32 @@ import type { Socket } from 'node:net';
 const COPY_LIMIT = 16 * 1024; // buffers larger than this are written as they are
 const FLUSH_BYTES = 256 * 1024; // flush at once past this many pending bytes
 
-// Writers with a flush due, per moment: one setImmediate / queueMicrotask for all of them
-// (Node's queueMicrotask builds an AsyncResource per call: one per reply was measurable).
-let immediateQueue: BatchedWriter[] = [];
-let immediateScheduled = false;
-let microtaskQueue: BatchedWriter[] = [];
-let microtaskScheduled = false;
+/**
+ * Writers with a flush due at one moment, flushed by ONE scheduled callback for all of them
+ * (Node's queueMicrotask builds an AsyncResource per call: one per reply was measurable).
+ */
+class DueWriters {
+  private writers: BatchedWriter[] = [];
+  private scheduled = false;
 
-function flushImmediateQueue(): void {
-  const queue = immediateQueue;
-  immediateQueue = [];
-  immediateScheduled = false;
-  for (const writer of queue) writer.flush();
+  constructor(private readonly schedule: (run: () => void) => unknown) {}
+
+  add(writer: BatchedWriter): void {
+    this.writers.push(writer);
+    if (this.scheduled) return;
+    this.scheduled = true;
+    this.schedule(this.run);
+  }
+
+  private readonly run = (): void => {
+    const writers = this.writers;
+    this.writers = [];
+    this.scheduled = false;
+    for (const writer of writers) writer.flush();
+  };
 }
 
-function flushMicrotaskQueue(): void {
-  const queue = microtaskQueue;
-  microtaskQueue = [];
-  microtaskScheduled = false;
-  for (const writer of queue) writer.flush();
-}
+const due = { immediate: new DueWriters(setImmediate), microtask: new DueWriters(queueMicrotask) };
 
 export class BatchedWriter {
   /** The batch: `first`, then rest[0 .. restCount). `rest` is reused (a reply per turn allocates no array). */
@@ -71,19 +77,7 @@ export class BatchedWriter {
     }
     if (this.scheduled) return;
     this.scheduled = true;
-    if (this.when === 'microtask') {
-      microtaskQueue.push(this);
-      if (!microtaskScheduled) {
-        microtaskScheduled = true;
-        queueMicrotask(flushMicrotaskQueue);
-      }
-    } else {
-      immediateQueue.push(this);
-      if (!immediateScheduled) {
-        immediateScheduled = true;
-        setImmediate(flushImmediateQueue);
-      }
-    }
+    due[this.when].add(this);
   }
 
   flush(): void {
