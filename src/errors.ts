@@ -106,6 +106,11 @@ export const ProxyError = {
   queryBufferExceeded: (bytes: number, max: number) =>
     `ERR respool: query buffer of ${bytes} bytes exceeds the limit of ${max}`,
   monitorLost: (node: string, reason: string) => `ERR respool: MONITOR connection to ${node} closed (${reason})`,
+  replicationStreamInvalid: (node: string, what: string) => `ERR respool: replication stream of ${node} is not valid: ${what}`,
+  replicaStreamsExhausted: (max: number) =>
+    `ERR respool: ${max} clients are already attached to the replication stream (dedicated.maxReplicaStreams)`,
+  replicaStreamsOff: () => `ERR respool: SYNC and PSYNC are turned off (dedicated.maxReplicaStreams is 0)`,
+  replicaStreamLost: (node: string, reason: string) => `ERR respool: replication stream of ${node} ended (${reason})`,
   unblockReason: () => `ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR`,
   // Valkey 8.0.1 networking.c clientCommand (LIST, KILL, PAUSE) and timeout.c, about respool's own clients.
   unknownClientType: (name: string) => `ERR Unknown client type '${name}'`,

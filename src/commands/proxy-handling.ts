@@ -12,6 +12,7 @@
 //   blocking     may block the connection: BLPOP, BLMOVE, BZPOPMIN, XREAD … BLOCK, ... (a leased connection)
 //   pubsub       the SUBSCRIBE family (multiplexed over respool's own subscriber connections)
 //   monitor      MONITOR: a leased connection to every node, their lines merged
+//   replication  SYNC / PSYNC: the client becomes a replica of every primary (handlers/replication.ts)
 //   tracking     CLIENT TRACKING / CACHING / GETREDIR / TRACKINGINFO (handlers/tracking.ts: leased
 //                connections of the client's own, invalidations as RESP3 pushes)
 //   script       EVAL/EVALSHA/FCALL (+ _RO): routed by their declared keys, never split; SCRIPT KILL
@@ -52,6 +53,7 @@ export type CommandFamily =
   | 'clients'
   | 'blocking'
   | 'monitor'
+  | 'replication'
   | 'tracking'
   | 'pubsub'
   | 'script'
@@ -120,7 +122,7 @@ export const SCRIPT_COMMANDS: ReadonlySet<string> = new Set(['eval', 'evalsha', 
 
 const CONN = 'it changes or reports the state of one upstream connection, which respool shares between clients';
 const NODE = 'node administration: connect to a node directly';
-const REPL = 'the replication protocol needs a connection of its own to one node: connect to a node directly';
+const REPL = 'respool answers SYNC and PSYNC itself; the rest of the replication protocol needs the node: connect to a node directly';
 
 const CLUSTER_ADMIN = 'cluster administration: respool shows clients a cluster of its own; connect to a node directly';
 
@@ -128,8 +130,6 @@ const CLUSTER_ADMIN = 'cluster administration: respool shows clients a cluster o
 export const REFUSED_COMMANDS: ReadonlyMap<string, string> = new Map([
   ['client|no-touch', 'whether a command touches the keys it reads is a property of the upstream connection it runs on, which respool shares between clients'],
   ['client|capa', CONN],
-  ['sync', REPL],
-  ['psync', REPL],
   ['replconf', REPL],
   ['shutdown', NODE],
   ['failover', NODE],
@@ -183,6 +183,7 @@ function decide(spec: CommandSpec): Decision {
   if (SCRIPT_COMMANDS.has(name) || name === 'script|kill' || name === 'function|kill' || name === 'function|stats') return of('script');
   if (MULTI_KEY_COMMANDS.has(name)) return of('multiKey');
   if (name === 'monitor') return of('monitor');
+  if (name === 'sync' || name === 'psync') return of('replication');
   if (TRACKING_COMMANDS.has(name)) return of('tracking');
   if (CLUSTER_COMMANDS.has(name)) return of('cluster');
   if (CLIENT_COMMANDS.has(name)) return of('clients');

@@ -84,6 +84,7 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
     acquireTimeoutMs: 1000,
     idleMs: 30_000,
     blockMarginMs: 5_000,
+    maxReplicaStreams: 4,
   },
   pubsub: {
     maxOutputBytesPerClient: 32 * MiB, // Valkey's client-output-buffer-limit pubsub 32mb

@@ -100,6 +100,7 @@ export const FLAGS: readonly FlagSpec[] = [
   numeric('dedicated-max-per-node', 'dedicated.maxPerNode', 'leased upstream connections (WATCH, blocking commands) per node'),
   numeric('dedicated-max-total', 'dedicated.maxTotal', 'leased upstream connections for the whole process'),
   numeric('dedicated-acquire-timeout', 'dedicated.acquireTimeoutMs', 'wait for a leased connection at the bound before refusing'),
+  numeric('dedicated-max-replica-streams', 'dedicated.maxReplicaStreams', 'clients attached to the replication stream (SYNC, PSYNC) at once; 0 refuses SYNC'),
   numeric('pubsub-max-output-bytes-per-client', 'pubsub.maxOutputBytesPerClient', 'unread pub/sub bytes before a subscriber is disconnected'),
   numeric('queue-window', 'resilience.queueWindowMs', 'how long a request waits for a link to a node that has none before failing'),
   {

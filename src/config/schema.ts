@@ -73,6 +73,7 @@ export const NUMERIC_FIELDS: readonly NumericField[] = [
   { path: 'dedicated.acquireTimeoutMs', kind: 'duration', min: 0, max: DAY_MS },
   { path: 'dedicated.idleMs', kind: 'duration', min: 1, max: DAY_MS },
   { path: 'dedicated.blockMarginMs', kind: 'duration', min: 0, max: DAY_MS },
+  { path: 'dedicated.maxReplicaStreams', kind: 'integer', min: 0, max: 10_000 },
   // pubsub: multiplexed subscriptions (src/pubsub)
   { path: 'pubsub.maxOutputBytesPerClient', kind: 'size', min: 1, max: 1 * TiB },
 ];

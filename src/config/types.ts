@@ -72,6 +72,7 @@ export interface DedicatedConfig {
   acquireTimeoutMs: number; // default 1000: wait for a lease at the bound before the client gets an error
   idleMs: number; // default 30000: an idle leased connection kept this long for reuse, then closed
   blockMarginMs: number; // default 5000: a blocking command's lease deadline is its own timeout plus this
+  maxReplicaStreams: number; // default 4: clients attached with SYNC / PSYNC at once (each makes every primary save a snapshot)
 }
 
 export interface PubSubConfig {

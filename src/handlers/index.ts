@@ -18,12 +18,13 @@ import { transaction, queueInTransaction } from './transaction.js';
 import { onLane } from './leased-lane.js';
 import { blocking } from './blocking.js';
 import { monitor } from './monitor.js';
+import { replication } from './replication.js';
 import { pubsub, allowedWhileSubscribed, refuseWhileSubscribed } from './pubsub.js';
 import { tracking, onTrackingLane } from './tracking.js';
 import { ACL_DENIED_CMD, aclErrorMessage, checkCommand, wrongArity, type AclUser } from '../acl/users.js';
 
 /** Families that keep their own path while a WATCH lane is open (they would corrupt the lease's state). */
-const OFF_LANE: ReadonlySet<CommandFamily> = new Set(['pubsub', 'tracking', 'monitor', 'refused', 'clients', 'cluster']);
+const OFF_LANE: ReadonlySet<CommandFamily> = new Set(['pubsub', 'tracking', 'monitor', 'replication', 'refused', 'clients', 'cluster']);
 
 /** The one dispatch table: command family → the handler that owns its decisions. */
 const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
@@ -34,6 +35,7 @@ const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
   clients: clientCommands,
   blocking,
   monitor,
+  replication,
   tracking,
   pubsub,
   script,
@@ -54,6 +56,7 @@ const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
 export function dispatch(session: HandlerSession, req: CommandRequest): void {
   const spec = req.spec;
   const state = session.state;
+  if (state.replicaStream) return; // a replica's REPLCONF ACK: Valkey answers a replica nothing (handlers/replication.ts)
   if (spec === undefined && isRespoolCommand(req.args[0]!)) return respool(session, req);
   // Users and permissions (src/acl/users.ts): null = +@all ~* &* (no users configured, or such a user).
   if (state.acl !== null && denied(session, req, state.acl)) return;

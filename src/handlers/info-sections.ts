@@ -209,7 +209,8 @@ export function bytesToHuman(n: number): string {
  * `keyspace` sums keys), so used_memory and maxmemory compare as they would on one node, and
  * a maxmemory a client derives from used_memory (CONFIG SET then goes to every node) leaves every
  * node room. `*_human` fields are recomputed from the sums, ratios and percentages averaged, text
- * fields (maxmemory_policy, mem_allocator) the first node's.
+ * fields (maxmemory_policy, mem_allocator) the first node's. Counts of scripts and functions are
+ * the largest: SCRIPT LOAD and FUNCTION LOAD reach every node, so one server would hold that many.
  */
 export function mergeMemory(sections: readonly InfoSection[]): InfoSection {
   const values = valuesByField(sections);
@@ -222,7 +223,8 @@ export function mergeMemory(sections: readonly InfoSection[]): InfoSection {
     const ns = vs.map(Number);
     const sum = ns.reduce((a, b) => a + b, 0);
     const averaged = k.includes('ratio') || k.endsWith('_perc');
-    merged.set(k, formatLike(averaged ? sum / ns.length : sum, vs[0]!));
+    const largest = k === 'number_of_cached_scripts' || k === 'number_of_functions' || k === 'number_of_libraries';
+    merged.set(k, formatLike(largest ? Math.max(...ns) : averaged ? sum / ns.length : sum, vs[0]!));
   }
   for (const k of merged.keys()) {
     const base = merged.get(k.slice(0, -'_human'.length));

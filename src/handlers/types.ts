@@ -38,6 +38,10 @@ export interface HandlerSession extends EntryClient {
    * been written, and no later request is handled until the replies `start` queued are written too.
    */
   runExclusive(start: () => void): void;
+  /** Bytes written to this client that it has not read yet (socket, batch, queued pushes). */
+  unreadOutputBytes(): number;
+  /** Calls `fn` once the unread output is at most `bytes` (backpressure for a stream respool relays). */
+  whenOutputBelow(bytes: number, fn: () => void): void;
   /** Runs `fn` when the session closes (release a lease, drop subscriptions). */
   onClose(fn: () => void): void;
 }

@@ -196,7 +196,7 @@ export class ClientSession implements HandlerSession {
       sizes.push(frame.length);
       this.queuedPushBytes += frame.length;
     }
-    const unread = this.socket.writableLength + this.writer.pendingBytes + this.queuedPushBytes;
+    const unread = this.unreadOutputBytes();
     const max = this.ctx.config.pubsub.maxOutputBytesPerClient;
     if (unread <= max) return;
     this.ctx.metrics?.raw.client_disconnects_total.labels('pubsub_output').inc();
@@ -204,6 +204,21 @@ export class ClientSession implements HandlerSession {
     this.writer.discard();
     this.socket.destroy();
     this.handleClose();
+  }
+
+  unreadOutputBytes(): number {
+    return this.socket.writableLength + this.writer.pendingBytes + this.queuedPushBytes;
+  }
+
+  whenOutputBelow(bytes: number, fn: () => void): void {
+    const check = (): void => {
+      if (this.closed) return;
+      if (this.unreadOutputBytes() <= bytes) return fn();
+      // 'drain' comes only after a write the socket refused; otherwise the batch is flushed next turn.
+      if (this.socket.writableNeedDrain) this.socket.once('drain', check);
+      else setImmediate(check);
+    };
+    check();
   }
 
   runExclusive(start: () => void): void {

@@ -51,6 +51,11 @@ export class ClientState {
   commandCount = 0;
   /** CLIENT LIST / INFO idle: performance.now() of the last bytes read from the client. */
   lastInteraction = performance.now();
+  /**
+   * SYNC / PSYNC made this client a replica (handlers/replication.ts): it gets the replication
+   * stream, and its requests (REPLCONF ACK) are read and dropped, as Valkey answers a replica nothing.
+   */
+  replicaStream = false;
   /** A request is held back by CLIENT PAUSE (INFO clients counts it blocked, as Valkey's postponed clients). */
   pausedHeld = false;
 

@@ -23,6 +23,7 @@ export async function startTestProxy(
     resilience: { ...base.resilience, ...(overrides.resilience ?? {}) },
     clients: { ...base.clients, ...(overrides.clients ?? {}) },
     reads: { ...base.reads, ...(overrides.reads ?? {}) },
+    dedicated: { ...base.dedicated, ...(overrides.dedicated ?? {}) },
   } as RespoolConfig;
   const log = pino({ level: process.env['RESPOOL_TEST_LOG'] ?? 'silent' });
   return startProxy(config, { log });

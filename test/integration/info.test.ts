@@ -134,6 +134,8 @@ describe('INFO answered by respool in front of a 3-primary cluster', () => {
   });
 
   it('memory is summed over the primaries (as keyspace); cpu and the like come from one primary, which it names', async () => {
+    await client.script('LOAD', 'return "info-test-1"');
+    await client.script('LOAD', 'return "info-test-2"');
     const text = await client.info('memory', 'cpu');
     expect(headers(text)).toEqual(['Memory', 'CPU']);
     const mem = Object.fromEntries(section(text, 'Memory').map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1)]));
@@ -146,6 +148,10 @@ describe('INFO answered by respool in front of a 3-primary cluster', () => {
     expect(Number(mem['used_memory'])).toBeLessThan(Math.max(...used) * 3.5);
     expect(mem['used_memory_human']).toMatch(/^\d+\.\d\dM$/);
     expect(mem['maxmemory_policy']).toBe(direct[0]!['maxmemory_policy']);
+    // SCRIPT LOAD reaches every node: one server would hold that many scripts, not three times as many.
+    const scripts = Math.max(...direct.map((d) => Number(d['number_of_cached_scripts'])));
+    expect(scripts).toBeGreaterThanOrEqual(2);
+    expect(Number(mem['number_of_cached_scripts'])).toBe(scripts);
     expect(section(text, 'CPU')[0]).toMatch(/^respool_source:127\.0\.0\.1:\d+$/);
     expect(text).toContain('\r\n\r\n# CPU\r\n');
   });

@@ -239,7 +239,7 @@ describe('scripts respool has seen survive NOSCRIPT; CONFIG SET all or nothing (
   it('node administration is refused, naming the command and saying to connect to a node directly', async () => {
     const raw = await RawClient.connect(proxy.address.port);
     try {
-      for (const args of [['DEBUG', 'SLEEP', '0'], ['SHUTDOWN'], ['REPLICAOF', 'NO', 'ONE'], ['SLAVEOF', 'NO', 'ONE'], ['FAILOVER'], ['SYNC'], ['PSYNC', '?', '-1']]) {
+      for (const args of [['DEBUG', 'SLEEP', '0'], ['SHUTDOWN'], ['REPLICAOF', 'NO', 'ONE'], ['SLAVEOF', 'NO', 'ONE'], ['FAILOVER'], ['REPLCONF', 'ACK', '0']]) {
         const reply = (await raw.call(...args)) as ReplyError;
         expect(reply, args.join(' ')).toBeInstanceOf(ReplyError);
         expect(reply.message).toMatch(new RegExp(`^ERR respool: ${args[0]} is not supported through respool: .*connect to a node directly$`));

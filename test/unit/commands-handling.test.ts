@@ -118,6 +118,12 @@ describe('commandFamily()', () => {
     expect(handling('asking')).toBe('local');
   });
 
+  it('replication: SYNC and PSYNC; REPLCONF stays refused', () => {
+    expect(handling('sync')).toBe('replication');
+    expect(handling('psync', '?', '-1')).toBe('replication');
+    expect(handling('replconf', 'ack', '0')).toBe('refused');
+  });
+
   it('monitor: ["monitor"]', () => {
     expect(handling('monitor')).toBe('monitor');
   });
@@ -211,7 +217,7 @@ describe('commandFamily()', () => {
       counts[h] = (counts[h] ?? 0) + 1;
       if (h === 'refused') expect(refusalReason(spec), name).toBeTruthy();
     }
-    expect(Object.keys(counts).sort()).toEqual(['allShards', 'anyNode', 'blocking', 'clients', 'cluster', 'info', 'keyed', 'local', 'monitor', 'multiKey', 'pubsub', 'refused', 'script', 'tracking', 'transaction']);
+    expect(Object.keys(counts).sort()).toEqual(['allShards', 'anyNode', 'blocking', 'clients', 'cluster', 'info', 'keyed', 'local', 'monitor', 'multiKey', 'pubsub', 'refused', 'replication', 'script', 'tracking', 'transaction']);
     for (const n of LOCAL_COMMANDS) expect(table.get(n), n).toBeDefined();
     for (const n of REFUSED_COMMANDS.keys()) expect(table.get(n), n).toBeDefined();
   });

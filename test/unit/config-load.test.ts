@@ -109,7 +109,7 @@ describe('defaults', () => {
         autoSplit: { enabled: false, share: 0.5, copies: null },
         readChoice: 'roundRobin',
       },
-      dedicated: { maxPerNode: 1000, maxTotal: 10_000, acquireTimeoutMs: 1000, idleMs: 30_000, blockMarginMs: 5000 },
+      dedicated: { maxPerNode: 1000, maxTotal: 10_000, acquireTimeoutMs: 1000, idleMs: 30_000, blockMarginMs: 5000, maxReplicaStreams: 4 },
       pubsub: { maxOutputBytesPerClient: 32 * 1_048_576 },
       adminToken: null,
       listenTls: null,

@@ -1,0 +1,227 @@
+/**
+ * One node's replication stream, read by respool as an old-style (SYNC) replica: what a client's
+ * SYNC / PSYNC through respool is built from (handlers/replication.ts).
+ *
+ * SYNC, not PSYNC: the node then sends a disk-based snapshot (`$<len>\r\n` and <len> raw bytes,
+ * no CRLF after them) however repl-diskless-sync is set — diskless needs the EOF capability,
+ * which respool never announces — and never times out a replica of that kind for not sending
+ * REPLCONF ACK (replication.c: CLIENT_PRE_PSYNC replicas are skipped), so respool has nothing to
+ * answer upstream.
+ *
+ *   handshake : [AUTH], CLIENT SETNAME respool-replica; each answered by one line (+OK or -ERR).
+ *               SYNC is written only after those answers: a node refuses SYNC while it still
+ *               has replies to send ("SYNC and PSYNC are invalid with pending output").
+ *   preamble  : newlines (the node's keep-alives while its BGSAVE runs), then `$<len>` or -ERR
+ *   snapshot  : <len> bytes handed to onSnapshot (views of the read buffer, in order)
+ *   stream    : RESP commands, framed whole. A MULTI … EXEC group is held until its EXEC and
+ *               handed over as one unit, so a merge of several nodes' streams never puts another
+ *               node's command inside a transaction. Anything else is one unit by itself.
+ *
+ * Every write a node makes after it accepted SYNC is in its stream: it is queued behind the
+ * snapshot. So once the snapshot's header arrived, later writes through respool reach the feed.
+ */
+import type net from 'node:net';
+import { dialUpstream } from './dial.js';
+import type { UpstreamTlsConfig } from '../config/tls-config.js';
+import { authCommand, type UpstreamAuth } from './handshake.js';
+import { encodeCommand } from '../resp/encode.js';
+import { ReplyFramer } from '../resp/reply-framer.js';
+import { ProxyError } from '../errors.js';
+
+export const REPLICA_CLIENT_NAME = 'respool-replica';
+
+export interface ReplicationFeedOptions {
+  host: string;
+  port: number;
+  auth: UpstreamAuth;
+  connectTimeoutMs: number;
+  tls?: UpstreamTlsConfig | null;
+}
+
+export interface ReplicationFeedHandler {
+  /** The node accepted SYNC: its snapshot is `length` bytes long (it may be 0-length only in theory). */
+  snapshotStarted(feed: ReplicationFeed, length: number): void;
+  /** The next piece of the snapshot (a view: copy to keep). */
+  snapshotBytes(feed: ReplicationFeed, bytes: Buffer): void;
+  /** The whole snapshot has been read; what follows is the command stream. */
+  snapshotEnded(feed: ReplicationFeed): void;
+  /** One command, or one whole MULTI … EXEC group: its commands' frames in order (copies; safe to keep). */
+  unit(feed: ReplicationFeed, commands: Buffer[]): void;
+  /** Refused (the node's error line, without '-' and CRLF) or lost. Called once; the feed is closed. */
+  failed(feed: ReplicationFeed, reason: string, refusedByNode: boolean): void;
+}
+
+const HANDSHAKE = 0;
+const PREAMBLE = 1;
+const SNAPSHOT = 2;
+const STREAM = 3;
+const CLOSED = 4;
+
+const SYNC = Buffer.from('*1\r\n$4\r\nSYNC\r\n');
+const MULTI = Buffer.from('*1\r\n$5\r\nmulti\r\n');
+const EXEC = Buffer.from('*1\r\n$4\r\nexec\r\n');
+
+export class ReplicationFeed {
+  readonly address: string;
+  private readonly socket: net.Socket;
+  private phase = HANDSHAKE;
+  /** Handshake lines still owed. */
+  private linesOwed: number;
+  /** Bytes of the current line (handshake, preamble) that arrived in earlier chunks. */
+  private line = '';
+  private snapshotLeft = 0;
+  private readonly framer = new ReplyFramer({ maxBulkLength: 512 * 1024 * 1024 });
+  /** A MULTI … group still waiting for its EXEC (copies), or null. */
+  private group: Buffer[] | null = null;
+  private connectTimer: NodeJS.Timeout | null;
+
+  constructor(options: ReplicationFeedOptions, private readonly handler: ReplicationFeedHandler) {
+    this.address = `${options.host}:${options.port}`;
+    const commands: Buffer[] = [];
+    if (options.auth) commands.push(encodeCommand(authCommand(options.auth)));
+    commands.push(encodeCommand(['CLIENT', 'SETNAME', REPLICA_CLIENT_NAME]));
+    this.linesOwed = commands.length;
+    const { socket, openEvent } = dialUpstream(options.host, options.port, options.tls);
+    this.socket = socket;
+    this.socket.setKeepAlive(true, 10_000);
+    this.connectTimer = setTimeout(() => this.fail(`connect timeout after ${options.connectTimeoutMs} ms`, false), options.connectTimeoutMs);
+    this.socket.once(openEvent, () => {
+      if (this.connectTimer !== null) clearTimeout(this.connectTimer);
+      this.connectTimer = null;
+      this.socket.write(Buffer.concat(commands));
+    });
+    this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    this.socket.on('error', (err: Error) => this.fail(err.message, false));
+    this.socket.on('close', () => this.fail('connection closed by upstream', false));
+  }
+
+  /** Backpressure from the client: stop reading (the node buffers, up to its replica output limit). */
+  pause(): void {
+    this.socket.pause();
+  }
+
+  resume(): void {
+    this.socket.resume();
+  }
+
+  close(): void {
+    if (this.phase === CLOSED) return;
+    this.phase = CLOSED;
+    if (this.connectTimer !== null) clearTimeout(this.connectTimer);
+    this.socket.destroy();
+  }
+
+  private fail(reason: string, refusedByNode: boolean): void {
+    if (this.phase === CLOSED) return;
+    this.close();
+    this.handler.failed(this, reason, refusedByNode);
+  }
+
+  private onData(chunk: Buffer): void {
+    let pos = 0;
+    while (pos < chunk.length && this.phase !== CLOSED) {
+      switch (this.phase) {
+        case HANDSHAKE:
+        case PREAMBLE:
+          pos = this.readLine(chunk, pos);
+          break;
+        case SNAPSHOT: {
+          const take = Math.min(this.snapshotLeft, chunk.length - pos);
+          this.snapshotLeft -= take;
+          this.handler.snapshotBytes(this, chunk.subarray(pos, pos + take));
+          pos += take;
+          if (this.snapshotLeft === 0) this.endSnapshot();
+          break;
+        }
+        case STREAM:
+          this.framer.push(pos === 0 ? chunk : chunk.subarray(pos));
+          pos = chunk.length;
+          this.readCommands();
+          break;
+      }
+    }
+  }
+
+  /** Reads up to the end of one line (or of the chunk); returns the next position. */
+  private readLine(chunk: Buffer, pos: number): number {
+    if (this.phase === PREAMBLE && this.line === '') {
+      while (pos < chunk.length && chunk[pos] === 0x0a) pos++; // keep-alive newlines
+      if (pos === chunk.length) return pos;
+    }
+    const nl = chunk.indexOf(0x0a, pos);
+    if (nl < 0) {
+      this.line += chunk.toString('latin1', pos);
+      if (this.line.length > 4096) this.fail(ProxyError.replicationStreamInvalid(this.address, 'a line longer than 4096 bytes'), false);
+      return chunk.length;
+    }
+    const text = (this.line + chunk.toString('latin1', pos, nl)).replace(/\r$/, '');
+    this.line = '';
+    this.onLine(text);
+    return nl + 1;
+  }
+
+  private onLine(text: string): void {
+    if (text.startsWith('-')) return this.fail(text.slice(1), true);
+    if (this.phase === HANDSHAKE) {
+      if (--this.linesOwed > 0) return;
+      this.phase = PREAMBLE;
+      this.socket.write(SYNC);
+      return;
+    }
+    const length = text.startsWith('$') ? Number(text.slice(1)) : NaN;
+    if (!Number.isSafeInteger(length) || length < 0) {
+      return this.fail(ProxyError.replicationStreamInvalid(this.address, `expected a snapshot length, got ${JSON.stringify(text.slice(0, 64))}`), false);
+    }
+    this.phase = SNAPSHOT;
+    this.snapshotLeft = length;
+    this.handler.snapshotStarted(this, length);
+    if (length === 0) this.endSnapshot();
+  }
+
+  private endSnapshot(): void {
+    this.phase = STREAM;
+    this.handler.snapshotEnded(this);
+  }
+
+  private readCommands(): void {
+    let frame: Buffer | null;
+    try {
+      while (this.phase === STREAM && (frame = this.framer.next()) !== null) this.onCommand(frame);
+    } catch (err) {
+      this.fail(ProxyError.replicationStreamInvalid(this.address, (err as Error).message), false);
+    }
+  }
+
+  private onCommand(frame: Buffer): void {
+    if (this.group !== null) {
+      this.group.push(Buffer.from(frame));
+      if (sameCommand(frame, EXEC)) {
+        const unit = this.group;
+        this.group = null;
+        this.handler.unit(this, unit);
+      }
+      return;
+    }
+    if (sameCommand(frame, MULTI)) {
+      this.group = [Buffer.from(frame)];
+      return;
+    }
+    this.handler.unit(this, [Buffer.from(frame)]);
+  }
+}
+
+const SELECT_PREFIX = Buffer.from('*2\r\n$6\r\nselect\r\n');
+
+/** Whether `frame` is a SELECT command (as a node's replication stream writes it). */
+export function isSelect(frame: Buffer): boolean {
+  if (frame.length <= SELECT_PREFIX.length) return false;
+  for (let i = 0; i < SELECT_PREFIX.length; i++) if ((frame[i]! | 0x20) !== (SELECT_PREFIX[i]! | 0x20)) return false;
+  return true;
+}
+
+/** Whether `frame` is the one-word command `word` (an encoded `*1\r\n$n\r\nname\r\n`), ignoring case. */
+function sameCommand(frame: Buffer, word: Buffer): boolean {
+  if (frame.length !== word.length) return false;
+  for (let i = 0; i < frame.length; i++) if ((frame[i]! | 0x20) !== (word[i]! | 0x20)) return false;
+  return true;
+}
