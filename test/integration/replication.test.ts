@@ -205,4 +205,13 @@ describe('a valkey-server made a replica of respool in front of a standalone ser
       db3.disconnect();
     }
   });
+
+  it('the upstream killed while a client is attached: the client\'s connection ends (a lost master link), nothing hangs', async () => {
+    await replica.call('REPLICAOF', 'NO', 'ONE');
+    const tap = await ReplicaTap.attach(proxy.address.port);
+    expect(tap.preamble).toMatch(/^\$\d+\n$/);
+    expect(tap.snapshot!.subarray(0, 5).toString()).toBe('REDIS'); // the server's own snapshot, relayed
+    upstream.kill('SIGKILL');
+    await waitFor(() => tap.closed, 5000, 'the tap to close');
+  });
 });
