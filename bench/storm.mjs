@@ -379,16 +379,25 @@ async function costPhase(target) {
   return { cycle, cpu: { perConnUs, totalMs: (c1 - c0) / 1000, idleRatePct: (idleRate * 100) / 1000, elapsedMs: elapsed } };
 }
 
-/** Node's own floor (bench/lib/node-floor.mjs): only the cost phase. */
+/**
+ * Node's own floor (bench/lib/node-floor.mjs): the cost phase, and the RSS a bare Node server
+ * holds per idle client (the same storm held open, measured as for respool: no GC forced).
+ */
 async function measureFloor(target) {
   // Warmed up first, as respool and valkey-server are by the latency phase (JIT-compiled paths).
   const base = fdCount(target.pids());
   const warm = await runStorm(target.port, 'cycle', Math.min(STORM, 3000));
   await stop(warm.child);
   await waitFdsBack(target, base);
+  const rss0 = rssBytes(target.pids());
+  const held = await runStorm(target.port, 'hold');
+  await sleep(SETTLE_MS);
+  const rssPerIdleClient = (rssBytes(target.pids()) - rss0) / STORM;
+  await stop(held.child);
+  await waitFdsBack(target, base);
   const { cycle, cpu } = await costPhase(target);
-  log(`${target.name}: ${fmt(cpu.perConnUs, 1)} µs CPU per connect+PING+close`);
-  return { target: target.name, floor: true, cycle: cycle.result, cpu };
+  log(`${target.name}: ${fmt(cpu.perConnUs, 1)} µs CPU per connect+PING+close, ${fmt(rssPerIdleClient / 1024)} KiB RSS per idle client`);
+  return { target: target.name, floor: true, cycle: cycle.result, cpu, rssPerIdleClient };
 }
 
 async function measure(target, keys) {
@@ -533,7 +542,7 @@ function report(rounds, cmds, startedAt) {
       'RSS per idle client (KiB)', 'RSS per idle client without V8 new-space growth (KiB)', 'heap / used_memory per idle client (KiB)'],
     names.map((name) => {
       const rs = by(name);
-      if (rs[0].floor) return [name, withRounds(rs.map((r) => r.cpu.perConnUs), ms(1)), ...Array(10).fill('—')];
+      if (rs[0].floor) return [name, withRounds(rs.map((r) => r.cpu.perConnUs), ms(1)), ...Array(8).fill('—'), withRounds(rs.map((r) => r.rssPerIdleClient / 1024), ms(2)), '—'];
       const ds = rs.map((r) => by(direct).find((d) => d.round === r.round));
       return [
         name,
@@ -557,7 +566,7 @@ function report(rounds, cmds, startedAt) {
   const perRound = mdTable(
     ['round', 'target', 'CPU µs / conn (CPU ms, idle %)', 'all PONG (ms)', 'connect+PING+close storm (ms)', 'p50 before → during (ms)', 'p99 before → during (ms)',
       'loop delay p99 / max before → during (ms)', 'bench loop delay during p99 / max (ms)', 'RSS / heap per idle client (KiB)', 'V8 new-space growth (MiB)', 'GET errors'],
-    rounds.flat().map((r) => (r.floor ? [r.round, r.target, `${fmt(r.cpu.perConnUs, 1)} (${fmtInt(r.cpu.totalMs)}, ${fmt(r.cpu.idleRatePct, 1)}%)`, '—', fmtInt(r.cycle.acceptMs), ...Array(7).fill('—')] : [
+    rounds.flat().map((r) => (r.floor ? [r.round, r.target, `${fmt(r.cpu.perConnUs, 1)} (${fmtInt(r.cpu.totalMs)}, ${fmt(r.cpu.idleRatePct, 1)}%)`, '—', fmtInt(r.cycle.acceptMs), ...Array(4).fill('—'), `${fmt(r.rssPerIdleClient / 1024, 2)} / —`, '—', '—'] : [
       r.round, r.target,
       `${fmt(r.cpu.perConnUs, 1)} (${fmtInt(r.cpu.totalMs)}, ${fmt(r.cpu.idleRatePct, 1)}%)`,
       fmtInt(r.storm.acceptMs), fmtInt(r.cycle.acceptMs),
@@ -603,7 +612,8 @@ function report(rounds, cmds, startedAt) {
     '',
     ...(spread ? ['How the storm spread over the workers (file descriptors each process gained while the storm was held):', '', spread, ''] : []),
     `"${FLOOR_NAME}" is bench/lib/node-floor.mjs: a net.Server that answers PONG and closes when the client does — what ` +
-      'a connect + PING + close costs any Node.js server here before a proxy does anything (its CPU phase only).',
+      'a connect + PING + close costs any Node.js server here before a proxy does anything (its CPU phase), and the RSS it holds ' +
+      'per idle client (the same storm held open, before the CPU phase).',
     '',
     'How it is measured (bench/storm.mjs): **CPU per connection** — a second storm with nothing else running, each ' +
       'connection closed after its PONG; utime + stime of the target\'s processes (/proc/<pid>/stat) from the first connect ' +

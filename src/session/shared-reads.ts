@@ -1,56 +1,12 @@
 import net from 'node:net';
+import { readsThroughSharedBuffer, type SharedReadOption } from '../util/shared-read-buffer.js';
 
 /**
- * Client sockets read into ONE shared buffer (net.Socket's `onread` option) instead of a fresh
- * Buffer per read, and skip the Readable stream ('data' events) altogether.
- *
- * Why: with 'data' events every read costs a 64 KiB malloc that libuv shrinks, a new
- * ArrayBuffer, and Readable.push → emit — per request at pipeline 1. Measured on a bare
- * PING server under valkey-benchmark (50 clients, pipeline 1): 8.2 → 6.0 µs of user CPU per
- * request (see bench/RESULTS.md, "hot path").
- *
- *   shared  : the kernel writes every client's bytes here, one read at a time (the event loop
- *             is single-threaded, and the callback consumes the bytes before returning).
- *   slab    : the bytes are copied (a few dozen bytes at pipeline 1) into the free tail of a
- *             32 KiB slab, and that copy is what the session frames. A slab is never written
- *             twice, so views of it (request arguments, `raw`) stay valid as long as they are
- *             referenced — the same lifetime rule as a 'data' chunk. Reads above 8 KiB get a
- *             buffer of their own, so a slab is pinned by small views only.
- *
+ * Accepted plain-TCP client sockets read through the shared buffer (util/shared-read-buffer.ts).
  * Node gives `onread` only to sockets it constructs itself; an accepted socket is re-wrapped:
  * a new net.Socket over the accepted one's handle (its fd), taking over the server's
  * connection count. Anything else (TLS sockets, a handle already reading) keeps 'data' events.
  */
-const SHARED = Buffer.allocUnsafeSlow(64 * 1024);
-const SLAB_BYTES = 32 * 1024;
-const OWN_BUFFER_ABOVE = 8 * 1024;
-const BYTE_LOOP_MAX = 128;
-
-let slab = Buffer.allocUnsafeSlow(SLAB_BYTES);
-let slabUsed = 0;
-
-/** A copy of `source[0, n)` that stays valid (see `slab` above). */
-export function copyOut(source: Buffer, n: number): Buffer {
-  if (n > OWN_BUFFER_ABOVE) {
-    const own = Buffer.allocUnsafeSlow(n);
-    source.copy(own, 0, 0, n);
-    return own;
-  }
-  if (slabUsed + n > SLAB_BYTES) {
-    slab = Buffer.allocUnsafeSlow(SLAB_BYTES);
-    slabUsed = 0;
-  }
-  const start = slabUsed;
-  if (n <= BYTE_LOOP_MAX) {
-    // Buffer#copy of a prefix builds a Uint8Array view first; a request at pipeline 1 is a few dozen bytes.
-    for (let i = 0; i < n; i++) slab[start + i] = source[i]!;
-  } else {
-    source.copy(slab, start, 0, n);
-  }
-  slabUsed = start + n;
-  return slab.subarray(start, start + n);
-}
-
 /** The internals of an accepted socket that re-wrapping moves to the new one. */
 interface AcceptedSocket extends net.Socket {
   _handle: { reading?: boolean } | null;
@@ -60,18 +16,16 @@ interface AcceptedSocket extends net.Socket {
 
 type ChunkListener = (this: net.Socket, chunk: Buffer) => void;
 
-/** One onread callback per listener function, shared by every socket (`this` is the socket). */
-const readCallbacks = new Map<ChunkListener, (this: net.Socket, n: number) => void>();
+/** One onread option per listener function, shared by every socket (`this` is the socket). */
+const readOptions = new Map<ChunkListener, SharedReadOption>();
 
-function readCallbackFor(onChunk: ChunkListener): (this: net.Socket, n: number) => void {
-  let callback = readCallbacks.get(onChunk);
-  if (callback === undefined) {
-    callback = function (this: net.Socket, n: number): void {
-      onChunk.call(this, copyOut(SHARED, n));
-    };
-    readCallbacks.set(onChunk, callback);
+function readOptionFor(onChunk: ChunkListener): SharedReadOption {
+  let option = readOptions.get(onChunk);
+  if (option === undefined) {
+    option = readsThroughSharedBuffer(onChunk);
+    readOptions.set(onChunk, option);
   }
-  return callback;
+  return option;
 }
 
 /**
@@ -94,7 +48,7 @@ export function readClientSocket(socket: net.Socket, onChunk: ChunkListener): ne
     readable: true,
     writable: true,
     pauseOnCreate: true,
-    onread: { buffer: SHARED, callback: readCallbackFor(onChunk) },
+    onread: readOptionFor(onChunk),
   } as net.SocketConstructorOpts) as AcceptedSocket;
   fresh._server = server;
   fresh.server = server;

@@ -11,6 +11,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import type { UpstreamTlsConfig } from '../config/tls-config.js';
 import { secureContextFor } from '../util/tls-files.js';
+import { readsThroughSharedBuffer } from '../util/shared-read-buffer.js';
 
 export interface DialedSocket {
   socket: net.Socket;
@@ -39,10 +40,21 @@ export function reloadUpstreamTls(config: UpstreamTlsConfig): void {
   contexts.set(config, secureContextFor(config));
 }
 
-/** Opens a connection to host:port, over TLS when `tlsConfig` is enabled. */
-export function dialUpstream(host: string, port: number, tlsConfig: UpstreamTlsConfig | null | undefined): DialedSocket {
+/**
+ * Opens a connection to host:port, over TLS when `tlsConfig` is enabled. With `onChunk`, the
+ * bytes read go there: over plain TCP through the shared read buffer (util/shared-read-buffer.ts:
+ * no Buffer allocated per read — what shared links use, on the hot path), over TLS as 'data'.
+ * Without it the caller listens to 'data' itself.
+ */
+export function dialUpstream(
+  host: string,
+  port: number,
+  tlsConfig: UpstreamTlsConfig | null | undefined,
+  onChunk?: (chunk: Buffer) => void,
+): DialedSocket {
   if (!tlsConfig?.enabled) {
-    return { socket: net.connect({ host, port, noDelay: true }), openEvent: 'connect' };
+    const onread = onChunk === undefined ? undefined : readsThroughSharedBuffer(onChunk);
+    return { socket: net.connect({ host, port, noDelay: true, ...(onread ? { onread } : {}) }), openEvent: 'connect' };
   }
   const servername = tlsConfig.servername ?? (net.isIP(host) === 0 ? host : undefined);
   const socket = tls.connect({
@@ -53,6 +65,7 @@ export function dialUpstream(host: string, port: number, tlsConfig: UpstreamTlsC
     ...(servername !== undefined ? { servername } : {}),
   });
   socket.setNoDelay(true);
+  if (onChunk !== undefined) socket.on('data', onChunk);
   let tcpUp = false;
   let secured = false;
   socket.once('connect', () => (tcpUp = true));

@@ -101,7 +101,7 @@ export class Link extends EventEmitter implements ReplySource {
     super();
     this.address = `${options.host}:${options.port}`;
     this.framer = new ReplyFramer(options.framerLimits);
-    const { socket, openEvent } = dialUpstream(options.host, options.port, options.tls);
+    const { socket, openEvent } = dialUpstream(options.host, options.port, options.tls, (chunk) => this.onData(chunk));
     this.socket = socket;
     this.socket.setKeepAlive(true, 10_000);
     this.writer = new BatchedWriter(this.socket, 'immediate');
@@ -110,7 +110,6 @@ export class Link extends EventEmitter implements ReplySource {
       options.connectTimeoutMs,
     );
     this.socket.once(openEvent, () => this.handshake());
-    this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
     this.socket.on('error', (err: Error) => this.fail(err.message));
     this.socket.on('close', () => this.fail('connection closed by upstream'));
   }

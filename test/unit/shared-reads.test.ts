@@ -1,7 +1,8 @@
 import net from 'node:net';
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { copyOut, readClientSocket } from '../../src/session/shared-reads.js';
+import { readClientSocket } from '../../src/session/shared-reads.js';
+import { copyOut } from '../../src/util/shared-read-buffer.js';
 
 function onChunk(this: net.Socket, chunk: Buffer): void {
   (this as net.Socket & { chunks: Buffer[] }).chunks.push(chunk);
