@@ -613,7 +613,8 @@ function report(rounds, cmds, startedAt) {
     ...(spread ? ['How the storm spread over the workers (file descriptors each process gained while the storm was held):', '', spread, ''] : []),
     `"${FLOOR_NAME}" is bench/lib/node-floor.mjs: a net.Server that answers PONG and closes when the client does — what ` +
       'a connect + PING + close costs any Node.js server here before a proxy does anything (its CPU phase), and the RSS it holds ' +
-      'per idle client (the same storm held open, before the CPU phase).',
+      'per idle client (the same storm held open, after its warm-up storm: its young generation has grown already, so the figure ' +
+      'is in the column without V8 new-space growth and compares with respool\'s figure there).',
     '',
     'How it is measured (bench/storm.mjs): **CPU per connection** — a second storm with nothing else running, each ' +
       'connection closed after its PONG; utime + stime of the target\'s processes (/proc/<pid>/stat) from the first connect ' +
