@@ -76,6 +76,12 @@ class ReplicaStream implements ReplicationFeedHandler {
 
   start(): void {
     const ctx = this.session.ctx;
+    // Checked again here: the handler's check ran before earlier replies were written.
+    const max = ctx.config.dedicated.maxReplicaStreams;
+    if ((attached.get(ctx) ?? 0) >= max) {
+      this.ended = true;
+      return this.entry.fill(encodeError(ProxyError.replicaStreamsExhausted(max)));
+    }
     attached.set(ctx, (attached.get(ctx) ?? 0) + 1);
     this.session.state.replicaStream = true;
     this.session.onClose(() => this.end());
