@@ -18,6 +18,14 @@ describe('whole-data-set commands fan out over the shards (3 primaries + 3 repli
   beforeAll(async () => {
     cluster = await startCluster({ primaries: 3, replicasPerPrimary: 1 });
     proxy = await startTestProxy([{ host: cluster.nodes[0]!.host, port: cluster.nodes[0]!.port }]);
+    // SCRIPT LOAD goes to the nodes respool knows: wait until its topology has every replica
+    // (a replica still joining when respool first asked is found by the next refresh).
+    const deadline = Date.now() + 10_000;
+    while ((proxy.refresher.current?.allNodes().length ?? 0) < cluster.nodes.length && Date.now() < deadline) {
+      await proxy.refresher.refreshNow('periodic');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(proxy.refresher.current!.allNodes()).toHaveLength(cluster.nodes.length);
     client = clientFor(proxy);
     const pipeline = client.pipeline();
     for (const k of keys) pipeline.set(k, 'v');
