@@ -206,6 +206,21 @@ describe('a valkey-server made a replica of respool in front of a standalone ser
     }
   });
 
+  it('SYNC needs the permission Valkey asks for (@admin): a user without it gets NOPERM, as from Valkey', async () => {
+    const guarded = await startTestProxy([{ host: upstream.host, port: upstream.port }], {
+      mode: 'standalone',
+      users: [{ name: 'default', rules: 'on nopass ~* &* +@all -@admin' }],
+    });
+    try {
+      const replies = await rawPipeline(guarded.address.port, [['SYNC'], ['PSYNC', '?', '-1'], ['PING']]);
+      expect((replies[0] as ReplyError).message).toBe("NOPERM User default has no permissions to run the 'sync' command");
+      expect((replies[1] as ReplyError).message).toBe("NOPERM User default has no permissions to run the 'psync' command");
+      expect(replies[2]).toBe('PONG'); // still an ordinary client
+    } finally {
+      await guarded.close();
+    }
+  });
+
   it('the upstream killed while a client is attached: the client\'s connection ends (a lost master link), nothing hangs', async () => {
     await replica.call('REPLICAOF', 'NO', 'ONE');
     const tap = await ReplicaTap.attach(proxy.address.port);
