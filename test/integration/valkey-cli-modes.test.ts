@@ -70,4 +70,25 @@ describe('valkey-cli through respool in front of a 3+3 cluster: transactions, bl
       sub.kill(); // this test's own child, by its handle
     }
   });
+  it('valkey-cli --replica: a full resync, then every primary\'s writes', async () => {
+    const replica = spawn('valkey-cli', ['-p', String(proxy.address.port), '--replica'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    replica.stdout.on('data', (d) => (out += d.toString()));
+    replica.stderr.on('data', (d) => (out += d.toString()));
+    const until = async (cond: () => boolean, what: string) => {
+      const deadline = Date.now() + 10_000;
+      while (!cond()) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; valkey-cli printed:\n${out}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    };
+    try {
+      await until(() => out.includes('Logging commands from primary'), 'the resync');
+      const keys = ['cli:r1', 'cli:r2', 'cli:r3', 'cli:r4']; // spread over the primaries
+      for (const k of keys) await run('valkey-cli', ['-p', String(proxy.address.port), 'SET', k, 'v']);
+      await until(() => keys.every((k) => out.toLowerCase().includes(`"set","${k}","v"`)), 'the writes');
+    } finally {
+      replica.kill();
+    }
+  });
 });
