@@ -24,28 +24,30 @@ export const DEFAULT_FRAMER_LIMITS: FramerLimits = Object.freeze({
   maxNestingDepth: 128,
 });
 
-/** Objects resolveLimits returned (frozen): passed back in, they are used as they are. */
-const resolved = new WeakSet<FramerLimits>();
+/** The last limits resolved: handed out again while the same values are asked for. */
+let last: FramerLimits | null = null;
 
 /**
  * Fills in defaults; rejects values that are not non-negative safe integers (a config bug). The
- * result is frozen and may be shared: a framer given one keeps it without another copy (every
- * client session's framer shares one per config, see session/client-session.ts).
+ * result is frozen and shared: asked for the same values as last time (every client session's
+ * framer asks with config.limits; a reload that changes them makes a new one), it is the same
+ * object, so a new session allocates no limits of its own.
  */
 export function resolveLimits(partial?: Partial<FramerLimits>): FramerLimits {
-  if (partial !== undefined && resolved.has(partial as FramerLimits)) return partial as FramerLimits;
-  const out: FramerLimits = {
-    maxBulkLength: partial?.maxBulkLength ?? DEFAULT_FRAMER_LIMITS.maxBulkLength,
-    maxArrayLength: partial?.maxArrayLength ?? DEFAULT_FRAMER_LIMITS.maxArrayLength,
-    maxInlineLength: partial?.maxInlineLength ?? DEFAULT_FRAMER_LIMITS.maxInlineLength,
-    maxNestingDepth: partial?.maxNestingDepth ?? DEFAULT_FRAMER_LIMITS.maxNestingDepth,
-  };
+  const maxBulkLength = partial?.maxBulkLength ?? DEFAULT_FRAMER_LIMITS.maxBulkLength;
+  const maxArrayLength = partial?.maxArrayLength ?? DEFAULT_FRAMER_LIMITS.maxArrayLength;
+  const maxInlineLength = partial?.maxInlineLength ?? DEFAULT_FRAMER_LIMITS.maxInlineLength;
+  const maxNestingDepth = partial?.maxNestingDepth ?? DEFAULT_FRAMER_LIMITS.maxNestingDepth;
+  const l = last;
+  if (l !== null && l.maxBulkLength === maxBulkLength && l.maxArrayLength === maxArrayLength && l.maxInlineLength === maxInlineLength && l.maxNestingDepth === maxNestingDepth) {
+    return l;
+  }
+  const out: FramerLimits = { maxBulkLength, maxArrayLength, maxInlineLength, maxNestingDepth };
   for (const [name, value] of Object.entries(out)) {
     if (!Number.isSafeInteger(value) || value < 0) {
       throw new RangeError(`framer limit ${name} must be a non-negative integer (got ${String(value)})`);
     }
   }
-  Object.freeze(out);
-  resolved.add(out);
+  last = Object.freeze(out);
   return out;
 }

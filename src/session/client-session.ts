@@ -1,7 +1,5 @@
 import type { Socket } from 'node:net';
 import { RequestFramer, RequestFrame } from '../resp/request-framer.js';
-import { resolveLimits, type FramerLimits } from '../resp/limits.js';
-import type { RespoolConfig } from '../config/types.js';
 import { ProtocolError } from '../resp/protocol-error.js';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
@@ -23,23 +21,13 @@ import { readClientSocket } from './shared-reads.js';
  * What a session costs before and between requests (a connection storm, idle clients): one
  * object per part (state, framer, reply queue, writer), no closures per session — the socket's
  * listeners are shared functions that find the session under SESSION on the socket — one framer
- * limits object per config, the pushes' size queue made on the first push queued behind replies.
+ * limits object shared by all (resp/limits.ts), the pushes' size queue made on the first push queued behind replies.
  */
 const SESSION = Symbol('respool.session');
 type SessionSocket = Socket & { [SESSION]: ClientSession };
 
 /** 'close' follows an error; a client's reset is not respool's error. */
 function ignoreSocketError(): void {}
-
-/** config.limits as the request framers' limits, one frozen object shared by every session (new after a reload changed them). */
-let sharedLimits: { maxBulkLength: number; maxArrayLength: number; maxInlineLength: number; limits: FramerLimits } | null = null;
-function framerLimits(from: RespoolConfig['limits']): FramerLimits {
-  const s = sharedLimits;
-  if (s !== null && s.maxBulkLength === from.maxBulkLength && s.maxArrayLength === from.maxArrayLength && s.maxInlineLength === from.maxInlineLength) return s.limits;
-  const limits = resolveLimits({ maxBulkLength: from.maxBulkLength, maxArrayLength: from.maxArrayLength, maxInlineLength: from.maxInlineLength });
-  sharedLimits = { maxBulkLength: from.maxBulkLength, maxArrayLength: from.maxArrayLength, maxInlineLength: from.maxInlineLength, limits };
-  return limits;
-}
 
 /**
  * One client connection: frames its requests, hands each to its family's handler
@@ -94,7 +82,7 @@ export class ClientSession implements HandlerSession {
     this.id = ctx.nextClientId();
     const acl = usersOf(ctx.config); // respool's users (src/acl/users.ts), compiled once per config
     this.state = new ClientState(defaultNeedsAuth(acl), acl.defaultUser.unrestricted ? null : acl.defaultUser);
-    this.framer = new RequestFramer(framerLimits(ctx.config.limits));
+    this.framer = new RequestFramer(ctx.config.limits); // its bulk, array and inline bounds (one shared limits object: resp/limits.ts)
     // TCP_NODELAY and keepalive: from the listening socket, or set on accept (session/socket-options.ts).
     const { idleTimeoutMs } = ctx.config.clients;
     (socket as SessionSocket)[SESSION] = this;

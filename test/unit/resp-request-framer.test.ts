@@ -350,13 +350,16 @@ describe('RequestFramer large bulk', () => {
 });
 
 describe('framer limits shared between framers', () => {
-  it('resolveLimits returns a frozen object, and that object as it is when passed back (no copy per framer)', async () => {
+  it('resolveLimits returns a frozen object, the same one while the same values are asked for (no copy per framer)', async () => {
     const { resolveLimits } = await import('../../src/resp/limits.js');
     const limits = resolveLimits({ maxBulkLength: 10 });
     expect(Object.isFrozen(limits)).toBe(true);
     expect(resolveLimits(limits)).toBe(limits);
-    const partial = { maxBulkLength: 10 };
-    expect(resolveLimits(partial)).not.toBe(partial); // a plain object is still filled in and checked
+    const config = { maxBulkLength: 10, maxPendingPerClient: 5 }; // like config.limits: other fields besides
+    expect(resolveLimits(config)).toBe(limits);
+    const other = resolveLimits({ maxBulkLength: 11 }); // a reload changed a bound: a new object
+    expect(other).not.toBe(limits);
+    expect(other.maxBulkLength).toBe(11);
     expect(() => resolveLimits({ maxBulkLength: -1 })).toThrow(RangeError);
     // Two framers on one limits object keep their own scanning state.
     const a = new RequestFramer(limits);
