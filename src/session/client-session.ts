@@ -394,6 +394,7 @@ export class ClientSession implements HandlerSession {
 
   private onIdle(): void {
     if (this.closed || this.replies.length > 0) return; // waiting on upstream is not idleness
+    if (this.state.replicaStream) return; // Valkey's timeout spares replicas too: a quiet stream is not an idle client
     this.ctx.metrics?.raw.client_disconnects_total.labels('idle_timeout').inc();
     this.destroy();
   }

@@ -221,6 +221,20 @@ describe('a valkey-server made a replica of respool in front of a standalone ser
     }
   });
 
+  it('clients.idleTimeoutMs spares an attached client whose stream is quiet (as Valkey\'s timeout spares replicas)', async () => {
+    const idle = await startTestProxy([{ host: upstream.host, port: upstream.port }], { mode: 'standalone', clients: { idleTimeoutMs: 200 } });
+    const tap = await ReplicaTap.attach(idle.address.port);
+    try {
+      await new Promise((r) => setTimeout(r, 700));
+      expect(tap.closed).toBe(false);
+      await writer.set('after-quiet', '1');
+      await waitFor(() => tap.writes().includes('set after-quiet 1'), 5000, 'the write');
+    } finally {
+      tap.close();
+      await idle.close();
+    }
+  });
+
   it('the upstream killed while a client is attached: the client\'s connection ends (a lost master link), nothing hangs', async () => {
     await replica.call('REPLICAOF', 'NO', 'ONE');
     const tap = await ReplicaTap.attach(proxy.address.port);
