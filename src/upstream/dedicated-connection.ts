@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type net from 'node:net';
-import { dialUpstream } from './dial.js';
+import { UpstreamSocket } from './upstream-socket.js';
 import type { UpstreamTlsConfig } from '../config/tls-config.js';
 import { handshakeCommands } from './handshake.js';
 import { performance } from 'node:perf_hooks';
@@ -88,6 +88,7 @@ export class DedicatedConnection extends EventEmitter implements ReplySource {
   /** Resolves when ready; rejects with the close reason if the connection closes before. */
   readonly opened: Promise<void>;
 
+  private readonly conn: UpstreamSocket;
   private readonly socket: net.Socket;
   private readonly writer: BatchedWriter;
   private readonly framer: ReplyFramer;
@@ -97,7 +98,6 @@ export class DedicatedConnection extends EventEmitter implements ReplySource {
   private handshakeSteps: HandshakeStep[] = [];
   private deadlineMs: number | null = null;
   private deadlineTimer: NodeJS.Timeout | null = null;
-  private connectTimer: NodeJS.Timeout | null = null;
   private resolveOpened!: () => void;
   private rejectOpened!: (err: Error) => void;
 
@@ -114,19 +114,13 @@ export class DedicatedConnection extends EventEmitter implements ReplySource {
     });
     this.opened.catch(() => {}); // observed through state/closeReason as well; never unhandled
     this.framer = new ReplyFramer(options.framerLimits);
-    const { socket, openEvent } = dialUpstream(options.host, options.port, options.tls);
-    this.socket = socket;
-    // A lease may sit in BLPOP … 0 for hours: keepalive finds a peer that vanished meanwhile.
-    this.socket.setKeepAlive(true, 10_000);
+    this.conn = new UpstreamSocket(options, {
+      open: () => this.handshake(),
+      data: (chunk) => this.onData(chunk),
+      fail: (reason) => this.fail(reason),
+    });
+    this.socket = this.conn.socket;
     this.writer = new BatchedWriter(this.socket, 'immediate');
-    this.connectTimer = setTimeout(
-      () => this.fail(`connect timeout after ${options.connectTimeoutMs} ms`),
-      options.connectTimeoutMs,
-    );
-    this.socket.once(openEvent, () => this.handshake());
-    this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
-    this.socket.on('error', (err: Error) => this.fail(err.message));
-    this.socket.on('close', () => this.fail('connection closed by upstream'));
   }
 
   /** Caller requests sent and not yet answered (written or waiting for the handshake). */
@@ -220,8 +214,7 @@ export class DedicatedConnection extends EventEmitter implements ReplySource {
 
   private becomeReady(): void {
     if (this.state !== 'connecting') return;
-    if (this.connectTimer) clearTimeout(this.connectTimer);
-    this.connectTimer = null;
+    this.conn.connectDone();
     this.state = 'ready';
     this.wasReady = true;
     for (const { data, req } of this.waiting.drain()) this.writeNow(data, req);
@@ -294,12 +287,10 @@ export class DedicatedConnection extends EventEmitter implements ReplySource {
     this.state = 'closed';
     this.closeReason = reason;
     this.timedOut = isTimeout;
-    if (this.connectTimer) clearTimeout(this.connectTimer);
     if (this.deadlineTimer) clearTimeout(this.deadlineTimer);
-    this.connectTimer = null;
     this.deadlineTimer = null;
     this.writer.discard();
-    this.socket.destroy();
+    this.conn.destroy();
     // Handshake entries are ours: drop them without telling anybody.
     for (let i = 0; i < this.handshakeSteps.length; i++) this.inflight.shift();
     this.handshakeSteps = [];

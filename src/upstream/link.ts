@@ -9,7 +9,7 @@ import { ProxyError } from '../errors.js';
 import { FifoQueue } from '../util/fifo-queue.js';
 import { BatchedWriter } from '../util/batched-writer.js';
 import type { ProcessLoad } from './process-load.js';
-import { dialUpstream } from './dial.js';
+import { UpstreamSocket } from './upstream-socket.js';
 import type { UpstreamTlsConfig } from '../config/tls-config.js';
 
 /**
@@ -83,6 +83,7 @@ export class Link extends EventEmitter implements ReplySource {
   closeReason = '';
   /** True once the handshake completed (a link that closes before that was a failed connect). */
   wasReady = false;
+  private readonly conn: UpstreamSocket;
   private readonly socket: net.Socket;
   private readonly writer: BatchedWriter;
   private readonly framer: ReplyFramer;
@@ -95,23 +96,18 @@ export class Link extends EventEmitter implements ReplySource {
   /** True when the link failed because a reply did not come within commandTimeoutMs. */
   timedOut = false;
   private timeoutTimer: NodeJS.Timeout | null = null;
-  private connectTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly options: LinkOptions) {
     super();
     this.address = `${options.host}:${options.port}`;
     this.framer = new ReplyFramer(options.framerLimits);
-    const { socket, openEvent } = dialUpstream(options.host, options.port, options.tls, (chunk) => this.onData(chunk));
-    this.socket = socket;
-    this.socket.setKeepAlive(true, 10_000);
+    this.conn = new UpstreamSocket(options, {
+      open: () => this.handshake(),
+      data: (chunk) => this.onData(chunk),
+      fail: (reason) => this.fail(reason),
+    });
+    this.socket = this.conn.socket;
     this.writer = new BatchedWriter(this.socket, 'immediate');
-    this.connectTimer = setTimeout(
-      () => this.fail(`connect timeout after ${options.connectTimeoutMs} ms`),
-      options.connectTimeoutMs,
-    );
-    this.socket.once(openEvent, () => this.handshake());
-    this.socket.on('error', (err: Error) => this.fail(err.message));
-    this.socket.on('close', () => this.fail('connection closed by upstream'));
   }
 
   /** Requests written and not yet answered. */
@@ -202,8 +198,7 @@ export class Link extends EventEmitter implements ReplySource {
 
   private becomeReady(): void {
     if (this.state !== 'connecting') return;
-    if (this.connectTimer) clearTimeout(this.connectTimer);
-    this.connectTimer = null;
+    this.conn.connectDone();
     this.state = 'ready';
     this.wasReady = true;
     for (const { data, req } of this.waiting.drain()) this.writeNow(data, req);
@@ -247,10 +242,9 @@ export class Link extends EventEmitter implements ReplySource {
     this.closeReason = reason;
     this.timedOut = isTimeout;
     while (this.inflightSizes.length > 0) this.settleOldest();
-    if (this.connectTimer) clearTimeout(this.connectTimer);
     if (this.timeoutTimer) clearInterval(this.timeoutTimer);
     this.writer.discard();
-    this.socket.destroy();
+    this.conn.destroy();
     const inflightError = isTimeout ? reason : ProxyError.connectionLost(this.address);
     const cause = isTimeout ? 'timeout' : undefined;
     for (const req of this.inflight.drain()) req.onLinkFailure(inflightError, true, cause);

@@ -20,8 +20,7 @@
  * Every write a node makes after it accepted SYNC is in its stream: it is queued behind the
  * snapshot. So once the snapshot's header arrived, later writes through respool reach the feed.
  */
-import type net from 'node:net';
-import { dialUpstream } from './dial.js';
+import { UpstreamSocket } from './upstream-socket.js';
 import type { UpstreamTlsConfig } from '../config/tls-config.js';
 import { authCommand, type UpstreamAuth } from './handshake.js';
 import { encodeCommand } from '../resp/encode.js';
@@ -63,7 +62,7 @@ const EXEC = Buffer.from('*1\r\n$4\r\nexec\r\n');
 
 export class ReplicationFeed {
   readonly address: string;
-  private readonly socket: net.Socket;
+  private readonly conn: UpstreamSocket;
   private phase = HANDSHAKE;
   /** Handshake lines still owed. */
   private linesOwed: number;
@@ -73,7 +72,6 @@ export class ReplicationFeed {
   private readonly framer = new ReplyFramer({ maxBulkLength: 512 * 1024 * 1024 });
   /** A MULTI … group still waiting for its EXEC (copies), or null. */
   private group: Buffer[] | null = null;
-  private connectTimer: NodeJS.Timeout | null;
 
   constructor(options: ReplicationFeedOptions, private readonly handler: ReplicationFeedHandler) {
     this.address = `${options.host}:${options.port}`;
@@ -81,34 +79,27 @@ export class ReplicationFeed {
     if (options.auth) commands.push(encodeCommand(authCommand(options.auth)));
     commands.push(encodeCommand(['CLIENT', 'SETNAME', REPLICA_CLIENT_NAME]));
     this.linesOwed = commands.length;
-    const { socket, openEvent } = dialUpstream(options.host, options.port, options.tls);
-    this.socket = socket;
-    this.socket.setKeepAlive(true, 10_000);
-    this.connectTimer = setTimeout(() => this.fail(`connect timeout after ${options.connectTimeoutMs} ms`, false), options.connectTimeoutMs);
-    this.socket.once(openEvent, () => {
-      if (this.connectTimer !== null) clearTimeout(this.connectTimer);
-      this.connectTimer = null;
-      this.socket.write(Buffer.concat(commands));
+    // The connect deadline covers the handshake, not the snapshot: a node's BGSAVE takes what it takes.
+    this.conn = new UpstreamSocket(options, {
+      open: () => this.conn.socket.write(Buffer.concat(commands)),
+      data: (chunk) => this.onData(chunk),
+      fail: (reason) => this.fail(reason, false),
     });
-    this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
-    this.socket.on('error', (err: Error) => this.fail(err.message, false));
-    this.socket.on('close', () => this.fail('connection closed by upstream', false));
   }
 
   /** Backpressure from the client: stop reading (the node buffers, up to its replica output limit). */
   pause(): void {
-    this.socket.pause();
+    this.conn.socket.pause();
   }
 
   resume(): void {
-    this.socket.resume();
+    this.conn.socket.resume();
   }
 
   close(): void {
     if (this.phase === CLOSED) return;
     this.phase = CLOSED;
-    if (this.connectTimer !== null) clearTimeout(this.connectTimer);
-    this.socket.destroy();
+    this.conn.destroy();
   }
 
   private fail(reason: string, refusedByNode: boolean): void {
@@ -165,7 +156,8 @@ export class ReplicationFeed {
     if (this.phase === HANDSHAKE) {
       if (--this.linesOwed > 0) return;
       this.phase = PREAMBLE;
-      this.socket.write(SYNC);
+      this.conn.connectDone();
+      this.conn.socket.write(SYNC);
       return;
     }
     const length = text.startsWith('$') ? Number(text.slice(1)) : NaN;
