@@ -40,13 +40,12 @@ export const replication: Handler = (session, req) => {
   const ctx = session.ctx;
   const max = ctx.config.dedicated.maxReplicaStreams;
   if (max === 0) return session.replyNow(encodeError(ProxyError.replicaStreamsOff()));
-  if ((attached.get(ctx) ?? 0) >= max) return session.replyNow(encodeError(ProxyError.replicaStreamsExhausted(max)));
-  const topology = ctx.router.topology();
-  if (topology === null) return session.replyNow(encodeError(ProxyError.topologyUnknown()));
-  if (topology.primaries().length === 0) return session.replyNow(encodeError(ProxyError.topologyUnknown()));
+  const primaries = ctx.router.topology()?.primaries() ?? [];
+  if (primaries.length === 0) return session.replyNow(encodeError(ProxyError.topologyUnknown()));
   const psync = req.command === 'psync';
-  // Earlier replies are written first (Valkey refuses SYNC with replies still pending).
-  session.runExclusive(() => new ReplicaStream(session, topology.primaries(), psync).start());
+  // Earlier replies are written first (Valkey refuses SYNC with replies still pending); the bound
+  // on attached clients is checked then, in start().
+  session.runExclusive(() => new ReplicaStream(session, primaries, psync).start());
 };
 
 class ReplicaStream implements ReplicationFeedHandler {
@@ -76,7 +75,6 @@ class ReplicaStream implements ReplicationFeedHandler {
 
   start(): void {
     const ctx = this.session.ctx;
-    // Checked again here: the handler's check ran before earlier replies were written.
     const max = ctx.config.dedicated.maxReplicaStreams;
     if ((attached.get(ctx) ?? 0) >= max) {
       this.ended = true;
@@ -118,7 +116,7 @@ class ReplicaStream implements ReplicationFeedHandler {
 
   unit(_feed: ReplicationFeed, commands: Buffer[]): void {
     if (this.live) return this.sendUnit(commands);
-    this.held.push(commands);
+    this.held.push(commands.map((c) => Buffer.from(c))); // held until every snapshot is saved: copies, so no read slab stays pinned
     for (const c of commands) this.heldBytes += c.length;
     const max = this.session.ctx.config.pubsub.maxOutputBytesPerClient;
     if (this.heldBytes > max) this.fail(ProxyError.outputBufferExceeded(this.heldBytes, max));

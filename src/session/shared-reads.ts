@@ -1,12 +1,11 @@
 import net from 'node:net';
 import { readsThroughSharedBuffer, type SharedReadOption } from '../util/shared-read-buffer.js';
 
-/**
- * Accepted plain-TCP client sockets read through the shared buffer (util/shared-read-buffer.ts).
- * Node gives `onread` only to sockets it constructs itself; an accepted socket is re-wrapped:
- * a new net.Socket over the accepted one's handle (its fd), taking over the server's
- * connection count. Anything else (TLS sockets, a handle already reading) keeps 'data' events.
- */
+// Accepted plain-TCP client sockets read through the shared buffer (util/shared-read-buffer.ts).
+// Node gives `onread` only to sockets it constructs itself; an accepted socket is re-wrapped:
+// a new net.Socket over the accepted one's handle (its fd), taking over the server's
+// connection count. Anything else (TLS sockets, a handle already reading) keeps 'data' events.
+
 /** The internals of an accepted socket that re-wrapping moves to the new one. */
 interface AcceptedSocket extends net.Socket {
   _handle: { reading?: boolean } | null;

@@ -43,8 +43,8 @@ export function reloadUpstreamTls(config: UpstreamTlsConfig): void {
 /**
  * Opens a connection to host:port, over TLS when `tlsConfig` is enabled. With `onChunk`, the
  * bytes read go there: over plain TCP through the shared read buffer (util/shared-read-buffer.ts:
- * no Buffer allocated per read — what shared links use, on the hot path), over TLS as 'data'.
- * Without it the caller listens to 'data' itself.
+ * no Buffer allocated per read — the long-lived connections of upstream-socket.ts), over TLS as
+ * 'data'. Without it the caller listens to 'data' itself (one-shot and subscriber connections).
  */
 export function dialUpstream(
   host: string,

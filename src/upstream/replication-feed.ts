@@ -12,7 +12,7 @@
  *               SYNC is written only after those answers: a node refuses SYNC while it still
  *               has replies to send ("SYNC and PSYNC are invalid with pending output").
  *   preamble  : newlines (the node's keep-alives while its BGSAVE runs), then `$<len>` or -ERR
- *   snapshot  : <len> bytes handed to onSnapshot (views of the read buffer, in order)
+ *   snapshot  : <len> bytes handed to snapshotBytes, in order
  *   stream    : RESP commands, framed whole. A MULTI … EXEC group is held until its EXEC and
  *               handed over as one unit, so a merge of several nodes' streams never puts another
  *               node's command inside a transaction. Anything else is one unit by itself.
@@ -40,11 +40,15 @@ export interface ReplicationFeedOptions {
 export interface ReplicationFeedHandler {
   /** The node accepted SYNC: its snapshot is `length` bytes long (it may be 0-length only in theory). */
   snapshotStarted(feed: ReplicationFeed, length: number): void;
-  /** The next piece of the snapshot (a view: copy to keep). */
+  /** The next piece of the snapshot (a view of a lasting read buffer: upstream-socket.ts). */
   snapshotBytes(feed: ReplicationFeed, bytes: Buffer): void;
   /** The whole snapshot has been read; what follows is the command stream. */
   snapshotEnded(feed: ReplicationFeed): void;
-  /** One command, or one whole MULTI … EXEC group: its commands' frames in order (copies; safe to keep). */
+  /**
+   * One command, or one whole MULTI … EXEC group: its commands' frames in order. Views of lasting
+   * read buffers (upstream-socket.ts reads into slabs that are never rewritten): safe to keep, but
+   * a kept view pins its slab, so a handler that holds units for long copies them.
+   */
   unit(feed: ReplicationFeed, commands: Buffer[]): void;
   /** Refused (the node's error line, without '-' and CRLF) or lost. Called once; the feed is closed. */
   failed(feed: ReplicationFeed, reason: string, refusedByNode: boolean): void;
@@ -69,8 +73,8 @@ export class ReplicationFeed {
   /** Bytes of the current line (handshake, preamble) that arrived in earlier chunks. */
   private line = '';
   private snapshotLeft = 0;
-  private readonly framer = new ReplyFramer({ maxBulkLength: 512 * 1024 * 1024 });
-  /** A MULTI … group still waiting for its EXEC (copies), or null. */
+  private readonly framer = new ReplyFramer();
+  /** A MULTI … group still waiting for its EXEC, or null. */
   private group: Buffer[] | null = null;
 
   constructor(options: ReplicationFeedOptions, private readonly handler: ReplicationFeedHandler) {
@@ -186,19 +190,19 @@ export class ReplicationFeed {
 
   private onCommand(frame: Buffer): void {
     if (this.group !== null) {
-      this.group.push(Buffer.from(frame));
-      if (sameCommand(frame, EXEC)) {
+      this.group.push(frame);
+      if (isCommand(frame, EXEC)) {
         const unit = this.group;
         this.group = null;
         this.handler.unit(this, unit);
       }
       return;
     }
-    if (sameCommand(frame, MULTI)) {
-      this.group = [Buffer.from(frame)];
+    if (isCommand(frame, MULTI)) {
+      this.group = [frame];
       return;
     }
-    this.handler.unit(this, [Buffer.from(frame)]);
+    this.handler.unit(this, [frame]);
   }
 }
 
@@ -206,14 +210,16 @@ const SELECT_PREFIX = Buffer.from('*2\r\n$6\r\nselect\r\n');
 
 /** Whether `frame` is a SELECT command (as a node's replication stream writes it). */
 export function isSelect(frame: Buffer): boolean {
-  if (frame.length <= SELECT_PREFIX.length) return false;
-  for (let i = 0; i < SELECT_PREFIX.length; i++) if ((frame[i]! | 0x20) !== (SELECT_PREFIX[i]! | 0x20)) return false;
-  return true;
+  return frame.length > SELECT_PREFIX.length && startsWithIgnoringCase(frame, SELECT_PREFIX);
 }
 
 /** Whether `frame` is the one-word command `word` (an encoded `*1\r\n$n\r\nname\r\n`), ignoring case. */
-function sameCommand(frame: Buffer, word: Buffer): boolean {
-  if (frame.length !== word.length) return false;
-  for (let i = 0; i < frame.length; i++) if ((frame[i]! | 0x20) !== (word[i]! | 0x20)) return false;
+function isCommand(frame: Buffer, word: Buffer): boolean {
+  return frame.length === word.length && startsWithIgnoringCase(frame, word);
+}
+
+/** ASCII case-insensitive prefix test (`| 0x20` folds letters; the digits and `*$\r\n` of the prefix are unchanged by it). */
+function startsWithIgnoringCase(frame: Buffer, prefix: Buffer): boolean {
+  for (let i = 0; i < prefix.length; i++) if ((frame[i]! | 0x20) !== (prefix[i]! | 0x20)) return false;
   return true;
 }
