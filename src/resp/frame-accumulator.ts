@@ -110,7 +110,9 @@ export abstract class FrameAccumulator<Frame> {
     const endAbs = this.curAbs + end;
     let raw: Buffer;
     if (this.parts.length === 0) {
-      raw = this.cur.subarray(this.frameAbs - this.curAbs, end);
+      const start = this.frameAbs - this.curAbs;
+      // A chunk holding exactly one frame (a request at pipeline 1) is that frame: no view to make.
+      raw = start === 0 && end === this.cur.length ? this.cur : this.cur.subarray(start, end);
     } else {
       this.parts.push(this.cur.subarray(0, end));
       raw = Buffer.concat(this.parts, endAbs - this.frameAbs);

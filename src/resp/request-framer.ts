@@ -8,18 +8,25 @@ import { FrameAccumulator } from './frame-accumulator.js';
 import { ProtocolError } from './protocol-error.js';
 
 /**
- * One request. Its argument views are made on first use of `args`: most requests only need the
- * command name (looked up straight from `raw` by `argStart`/`argEnd`) and, in a cluster, their
- * keys; a Buffer view per argument per request was measurable (V8 builds a JSTypedArray for each).
+ * One request: its exact bytes, and its arguments found in them on demand. Most requests only
+ * need the command name and, in a cluster, their keys, so the framer records no offsets (an
+ * array per request was measurable) and no argument views (V8 builds a JSTypedArray for each):
+ * `argStart`/`argEnd` walk `raw`'s headers, which the framer has already checked, and `args`
+ * makes views on first use.
+ *
+ * It is also the request handlers get (handlers/types.ts CommandRequest): the session sets `spec`
+ * and `command` from the command table, so no wrapper object is made per request.
  */
-export class RequestFrame {
+export class RequestFrame<Spec = unknown> {
   private views: Buffer[] | null;
+  /** What the command table found for it (set by the session before dispatch). */
+  spec: Spec | undefined = undefined;
+  /** Lower-case table name, or the lower-cased first argument of an unknown command (set by the session). */
+  command = '';
 
   constructor(
-    /** The request's exact RESP bytes; inline commands are re-encoded as a RESP array. */
+    /** The request's exact RESP bytes (a multibulk array); inline commands are re-encoded as one. */
     readonly raw: Buffer,
-    /** [start, end) in `raw` of each argument, flattened; null when `views` were given. */
-    private readonly offsets: readonly number[] | null,
     views: Buffer[] | null = null,
   ) {
     this.views = views;
@@ -27,22 +34,36 @@ export class RequestFrame {
 
   /** A frame from arguments already made (inline requests, copies). */
   static of(args: Buffer[], raw: Buffer): RequestFrame {
-    return new RequestFrame(raw, null, args);
+    return new RequestFrame(raw, args);
   }
 
   /** Views into `raw` (never copies when the frame sat in one chunk), made on first use. */
   get args(): Buffer[] {
     if (this.views !== null) return this.views;
-    const offsets = this.offsets!;
-    const n = offsets.length >> 1;
+    const raw = this.raw;
+    const n = this.argCount;
     const views = new Array<Buffer>(n);
-    for (let i = 0; i < n; i++) views[i] = this.raw.subarray(offsets[2 * i]!, offsets[2 * i + 1]!);
+    let p = raw.indexOf(LF) + 1;
+    for (let i = 0; i < n; i++) {
+      let len = 0;
+      let c: number;
+      p++; // '$'
+      while ((c = raw[p++]!) !== CR) len = len * 10 + c - D0;
+      p++; // LF
+      views[i] = raw.subarray(p, p + len);
+      p += len + 2;
+    }
     this.views = views;
     return views;
   }
 
   get argCount(): number {
-    return this.views !== null ? this.views.length : this.offsets!.length >> 1;
+    if (this.views !== null) return this.views.length;
+    const raw = this.raw;
+    let n = 0;
+    let c: number;
+    for (let p = 1; (c = raw[p]!) !== CR; p++) n = n * 10 + c - D0;
+    return n;
   }
 
   /** The buffer holding argument `i` (`raw`, or its view), and where in it the argument lies: no view made. */
@@ -50,12 +71,31 @@ export class RequestFrame {
     return this.views !== null ? this.views[i]! : this.raw;
   }
 
+  /** Where argument `i` starts in argBuffer(i): past the headers and bodies of the ones before it. */
   argStart(i: number): number {
-    return this.views !== null ? 0 : this.offsets![2 * i]!;
+    if (this.views !== null) return 0;
+    const raw = this.raw;
+    let p = raw.indexOf(LF) + 1;
+    for (let k = 0; ; k++) {
+      let len = 0;
+      let c: number;
+      p++; // '$'
+      while ((c = raw[p++]!) !== CR) len = len * 10 + c - D0;
+      p++; // LF
+      if (k === i) return p;
+      p += len + 2;
+    }
   }
 
+  /** Where argument `i` ends in argBuffer(i): its start plus the length in the "$<len>\r\n" just before it. */
   argEnd(i: number): number {
-    return this.views !== null ? this.views[i]!.length : this.offsets![2 * i + 1]!;
+    if (this.views !== null) return this.views[i]!.length;
+    const raw = this.raw;
+    const start = this.argStart(i);
+    let len = 0;
+    let scale = 1;
+    for (let p = start - 3; raw[p] !== DOLLAR; p--, scale *= 10) len += (raw[p]! - D0) * scale;
+    return start + len;
   }
 }
 
@@ -100,13 +140,7 @@ export class RequestFramer extends FrameAccumulator<RequestFrame> {
   private numNegative = false;
   /** Bulk strings still expected in the current multibulk request. */
   private argsLeft = 0;
-  private bulkLength = 0;
   private bulkLeft = 0;
-  /** Frame-relative offset of the current bulk's data. */
-  private argStart = 0;
-  /** Frame-relative [start, end) pairs of the arguments seen so far (argCount pairs). */
-  private argOffsets: number[] = [];
-  private argCount = 0;
 
   /** Scans `cur` from `pos` until a request completes (returned) or the chunk runs out (null). */
   protected scanChunk(): RequestFrame | null {
@@ -154,7 +188,6 @@ export class RequestFramer extends FrameAccumulator<RequestFrame> {
             break;
           }
           this.argsLeft = this.numValue;
-          this.argCount = 0;
           state = BULK_HEADER;
           break;
 
@@ -172,8 +205,6 @@ export class RequestFramer extends FrameAccumulator<RequestFrame> {
           pos = this.parseNumber(buf, pos, len, this.limits.maxBulkLength, false, INVALID_BULK);
           if (this.numPhase !== N_DONE) break;
           const n = this.numValue;
-          this.bulkLength = n;
-          this.argStart = this.curAbs + pos - this.frameAbs;
           if (pos + n + 2 <= len) {
             // Common case: data and CRLF are in this chunk; check them in one step.
             // (Valkey skips these two bytes unchecked; a proxy forwarding raw bytes should
@@ -181,10 +212,10 @@ export class RequestFramer extends FrameAccumulator<RequestFrame> {
             pos += n;
             if (buf[pos] !== CR || buf[pos + 1] !== LF) throw new ProtocolError(INVALID_BULK);
             pos += 2;
-            if (this.argDone()) {
+            if (--this.argsLeft === 0) {
               this.state = START;
               this.pos = pos;
-              return this.multibulkFrame(pos);
+              return new RequestFrame(this.takeFrame(pos));
             }
             state = BULK_HEADER;
           } else {
@@ -210,10 +241,10 @@ export class RequestFramer extends FrameAccumulator<RequestFrame> {
 
         case BULK_LF:
           if (buf[pos++] !== LF) throw new ProtocolError(INVALID_BULK);
-          if (this.argDone()) {
+          if (--this.argsLeft === 0) {
             this.state = START;
             this.pos = pos;
-            return this.multibulkFrame(pos);
+            return new RequestFrame(this.takeFrame(pos));
           }
           state = BULK_HEADER;
           break;
@@ -222,25 +253,6 @@ export class RequestFramer extends FrameAccumulator<RequestFrame> {
     this.state = state;
     this.pos = pos;
     return null;
-  }
-
-  /** Records the bulk just completed; true when it was the request's last. */
-  private argDone(): boolean {
-    const i = this.argCount++ << 1;
-    this.argOffsets[i] = this.argStart;
-    this.argOffsets[i + 1] = this.argStart + this.bulkLength;
-    return --this.argsLeft === 0;
-  }
-
-  private multibulkFrame(end: number): RequestFrame {
-    const raw = this.takeFrame(end);
-    const offsets = this.argOffsets;
-    const n = this.argCount;
-    // The frame keeps its own copy of the offsets (the framer's array is reused).
-    const own = offsets.slice(0, 2 * n);
-    // Do not keep a huge offsets array alive after a huge request.
-    if (offsets.length > 1024) this.argOffsets = [];
-    return new RequestFrame(raw, own);
   }
 
   private startNumber(): void {

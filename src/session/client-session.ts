@@ -7,7 +7,7 @@ import { AUTH_EXEMPT } from '../handlers/local.js';
 import { usersOf, defaultNeedsAuth } from '../acl/users.js';
 import { dispatch } from '../handlers/index.js';
 import { commandFamily } from '../commands/proxy-handling.js';
-import type { CommandRequest, HandlerSession } from '../handlers/types.js';
+import type { HandlerSession } from '../handlers/types.js';
 import type { CommandSpec } from '../commands/command-table.js';
 import type { ServerContext } from './server-context.js';
 import { BatchedWriter } from '../util/batched-writer.js';
@@ -317,7 +317,10 @@ export class ClientSession implements HandlerSession {
       this.replies.series = metrics.clientLatency(spec === undefined ? 'keyed' : commandFamily(spec, frame));
     }
     try {
-      dispatch(this, new FramedRequest(frame, spec, command));
+      const req = frame as RequestFrame<CommandSpec>; // the frame is the request: no wrapper per request
+      req.spec = spec;
+      req.command = command;
+      dispatch(this, req);
     } finally {
       this.replies.series = null; // later pushes (pub/sub messages) are not this request's
     }
@@ -445,22 +448,5 @@ export class ClientSession implements HandlerSession {
     this.closeHooks = null;
     if (hooks !== null) for (const fn of hooks) fn();
     this.ctx.onSessionClosed(this);
-  }
-}
-
-/** A framed request as handlers see it; its argument views are made only if a handler reads `args`. */
-class FramedRequest implements CommandRequest {
-  readonly raw: Buffer;
-
-  constructor(
-    private readonly frame: RequestFrame,
-    readonly spec: CommandSpec | undefined,
-    readonly command: string,
-  ) {
-    this.raw = frame.raw;
-  }
-
-  get args(): Buffer[] {
-    return this.frame.args;
   }
 }

@@ -134,6 +134,21 @@ describe('RequestFramer zero copy', () => {
     }
   });
 
+  it('locates arguments from the headers for multi-digit counts and lengths, and empty arguments', () => {
+    let seed = 7;
+    const rand = (n: number): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) % n);
+    for (let round = 0; round < 200; round++) {
+      const words = Array.from({ length: 1 + rand(14) }, (_, i) => `${i}:`.padEnd(rand(3) === 0 ? 0 : rand(150), 'v').slice(0, 200));
+      const input = Buffer.concat([b(`*${words.length}\r\n`), ...words.map((w) => b(`$${w.length}\r\n${w}\r\n`))]);
+      const framer = new RequestFramer();
+      framer.push(input);
+      const f = framer.next()!;
+      expect(f.argCount).toBe(words.length);
+      expect(words.map((_, i) => f.raw.subarray(f.argStart(i), f.argEnd(i)).toString())).toEqual(words);
+      expect(f.args.map(String)).toEqual(words);
+    }
+  });
+
   it('reports buffered bytes of the incomplete request', () => {
     const framer = new RequestFramer();
     expect(framer.bufferedBytes).toBe(0);
