@@ -195,16 +195,14 @@ export class ClientSession implements HandlerSession {
   }
 
   unreadOutputBytes(): number {
-    return this.socket.writableLength + this.writer.pendingBytes + this.queuedPushBytes;
+    return this.writer.unsentBytes + this.queuedPushBytes;
   }
 
   whenOutputBelow(bytes: number, fn: () => void): void {
     const check = (): void => {
       if (this.closed) return;
       if (this.unreadOutputBytes() <= bytes) return fn();
-      // 'drain' comes only after a write the socket refused; otherwise the batch is flushed next turn.
-      if (this.socket.writableNeedDrain) this.socket.once('drain', check);
-      else setImmediate(check);
+      this.writer.whenSent(check);
     };
     check();
   }
@@ -352,7 +350,7 @@ export class ClientSession implements HandlerSession {
   private write(data: Buffer): void {
     this.writer.write(data);
     if (this.ctx.metrics !== undefined) this.ctx.metrics.traffic.clientOut += data.length;
-    const unread = this.socket.writableLength + this.writer.pendingBytes;
+    const unread = this.writer.unsentBytes;
     const max = this.ctx.config.clients.maxOutputBytesPerClient;
     if (unread > max) this.dropSlowClient(unread);
     else if (!this.outputPaused && unread > Math.min(max / 2, 4 * 1024 * 1024)) this.pauseForOutput();
@@ -363,10 +361,10 @@ export class ClientSession implements HandlerSession {
     this.pauseReading();
     // Still stalled after outputStallMs: the client is not reading; let it go (soft limit).
     const stall = setTimeout(() => {
-      if (this.outputPaused) this.dropSlowClient(this.socket.writableLength + this.writer.pendingBytes);
+      if (this.outputPaused) this.dropSlowClient(this.writer.unsentBytes);
     }, this.ctx.config.clients.outputStallMs);
     stall.unref();
-    this.socket.once('drain', () => {
+    this.writer.whenSent(() => {
       clearTimeout(stall);
       this.outputPaused = false;
       this.maybeResumeReading();
@@ -391,7 +389,7 @@ export class ClientSession implements HandlerSession {
    */
   private onEnd(): void {
     if (this.closed || this.closeWhenFlushed || this.replies.length > 0 || this.held !== null || this.barrier) return;
-    if (this.writer.pendingBytes > 0 || this.socket.writableLength > 0) return;
+    if (this.writer.unsentBytes > 0) return;
     this.destroy();
   }
 

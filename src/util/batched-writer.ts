@@ -1,4 +1,5 @@
 import type { Socket } from 'node:net';
+import { directHandle, writeDirect, type DirectWriteOwner } from './direct-write.js';
 
 /**
  * Collects the small buffers written to one socket and sends them as ONE buffer per batch.
@@ -14,6 +15,17 @@ import type { Socket } from 'node:net';
  *    I/O callbacks — many clients' requests — leaves in one write after the poll phase;
  *  - 'microtask' (client sockets): replies produced while handling one upstream chunk leave
  *    together as soon as that handler returns.
+ *
+ * A batch goes straight to the socket's TCP handle when nothing else is queued for it
+ * (util/direct-write.ts: Node's Writable costs more per write than anything else respool can
+ * avoid at pipeline 1); otherwise through socket.write. Order holds either way: a direct write
+ * is made only when the Writable is empty and libuv holds no earlier direct write, and while it
+ * holds one, batches go through the Writable, whose writes libuv queues behind it.
+ *
+ *   write(data) ─▶ [batch: `bytes`] ─flush─┬─▶ direct write ──▶ kernel  (libuv may hold a tail: `inFlight`)
+ *                                           └─▶ socket.write ─▶ Writable ─▶ kernel
+ *   invariants: a direct write only when inFlight = 0 and the Writable is empty (order);
+ *               unsentBytes = bytes + inFlight + writableLength, what the kernel has not taken.
  */
 const COPY_LIMIT = 16 * 1024; // buffers larger than this are written as they are
 const FLUSH_BYTES = 256 * 1024; // flush at once past this many pending bytes
@@ -45,7 +57,7 @@ class DueWriters {
 
 const due = { immediate: new DueWriters(setImmediate), microtask: new DueWriters(queueMicrotask) };
 
-export class BatchedWriter {
+export class BatchedWriter implements DirectWriteOwner {
   /** The batch: `first`, then rest[0 .. restCount). `rest` is reused (a reply per turn allocates no array). */
   private first: Buffer | null = null;
   private rest: Array<Buffer | undefined> = [];
@@ -55,15 +67,62 @@ export class BatchedWriter {
   private bytes = 0;
   private hasLarge = false;
   private scheduled = false;
+  /** Bytes of the one direct write libuv queued and has not finished (0: none). */
+  private inFlight = 0;
+  /** Called once everything written so far has reached the kernel (whenSent). */
+  private sentWaiters: Array<() => void> | null = null;
+  private waitingForDrain = false;
 
   constructor(
     private readonly socket: Socket,
     private readonly when: 'immediate' | 'microtask',
   ) {}
 
-  /** Bytes accepted but not yet handed to the socket. */
-  get pendingBytes(): number {
-    return this.bytes;
+  /** Bytes written here that the kernel has not taken yet: batched, held by libuv, or in the Writable. */
+  get unsentBytes(): number {
+    return this.bytes + this.inFlight + this.socket.writableLength;
+  }
+
+  /**
+   * Calls `fn` once every byte written so far has been handed to the kernel (at the earliest on
+   * the next turn), or never if the socket is destroyed meanwhile. Replaces the socket's 'drain',
+   * which direct writes do not emit.
+   */
+  whenSent(fn: () => void): void {
+    (this.sentWaiters ??= []).push(fn);
+    if (this.sentWaiters.length === 1) setImmediate(() => this.checkSent());
+  }
+
+  /** libuv finished a direct write it had queued (util/direct-write.ts). */
+  directWriteDone(error: Error | null): void {
+    this.inFlight = 0;
+    if (error !== null) {
+      if (!this.socket.destroyed) this.socket.destroy(error);
+      return;
+    }
+    this.checkSent();
+  }
+
+  private checkSent(): void {
+    const waiters = this.sentWaiters;
+    if (waiters === null) return;
+    if (this.socket.destroyed) {
+      this.sentWaiters = null;
+      return;
+    }
+    // A flush, the direct write's completion or the socket's 'drain' calls this again.
+    if (this.first !== null || this.inFlight > 0) return;
+    if (this.socket.writableNeedDrain) {
+      if (this.waitingForDrain) return;
+      this.waitingForDrain = true;
+      this.socket.once('drain', () => {
+        this.waitingForDrain = false;
+        this.checkSent();
+      });
+      return;
+    }
+    this.sentWaiters = null;
+    for (const fn of waiters) fn();
   }
 
   write(data: Buffer): void {
@@ -99,7 +158,7 @@ export class BatchedWriter {
       return;
     }
     if (restCount === 0) {
-      socket.write(first);
+      this.send(first);
     } else if (!hasLarge) {
       const out = Buffer.allocUnsafe(bytes);
       let at = first.copy(out, 0);
@@ -107,7 +166,7 @@ export class BatchedWriter {
         at += rest[i]!.copy(out, at);
         rest[i] = undefined;
       }
-      socket.write(out);
+      this.send(out);
     } else {
       socket.cork();
       socket.write(first);
@@ -118,6 +177,20 @@ export class BatchedWriter {
       socket.uncork();
     }
     if (rest.length > 1024) this.spare = []; // a burst's array is not kept
+    if (this.sentWaiters !== null) this.checkSent();
+  }
+
+  /** One buffer to the kernel: straight to the handle when nothing is queued before it. */
+  private send(data: Buffer): void {
+    const handle = this.inFlight === 0 ? directHandle(this.socket) : null;
+    if (handle !== null) {
+      const result = writeDirect(handle, data, this);
+      if (result >= 0) {
+        if (result === 1) this.inFlight = data.length;
+        return;
+      }
+    }
+    this.socket.write(data);
   }
 
   /** Drops whatever is pending (the socket is going away). */
