@@ -7,6 +7,7 @@ import { runSupervisor, workerCount, WORKER_ADMIN_MESSAGE } from './workers/supe
 import { onPeerCommand, shareAutoSplit } from './workers/peer-commands.js';
 import { serveWorkerReports } from './workers/hot-key-reports.js';
 import { runRespoolCommand } from './hotkeys/control.js';
+import { useSingleThreadedScavenges } from './util/gc-tuning.js';
 
 /** Graceful drain on SIGTERM/SIGINT: in-flight requests get this long to finish. */
 const DRAIN_MS = 10_000;
@@ -27,6 +28,7 @@ export async function main(argv: string[]): Promise<void> {
     process.stdout.write(parsed.text.endsWith('\n') ? parsed.text : `${parsed.text}\n`);
     return;
   }
+  useSingleThreadedScavenges();
   const log = createLogger(parsed.config.logLevel);
   // workers: N > 1 — this process supervises N respool processes sharing the listen sockets (src/workers).
   const workers = workerCount(parsed.config.workers);
