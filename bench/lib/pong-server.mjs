@@ -3,8 +3,8 @@
 //   data   : 'data' events and socket.write (the stream API every Node server uses)
 //   onread : one shared read buffer (net.Socket's onread, as respool's client sockets) + socket.write
 //   handle : onread + writes straight to the socket's libuv handle, past the Writable stream. It
-//            uses process.binding('stream_wrap') (deprecated, internal): a measurement of what the
-//            stream layer costs, not something respool could ship.
+//            uses process.binding('stream_wrap') (internal): what the stream layer costs; respool's
+//            writes take this path too (src/util/direct-write.ts).
 //   node bench/lib/pong-server.mjs PORT MODE
 import net from 'node:net';
 
