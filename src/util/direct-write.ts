@@ -14,8 +14,10 @@ import { getSystemErrorName } from 'node:util';
 // so ONE object serves every such write. When the kernel takes only part, libuv queues the rest
 // and calls `oncomplete` later; that object is then kept by the write and a fresh spare is made.
 //
-// It uses process.binding('stream_wrap') (Node's own WriteWrap and stream state, allowed by
-// process.binding's allowlist on Node 20–24). Without it every write goes through socket.write.
+// It uses process.binding('stream_wrap') and ('tcp_wrap') (Node's own WriteWrap, stream state and
+// TCP handle class; on process.binding's allowlist in Node 20–24, DEP0111 is documentation-only).
+// Where they are missing or refused (Node's permission model turns process.binding off), every
+// write goes through socket.write.
 // The caller (BatchedWriter) keeps order: it writes here only when neither the Writable nor an
 // earlier direct write holds bytes, and counts the bytes a pending direct write holds.
 
