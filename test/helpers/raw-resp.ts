@@ -1,5 +1,5 @@
 import net from 'node:net';
-import { encodeCommand, RespDecoder } from '../harness/raw-client.js';
+import { encodeCommand, RespDecoder, type RespArg } from '../harness/raw-client.js';
 
 /**
  * A bare RESP connection for exact-byte checks: send raw bytes or commands, read whole reply
@@ -98,4 +98,63 @@ export class RawConnection {
     this.waiters = [];
     for (const w of waiters) w();
   }
+}
+
+export interface RawExchangeOptions {
+  /** Send HELLO 3 first and wait for its reply, which is left out of the result. */
+  resp3?: boolean;
+  /** Done once this holds for the bytes received so far (a byte count, a closing reply, …). */
+  until?: (got: string) => boolean;
+  /** Instead of `until`: everything that arrived within this many ms of the write. */
+  collectMs?: number;
+  /** With `until`: rejects when it still does not hold after this many ms. */
+  timeoutMs?: number;
+}
+
+/**
+ * Opens a bare socket, writes `commands` (RESP-encoded) in one write and returns the exact reply
+ * bytes as a latin1 string (one character per byte), complete when `until` holds or after
+ * `collectMs`. Rejects when the server closes or `timeoutMs` passes before `until` holds.
+ */
+export function rawExchange(port: number, commands: ReadonlyArray<readonly RespArg[]>, opts: RawExchangeOptions): Promise<string> {
+  const { resp3 = false, until, collectMs, timeoutMs = 10_000 } = opts;
+  if ((until === undefined) === (collectMs === undefined)) throw new Error('rawExchange: give exactly one of until and collectMs');
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host: '127.0.0.1', port });
+    let hello = resp3 ? new RespDecoder() : undefined;
+    let got = '';
+    let done = false;
+    const finish = (error?: Error) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      socket.destroy();
+      if (error) reject(error);
+      else resolve(got);
+    };
+    let timer = until === undefined ? undefined : setTimeout(() => finish(new Error(`no complete reply within ${timeoutMs} ms; got ${JSON.stringify(got)}`)), timeoutMs);
+    const send = () => {
+      socket.write(Buffer.concat(commands.map((c) => encodeCommand(c))));
+      if (collectMs !== undefined) timer = setTimeout(() => finish(), collectMs);
+    };
+    socket.on('error', (e) => finish(e));
+    socket.on('close', () => {
+      if (until !== undefined || hello !== undefined) finish(new Error(`connection closed before the reply was complete; got ${JSON.stringify(got)}`));
+    });
+    socket.on('connect', () => (hello ? socket.write(encodeCommand(['HELLO', '3'])) : send()));
+    socket.on('data', (chunk: Buffer) => {
+      if (done) return;
+      if (hello) {
+        hello.push(chunk);
+        const frame = hello.nextFrame();
+        if (frame === undefined) return;
+        if (frame.raw[0] !== 0x25 /* % */) return finish(new Error(`HELLO 3 answered ${JSON.stringify(frame.raw.toString('latin1'))}`));
+        hello = undefined;
+        send();
+        return;
+      }
+      got += chunk.toString('latin1');
+      if (until?.(got)) finish();
+    });
+  });
 }

@@ -5,16 +5,6 @@ import { RawConnection } from './raw-resp.js';
  * respool, so their transcripts can be compared byte for byte (transactions, tracking tests).
  */
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-export async function waitFor(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
-
 /** A step of a scripted sequence: which connection (0, 1, …) sends which command. */
 export type Step = [conn: number, ...args: Array<string | number>];
 

@@ -14,29 +14,13 @@ import { encodeCommand, parseInfo, type RespReply } from '../harness/raw-client.
 import type { RespoolProxy } from '../../src/server.js';
 import { startTestProxy } from '../helpers/proxy.js';
 import { RawConnection } from '../helpers/raw-resp.js';
+import { connect } from '../helpers/transcript.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const PROTOCOLS = [2, 3] as const;
 type Proto = (typeof PROTOCOLS)[number];
 const NIL_ARRAY: Record<Proto, string> = { 2: '*-1\r\n', 3: '_\r\n' };
 const COMMAND_MS = 300;
-
-async function waitFor(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
-
-async function connect(port: number, proto: Proto): Promise<RawConnection> {
-  const c = await RawConnection.connect(port);
-  if (proto === 3) {
-    const hello = await c.call('HELLO', '3');
-    if (!hello.startsWith('%')) throw new Error(`HELLO 3 answered ${JSON.stringify(hello)}`);
-  }
-  return c;
-}
 
 /** True when no reply arrives within `ms` (the connection is still waiting). */
 async function silentFor(c: RawConnection, ms: number): Promise<boolean> {

@@ -3,6 +3,7 @@ import { startStandalone, type ValkeyNode } from '../harness/valkey-processes.js
 import { parseInfo, rawCall, RawClient, ReplyError, type RespArg, type RespReply } from '../harness/raw-client.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { startTestProxy } from '../helpers/proxy.js';
+import { waitFor } from '../helpers/wait.js';
 
 // CLIENT LIST / INFO / KILL / PAUSE / UNPAUSE about respool's own clients, in Valkey 8.0.1's formats.
 let server: ValkeyNode;
@@ -21,21 +22,13 @@ afterAll(async () => {
 
 afterEach(async () => {
   for (const c of open.splice(0)) c.close();
-  await until(async () => proxy.clientCount() === 0);
+  await waitFor(async () => proxy.clientCount() === 0, 'every client to be gone');
 });
 
 async function client(port = proxy.address.port): Promise<RawClient> {
   const c = await RawClient.connect(port);
   open.push(c);
   return c;
-}
-
-async function until(check: () => Promise<boolean> | boolean, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 const keysOf = (line: string) => line.split(' ').map((kv) => kv.slice(0, kv.indexOf('=')));
@@ -80,7 +73,7 @@ describe('CLIENT LIST and CLIENT INFO', () => {
     const a = await client();
     const sub = await client();
     await sub.call('SUBSCRIBE', 'cl:ch1', 'cl:ch2');
-    await until(() => sub.unsolicited.length >= 1);
+    await waitFor(() => sub.unsolicited.length >= 1, 'the second subscribe confirmation');
     await sub.call('PSUBSCRIBE', 'cl:*');
     const pubsub = lines(await a.call('CLIENT', 'LIST', 'TYPE', 'pubsub'));
     expect(pubsub).toHaveLength(1);
@@ -140,7 +133,7 @@ describe('errors exactly as Valkey 8.0.1', () => {
 });
 
 describe('CLIENT KILL', () => {
-  const closed = (c: RawClient) => until(() => c.closed);
+  const closed = (c: RawClient) => waitFor(() => c.closed, 'the connection to close');
 
   it('ID → :1 and the victim is disconnected; ADDR; the old form → +OK', async () => {
     const killer = await client();
@@ -175,18 +168,18 @@ describe('CLIENT KILL', () => {
     const blocked = await client();
     const id = String(await blocked.call('CLIENT', 'ID'));
     void blocked.call('BLPOP', 'cl:q', '0').catch(() => undefined);
-    await until(async () => parseInfo(await observer.call('INFO', 'clients'))['blocked_clients'] === '1');
-    await until(async () => parseInfo(await rawCall(server.port, ['INFO', 'clients']))['blocked_clients'] === '1');
+    await waitFor(async () => parseInfo(await observer.call('INFO', 'clients'))['blocked_clients'] === '1', 'respool to count the BLPOP blocked');
+    await waitFor(async () => parseInfo(await rawCall(server.port, ['INFO', 'clients']))['blocked_clients'] === '1', 'the BLPOP to block upstream');
     const line = lines(await observer.call('CLIENT', 'LIST', 'ID', id))[0]!;
     expect(field(line, 'flags')).toBe('b');
     expect(field(line, 'cmd')).toBe('blpop');
     expect(await observer.call('CLIENT', 'KILL', 'ID', id)).toBe(1);
     await closed(blocked);
-    await until(async () => parseInfo(await rawCall(server.port, ['INFO', 'clients']))['blocked_clients'] === '0');
+    await waitFor(async () => parseInfo(await rawCall(server.port, ['INFO', 'clients']))['blocked_clients'] === '0', 'upstream blocked_clients back to 0');
     expect(parseInfo(await observer.call('INFO', 'clients'))['blocked_clients']).toBe('0');
     const next = await client();
     const popped = next.call('BLPOP', 'cl:q', '5');
-    await until(async () => parseInfo(await rawCall(server.port, ['INFO', 'clients']))['blocked_clients'] === '1');
+    await waitFor(async () => parseInfo(await rawCall(server.port, ['INFO', 'clients']))['blocked_clients'] === '1', 'the next BLPOP to block upstream');
     expect(await observer.call('RPUSH', 'cl:q', 'x')).toBe(1);
     expect(await popped).toEqual(['cl:q', 'x']);
   });
@@ -218,7 +211,7 @@ describe('CLIENT PAUSE / UNPAUSE over respool\'s clients', () => {
       setDone = true;
       return r;
     });
-    await until(async () => parseInfo(await pauser.call('INFO', 'clients'))['blocked_clients'] === '1');
+    await waitFor(async () => parseInfo(await pauser.call('INFO', 'clients'))['blocked_clients'] === '1', 'the paused SET to count as blocked');
     await new Promise((r) => setTimeout(r, 200));
     expect(setDone).toBe(false);
     expect(await rawCall(server.port, ['GET', 'cl:w'])).toBeNull();
@@ -230,7 +223,7 @@ describe('CLIENT PAUSE / UNPAUSE over respool\'s clients', () => {
     expect(await pauser.call('CLIENT', 'UNPAUSE')).toBe('OK');
     expect(await set).toBe('OK');
     expect(Date.now() - t0).toBeLessThan(150);
-    await until(() => published);
+    await waitFor(() => published, 'the held PUBLISH to be answered');
     expect(await writer.call('GET', 'cl:w')).toBe('1');
     expect(parseInfo(await pauser.call('INFO', 'clients'))['blocked_clients']).toBe('0');
   });

@@ -10,10 +10,11 @@ import { promisify } from 'node:util';
 import calculateSlot from 'cluster-key-slot';
 import { Cluster } from 'iovalkey';
 import { freePort, startCluster, startStandalone, VALKEY_CLI, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
-import { RawClient, RespDecoder, ReplyError, type RespReply } from '../harness/raw-client.js';
+import { RawClient, ReplyError, type RespReply } from '../harness/raw-client.js';
 import { RequestFramer } from '../../src/resp/request-framer.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { startTestProxy } from '../helpers/proxy.js';
+import { connect } from '../helpers/transcript.js';
 
 const run = promisify(execFile);
 
@@ -37,23 +38,12 @@ async function command(port: number, proto: 2 | 3, ...args: Array<string | numbe
 
 /** The first byte of the reply's raw frame (`=` verbatim, `$` bulk, `%` map, …). */
 async function frameType(port: number, proto: 2 | 3, ...args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(port, '127.0.0.1');
-    const decoder = new RespDecoder();
-    const cmds = proto === 3 ? [['HELLO', '3'], args] : [args];
-    let seen = 0;
-    socket.on('error', reject);
-    socket.on('data', (chunk) => {
-      decoder.push(chunk);
-      for (let f = decoder.nextFrame(); f !== undefined; f = decoder.nextFrame()) {
-        if (++seen === cmds.length) {
-          socket.destroy();
-          resolve(String.fromCharCode(f.raw[0]!));
-        }
-      }
-    });
-    socket.write(cmds.map((c) => `*${c.length}\r\n${c.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`).join(''));
-  });
+  const c = await connect(port, proto);
+  try {
+    return (await c.call(...args))[0]!;
+  } finally {
+    c.close();
+  }
 }
 
 async function counter(proxy: RespoolProxy, command: string): Promise<number> {

@@ -9,6 +9,7 @@ import type { LinkFailureCause } from '../../src/upstream/link.js';
 import { encodeCommand } from '../../src/resp/encode.js';
 import { decodeReply, type RespValue } from '../../src/resp/decode.js';
 import { Metrics } from '../../src/admin/metrics.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 /** A failure as a LinkRequest saw it. */
 class LinkFailure extends Error {
@@ -33,17 +34,6 @@ function request(conn: DedicatedConnection, ...args: Array<string | number>): Pr
 }
 
 const text = (v: RespValue): string => (Buffer.isBuffer(v) ? v.toString() : String(v));
-
-/** Resolves once `check` returns true; fails after `timeoutMs`. */
-async function waitFor(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function clientIds(server: ValkeyNode): Promise<number[]> {
   const list = (await server.call('CLIENT', 'LIST')) as string;

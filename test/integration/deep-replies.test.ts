@@ -1,26 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import net from 'node:net';
 import { startStandalone, type ValkeyNode } from '../harness/valkey-processes.js';
-import { encodeCommand, rawPipeline } from '../harness/raw-client.js';
+import { rawPipeline } from '../harness/raw-client.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { startTestProxy } from '../helpers/proxy.js';
-
-/** Sends one command and collects raw bytes until `done(bytes)` says the reply is complete. */
-function rawExchange(port: number, args: string[], done: (bytes: string) => boolean): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect({ host: '127.0.0.1', port });
-    let got = '';
-    socket.on('data', (d) => {
-      got += d.toString('latin1');
-      if (done(got)) {
-        socket.destroy();
-        resolve(got);
-      }
-    });
-    socket.on('error', reject);
-    socket.on('connect', () => socket.write(encodeCommand(args)));
-  });
-}
+import { rawExchange } from '../helpers/raw-resp.js';
 
 describe('replies of any depth', () => {
   let server: ValkeyNode;
@@ -43,8 +26,8 @@ describe('replies of any depth', () => {
     const others = rawPipeline(proxy.address.port, Array.from({ length: 200 }, (_, i) => ['ECHO', `m${i}`]));
     const sets = rawPipeline(proxy.address.port, Array.from({ length: 200 }, (_, i) => ['SET', `deep:${i}`, `v${i}`]));
     const [direct, through] = await Promise.all([
-      rawExchange(server.port, ['EVAL', script, '0'], complete),
-      rawExchange(proxy.address.port, ['EVAL', script, '0'], complete),
+      rawExchange(server.port, [['EVAL', script, '0']], { until: complete }),
+      rawExchange(proxy.address.port, [['EVAL', script, '0']], { until: complete }),
     ]);
     expect(through).toBe(direct);
     const depth = direct.split('*1\r\n').length - 1;
@@ -73,7 +56,11 @@ describe('SCRIPT KILL / FUNCTION KILL reach the busy node', () => {
 
   it('SCRIPT KILL stops a looping script; NOTBUSY when none runs; the link then serves again', async () => {
     expect(String((await rawPipeline(proxy.address.port, [['SCRIPT', 'KILL']]))[0])).toMatch(/NOTBUSY No scripts in execution right now/);
-    const looping = rawExchange(proxy.address.port, ['EVAL', 'while true do end', '0'], (b) => b.startsWith('-') && b.endsWith('\r\n'));
+    // answered only once killed, by the loop below that may take 10 s
+    const looping = rawExchange(proxy.address.port, [['EVAL', 'while true do end', '0']], {
+      until: (b) => b.startsWith('-') && b.endsWith('\r\n'),
+      timeoutMs: 30_000,
+    });
     let killed: unknown = null;
     const deadline = Date.now() + 10_000;
     while (Date.now() < deadline) {

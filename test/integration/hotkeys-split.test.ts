@@ -6,6 +6,7 @@ import type { RespoolProxy } from '../../src/server.js';
 import type { HotKeysConfig } from '../../src/config/types.js';
 import { DEFAULT_HOT_KEYS } from '../../src/config/hot-keys-config.js';
 import { clientFor, startTestProxy } from '../helpers/proxy.js';
+import { waitFor } from '../helpers/wait.js';
 
 // Split copies against a real 3-primary cluster (1 replica each, for the failover case).
 
@@ -218,7 +219,7 @@ describe('split copies on a 3-primary cluster', () => {
     await waitFor(async () => {
       const now = await copiesOf('hot:3');
       return perNodeCounts(now).join() === '1,1,1';
-    });
+    }, 'one copy per primary after the migration', 15_000, 100);
     const after = await copiesOf('hot:3');
     // One of the two copies that now shared a primary was given up for a new name elsewhere.
     const retired = copies.filter((c) => !after.some((a) => a.name === c.name));
@@ -242,7 +243,7 @@ describe('split copies on a 3-primary cluster', () => {
       await proxy.hotKeys.settled();
       const now = proxy.hotKeys.splitKey('hot:3')!.active.map((c) => c.node);
       return now.includes(promoted);
-    });
+    }, 'a copy on the promoted replica', 15_000, 100);
     const after = await copiesOf('hot:3');
     expect(perNodeCounts(after)).toEqual([1, 1, 1]);
     expect(await directValues('hot:3')).toEqual(Array(3).fill('before-failover'));
@@ -251,13 +252,4 @@ describe('split copies on a 3-primary cluster', () => {
     expect(await directValues('hot:3')).toEqual(Array(3).fill('after-failover'));
   });
 });
-
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('condition not met in time');
-}
 

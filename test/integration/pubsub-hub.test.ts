@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import net from 'node:net';
 import { pino } from 'pino';
 import calculateSlot from 'cluster-key-slot';
 import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
@@ -11,6 +10,8 @@ import { TopologyRefresher } from '../../src/cluster/topology-refresher.js';
 import { PubSubHub, type Subscriber, type SubscriptionKind } from '../../src/pubsub/hub.js';
 import { encodeMessage, encodePatternMessage, psubscribed, punsubscribed, ssubscribed, subscribed, subscribedPong, sunsubscribed, unsubscribed } from '../../src/pubsub/replies.js';
 import { ProxyError } from '../../src/errors.js';
+import { rawExchange } from '../helpers/raw-resp.js';
+import { waitFor } from '../helpers/wait.js';
 
 const log = pino({ level: process.env['RESPOOL_TEST_LOG'] ?? 'silent' });
 let nextId = 1;
@@ -39,14 +40,6 @@ class FakeSubscriber implements Subscriber {
 
 function sub(hub: PubSubHub, s: Subscriber, kind: SubscriptionKind, ...names: string[]): Promise<string | null> {
   return new Promise((resolve) => hub.subscribe(s, kind, names.map((n) => Buffer.from(n)), resolve));
-}
-
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 function configFor(upstreams: Array<{ host: string; port: number }>): RespoolConfig {
@@ -86,24 +79,6 @@ async function numsub(node: ValkeyNode, command: 'NUMSUB' | 'SHARDNUMSUB', chann
   return Number(reply[1]);
 }
 
-/** Raw bytes Valkey itself sends for `commands` on one connection (after an optional HELLO 3). */
-async function valkeyBytes(port: number, resp3: boolean, commands: string[][], expectBytes: number): Promise<Buffer> {
-  const socket = net.connect({ host: '127.0.0.1', port });
-  const chunks: Buffer[] = [];
-  socket.on('data', (c: Buffer) => chunks.push(c));
-  await new Promise((r) => socket.once('connect', r));
-  const enc = (args: string[]) => `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
-  if (resp3) {
-    socket.write(enc(['HELLO', '3']));
-    await until('HELLO reply', () => chunks.length > 0);
-    chunks.length = 0;
-  }
-  socket.write(commands.map(enc).join(''));
-  await until('Valkey replies', () => Buffer.concat(chunks).length >= expectBytes);
-  socket.destroy();
-  return Buffer.concat(chunks);
-}
-
 describe('PubSubHub against a standalone valkey-server', () => {
   let server: ValkeyNode;
   let hub: PubSubHub;
@@ -137,14 +112,15 @@ describe('PubSubHub against a standalone valkey-server', () => {
         punsubscribed(protocol, 'q', 0), sunsubscribed(protocol, 's', 0),
         nosub('sunsubscribe'), nosub('unsubscribe'),
       ]);
-      const got = await valkeyBytes(server.port, protocol === 3, [
+      // the raw bytes Valkey itself sends for these commands
+      const got = await rawExchange(server.port, [
         ['UNSUBSCRIBE'], ['PUNSUBSCRIBE', 'x'], ['SUNSUBSCRIBE'],
         ['SUBSCRIBE', 'a', 'b'], ['PSUBSCRIBE', 'p*'], ['UNSUBSCRIBE', 'zz', 'a'], ['PUNSUBSCRIBE'],
         ['SSUBSCRIBE', 's'], ['UNSUBSCRIBE'], ['UNSUBSCRIBE'], ['PUNSUBSCRIBE'], ['PSUBSCRIBE', 'q'], ['UNSUBSCRIBE'],
         ['PING'], ['PING', 'hi'], ['GET', 'nokey'],
         ['PUNSUBSCRIBE', 'q'], ['SUNSUBSCRIBE', 's'], ['SUNSUBSCRIBE'], ['UNSUBSCRIBE'],
-      ], expected.length);
-      expect(got.toString('latin1')).toBe(expected.toString('latin1'));
+      ], { resp3: protocol === 3, until: (bytes) => bytes.length >= expected.length });
+      expect(got).toBe(expected.toString('latin1'));
     }
   });
 
@@ -158,7 +134,7 @@ describe('PubSubHub against a standalone valkey-server', () => {
     expect(hub.stats()).toMatchObject({ upstreamConnections: 1, channels: 1, subscribers: 2 });
 
     expect(await call(server, 'PUBLISH', 'news', 'hello')).toBe(1);
-    await until('both deliveries', () => a.frames.length === 1 && b.frames.length === 1);
+    await waitFor(() => a.frames.length === 1 && b.frames.length === 1, 'both deliveries', 10_000);
     expect(a.text()).toEqual(['*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$5\r\nhello\r\n']);
     expect(b.text()).toEqual(['>3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$5\r\nhello\r\n']);
 
@@ -166,12 +142,12 @@ describe('PubSubHub against a standalone valkey-server', () => {
     await new Promise((r) => setTimeout(r, 50));
     expect(await numsub(server, 'NUMSUB', 'news')).toBe(1);
     await call(server, 'PUBLISH', 'news', 'second');
-    await until('b gets the second message', () => b.frames.length === 2);
+    await waitFor(() => b.frames.length === 2, 'b gets the second message', 10_000);
     expect(a.frames).toHaveLength(1);
     expect(b.frames[1]!.equals(encodeMessage(3, 'message', 'news', 'second'))).toBe(true);
 
     hub.unsubscribe(b, 'channel', []);
-    await until('upstream NUMSUB 0', async () => (await numsub(server, 'NUMSUB', 'news')) === 0);
+    await waitFor(async () => (await numsub(server, 'NUMSUB', 'news')) === 0, 'upstream NUMSUB 0', 10_000);
     expect(hub.stats()).toMatchObject({ channels: 0, subscribers: 0 });
     expect(await pubsubLinks(server)).toHaveLength(1); // kept for a while, idle
   });
@@ -184,7 +160,7 @@ describe('PubSubHub against a standalone valkey-server', () => {
     expect(await sub(hub, b, 'channel', 'ev.x')).toBeNull();
     expect(Number(await call(server, 'PUBSUB', 'NUMPAT'))).toBe(1);
     expect(await call(server, 'PUBLISH', 'ev.x', 'p')).toBe(2);
-    await until('deliveries', () => a.frames.length === 1 && b.frames.length === 2);
+    await waitFor(() => a.frames.length === 1 && b.frames.length === 2, 'deliveries', 10_000);
     expect(a.frames[0]!.equals(Buffer.from('>4\r\n$8\r\npmessage\r\n$4\r\nev.*\r\n$4\r\nev.x\r\n$1\r\np\r\n'))).toBe(true);
     expect(b.text().sort()).toEqual([
       encodeMessage(2, 'message', 'ev.x', 'p').toString('latin1'),
@@ -192,7 +168,7 @@ describe('PubSubHub against a standalone valkey-server', () => {
     ].sort());
     hub.unsubscribeAll(a);
     hub.unsubscribeAll(b);
-    await until('NUMPAT 0', async () => Number(await call(server, 'PUBSUB', 'NUMPAT')) === 0);
+    await waitFor(async () => Number(await call(server, 'PUBSUB', 'NUMPAT')) === 0, 'NUMPAT 0', 10_000);
     expect(await numsub(server, 'NUMSUB', 'ev.x')).toBe(0);
   });
 
@@ -202,15 +178,15 @@ describe('PubSubHub against a standalone valkey-server', () => {
     expect(await new Promise((r) => hub.subscribe(a, 'channel', [name], r))).toBeNull();
     expect(await call(server, 'PUBLISH', name.toString('latin1') as string, 'x')).toBe(0); // latin1 ≠ bytes: not the same channel
     await rawPipeline(server.port, [['PUBLISH', name, 'bin']]);
-    await until('binary delivery', () => a.frames.length === 1);
+    await waitFor(() => a.frames.length === 1, 'binary delivery', 10_000);
     expect(a.frames[0]!.equals(encodeMessage(2, 'message', name, 'bin'))).toBe(true);
     expect(await sub(hub, a, 'shard', 'sh')).toBeNull();
     expect(await numsub(server, 'SHARDNUMSUB', 'sh')).toBe(1);
     await call(server, 'SPUBLISH', 'sh', 'shard-msg');
-    await until('smessage', () => a.frames.length === 2);
+    await waitFor(() => a.frames.length === 2, 'smessage', 10_000);
     expect(a.frames[1]!.equals(encodeMessage(2, 'smessage', 'sh', 'shard-msg'))).toBe(true);
     hub.unsubscribeAll(a);
-    await until('shard NUMSUB 0', async () => (await numsub(server, 'SHARDNUMSUB', 'sh')) === 0);
+    await waitFor(async () => (await numsub(server, 'SHARDNUMSUB', 'sh')) === 0, 'shard NUMSUB 0', 10_000);
   });
 
   it('an unsubscribe before the confirmation wins: the request completes, the client holds nothing', async () => {
@@ -218,7 +194,7 @@ describe('PubSubHub against a standalone valkey-server', () => {
     const done = sub(hub, a, 'channel', 'racy');
     hub.unsubscribe(a, 'channel', [Buffer.from('racy')]);
     expect(await done).toBeNull();
-    await until('NUMSUB 0', async () => (await numsub(server, 'NUMSUB', 'racy')) === 0);
+    await waitFor(async () => (await numsub(server, 'NUMSUB', 'racy')) === 0, 'NUMSUB 0', 10_000);
     await call(server, 'PUBLISH', 'racy', 'x');
     // Then subscribe again right after an unsubscribe: UNSUBSCRIBE then SUBSCRIBE on one link.
     const b = new FakeSubscriber(3);
@@ -227,7 +203,7 @@ describe('PubSubHub against a standalone valkey-server', () => {
     expect(await sub(hub, b, 'channel', 'flip')).toBeNull();
     expect(await numsub(server, 'NUMSUB', 'flip')).toBe(1);
     await call(server, 'PUBLISH', 'flip', 'y');
-    await until('delivery after re-subscribe', () => b.frames.length === 1);
+    await waitFor(() => b.frames.length === 1, 'delivery after re-subscribe', 10_000);
     expect(a.frames).toHaveLength(0);
     hub.unsubscribeAll(b);
   });
@@ -240,10 +216,10 @@ describe('PubSubHub against a standalone valkey-server', () => {
     expect(await pubsubLinks(server, 'classic')).toHaveLength(1);
     const replies = await rawPipeline(server.port, Array.from({ length: 100 }, (_, i) => ['PUBLISH', 'fanout', `m${i}`]));
     expect(replies.every((r) => r === 1)).toBe(true);
-    await until('1,000,000 deliveries', () => subs.reduce((n, s) => n + s.deliveries, 0) === 1_000_000, 20_000);
+    await waitFor(() => subs.reduce((n, s) => n + s.deliveries, 0) === 1_000_000, '1,000,000 deliveries', 20_000);
     expect(subs.every((s) => s.deliveries === 100)).toBe(true);
     for (const s of subs) hub.unsubscribeAll(s);
-    await until('NUMSUB 0', async () => (await numsub(server, 'NUMSUB', 'fanout')) === 0);
+    await waitFor(async () => (await numsub(server, 'NUMSUB', 'fanout')) === 0, 'NUMSUB 0', 10_000);
   });
 
   it('re-subscribes after the upstream kills its subscriber connection; clients keep their subscriptions', async () => {
@@ -253,13 +229,16 @@ describe('PubSubHub against a standalone valkey-server', () => {
     expect(await sub(hub, b, 'pattern', 'kee?')).toBeNull();
     const before = (await pubsubLinks(server, 'classic'))[0]!;
     expect(Number(await call(server, 'CLIENT', 'KILL', 'TYPE', 'pubsub'))).toBeGreaterThanOrEqual(1);
-    await until('re-subscribed upstream', async () =>
-      (await numsub(server, 'NUMSUB', 'keep')) === 1 && Number(await call(server, 'PUBSUB', 'NUMPAT')) === 1);
+    await waitFor(
+      async () => (await numsub(server, 'NUMSUB', 'keep')) === 1 && Number(await call(server, 'PUBSUB', 'NUMPAT')) === 1,
+      're-subscribed upstream',
+      10_000,
+    );
     const after = await pubsubLinks(server, 'classic');
     expect(after).toHaveLength(1);
     expect(linkId(after[0]!)).not.toBe(linkId(before));
     expect(await call(server, 'PUBLISH', 'keep', 'after')).toBe(2);
-    await until('deliveries after the reconnect', () => a.frames.length === 1 && b.frames.length === 1);
+    await waitFor(() => a.frames.length === 1 && b.frames.length === 1, 'deliveries after the reconnect', 10_000);
     expect(a.frames[0]!.equals(encodeMessage(2, 'message', 'keep', 'after'))).toBe(true);
     expect(b.frames[0]!.equals(Buffer.from('>4\r\n$8\r\npmessage\r\n$4\r\nkee?\r\n$4\r\nkeep\r\n$5\r\nafter\r\n'))).toBe(true);
     hub.unsubscribeAll(a);
@@ -275,7 +254,7 @@ describe('PubSubHub against a standalone valkey-server', () => {
     const shardLinks = await pubsubLinks(server, 'shard');
     expect(shardLinks).toHaveLength(1);
     await call(server, 'CLIENT', 'KILL', 'ID', linkId(shardLinks[0]!));
-    await until('shardChannelLost', () => a.lost.length === 1 && b.lost.length === 1);
+    await waitFor(() => a.lost.length === 1 && b.lost.length === 1, 'shardChannelLost', 10_000);
     expect(a.lost).toEqual(['lost1']);
     expect(hub.stats().shardChannels).toBe(0);
     expect(hub.subscriberCount('shard', 'lost1')).toBe(0);
@@ -318,7 +297,7 @@ describe('PubSubHub against a 3-primary cluster', () => {
     const links = await Promise.all(primaries.map((p) => pubsubLinks(p)));
     expect(links.flat()).toHaveLength(1);
     for (const [i, p] of primaries.entries()) await call(p, 'PUBLISH', 'cl-news', `from-${i}`);
-    await until('3 deliveries', () => a.frames.length === 3);
+    await waitFor(() => a.frames.length === 3, '3 deliveries', 10_000);
     expect(a.frames.map((f) => f.toString()).sort()).toEqual([0, 1, 2].map((i) => encodeMessage(3, 'message', 'cl-news', `from-${i}`).toString()));
     hub.unsubscribeAll(a);
   });
@@ -333,12 +312,12 @@ describe('PubSubHub against a 3-primary cluster', () => {
       for (const q of primaries) if (q !== p) expect(await numsub(q, 'SHARDNUMSUB', names[i]!)).toBe(0);
       await call(p, 'SPUBLISH', names[i]!, `s${i}`);
     }
-    await until('3 smessages', () => a.frames.length === 3);
+    await waitFor(() => a.frames.length === 3, '3 smessages', 10_000);
     expect(a.frames.map((f) => f.toString()).sort()).toEqual(names.map((n, i) => encodeMessage(2, 'smessage', n, `s${i}`).toString()).sort());
     // Names in different slots in one SSUBSCRIBE: Valkey's CROSSSLOT.
     expect(await sub(hub, a, 'shard', names[0]!, names[1]!)).toMatch(/^CROSSSLOT/);
     hub.unsubscribeAll(a);
-    for (const [i, p] of primaries.entries()) await until('SHARDNUMSUB 0', async () => (await numsub(p, 'SHARDNUMSUB', names[i]!)) === 0);
+    for (const [i, p] of primaries.entries()) await waitFor(async () => (await numsub(p, 'SHARDNUMSUB', names[i]!)) === 0, 'SHARDNUMSUB 0', 10_000);
   });
 
   it("moving a shard channel's slot: subscribers are told, and a new SSUBSCRIBE follows the slot", async () => {
@@ -356,7 +335,7 @@ describe('PubSubHub against a 3-primary cluster', () => {
     await call(target!, 'CLUSTER', 'SETSLOT', slot, 'IMPORTING', sourceId);
     await call(source!, 'CLUSTER', 'SETSLOT', slot, 'MIGRATING', targetId);
     for (const p of await cluster.primaries()) await call(p, 'CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
-    await until('shardChannelLost on both', () => a.lost.length === 1 && b.lost.length === 1);
+    await waitFor(() => a.lost.length === 1 && b.lost.length === 1, 'shardChannelLost on both', 10_000);
     expect(a.lost).toEqual([name]);
     expect(hub.subscriberCount('shard', name)).toBe(0);
 
@@ -366,7 +345,7 @@ describe('PubSubHub against a 3-primary cluster', () => {
     expect(await numsub(target!, 'SHARDNUMSUB', name)).toBe(1);
     expect(await numsub(source!, 'SHARDNUMSUB', name)).toBe(0);
     await call(target!, 'SPUBLISH', name, 'moved');
-    await until('smessage from the new owner', () => c.frames.length === 1);
+    await waitFor(() => c.frames.length === 1, 'smessage from the new owner', 10_000);
     expect(c.frames[0]!.equals(encodeMessage(3, 'smessage', name, 'moved'))).toBe(true);
     expect(a.frames).toHaveLength(0);
     hub.unsubscribeAll(c);
@@ -379,14 +358,14 @@ describe('PubSubHub against a 3-primary cluster', () => {
     expect(await sub(hub, a, 'channel', 'survivor')).toBeNull();
     expect(await sub(hub, a, 'shard', shardName)).toBeNull();
     for (const p of primaries) await call(p, 'CLIENT', 'KILL', 'TYPE', 'pubsub');
-    await until('shard channel lost', () => a.lost.length === 1);
+    await waitFor(() => a.lost.length === 1, 'shard channel lost', 10_000);
     expect(a.lost).toEqual([shardName]);
-    await until('classic re-subscribed', async () => {
+    await waitFor(async () => {
       const counts = await Promise.all(primaries.map((p) => numsub(p, 'NUMSUB', 'survivor')));
       return counts.reduce((x, y) => x + y, 0) === 1;
-    });
+    }, 'classic re-subscribed', 10_000);
     await call(primaries[0]!, 'PUBLISH', 'survivor', 'still here');
-    await until('delivery after the kill', () => a.frames.length === 1);
+    await waitFor(() => a.frames.length === 1, 'delivery after the kill', 10_000);
     expect(a.frames[0]!.equals(encodeMessage(2, 'message', 'survivor', 'still here'))).toBe(true);
     hub.unsubscribeAll(a);
   });

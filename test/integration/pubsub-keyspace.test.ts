@@ -5,6 +5,7 @@ import { RawClient, type RespReply } from '../harness/raw-client.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { PubSubHub } from '../../src/pubsub/hub.js';
 import { startTestProxy } from '../helpers/proxy.js';
+import { waitFor } from '../helpers/wait.js';
 
 /**
  * Keyspace notifications through respool in front of a 3-primary cluster. Valkey publishes a
@@ -58,14 +59,6 @@ describe('keyspace notifications through respool (3 primaries)', () => {
     return n;
   }
 
-  async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!(await check())) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await new Promise((r) => setTimeout(r, 25));
-    }
-  }
-
   /** Keys whose slots are owned by each of the primaries, `perNode` of each. */
   async function keysOnEveryPrimary(prefix: string, perNode: number): Promise<string[]> {
     const byNode = new Map<number, string[]>();
@@ -88,7 +81,7 @@ describe('keyspace notifications through respool (3 primaries)', () => {
     // A plain channel: the classic connection only.
     const plain = await connect();
     expect(await plain.call('SUBSCRIBE', 'ks:plain')).toEqual(['subscribe', 'ks:plain', 1]);
-    await until('one classic connection', async () => total(await links()) === 1);
+    await waitFor(async () => total(await links()) === 1, 'one classic connection', 10_000);
     await new Promise((r) => setTimeout(r, 200));
     expect(total(await links())).toBe(1);
 
@@ -113,7 +106,7 @@ describe('keyspace notifications through respool (3 primaries)', () => {
       'pmessage * ks:plain p',
     ];
     const expectB = keys.map((k) => `message __keyevent@0__:set ${k}`);
-    await until('every message', () => a.unsolicited.length >= expectA.length && b.unsolicited.length >= expectB.length && plain.unsolicited.length >= 1);
+    await waitFor(() => a.unsolicited.length >= expectA.length && b.unsolicited.length >= expectB.length && plain.unsolicited.length >= 1, 'every message', 10_000);
     await new Promise((r) => setTimeout(r, 300)); // duplicates, if any, would have come by now
     expect(sorted(texts(a.unsolicited))).toEqual(sorted(expectA));
     expect(sorted(texts(b.unsolicited))).toEqual(sorted(expectB));
@@ -122,9 +115,9 @@ describe('keyspace notifications through respool (3 primaries)', () => {
     // Node-wide subscriptions gone: the extra connections close when idle; the classic one stays.
     expect(await a.call('PUNSUBSCRIBE')).toEqual(['punsubscribe', '*', 0]);
     expect(await b.call('UNSUBSCRIBE')).toEqual(['unsubscribe', '__keyevent@0__:set', 0]);
-    await until('the extra connections to close', async () => total(await links()) === 1);
+    await waitFor(async () => total(await links()) === 1, 'the extra connections to close', 10_000);
     expect(await plain.call('UNSUBSCRIBE')).toEqual(['unsubscribe', 'ks:plain', 0]);
-    await until('every subscriber connection to close', async () => total(await links()) === 0);
+    await waitFor(async () => total(await links()) === 0, 'every subscriber connection to close', 10_000);
   });
 
   it('re-subscribes on a primary whose connection was killed, and its keys’ events arrive again', async () => {
@@ -139,16 +132,16 @@ describe('keyspace notifications through respool (3 primaries)', () => {
       const id = / id=(\d+) /.exec(` ${line}`)![1]!;
       await cluster.call(node, 'CLIENT', 'KILL', 'ID', id);
     }
-    await until('re-subscribed everywhere', async () => {
+    await waitFor(async () => {
       const now = await links();
       return [...now.values()].every((l) => l.length === 1 && / psub=1 /.test(l[0]!));
-    });
+    }, 're-subscribed everywhere', 10_000);
 
     const keys = await keysOnEveryPrimary('ks:again:', 2);
     const writer = await connect();
     for (const key of keys) await writer.call('SET', key, 'v');
     const expectA = keys.flatMap((k) => [`pmessage __key* __keyspace@0__:${k} set`, `pmessage __key* __keyevent@0__:set ${k}`]);
-    await until('every event', () => a.unsolicited.length >= expectA.length);
+    await waitFor(() => a.unsolicited.length >= expectA.length, 'every event', 10_000);
     await new Promise((r) => setTimeout(r, 300));
     expect(sorted(texts(a.unsolicited))).toEqual(sorted(expectA));
   });

@@ -5,23 +5,15 @@ import calculateSlot from 'cluster-key-slot';
 import type { Valkey } from 'iovalkey';
 import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
 import { encodeCommand, type RespReply } from '../harness/raw-client.js';
-import { RawConnection } from '../helpers/raw-resp.js';
+import { RawConnection, rawExchange } from '../helpers/raw-resp.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 import { clientFor, startTestProxy } from '../helpers/proxy.js';
 import type { RespoolProxy } from '../../src/server.js';
 
 type Command = Array<string | Buffer>;
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
-
 const END = 'end-of-transcript';
+const END_REPLY = `$${END.length}\r\n${END}\r\n`;
 
 /**
  * Sends `commands` as one pipeline (after HELLO 3 for RESP3) and returns every frame that came
@@ -29,19 +21,8 @@ const END = 'end-of-transcript';
  * RESP2 subscribed mode before its end.
  */
 async function transcript(port: number, protocol: 2 | 3, commands: Command[]): Promise<string> {
-  const c = await RawConnection.connect(port);
-  try {
-    if (protocol === 3) await c.call('HELLO', '3');
-    c.write(Buffer.concat([...commands, ['ECHO', END]].map((cmd) => encodeCommand(cmd))));
-    const frames: string[] = [];
-    for (;;) {
-      const frame = await c.read();
-      if (frame === `$${END.length}\r\n${END}\r\n`) return frames.join('');
-      frames.push(frame);
-    }
-  } finally {
-    c.close();
-  }
+  const got = await rawExchange(port, [...commands, ['ECHO', END]], { resp3: protocol === 3, until: (bytes) => bytes.endsWith(END_REPLY) });
+  return Buffer.from(got.slice(0, -END_REPLY.length), 'latin1').toString('utf8');
 }
 
 /** A confirmation or message frame as Valkey writes it (an independent oracle for a few checks). */
@@ -163,7 +144,7 @@ describe('pub/sub through respool, standalone', () => {
     const pub = client();
     await pub.publish('io1', 'x');
     await pub.publish('io2', 'y');
-    await until('iovalkey messages', () => got.length === 4);
+    await waitFor(() => got.length === 4, 'iovalkey messages', 10_000);
     expect(got).toEqual(['io1:x', 'io*:io1:x', 'io2:y', 'io*:io2:y']);
     // (iovalkey's argument-less unsubscribe() never resolves while patterns are held, against
     // valkey-server too: name the channels.)
@@ -281,7 +262,7 @@ describe('pub/sub through respool, standalone', () => {
     });
     try {
       const t0 = Date.now();
-      await until('every subscriber confirmed', () => lines.some((l) => l.startsWith('subscribed')), 90_000);
+      await waitFor(() => lines.some((l) => l.startsWith('subscribed')), 'every subscriber confirmed', 90_000);
       const subscribeMs = Date.now() - t0;
       expect(await numsub(server, channel)).toBe(1); // one upstream subscription for all of them
       const rssBefore = process.memoryUsage().rss;
@@ -292,7 +273,7 @@ describe('pub/sub through respool, standalone', () => {
       const counts = await Promise.all(Array.from({ length: M }, (_, i) => publisher.publish(channel, `payload-${String(i).padStart(6, '0')}`)));
       expect(counts).toEqual(Array.from({ length: M }, () => n));
       const publishMs = Date.now() - t1;
-      await until('every subscriber got every message', () => lines.some((l) => l.startsWith('done')), 90_000);
+      await waitFor(() => lines.some((l) => l.startsWith('done')), 'every subscriber got every message', 90_000);
       const deliverMs = Date.now() - t1;
       const done = lines.find((l) => l.startsWith('done'))!.split(' ');
       const [ok, bad] = [Number(done[1]), Number(done[2])];
@@ -307,7 +288,7 @@ describe('pub/sub through respool, standalone', () => {
       child.kill();
       await new Promise((r) => child.once('exit', r));
     }
-    await until('upstream unsubscribed after the subscribers left', async () => (await numsub(server, channel)) === 0, 15_000);
+    await waitFor(async () => (await numsub(server, channel)) === 0, 'upstream unsubscribed after the subscribers left', 15_000);
   }, 240_000);
 
   it('client disconnect: the upstream subscription goes once no client holds it', async () => {
@@ -316,15 +297,15 @@ describe('pub/sub through respool, standalone', () => {
     expect(await a.call('SUBSCRIBE', 'gone', 'gone2')).toBe(frame(2, 'subscribe', 'gone', 1));
     expect(await a.read()).toBe(frame(2, 'subscribe', 'gone2', 2));
     expect(await b.call('SUBSCRIBE', 'gone')).toBe(frame(2, 'subscribe', 'gone', 1));
-    await until('upstream subscribed', async () => (await numsub(server, 'gone')) === 1 && (await numsub(server, 'gone2')) === 1);
+    await waitFor(async () => (await numsub(server, 'gone')) === 1 && (await numsub(server, 'gone2')) === 1, 'upstream subscribed', 10_000);
     a.close();
-    await until('gone2 unsubscribed upstream', async () => (await numsub(server, 'gone2')) === 0);
+    await waitFor(async () => (await numsub(server, 'gone2')) === 0, 'gone2 unsubscribed upstream', 10_000);
     expect(await numsub(server, 'gone')).toBe(1); // b still holds it
     const pub = client();
     await pub.publish('gone', 'still');
     expect(await b.read()).toBe(frame(2, 'message', 'gone', 'still'));
     b.close();
-    await until('gone unsubscribed upstream', async () => (await numsub(server, 'gone')) === 0);
+    await waitFor(async () => (await numsub(server, 'gone')) === 0, 'gone unsubscribed upstream', 10_000);
   });
 });
 
@@ -377,7 +358,7 @@ describe('pub/sub through respool: a subscriber that stops reading', () => {
         for (let j = 0; j < 20; j++) await publisher.read();
         await sleep(2);
       }
-      await until('fast subscriber got everything', () => received === TOTAL, 20_000);
+      await waitFor(() => received === TOTAL, 'fast subscriber got everything', 20_000);
       latencies.sort((a, b) => a - b);
       return { p50: latencies[latencies.length >> 1]!, p99: latencies[Math.floor(latencies.length * 0.99)]!, max: latencies[latencies.length - 1]! };
     };
@@ -395,9 +376,9 @@ describe('pub/sub through respool: a subscriber that stops reading', () => {
     const withSlow = await flood();
     // respool let the slow one go (a paused socket does not see the close until it reads again).
     const dropped = async () => metricValue(await proxy.metrics.render(), /^respool_client_disconnects_total\{reason="pubsub_output"\} (\d+)/m);
-    await until('slow subscriber dropped', async () => (await dropped()) === 1, 5_000);
+    await waitFor(async () => (await dropped()) === 1, 'slow subscriber dropped', 5_000);
     slow.resume();
-    await until('slow subscriber closed', () => slowClosed, 5_000);
+    await waitFor(() => slowClosed, 'slow subscriber closed', 5_000);
     console.log(
       `pubsub.maxOutputBytesPerClient 256 KiB: stalled subscriber dropped; fast subscriber latency (2000 x 16 KiB) ` +
       `alone p50/p99/max ${alone.p50}/${alone.p99}/${alone.max} ms, beside the stalled one ${withSlow.p50}/${withSlow.p99}/${withSlow.max} ms`,
@@ -406,7 +387,7 @@ describe('pub/sub through respool: a subscriber that stops reading', () => {
     expect(await numsub(server, 'flood')).toBe(1); // the fast one still holds it
     fast.destroy();
     publisher.close();
-    await until('flood unsubscribed upstream', async () => (await numsub(server, 'flood')) === 0);
+    await waitFor(async () => (await numsub(server, 'flood')) === 0, 'flood unsubscribed upstream', 10_000);
   });
 });
 
@@ -484,10 +465,10 @@ describe('sharded pub/sub through respool, 3-primary cluster', () => {
     expect(await sub.read()).toBe(frame(2, 'sunsubscribe', b, 0));
     expect(await cluster.call(ownerB, 'PUBSUB', 'SHARDNUMSUB', b)).toEqual([b, 1]); // `other` holds it
     other.close();
-    await until('shard channel released upstream', async () => {
+    await waitFor(async () => {
       const r = (await cluster.call(ownerB, 'PUBSUB', 'SHARDNUMSUB', b)) as RespReply[];
       return r[1] === 0;
-    });
+    }, 'shard channel released upstream', 10_000);
     expect(await sub.call('UNSUBSCRIBE')).toBe(frame(2, 'unsubscribe', 'classic', 0));
     sub.close();
   });

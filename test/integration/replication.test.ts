@@ -5,6 +5,7 @@ import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } fr
 import { RespDecoder, ReplyError, rawPipeline, type RespReply } from '../harness/raw-client.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { clientFor, startTestProxy } from '../helpers/proxy.js';
+import { waitFor } from '../helpers/wait.js';
 
 /** An empty RDB as respool sends it for a cluster: REDIS0009, EOF, 8 zero bytes (checksum not checked). */
 const EMPTY_RDB = Buffer.concat([Buffer.from('REDIS0009'), Buffer.from([0xff]), Buffer.alloc(8)]);
@@ -34,7 +35,7 @@ class ReplicaTap {
     await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
     const tap = new ReplicaTap(socket);
     socket.write(`${command}\r\n`);
-    await waitFor(() => tap.snapshot !== null || tap.preamble.startsWith('-'), 15_000, 'the snapshot');
+    await waitFor(() => tap.snapshot !== null || tap.preamble.startsWith('-'), 'the snapshot', 15_000);
     return tap;
   }
 
@@ -76,14 +77,6 @@ class ReplicaTap {
   }
 }
 
-async function waitFor(done: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!done()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 /** Upstream connections that are replicas named respool-replica, per node. */
 async function replicaConnections(nodes: readonly ValkeyNode[]): Promise<number> {
   let n = 0;
@@ -121,7 +114,7 @@ describe('SYNC / PSYNC through respool in front of a 3-primary cluster', () => {
       const keys = ['repl:a', 'repl:b', 'repl:c', 'repl:d', 'repl:e', 'repl:f']; // on all three primaries
       for (const k of keys) await writer.set(k, 'v');
       await writer.multi().set('{t}1', 'one').incr('{t}2').exec();
-      await waitFor(() => tap.writes().length >= keys.length + 4, 5000, 'the writes');
+      await waitFor(() => tap.writes().length >= keys.length + 4, 'the writes', 5000);
       const writes = tap.writes();
       for (const k of keys) expect(writes).toContain(`set ${k} v`);
       expect(writes).not.toContain('set before-attach x');
@@ -228,7 +221,7 @@ describe('a valkey-server made a replica of respool in front of a standalone ser
       await new Promise((r) => setTimeout(r, 700));
       expect(tap.closed).toBe(false);
       await writer.set('after-quiet', '1');
-      await waitFor(() => tap.writes().includes('set after-quiet 1'), 5000, 'the write');
+      await waitFor(() => tap.writes().includes('set after-quiet 1'), 'the write', 5000);
     } finally {
       tap.close();
       await idle.close();
@@ -241,6 +234,6 @@ describe('a valkey-server made a replica of respool in front of a standalone ser
     expect(tap.preamble).toMatch(/^\$\d+\n$/);
     expect(tap.snapshot!.subarray(0, 5).toString()).toBe('REDIS'); // the server's own snapshot, relayed
     upstream.kill('SIGKILL');
-    await waitFor(() => tap.closed, 5000, 'the tap to close');
+    await waitFor(() => tap.closed, 'the tap to close', 5000);
   });
 });

@@ -4,14 +4,11 @@ import { startStandalone, type ValkeyNode } from '../harness/valkey-processes.js
 import { parseInfo } from '../harness/raw-client.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { clientFor, startTestProxy } from '../helpers/proxy.js';
+import { rawExchange } from '../helpers/raw-resp.js';
+import { waitFor } from '../helpers/wait.js';
 
-async function until(check: () => Promise<boolean>, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+/** Every byte that came back within a short wait (CLIENT REPLY OFF / subscribed mode: no reply count to wait for). */
+const EXCHANGE = { collectMs: 300 };
 
 // One standalone server and one respool for the whole file: each describe leaves no state behind.
 let server: ValkeyNode;
@@ -54,7 +51,7 @@ describe('INFO clients answers about respool\'s own clients', () => {
 
     const blocker = open();
     const popped = blocker.blpop('info:q', 0);
-    await until(async () => (await info())['blocked_clients'] === '1');
+    await waitFor(async () => (await info())['blocked_clients'] === '1', 'the BLPOP to count as blocked');
 
     const watcher = open();
     expect(await watcher.watch('info:w')).toBe('OK');
@@ -67,10 +64,10 @@ describe('INFO clients answers about respool\'s own clients', () => {
     await observer.lpush('info:q', 'v');
     expect(await popped).toEqual(['info:q', 'v']);
     expect(await watcher.unwatch()).toBe('OK');
-    await until(async () => {
+    await waitFor(async () => {
       const after = await info();
       return after['blocked_clients'] === '0' && after['watching_clients'] === '0';
-    });
+    }, 'no blocked and no watching clients');
     // other sections still come from the upstream
     expect(await observer.info('server')).toMatch(/redis_version:/);
   });
@@ -90,32 +87,13 @@ describe('CLIENT REPLY through respool', () => {
       ['GET', 'reply:k'],
       ['CLIENT', 'REPLY', 'MAYBE'],
     ];
-    const direct = await exchange(server.port, script);
+    const direct = await rawExchange(server.port, script, EXCHANGE);
     await rawPipelineFlush(server.port);
-    const through = await exchange(proxy.address.port, script);
+    const through = await rawExchange(proxy.address.port, script, EXCHANGE);
     expect(through).toBe(direct);
     expect(direct).toBe('+OK\r\n$1\r\n2\r\n+OK\r\n$1\r\n3\r\n-ERR syntax error\r\n');
   });
 });
-
-/** Sends the commands in one write and returns every byte that came back within a short wait. */
-async function exchange(port: number, commands: string[][]): Promise<string> {
-  const net = await import('node:net');
-  const { encodeCommand } = await import('../harness/raw-client.js');
-  return new Promise((resolve, reject) => {
-    const socket = net.connect({ host: '127.0.0.1', port });
-    let got = '';
-    socket.on('data', (d) => (got += d.toString('latin1')));
-    socket.on('error', reject);
-    socket.on('connect', () => {
-      socket.write(Buffer.concat(commands.map((c) => encodeCommand(c))));
-      setTimeout(() => {
-        socket.destroy();
-        resolve(got);
-      }, 300);
-    });
-  });
-}
 
 /** Resets the key between the two runs. */
 async function rawPipelineFlush(port: number): Promise<void> {
@@ -137,11 +115,11 @@ describe('CLIENT UNBLOCK of respool\'s own client ids', () => {
     const id = Number(await blocked.client('ID'));
     expect(await admin.call('CLIENT', 'UNBLOCK', String(id))).toBe(0);
     const waiting = blocked.blpop('unblock:q', 0);
-    await until(async () => parseInfo(await admin.info('clients'))['blocked_clients'] === '1');
+    await waitFor(async () => parseInfo(await admin.info('clients'))['blocked_clients'] === '1', 'the BLPOP to block');
     expect(await admin.call('CLIENT', 'UNBLOCK', String(id))).toBe(1);
     expect(await waiting).toBeNull();
     const again = blocked.blpop('unblock:q', 0).catch((e: Error) => e);
-    await until(async () => parseInfo(await admin.info('clients'))['blocked_clients'] === '1');
+    await waitFor(async () => parseInfo(await admin.info('clients'))['blocked_clients'] === '1', 'the second BLPOP to block');
     expect(await admin.call('CLIENT', 'UNBLOCK', String(id), 'ERROR')).toBe(1);
     expect(String(await again)).toMatch(/UNBLOCKED client unblocked via CLIENT UNBLOCK/);
     await expect(admin.call('CLIENT', 'UNBLOCK', String(id), 'LATER')).rejects.toThrow('ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR');
@@ -152,8 +130,8 @@ describe('CLIENT UNBLOCK of respool\'s own client ids', () => {
 describe('RESET of a subscribed client', () => {
   it('leaves subscribed mode without confirmations, as Valkey; the upstream subscription goes', async () => {
     const script = [['SUBSCRIBE', 'reset:ch'], ['PSUBSCRIBE', 'reset:*'], ['RESET'], ['PING'], ['GET', 'reset:k']];
-    const direct = await exchange(server.port, script);
-    const through = await exchange(proxy.address.port, script);
+    const direct = await rawExchange(server.port, script, EXCHANGE);
+    const through = await rawExchange(proxy.address.port, script, EXCHANGE);
     expect(through).toBe(direct);
     expect(direct).toMatch(/\+RESET\r\n\+PONG\r\n\$-1\r\n$/);
     const { rawCall } = await import('../harness/raw-client.js');
@@ -196,8 +174,8 @@ describe('what must not reach a shared link inside MULTI or a WATCH lane', () =>
 
   it('in RESP2 subscribed mode a wrong arity is reported before the subscribed context, as Valkey', async () => {
     const script = [['SUBSCRIBE', 'arity:ch'], ['GET'], ['GET', 'k']];
-    const direct = await exchange(server.port, script);
-    const through = await exchange(proxy.address.port, script);
+    const direct = await rawExchange(server.port, script, EXCHANGE);
+    const through = await rawExchange(proxy.address.port, script, EXCHANGE);
     expect(through).toBe(direct);
     expect(direct).toContain("-ERR wrong number of arguments for 'get' command\r\n");
   });

@@ -13,7 +13,8 @@ import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } fr
 import type { RespoolProxy } from '../../src/server.js';
 import { startTestProxy } from '../helpers/proxy.js';
 import { RawConnection } from '../helpers/raw-resp.js';
-import { connect, sleep, transcript as runSteps, waitFor, type Step } from '../helpers/transcript.js';
+import { connect, transcript as runSteps, type Step } from '../helpers/transcript.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 /** How long a step waits for pushes its command may cause (to any connection). */
 const SETTLE_MS = 60;

@@ -15,7 +15,8 @@ import { encodeCommand, type RespReply } from '../harness/raw-client.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { clientFor, startTestProxy } from '../helpers/proxy.js';
 import { RawConnection } from '../helpers/raw-resp.js';
-import { connect, sleep, transcript, waitFor, type Step } from '../helpers/transcript.js';
+import { connect, transcript, type Step } from '../helpers/transcript.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 const PROTOCOLS = [2, 3] as const;
 type Proto = (typeof PROTOCOLS)[number];
