@@ -89,7 +89,7 @@ class ReplicaStream implements ReplicationFeedHandler {
         port: node.port,
         auth: ctx.config.upstreamAuth,
         connectTimeoutMs: ctx.config.timeouts.connectMs,
-        tls: ctx.config.upstreamTls.enabled ? ctx.config.upstreamTls : null,
+        tls: ctx.config.upstreamTls, // dialUpstream uses TLS only when it is enabled
       };
       this.feeds.push(new ReplicationFeed(options, this));
     }

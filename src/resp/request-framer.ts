@@ -40,19 +40,8 @@ export class RequestFrame<Spec = unknown> {
   /** Views into `raw` (never copies when the frame sat in one chunk), made on first use. */
   get args(): Buffer[] {
     if (this.views !== null) return this.views;
-    const raw = this.raw;
-    const n = this.argCount;
-    const views = new Array<Buffer>(n);
-    let p = raw.indexOf(LF) + 1;
-    for (let i = 0; i < n; i++) {
-      let len = 0;
-      let c: number;
-      p++; // '$'
-      while ((c = raw[p++]!) !== CR) len = len * 10 + c - D0;
-      p++; // LF
-      views[i] = raw.subarray(p, p + len);
-      p += len + 2;
-    }
+    const views = new Array<Buffer>(this.argCount);
+    if (views.length > 0) this.walk(views.length - 1, views); // always: the framer drops empty arrays
     this.views = views;
     return views;
   }
@@ -73,18 +62,7 @@ export class RequestFrame<Spec = unknown> {
 
   /** Where argument `i` starts in argBuffer(i): past the headers and bodies of the ones before it. */
   argStart(i: number): number {
-    if (this.views !== null) return 0;
-    const raw = this.raw;
-    let p = raw.indexOf(LF) + 1;
-    for (let k = 0; ; k++) {
-      let len = 0;
-      let c: number;
-      p++; // '$'
-      while ((c = raw[p++]!) !== CR) len = len * 10 + c - D0;
-      p++; // LF
-      if (k === i) return p;
-      p += len + 2;
-    }
+    return this.views !== null ? 0 : this.walk(i, null);
   }
 
   /** Where argument `i` ends in argBuffer(i): its start plus the length in the "$<len>\r\n" just before it. */
@@ -96,6 +74,26 @@ export class RequestFrame<Spec = unknown> {
     let scale = 1;
     for (let p = start - 3; raw[p] !== DOLLAR; p--, scale *= 10) len += (raw[p]! - D0) * scale;
     return start + len;
+  }
+
+  /**
+   * Walks `raw`'s "$<len>\r\n" headers (checked by the framer) from the first argument to
+   * argument `i` and returns where its bytes start; `views`, when given, gets a view of every
+   * argument up to and including `i`.
+   */
+  private walk(i: number, views: Buffer[] | null): number {
+    const raw = this.raw;
+    let p = raw.indexOf(LF) + 1; // past "*<n>\r\n"
+    for (let k = 0; ; k++) {
+      let len = 0;
+      let c: number;
+      p++; // '$'
+      while ((c = raw[p++]!) !== CR) len = len * 10 + c - D0;
+      p++; // LF: argument k starts here
+      if (views !== null) views[k] = raw.subarray(p, p + len);
+      if (k === i) return p;
+      p += len + 2;
+    }
   }
 }
 

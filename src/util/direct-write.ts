@@ -44,24 +44,18 @@ export interface DirectWriteOwner {
   directWriteDone(error: Error | null): void;
 }
 
-const binding = loadBinding();
-const TCP = loadTcpConstructor();
-let spare: WriteRequest | null = binding === null || TCP === null ? null : newRequest(binding);
+const stream = processBinding<Partial<StreamBinding>>('stream_wrap');
+const binding: StreamBinding | null =
+  typeof stream?.WriteWrap === 'function' && stream.streamBaseState instanceof Int32Array && typeof stream.kLastWriteWasAsync === 'number'
+    ? (stream as StreamBinding)
+    : null;
+const TCP = processBinding<{ TCP?: new () => unknown }>('tcp_wrap')?.TCP;
+let spare: WriteRequest | null = binding === null || typeof TCP !== 'function' ? null : newRequest(binding);
 
-function loadBinding(): StreamBinding | null {
+/** process.binding(name), or null where Node lacks or refuses it. */
+function processBinding<T>(name: string): T | null {
   try {
-    const b = (process as unknown as { binding(name: string): Partial<StreamBinding> }).binding('stream_wrap');
-    const ok = typeof b.WriteWrap === 'function' && b.streamBaseState instanceof Int32Array;
-    return ok && typeof b.kLastWriteWasAsync === 'number' ? (b as StreamBinding) : null;
-  } catch {
-    return null;
-  }
-}
-
-function loadTcpConstructor(): (new () => unknown) | null {
-  try {
-    const t = (process as unknown as { binding(name: string): { TCP?: new () => unknown } }).binding('tcp_wrap').TCP;
-    return typeof t === 'function' ? t : null;
+    return (process as unknown as { binding(name: string): T }).binding(name);
   } catch {
     return null;
   }
