@@ -121,6 +121,8 @@ export const ProxyError = {
   noSuchUser: (name: string) => `ERR No such user '${name}'`,
   noSuchClient: () => `ERR No such client`,
   clientSubcommandSyntax: (sub: string) => `ERR unknown subcommand or wrong number of arguments for '${sub}'. Try CLIENT HELP.`,
+  /** Valkey's addReplySubcommandSyntaxError. */
+  subcommandSyntax: (sub: string, command: string) => `ERR unknown subcommand or wrong number of arguments for '${sub}'. Try ${command} HELP.`,
   pauseMode: () => `ERR CLIENT PAUSE mode must be WRITE or ALL`,
   timeoutNotInteger: () => `ERR timeout is not an integer or out of range`,
   timeoutNegative: () => `ERR timeout is negative`,
@@ -136,8 +138,11 @@ export const ProxyError = {
     `ERR respool: CONFIG SET failed on ${node} (${error}); ${unrestored === '' ? 'restored the previous values on the other nodes' : `could not restore the previous values on ${unrestored}`}`,
   // Users and permissions (src/acl/users.ts, handlers/acl.ts): Valkey 8.0.1's NOPERM (server.c processCommand) and ACL texts.
   noPerm: (message: string) => `NOPERM ${message}`,
-  aclFromConfig: (sub: string) =>
-    `ERR respool: ACL ${sub.toUpperCase()} is not available: respool's users come from its configuration (users in the config file)`,
+  /** A restricted user's command that only the node can check (src/acl/command-check.ts needsNodeCheck), without an identity to run it as. */
+  needsUpstreamIdentity: (command: string, user: string) =>
+    `respool: ${command} can touch keys and run commands that are not in the request, which only the node can check, `
+    + `and user ${user} has no upstream identity to run it as; give the user one: users[].upstream: mirror `
+    + `(respool keeps a user with the same rules on the nodes), users[].upstream: {username, password} (a user you made on the nodes), or acl.upstream: mirror`,
   aclUnknownCategory: (name: string) => `ERR Unknown category '${name}'`,
   aclUserNotFound: (name: string) => `ERR User '${name}' not found`,
   aclCommandNotFound: (name: string) => `ERR Command '${name}' not found`,

@@ -4,7 +4,8 @@ import { createLogger } from './util/logger.js';
 import cluster from 'node:cluster';
 import { AggregatorRegistry } from 'prom-client';
 import { runSupervisor, workerCount, WORKER_ADMIN_MESSAGE } from './workers/supervisor.js';
-import { onPeerCommand, shareAutoSplit } from './workers/peer-commands.js';
+import { isPeerAcl, onPeerCommand, shareAutoSplit } from './workers/peer-commands.js';
+import { applyAclChange } from './handlers/acl.js';
 import { serveWorkerReports } from './workers/hot-key-reports.js';
 import { runRespoolCommand } from './hotkeys/control.js';
 import { useSingleThreadedScavenges } from './util/gc-tuning.js';
@@ -50,7 +51,9 @@ export async function main(argv: string[]): Promise<void> {
     new AggregatorRegistry();
     process.send?.({ type: WORKER_ADMIN_MESSAGE, admin: proxy.adminAddress });
     const hotKeys = proxy.hotKeys;
-    onPeerCommand((args) => runRespoolCommand(hotKeys, args, 2)); // another worker's RESPOOL SPLIT change
+    // Another worker's RESPOOL SPLIT change, or ACL SETUSER / DELUSER / LOAD (src/workers/peer-commands.ts).
+    const users = proxy.users;
+    onPeerCommand((args) => (isPeerAcl(args) ? applyAclChange(users, args, null) : runRespoolCommand(hotKeys, args, 2)));
     hotKeys.onAutoSplit = shareAutoSplit; // this worker's automatic splits reach the others
     serveWorkerReports((current) => current ? hotKeys.currentWindow() : (hotKeys.lastWindow() ?? hotKeys.currentWindow()));
   }

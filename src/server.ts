@@ -32,8 +32,14 @@ import { ClientPause } from './session/client-pause.js';
 import { createTlsListener } from './session/tls-listener.js';
 import { ListenerSocketOptions } from './session/socket-options.js';
 import { reloadUpstreamTls } from './upstream/dial.js';
+import { UserDirectory, type DirectoryClient } from './acl/user-directory.js';
+import { IdentityMirror, isNodeDenial } from './upstream/identity-mirror.js';
+import { asSeenByClient } from './acl/upstream-identity.js';
+import { clientInfoLine } from './handlers/client-commands.js';
 
 export interface RespoolProxy {
+  /** The running configuration (a reload changes it in place). */
+  readonly config: RespoolConfig;
   /** The address clients connect to (the real port when listen.port was 0). */
   readonly address: { host: string; port: number };
   readonly adminAddress: { host: string; port: number } | null;
@@ -55,6 +61,10 @@ export interface RespoolProxy {
   readonly refresher: TopologyRefresher;
   /** Hot-key detection and split copies. */
   readonly hotKeys: HotKeys;
+  /** respool's users (config, ACL file, ACL SETUSER). */
+  readonly users: UserDirectory;
+  /** Mirrored users on the nodes. */
+  readonly mirror: IdentityMirror;
   clientCount(): number;
   /** Stops accepting, waits up to drainMs for in-flight requests, then closes everything. */
   close(drainMs?: number): Promise<void>;
@@ -100,6 +110,36 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
   }, { metrics });
   const pubsub = new PubSubHub({ refresher, config, log, metrics });
   const sessions = new Set<ClientSession>();
+  // respool's users: the configuration's, the ACL file's, ACL SETUSER's (src/acl/user-directory.ts).
+  const directoryClients = function* (): Iterable<DirectoryClient> {
+    for (const s of sessions) {
+      yield {
+        id: s.id,
+        user: s.state.user,
+        subscribedNames: () => {
+          const subs = s.state.subscriptions;
+          if (subs === null || subs.total() === 0) return null;
+          return { channels: subs.names('channel'), patterns: subs.names('pattern'), shardChannels: subs.names('shard') };
+        },
+        close: (afterReply) => (afterReply ? s.closeAfterReplies() : s.destroy()),
+      };
+    }
+  };
+  const users = new UserDirectory(config, () => table, directoryClients, (user, reason) => metrics.raw.acl_denials_total.labels(user, reason).inc());
+  // Users with an upstream identity: mirrored ones kept on every node; their errors as they know their name.
+  const mirror = new IdentityMirror({
+    users,
+    pools,
+    closeIdentity: (identity) => pools.closeIdentity(identity),
+    events,
+    log,
+  });
+  pools.identityHooks = mirror;
+  dedicated.identityHooks = mirror;
+  router.identityErrors = (call, identity, frame) => {
+    if (isNodeDenial(frame)) mirror.importDenials(call.node, call.client instanceof ClientSession ? clientInfoLine(call.client) : '');
+    return asSeenByClient(frame, identity);
+  };
   const sessionsById = new Map<number, ClientSession>();
   let clientIds = 0;
   let serverVersion = '8.0.0';
@@ -135,6 +175,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     router,
     log,
     metrics,
+    users,
     hotKeys,
     dedicated,
     pubsub,
@@ -181,6 +222,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
   refresher.onChange((topology: Topology, change) => {
     if (change === 'moved') return;
     topologyEpoch++;
+    mirror.onTopology(topology); // nodes new, restarted or behind get the mirrored users
     pools.retainOnly(new Set(topology.allNodes().map((n) => n.address)));
     const primary = topology.shards[0]?.primary;
     if (primary?.version) serverVersion = primary.version;
@@ -255,7 +297,16 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     let pending = 0;
     for (const session of sessions) pending += session.pending;
     depth.pending.set(pending);
+    // Links per upstream identity (shared + leased), by respool user; users seen before and gone show 0.
+    const byUser = pools.identityLinks();
+    for (const [user, n] of dedicated.identityLeases()) byUser.set(user, (byUser.get(user) ?? 0) + n);
+    for (const user of identityUsersSeen) if (!byUser.has(user)) byUser.set(user, 0);
+    for (const [user, n] of byUser) {
+      identityUsersSeen.add(user);
+      metrics.raw.upstream_identity_links.labels(user).set(n);
+    }
   }, 1000);
+  const identityUsersSeen = new Set<string>();
   sampler.unref();
 
   const firstTopology = refresher.start();
@@ -296,7 +347,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
         openLinksByNode: pools.openLinksByNode(),
         clients: sessions.size,
       }),
-    }, { token: () => config.adminToken });
+    }, { token: () => config.adminToken, readToken: () => config.adminReadToken });
     if (config.adminToken === null) log.warn({ admin: admin.address }, 'no admin token configured: admin POST/DELETE are refused (set admin.token, --admin-token-file or RESPOOL_ADMIN_TOKEN)');
     if (!isLoopback(admin.address.host)) log.info({ admin: admin.address }, 'admin server listens beyond loopback: /metrics, /healthz, /readyz, /topology, /config are readable from the network');
     for (const r of hotKeyRoutes(hotKeys)) admin.registerRoute(r.method, r.path, r.handler);
@@ -306,6 +357,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
 
   let closing: Promise<void> | null = null;
   return {
+    config,
     address,
     adminAddress: admin?.address ?? null,
     tlsAddress,
@@ -315,7 +367,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
       log.info({ listenTls: tlsAddress, upstreamTls: config.upstreamTls.enabled }, 'TLS certificates reloaded');
     },
     reload(next) {
-      const result = reloadProxy({ config, log, pools, reads, hotKeys, reloadTls: () => (this as RespoolProxy).reloadTls() }, next);
+      const result = reloadProxy({ config, log, pools, reads, hotKeys, users, reloadTls: () => (this as RespoolProxy).reloadTls() }, next);
       socketOptions.apply(); // clients.tcpKeepAliveMs for connections accepted from now on
       return result;
     },
@@ -323,6 +375,8 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     pools,
     refresher,
     hotKeys,
+    users,
+    mirror,
     clientCount: () => sessions.size,
     close(drainMs = 0) {
       closing ??= (async () => {

@@ -58,10 +58,18 @@ export interface AdminServerOptions {
    * GET/HEAD routes (/metrics, /healthz, /readyz, /topology, /hotkeys) stay open.
    */
   token?: () => string | null;
+  /**
+   * The bearer token the GET/HEAD routes other than /metrics, /healthz and /readyz need when it
+   * is set (admin.readToken); the admin token reads too. Null or absent: they are open.
+   */
+  readToken?: () => string | null;
 }
 
-/** Methods that only read: served without a token. */
+/** Methods that only read: served without the admin token. */
 const READ_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD']);
+
+/** Read routes that stay open whatever the read token: scrapers and probes. */
+const OPEN_PATHS: ReadonlySet<string> = new Set(['/metrics', '/healthz', '/readyz']);
 
 const NO_TOKEN_MESSAGE =
   'admin mutations are disabled: no admin token is configured. Set one with admin.token or '
@@ -193,7 +201,17 @@ export async function startAdminServer(
       send(res, method, jsonResponse(405, { error: 'method not allowed', method, allow }, { allow: allow.join(', ') }));
       return;
     }
-    if (!READ_METHODS.has(method)) {
+    if (READ_METHODS.has(method)) {
+      const readToken = opts.readToken?.() ?? null;
+      if (readToken !== null && readToken !== '' && !OPEN_PATHS.has(url.pathname)) {
+        const token = opts.token?.() ?? null;
+        const header = req.headers.authorization;
+        if (!bearerMatches(header, readToken) && (token === null || token === '' || !bearerMatches(header, token))) {
+          send(res, method, jsonResponse(401, { error: 'missing or wrong admin read token (send "Authorization: Bearer <token>")' }, { 'www-authenticate': 'Bearer realm="respool-admin"' }));
+          return;
+        }
+      }
+    } else {
       const token = opts.token?.() ?? null;
       if (token === null || token === '') {
         send(res, method, jsonResponse(403, { error: NO_TOKEN_MESSAGE }));

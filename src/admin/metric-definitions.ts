@@ -265,6 +265,18 @@ export const METRIC_DEFINITIONS = {
     labelNames: ['reason'],
   },
 
+  // users and upstream identities (src/acl)
+  upstream_identity_links: {
+    type: 'gauge',
+    help: "Upstream links authenticated as a user's own identity (users[].upstream, acl.upstream), shared and leased, per respool user; sampled each second. Bounded by the users an operator created.",
+    labelNames: ['user'],
+  },
+  acl_denials_total: {
+    type: 'counter',
+    help: "Commands and AUTH attempts denied by respool's ACL check or by a node checking a user's identity, per user and reason (command|key|channel|auth).",
+    labelNames: ['user', 'reason'],
+  },
+
   slots_covered: {
     type: 'gauge',
     help: 'Hash slots (of 16384) served by some node in the current topology.',

@@ -148,6 +148,8 @@ async function withZones(topology: Topology, pools: UpstreamPools): Promise<Topo
     }
     const version = /^(?:redis|valkey)_version:(\S+)/m.exec(info);
     if (version) node.version = version[1]!;
+    const runId = /^run_id:(\S+)/m.exec(info);
+    if (runId) node.runId = runId[1]!;
     const offset = /^master_repl_offset:(\d+)/m.exec(info);
     if (offset) node.replicationOffset = Number(offset[1]);
     if (node.role === 'replica' && node.health !== 'failed' && node.health !== 'fail') {

@@ -16,6 +16,8 @@ export interface ClusterNode {
   replicationOffset: number;
   /** The server's version from INFO server (redis_version, which is what Valkey reports in HELLO), when it answered. */
   version?: string;
+  /** INFO server's run_id, when it answered: a new one means the process restarted (its ACL users may be gone). */
+  runId?: string;
 }
 
 export interface Shard {

@@ -20,10 +20,12 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
   mode: 'auto',
   admin: null,
   adminToken: null, // admin mutations refused until a token is configured
+  adminReadToken: null, // admin GET endpoints open
   connectionsPerNode: 2,
   workers: 1,
   upstreamAuth: null,
   users: [],
+  acl: { file: null, upstream: 'none', mirrorPrefix: 'respool.', mirrorSecret: null, logMaxLen: 128 },
   limits: {
     maxBulkLength: 512 * MiB, // Valkey's proto-max-bulk-len
     maxArrayLength: 1_048_576,

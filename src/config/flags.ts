@@ -71,6 +71,17 @@ export const FLAGS: readonly FlagSpec[] = [
       + 'RESPOOL_UPSTREAM_PASSWORD (command lines are visible to other users)',
     default: 'none (no AUTH)',
   },
+  {
+    name: 'acl-file', type: 'string', value: 'FILE',
+    help: "respool's users file in Valkey's aclfile format: read at start and on SIGHUP, ACL LOAD / ACL SAVE use it",
+    default: 'none',
+  },
+  {
+    name: 'acl-upstream', type: 'string', value: 'none|mirror',
+    help: 'who restricted users run as on the nodes: none (respool\'s own user; their scripts and SORT patterns are refused) '
+      + 'or mirror (a user with the same rules that respool keeps on every node)',
+    default: DEFAULT_CONFIG.acl.upstream,
+  },
   numeric('max-bulk-length', 'limits.maxBulkLength', 'largest bulk string accepted from a client'),
   numeric('max-pending-per-client', 'limits.maxPendingPerClient', 'requests in flight per client'),
   numeric('max-query-bytes-per-client', 'limits.maxQueryBytesPerClient', 'unparsed request bytes buffered per client'),

@@ -18,7 +18,10 @@ import { envConfigData, nameEnvProblem } from './env-config.js';
 import { convertHotKeyFlags, readHotKeysFile } from './hot-keys-config.js';
 import { checkTls, convertTlsFlags, readTlsFile } from './tls-config.js';
 import { NUMERIC_FIELDS, type NumericField } from './schema.js';
-import { aclRulesProblem } from '../acl/users.js';
+import { aclRulesProblem, type UserConfig } from '../acl/users.js';
+import type { UpstreamSetting } from '../acl/upstream-identity.js';
+import { readAclFile } from '../acl/acl-file.js';
+import { CommandTable } from '../commands/command-table.js';
 import { CONFIG_VALIDATOR_FILE, RESPOOL_VERSION } from '../own-files.js';
 import {
   ConfigError, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type HostPort, type ReadStrategyName, type RespoolConfig,
@@ -172,6 +175,8 @@ function convertFlags(values: FlagValues, env: NodeJS.ProcessEnv, problems: stri
   convert('zone', 'reads.zone', (v) => toZone(v));
   convert('zone-from', 'reads.zoneFrom', (v) => toEnum(v, ZONE_FROM));
   convert('metadata-base-url', 'reads.metadataBaseUrl', (v) => toHttpUrl(v));
+  convert('acl-file', 'acl.file', (v) => resolvePath(nonEmpty(v)));
+  convert('acl-upstream', 'acl.upstream', (v) => toEnum(v, ['none', 'mirror'] as const));
   convert('upstream-user', 'upstreamAuth.username', (v) => nonEmpty(v));
   convert('upstream-password', 'upstreamAuth.password', (v) => nonEmpty(v));
   if (values['upstream-password'] === undefined) {
@@ -345,10 +350,13 @@ function convertSettings(data: unknown, where: string, env: NodeJS.ProcessEnv, p
   if (adminAddress === null || adminAddress === 'off') out.set('admin', null);
   else set('admin', convert(typeof adminSetting === 'object' ? 'admin.address' : 'admin', adminAddress, (v) => toAdminAddress(v)));
   if (adminSetting !== null && typeof adminSetting === 'object' && !isBad('admin')) {
-    const { token, tokenFile } = adminSetting as Record<string, unknown>;
+    const { token, tokenFile, readToken, readTokenFile: readFile } = adminSetting as Record<string, unknown>;
     if (token !== undefined && tokenFile !== undefined) problems.push(`${where}: admin: give token or tokenFile, not both`);
     else if (typeof token === 'string') out.set('adminToken', token);
     else if (typeof tokenFile === 'string') set('adminToken', convert('admin.tokenFile', tokenFile, (v) => readTokenFile(v as string)));
+    if (readToken !== undefined && readFile !== undefined) problems.push(`${where}: admin: give readToken or readTokenFile, not both`);
+    else if (typeof readToken === 'string') out.set('adminReadToken', readToken);
+    else if (typeof readFile === 'string') set('adminReadToken', convert('admin.readTokenFile', readFile, (v) => readTokenFile(v as string)));
   }
   set('logLevel', convert('logLevel', settings.logLevel, (v) => toEnum(v, LOG_LEVELS)));
   const reads = settings.reads as Record<string, unknown> | undefined;
@@ -401,7 +409,7 @@ function convertSettings(data: unknown, where: string, env: NodeJS.ProcessEnv, p
   }
 
   if (Array.isArray(settings.users) && !isBad('users')) {
-    const users: Array<{ name: string; password?: string; rules?: string }> = [];
+    const users: UserConfig[] = [];
     (settings.users as Array<Record<string, unknown>>).forEach((u, i) => {
       const user = convert(`users[${i}]`, u, (v) => {
         const name = u.name as string;
@@ -410,7 +418,13 @@ function convertSettings(data: unknown, where: string, env: NodeJS.ProcessEnv, p
         const password = readPassword(v as Record<string, unknown>, env);
         const rules = u.rules as string | undefined;
         if (password === undefined && rules === undefined) throw new ValueProblem('needs rules, password or passwordEnv');
-        const entry = { name, ...(password !== undefined ? { password } : {}), ...(rules !== undefined ? { rules } : {}) };
+        const upstream = readUserUpstream(u.upstream, env);
+        const entry: UserConfig = {
+          name,
+          ...(password !== undefined ? { password } : {}),
+          ...(rules !== undefined ? { rules } : {}),
+          ...(upstream !== undefined ? { upstream } : {}),
+        };
         const problem = aclRulesProblem(entry); // Valkey's ACL SETUSER error for a bad rule (src/acl/users.ts)
         if (problem !== null) throw new ValueProblem(problem);
         return entry;
@@ -419,7 +433,46 @@ function convertSettings(data: unknown, where: string, env: NodeJS.ProcessEnv, p
     });
     out.set('users', users);
   }
+
+  const acl = settings.acl as Record<string, unknown> | undefined;
+  if (acl !== undefined && acl !== null && typeof acl === 'object' && !isBad('acl')) {
+    if (acl.file === null) out.set('acl.file', null);
+    else set('acl.file', convert('acl.file', acl.file, (v) => resolvePath(v as string)));
+    set('acl.upstream', convert('acl.upstream', acl.upstream, (v) => toEnum(v, ['none', 'mirror'] as const)));
+    set('acl.mirrorPrefix', acl.mirrorPrefix);
+    if (acl.mirrorSecret !== undefined && acl.mirrorSecretEnv !== undefined) problems.push(`${where}: acl: give mirrorSecret or mirrorSecretEnv, not both`);
+    else if (typeof acl.mirrorSecret === 'string') out.set('acl.mirrorSecret', acl.mirrorSecret);
+    else if (typeof acl.mirrorSecretEnv === 'string') {
+      set('acl.mirrorSecret', convert('acl.mirrorSecretEnv', acl.mirrorSecretEnv, (v) => readPassword({ passwordEnv: v }, env)));
+    }
+  }
   return out;
+}
+
+/** users[].upstream: mirror, none, or { username, password | passwordEnv | passwordFile } (a mapped identity). */
+function readUserUpstream(raw: unknown, env: NodeJS.ProcessEnv): UpstreamSetting | undefined {
+  if (raw === undefined) return undefined;
+  if (raw === 'mirror' || raw === 'none') return raw;
+  const holder = raw as Record<string, unknown>;
+  const { passwordFile } = holder;
+  const given = [holder.password, holder.passwordEnv, passwordFile].filter((x) => x !== undefined).length;
+  if (given !== 1) throw new ValueProblem('upstream: give exactly one of password, passwordEnv, passwordFile');
+  const password = typeof passwordFile === 'string' ? readSecretFile(passwordFile) : readPassword(holder, env)!;
+  return { username: holder.username as string, password };
+}
+
+/** A secret read from a file: its first line, trimmed, not empty. */
+function readSecretFile(file: string): string {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new ValueProblem(`cannot read ${file} (${code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied' : (e as Error).message})`);
+  }
+  const secret = (text.split(/\r?\n/)[0] ?? '').trim();
+  if (secret === '') throw new ValueProblem(`${file} holds no secret on its first line`);
+  return secret;
 }
 
 /** password, or passwordEnv naming an environment variable; at most one of them. */
@@ -529,6 +582,11 @@ function assemble(fromFile: Map<string, unknown>, fromFlags: Map<string, unknown
     );
   }
   checkTls(config, settings, problems);
+  if (config.acl.file !== null) {
+    // The file must load at start, as Valkey refuses to start with a bad aclfile.
+    const read = readAclFile(config.acl.file, CommandTable.builtin(), new Set(config.users.map((u) => u.name)));
+    if ('error' in read) problems.push(`config: acl.file: ${read.error}`);
+  }
   if (config.upstreams.length === 0) {
     problems.push('--upstream (or upstreams: in the config file) is required');
   }

@@ -18,6 +18,8 @@ const NEEDS_RESTART: readonly string[] = [
   'clients.acceptRatePerSecond',
   'reads.zoneFrom', 'reads.metadataBaseUrl', 'reads.metadataTimeoutMs',
   'hotKeys.detection.', 'hotKeys.readChoice',
+  // mirrored users on the nodes keep their names and passwords until a restart
+  'acl.mirrorPrefix', 'acl.mirrorSecret',
   'upstreamTls.enabled',
 ];
 
@@ -95,6 +97,8 @@ export interface ReloadTargets {
   };
   /** The TLS engineer's certificate reload (reads config.tls / config.upstreamTls again); throws on a bad file. */
   reloadTls?: () => void;
+  /** respool's users: the configuration's and the ACL file's read again (src/acl/user-directory.ts); null or why not. */
+  users?: { reload(): string | null };
 }
 
 export interface ReloadResult {
@@ -138,6 +142,11 @@ export function reloadProxy(t: ReloadTargets, next: RespoolConfig): ReloadResult
         failed.push(`hotKeys.split ${ruleId(r).replace('\u0000', ' ')}: ${(err as Error).message}`);
       }
     }
+  }
+  // The ACL file may have changed on disk: always read it again (with the configuration's users).
+  if (t.users !== undefined) {
+    const problem = t.users.reload();
+    if (problem !== null) failed.push(`users: ${problem.replace(/^ERR /, '')} (the users stay as they were)`);
   }
   // Certificates may have been replaced on disk under the same names: always read them again.
   if (t.reloadTls !== undefined) {

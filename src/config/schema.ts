@@ -74,6 +74,8 @@ export const NUMERIC_FIELDS: readonly NumericField[] = [
   { path: 'dedicated.idleMs', kind: 'duration', min: 1, max: DAY_MS },
   { path: 'dedicated.blockMarginMs', kind: 'duration', min: 0, max: DAY_MS },
   { path: 'dedicated.maxReplicaStreams', kind: 'integer', min: 0, max: 10_000 },
+  // acl: ACL LOG's length (Valkey's acllog-max-len)
+  { path: 'acl.logMaxLen', kind: 'integer', min: 0, max: 1_000_000 },
   // pubsub: multiplexed subscriptions (src/pubsub)
   { path: 'pubsub.maxOutputBytesPerClient', kind: 'size', min: 1, max: 1 * TiB },
 ];
@@ -168,6 +170,38 @@ const passwordEnv: Schema = {
   type: 'string', pattern: ENV_NAME_PATTERN.source,
   'x-expect': 'must be the name of an environment variable',
 };
+const passwordFile: Schema = { type: 'string', minLength: 1, 'x-expect': 'must be a file name' };
+
+/** users[].upstream: mirror, none, or a mapped ACL user on the nodes. */
+const userUpstream: Schema = {
+  type: ['string', 'object'],
+  pattern: '^(mirror|none)$',
+  additionalProperties: false,
+  required: ['username'],
+  'x-expect': 'must be mirror, none, or a mapping with username and password (or passwordEnv, passwordFile)',
+  properties: {
+    username: { type: 'string', pattern: '^\\S+$', 'x-expect': 'must be a user name without spaces' },
+    password,
+    passwordEnv,
+    passwordFile,
+  },
+};
+
+/** acl: the ACL file, upstream identities, ACL LOG. */
+function aclSchema(): Schema {
+  const group = numericGroup('acl');
+  return {
+    ...group,
+    properties: {
+      ...(group.properties as Record<string, Schema>),
+      file: { type: ['string', 'null'], minLength: 1, 'x-expect': 'must be a file name or null' },
+      upstream: { enum: ['none', 'mirror'], 'x-expect': 'must be one of none, mirror' },
+      mirrorPrefix: { type: 'string', pattern: '^\\S+$', 'x-expect': 'must be a prefix without spaces' },
+      mirrorSecret: { type: 'string', minLength: 16, 'x-expect': 'must be a string of at least 16 characters' },
+      mirrorSecretEnv: passwordEnv,
+    },
+  };
+}
 
 export const CONFIG_FILE_SCHEMA: Schema = {
   type: 'object',
@@ -187,11 +221,14 @@ export const CONFIG_FILE_SCHEMA: Schema = {
     admin: {
       type: ['string', 'null', 'object'],
       additionalProperties: false,
-      'x-expect': 'expected host:port, null, or a mapping with address, token, tokenFile',
+      'x-expect': 'expected host:port, null, or a mapping with address, token, tokenFile, readToken, readTokenFile',
       properties: {
         address: { type: ['string', 'null'], 'x-expect': 'expected host:port or null' },
         token: { type: 'string', minLength: 16, 'x-expect': 'must be a string of at least 16 characters' },
         tokenFile: { type: 'string', minLength: 1, 'x-expect': 'must be a file name' },
+        // GET endpoints but /metrics, /healthz, /readyz need it (or the token) when set
+        readToken: { type: 'string', minLength: 16, 'x-expect': 'must be a string of at least 16 characters' },
+        readTokenFile: { type: 'string', minLength: 1, 'x-expect': 'must be a file name' },
       },
     },
     connectionsPerNode: numericSchema(numericField('connectionsPerNode')),
@@ -223,9 +260,11 @@ export const CONFIG_FILE_SCHEMA: Schema = {
           password,
           passwordEnv,
           rules: { type: 'string', 'x-expect': 'must be a string of Valkey ACL rules, e.g. "on >secret ~app:* +@read"' },
+          upstream: userUpstream,
         },
       },
     },
+    acl: aclSchema(),
     limits: numericGroup('limits'),
     timeouts: numericGroup('timeouts'),
     cluster: clusterSchema(),
@@ -247,11 +286,12 @@ export interface ConfigFile {
   upstreamTls?: Record<string, unknown>;
   upstreams?: string[];
   mode?: string;
-  admin?: string | null | { address?: string | null; token?: string; tokenFile?: string };
+  admin?: string | null | { address?: string | null; token?: string; tokenFile?: string; readToken?: string; readTokenFile?: string };
   connectionsPerNode?: number;
   workers?: number | string;
   upstreamAuth?: { username?: string | null; password?: string; passwordEnv?: string } | null;
-  users?: Array<{ name: string; password?: string; passwordEnv?: string; rules?: string }>;
+  users?: Array<{ name: string; password?: string; passwordEnv?: string; rules?: string; upstream?: string | Record<string, string> }>;
+  acl?: Record<string, unknown>;
   limits?: Record<string, number | string>;
   timeouts?: Record<string, number | string>;
   cluster?: Record<string, unknown>;

@@ -4,6 +4,7 @@
 
 import type { HotKeysConfig } from './hot-keys-config.js';
 import type { ClientTlsConfig, UpstreamTlsConfig } from './tls-config.js';
+import type { UserConfig } from '../acl/users.js';
 export type { ClientTlsConfig, UpstreamTlsConfig, TlsVersion } from './tls-config.js';
 export type { HotKeysConfig, ReadChoice, SplitRuleConfig } from './hot-keys-config.js';
 
@@ -25,11 +26,15 @@ export interface RespoolConfig {
   admin: HostPort | null; // default null (off); port 0 = pick a free port; a bare port = 127.0.0.1:port
   /** Bearer token for admin mutations (POST/DELETE): admin.token, admin.tokenFile, --admin-token-file or RESPOOL_ADMIN_TOKEN; null = mutations refused (403). */
   adminToken: string | null;
+  /** Bearer token for the admin GET endpoints but /metrics, /healthz, /readyz (admin.readToken, admin.readTokenFile); null = they are open. The admin token reads too. */
+  adminReadToken: string | null;
   connectionsPerNode: number; // default 2, 1..64
   /** Client-serving processes sharing the listen sockets (src/workers); 'auto' = one per core. Default 1. */
   workers: number | 'auto';
   upstreamAuth: { username: string | null; password: string } | null;
-  users: Array<{ name: string; password?: string; rules?: string }>; // respool's own users: Valkey ACL rules (src/acl/users.ts); empty = no AUTH required
+  users: UserConfig[]; // respool's own users: Valkey ACL rules (src/acl/users.ts); empty = no AUTH required
+  /** The ACL file, upstream identities, ACL LOG (src/acl). */
+  acl: AclConfig;
   limits: {
     maxBulkLength: number;
     maxArrayLength: number;
@@ -64,6 +69,19 @@ export interface RespoolConfig {
   dedicated: DedicatedConfig;
   /** Multiplexed pub/sub (src/pubsub). */
   pubsub: PubSubConfig;
+}
+
+export interface AclConfig {
+  /** Valkey's aclfile format: ACL LOAD / ACL SAVE, read at start and at every reload; null = none. */
+  file: string | null;
+  /** Who restricted users without users[].upstream run as on the nodes: none (respool's own user) or mirror. Default none. */
+  upstream: 'none' | 'mirror';
+  /** The name prefix of mirrored users on the nodes; default "respool.". */
+  mirrorPrefix: string;
+  /** What mirrored users' passwords derive from (a fleet shares it); null = upstreamAuth's password, else one per process. */
+  mirrorSecret: string | null;
+  /** ACL LOG's length (Valkey's acllog-max-len); default 128. */
+  logMaxLen: number;
 }
 
 export interface DedicatedConfig {

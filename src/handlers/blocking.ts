@@ -81,7 +81,7 @@ function run(session: HandlerSession, raw: Buffer, slot: number, timeoutMs: numb
   const node = ctx.router.primaryFor(slot);
   if (node === undefined) return done(encodeError(slot < 0 ? ProxyError.topologyUnknown() : ProxyError.slotNotServed(slot)));
   const state = session.state;
-  ctx.dedicated.acquire(node.host, node.port, state.protocol, state.db).then(
+  ctx.dedicated.acquire(node.host, node.port, state.protocol, state.db, state.acl.upstream).then(
     (conn) => {
       if (session.closed) return ctx.dedicated.release(conn, true);
       if (timeoutMs !== null) conn.setDeadline(timeoutMs + ctx.config.dedicated.blockMarginMs);

@@ -38,7 +38,7 @@ export function configSet(session: HandlerSession, req: CommandRequest, spec: Co
     if (topology === null) return entry.fill(encodeError(ProxyError.topologyUnknown()));
     const targets = fanOutTargets(spec, topology);
     // Control-plane calls on RESP2 links, in the client's link affinity.
-    const client: CallClient = { id: entry.client.id, protocol: 2, db: 0, closed: false };
+    const client: CallClient = { id: entry.client.id, protocol: 2, db: 0, identity: entry.client.identity, closed: false };
     run(router, client, targets, args, raw).then(
       (reply) => {
         if (reply === null) {

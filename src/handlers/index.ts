@@ -21,7 +21,9 @@ import { monitor } from './monitor.js';
 import { replication } from './replication.js';
 import { pubsub, allowedWhileSubscribed, refuseWhileSubscribed } from './pubsub.js';
 import { tracking, onTrackingLane } from './tracking.js';
-import { ACL_DENIED_CMD, aclErrorMessage, checkCommand, wrongArity, type AclUser } from '../acl/users.js';
+import { ACL_DENIED_CMD, ACL_DENIED_KEY, aclErrorMessage, checkCommand, needsNodeCheck, wrongArity, type AclDenial } from '../acl/command-check.js';
+import type { AclUser } from '../acl/rules.js';
+import { clientInfoLine } from './client-commands.js';
 
 /** Families that keep their own path while a WATCH lane is open (they would corrupt the lease's state). */
 const OFF_LANE: ReadonlySet<CommandFamily> = new Set(['pubsub', 'tracking', 'monitor', 'replication', 'refused', 'clients', 'cluster']);
@@ -58,8 +60,9 @@ export function dispatch(session: HandlerSession, req: CommandRequest): void {
   const state = session.state;
   if (state.replicaStream) return; // a replica's REPLCONF ACK: Valkey answers a replica nothing (handlers/replication.ts)
   if (spec === undefined && isRespoolCommand(req.args[0]!)) return respool(session, req);
-  // Users and permissions (src/acl/users.ts): null = +@all ~* &* (no users configured, or such a user).
-  if (state.acl !== null && denied(session, req, state.acl)) return;
+  // Users and permissions (src/acl): nothing to check for +@all ~* &* (no users configured, or such a user).
+  const acl = state.acl;
+  if (!acl.unrestricted && denied(session, req, acl)) return;
   const family = spec === undefined ? 'keyed' : commandFamily(spec, req);
   if (family === 'script' || family === 'allShards') noteScript(session.ctx.scripts, req); // EVAL / SCRIPT LOAD bodies, on every path
   state.tracking?.noteCommand(req.command, state.transaction !== null);
@@ -83,21 +86,38 @@ export function dispatch(session: HandlerSession, req: CommandRequest): void {
  * Valkey's ACL check (server.c processCommand → ACLCheckAllPerm), before anything is forwarded:
  * after the arity check (a wrong arity keeps its own error), for every command including those
  * queued in MULTI (which then make EXEC abort) and while subscribed. A command unknown to
- * respool's table is let through only for a user given +@all (Valkey's "future commands").
+ * respool's table is let through only for a user given +@all (Valkey's "future commands") and
+ * then only to the node's own check, as is every command respool cannot check completely (a
+ * script, a function, SORT … GET): a restricted user without an upstream identity is refused them.
+ * Denials go to ACL LOG.
  */
 function denied(session: HandlerSession, req: CommandRequest, acl: AclUser): boolean {
   const spec = req.spec;
   let message: string;
+  let denial: AclDenial | null = null;
   if (spec === undefined) {
-    if (acl.future) return false;
-    message = aclErrorMessage({ kind: ACL_DENIED_CMD, index: 0 }, acl, req.command, undefined, false);
+    if (acl.future && (acl.upstream !== null || (acl.allKeys && acl.allChannels))) return false;
+    if (acl.future) message = ProxyError.needsUpstreamIdentity(req.command.toUpperCase(), acl.name);
+    else {
+      denial = { kind: ACL_DENIED_CMD, index: 0 };
+      message = aclErrorMessage(denial, acl, req.command, undefined, false);
+    }
   } else {
     if (wrongArity(spec, req.args.length)) return false;
-    const denial = checkCommand(acl, spec, req.args, session.ctx.commands());
-    if (denial === null) return false;
-    message = aclErrorMessage(denial, acl, spec.name, undefined, false);
+    denial = checkCommand(acl, spec, req.args, session.ctx.commands());
+    if (denial === null) {
+      if (acl.upstream !== null || !needsNodeCheck(spec, req.args)) return false;
+      message = ProxyError.needsUpstreamIdentity(spec.name.toUpperCase(), acl.name);
+    } else {
+      message = aclErrorMessage(denial, acl, spec.name, undefined, false);
+    }
   }
   const state = session.state;
+  if (denial !== null) {
+    const object = denial.kind === ACL_DENIED_CMD ? (spec?.name ?? req.command) : req.args[denial.index]!.toString();
+    const reason = denial.kind === ACL_DENIED_CMD ? 'command' : denial.kind === ACL_DENIED_KEY ? 'key' : 'channel';
+    session.ctx.users.log.add(reason, state.transaction !== null ? 'multi' : 'toplevel', object, acl.name, clientInfoLine(session));
+  }
   if (req.command === 'exec' && state.lane === null) {
     // Valkey's rejectCommand for EXEC: execCommandAbort (the transaction, if any, is discarded).
     state.transaction = null;

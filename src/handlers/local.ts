@@ -10,7 +10,7 @@ import { clusterReply, LOCAL_CLUSTER_COMMANDS } from './cluster.js';
 import { oneShotTo } from './script.js';
 import { CLIENT_COMMANDS } from '../commands/proxy-handling.js';
 import { clientCommandReply, clientInfoLine } from './client-commands.js';
-import { checkCredentials, usersOf } from '../acl/users.js';
+import { checkCredentials } from '../acl/rules.js';
 import { aclReply } from './acl.js';
 
 /** Commands a client may send before it has authenticated (as in Valkey). */
@@ -128,7 +128,7 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
       if (args.length < 2) return encodeError(ProxyError.wrongArity('auth'));
       if (args.length > 3) return encodeError(ProxyError.syntax()); // Valkey's authCommand
       const [user, password] = args.length === 3 ? [arg(1), args[2]!] : ['default', args[1]!];
-      return authenticate(state, ctx, user, password, args.length === 2) ?? OK;
+      return authenticate(session, args[0]!, user, password, args.length === 2) ?? OK;
     }
     case 'hello':
       return hello(session, ctx, args);
@@ -193,17 +193,22 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
 
 /**
  * Null on success; the error reply otherwise. As Valkey's authCommand / ACLCheckUserCredentials
- * over respool's users (src/acl/users.ts): `AUTH <password>` while the default user has no
- * password gets Valkey's "without any password configured" error; an unknown user, a user that is
- * off or a wrong password gets WRONGPASS. With no users configured the default user is
- * `on nopass +@all ~* &*`, so `AUTH default anything` succeeds and `AUTH other x` is refused.
+ * over respool's users (src/acl/user-directory.ts): `AUTH <password>` while the default user has
+ * no password gets Valkey's "without any password configured" error; an unknown user, a user that
+ * is off or a wrong password gets WRONGPASS, and an `auth` entry in ACL LOG (object: the command
+ * as the client wrote it). With no users configured the default user is `on nopass +@all ~* &*`,
+ * so `AUTH default anything` succeeds and `AUTH other x` is refused.
  */
-function authenticate(state: ClientState, ctx: ServerContext, user: string, password: Buffer, passwordOnly = false): Buffer | null {
-  const acl = usersOf(ctx.config);
-  if (passwordOnly && acl.defaultUser.nopass) return encodeError(ProxyError.authNotConfigured());
-  const entry = acl.byName.get(user);
-  if (!checkCredentials(entry, password)) return encodeError(ProxyError.wrongPass());
-  state.authenticate(user, entry!.unrestricted ? null : entry!);
+function authenticate(session: HandlerSession, command: Buffer, user: string, password: Buffer, passwordOnly = false): Buffer | null {
+  const { ctx, state } = session;
+  const users = ctx.users;
+  if (passwordOnly && users.defaultUser.nopass) return encodeError(ProxyError.authNotConfigured());
+  const entry = users.get(user);
+  if (!checkCredentials(entry, password)) {
+    users.log.add('auth', state.transaction !== null ? 'multi' : 'toplevel', command.toString(), user, clientInfoLine(session));
+    return encodeError(ProxyError.wrongPass());
+  }
+  state.authenticate(user, entry!);
   return null;
 }
 
@@ -223,7 +228,7 @@ function hello(session: HandlerSession, ctx: ServerContext, args: Buffer[]): Buf
   for (; i < args.length; i++) {
     const option = args[i]!.toString().toLowerCase();
     if (option === 'auth' && i + 2 < args.length) {
-      const failed = authenticate(state, ctx, args[i + 1]!.toString(), args[i + 2]!);
+      const failed = authenticate(session, args[0]!, args[i + 1]!.toString(), args[i + 2]!);
       if (failed) return failed;
       i += 2;
     } else if (option === 'setname' && i + 1 < args.length) {

@@ -33,7 +33,7 @@ export const monitor: Handler = (session, req) => {
     endAll();
   };
   for (const node of nodes) {
-    ctx.dedicated.acquire(node.host, node.port, session.state.protocol).then(
+    ctx.dedicated.acquire(node.host, node.port, session.state.protocol, 0, session.state.acl.upstream).then(
       (conn) => {
         if (closed) return ctx.dedicated.release(conn, false);
         held.push(conn);

@@ -3,7 +3,6 @@ import { sharePeerCommand } from '../workers/peer-commands.js';
 import { inWorker, mergeWindowReports, requestWorkerReports } from '../workers/hot-key-reports.js';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
-import { usersOf } from '../acl/users.js';
 import type { Handler } from './types.js';
 
 /**
@@ -13,12 +12,9 @@ import type { Handler } from './types.js';
  */
 export const respool: Handler = (session, req) => {
   const { state, ctx } = session;
-  const acl = usersOf(ctx.config);
-  if (!acl.open) {
-    const user = state.user === null ? undefined : acl.byName.get(state.user);
-    if (user === undefined || !user.respoolAdmin) {
-      return session.replyNow(encodeError(ProxyError.noPerm(`User ${state.user ?? 'default'} has no permissions to run the 'respool' command`)));
-    }
+  // With no users configured the default user holds +@respool-admin (src/acl/user-directory.ts).
+  if (state.user === null || !state.acl.respoolAdmin) {
+    return session.replyNow(encodeError(ProxyError.noPerm(`User ${state.user ?? 'default'} has no permissions to run the 'respool' command`)));
   }
   const sub = req.args[1]?.toString('latin1').toUpperCase();
   if (inWorker() && (sub === 'HOTKEYS' || sub === 'NODES') && ctx.hotKeys?.detector != null) {

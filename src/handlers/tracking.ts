@@ -266,7 +266,7 @@ export class TrackingLanes {
 
   private async open(host: string, port: number, address: string, first: TrackingLine): Promise<DedicatedConnection> {
     const ctx = this.session.ctx;
-    const conn = await ctx.dedicated.acquire(host, port, this.protocol);
+    const conn = await ctx.dedicated.acquire(host, port, this.protocol, 0, this.session.state.acl.upstream);
     if (this.closed) {
       ctx.dedicated.release(conn, false);
       throw new Error(ProxyError.trackingTurnedOff());
@@ -313,7 +313,7 @@ export class TrackingLanes {
     const known = this.listeners.get(address);
     if (known !== undefined) return known.id;
     const ctx = this.session.ctx;
-    const conn = await ctx.dedicated.acquire(host, port, 3);
+    const conn = await ctx.dedicated.acquire(host, port, 3, 0, this.session.state.acl.upstream);
     conn.setDeadline(ctx.config.timeouts.commandMs);
     let reply: Buffer;
     try {

@@ -74,7 +74,7 @@ function watch(session: HandlerSession, req: CommandRequest): void {
     const node = ctx.router.primaryFor(slot);
     if (node === undefined) return entry.fill(encodeError(ProxyError.slotNotServed(slot)));
     const state = session.state;
-    ctx.dedicated.acquire(node.host, node.port, state.protocol, state.db).then(
+    ctx.dedicated.acquire(node.host, node.port, state.protocol, state.db, state.acl.upstream).then(
       (conn) => {
         if (session.closed) return ctx.dedicated.release(conn, true);
         const lane = new LeasedLane(conn, session);

@@ -13,6 +13,7 @@ import { UpstreamCall, type CallOwner } from '../routing/upstream-call.js';
 import type { KeyedRouteHook } from '../routing/hooks.js';
 import type { Router } from '../routing/router.js';
 import type { UpstreamPools } from '../upstream/upstream-pools.js';
+import { needsNodeCheck } from '../acl/command-check.js';
 import { HotKeyDetector, displayKey, type WindowReport } from './detector.js';
 import { globMatch } from '../util/glob.js';
 import { placeCopies } from './placement.js';
@@ -114,6 +115,9 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     if (split === null) return null;
     const flags = spec.flags;
     if (isScript) return this.refuse(command, split, 'scripts cannot be applied to split copies');
+    // SORT … BY / GET read keys the request does not name: run on a copy as respool, they would
+    // escape the node's check of a restricted user (acl/command-check.ts needsNodeCheck).
+    if (needsNodeCheck(spec, args)) return this.refuse(command, split, 'its BY or GET patterns read other keys');
     if (keys.length === 1) {
       if (flags & CommandFlag.READONLY) return this.read(owner, raw, args, at, split, command);
       if (flags & CommandFlag.WRITE) {
@@ -177,14 +181,18 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     else out = rewriteKey(args, at, copy.name);
     this.stats.reads++;
     this.deps.metrics?.raw.split_reads_total.labels(copy === split.original ? 'original' : 'copy').inc();
-    this.deps.router.dispatch(new SplitRead(owner, this.deps.router, out, command, split, copy, raw, this));
+    const call = new SplitRead(owner, this.deps.router, out, command, split, copy, raw, this);
+    call.asRespool = true; // copies are respool's keys (UpstreamCall.asRespool)
+    this.deps.router.dispatch(call);
     return true;
   }
 
   readFallback(read: SplitRead): void {
     this.stats.fallbacks++;
     this.deps.metrics?.raw.split_reads_total.labels('fallback').inc();
-    this.deps.router.dispatch(new UpstreamCall(read, this.deps.router, read.originalRaw, read.command, read.key.original.slot));
+    const call = new UpstreamCall(read, this.deps.router, read.originalRaw, read.command, read.key.original.slot);
+    call.asRespool = true;
+    this.deps.router.dispatch(call);
   }
 
   fallbackDone(read: SplitRead, reply: Buffer): void {
@@ -203,6 +211,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
       const out = copy === split.original ? raw : rewriteKey(args, at, copy.name);
       const child = new UpstreamCall(write, this.deps.router, out, command, copy.slot);
       child.index = i;
+      child.asRespool = true;
       this.deps.router.dispatch(child);
     }
     return true;

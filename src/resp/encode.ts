@@ -9,6 +9,7 @@ const LF = 0x0a;
 const STAR = 0x2a;
 const DOLLAR = 0x24;
 const PERCENT = 0x25;
+const TILDE = 0x7e;
 
 /** Number of decimal digits of a non-negative integer. */
 function decimalLength(n: number): number {
@@ -194,4 +195,18 @@ export function encodeVerbatim(text: string, proto: 2 | 3): Buffer {
   if (proto === 2) return encodeBulk(text, 2);
   const body = Buffer.from(`txt:${text}`, 'utf8');
   return Buffer.concat([Buffer.from(`=${body.length}\r\n`), body, Buffer.from('\r\n')]);
+}
+
+/** A set of already-encoded items: "~N" in RESP3, an array in RESP2 (ACL GETUSER's flags). */
+export function encodeSet(items: Buffer[], proto: 2 | 3): Buffer {
+  if (proto === 2) return encodeArray(items);
+  let payload = 0;
+  for (let i = 0; i < items.length; i++) payload += items[i]!.length;
+  return encodeAggregate(TILDE, items.length, items, payload);
+}
+
+/** A double as Valkey's addReplyDouble: `,d` in RESP3, a bulk string in RESP2; d2string's text (integers without a point). */
+export function encodeDouble(d: number, proto: 2 | 3): Buffer {
+  const text = Number.isNaN(d) ? 'nan' : d === Infinity ? 'inf' : d === -Infinity ? '-inf' : Object.is(d, -0) ? '-0' : String(d);
+  return proto === 3 ? Buffer.from(`,${text}\r\n`, 'latin1') : encodeBulk(text, 2);
 }

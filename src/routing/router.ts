@@ -18,6 +18,7 @@ import type { ReadRouting } from './read-strategy.js';
 import { fullJitterDelay } from '../upstream/backoff.js';
 import { ClusterScan, FanOut, fanOutTargets } from './fan-out.js';
 import { responsePolicy } from '../commands/proxy-handling.js';
+import type { UpstreamIdentity } from '../acl/upstream-identity.js';
 
 export interface RouterOptions {
   maxRedirects: number;
@@ -43,6 +44,11 @@ export class Router {
   private roundRobin = 0;
   /** Offered every keyed call while set (hot keys set it while detection or split keys are active). */
   keyedHook: KeyedRouteHook | null = null;
+  /**
+   * An error reply to a call made as a user's upstream identity (set by the server): the node's
+   * name for the identity becomes the respool user's, and a denial is read back into ACL LOG.
+   */
+  identityErrors: ((call: UpstreamCall, identity: UpstreamIdentity, frame: Buffer) => Buffer) | null = null;
 
   constructor(
     private readonly refresher: TopologyRefresher,
@@ -91,7 +97,7 @@ export class Router {
     if (spec !== undefined && (spec.flags & CommandFlag.READONLY) !== 0) call.safeToRepeat = true;
     // Read-only commands in a cluster follow the read strategy; everything else the primary.
     const reads = this.reads;
-    if (reads !== undefined && reads.active && spec !== undefined && (spec.flags & CommandFlag.READONLY) !== 0 && topology.mode === 'cluster') {
+    if (reads !== undefined && reads.active && spec !== undefined && (spec.flags & CommandFlag.READONLY) !== 0 && topology.mode === 'cluster' && (owner.client.identity?.replicaReads ?? true)) {
       call.read = reads.strategyFor(firstKey);
     }
     this.metrics?.commandCounter(command).inc();
@@ -121,7 +127,7 @@ export class Router {
     call.index = index;
     call.node = node.address;
     const client = call.client;
-    this.pools.forNode(node, client.protocol, role, client.db).send(raw, call, client.id);
+    this.pools.forNode(node, client.protocol, role, client.db, client.identity).send(raw, call, client.id);
   }
 
   /** Sends a call built elsewhere (hot-key copies) to its slot's node; finishes it on failure. */
@@ -184,7 +190,7 @@ export class Router {
 
   /** As sendBlock, to a named node (a keyless transaction that publishes: handlers/transaction.ts). */
   sendBlockTo(client: CallClient, node: ClusterNode, items: ReadonlyArray<{ data: Buffer; req: LinkRequest }>): void {
-    this.pools.forNode(node, client.protocol, 'primary', client.db).sendBlock(items, client.id);
+    this.pools.forNode(node, client.protocol, 'primary', client.db, client.identity).sendBlock(items, client.id);
   }
 
   /** The primary that owns `slot` now (any primary for -1); undefined when none does. */
@@ -202,7 +208,7 @@ export class Router {
     // The client's database now: it cannot have changed while the call was outstanding (SELECT
     // and RESET wait for every earlier reply, handlers/local.ts), so retries stay in it.
     const client = req.client;
-    this.pools.forNode(node, client.protocol, 'primary', client.db).send(req.raw, req, client.id);
+    this.pools.forNode(node, client.protocol, 'primary', client.db, req.asRespool ? null : client.identity).send(req.raw, req, client.id);
     return null;
   }
 
@@ -220,7 +226,7 @@ export class Router {
     req.readChoice = choice;
     req.node = choice.node.address;
     const client = req.client;
-    this.pools.forNode(choice.node, client.protocol, choice.role, client.db).send(req.raw, req);
+    this.pools.forNode(choice.node, client.protocol, choice.role, client.db, req.asRespool ? null : client.identity).send(req.raw, req);
     return null;
   }
 
@@ -257,6 +263,11 @@ export class Router {
     return primaries[this.roundRobin]!.primary;
   }
 
+  /** An identity call's error reply, as the client should see it (identityErrors). */
+  identityError(call: UpstreamCall, identity: UpstreamIdentity, frame: Buffer): Buffer {
+    return this.identityErrors === null ? frame : this.identityErrors(call, identity, frame);
+  }
+
   /** Called for every error reply; true when the router took the request over (redirect/retry). */
   handleErrorReply(req: UpstreamCall, frame: Buffer, link: Link): boolean {
     if (req.pinned !== null) return false; // a node's own answer for a fan-out: passed on as it is
@@ -284,7 +295,8 @@ export class Router {
         if (error) req.finish(error);
       } else {
         req.node = `${host}:${redirect.port}`;
-        this.pools.get(host, redirect.port, req.client.protocol, 'primary', req.client.db).sendBlock([{ data: ASKING, req: IGNORE_REPLY }, { data: req.raw, req }], req.client.id);
+        const client = req.client;
+        this.pools.get(host, redirect.port, client.protocol, 'primary', client.db, req.asRespool ? null : client.identity).sendBlock([{ data: ASKING, req: IGNORE_REPLY }, { data: req.raw, req }], client.id);
       }
       return true;
     }

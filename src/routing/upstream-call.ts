@@ -2,6 +2,7 @@ import type { Link, LinkFailureCause, LinkRequest } from '../upstream/link.js';
 import type { ClusterNode } from '../cluster/topology.js';
 import type { Router } from './router.js';
 import type { ReadChoice, ReadStrategy } from './read-strategy.js';
+import type { UpstreamIdentity } from '../acl/upstream-identity.js';
 
 /**
  * The client a call is made for: its protocol and database pick the links, its id is the link
@@ -13,6 +14,8 @@ export interface CallClient {
   readonly protocol: 2 | 3;
   /** The client's database (SELECT against a standalone upstream); 0 in a cluster. */
   readonly db: number;
+  /** Who its commands run as on the nodes (src/acl/upstream-identity.ts); null = respool's own user. */
+  readonly identity: UpstreamIdentity | null;
   readonly closed: boolean;
 }
 
@@ -54,6 +57,12 @@ export class UpstreamCall implements LinkRequest {
   pinned: { node: ClusterNode; role: 'primary' | 'replica' } | null = null;
   /** The child's place in a fragmented request (fragmented.ts); 0 otherwise. */
   index = 0;
+  /**
+   * Sent as respool's own user even for a client with an upstream identity: reads and writes of
+   * split hot-key copies (hotkeys/), whose copies are respool's keys and whose command respool
+   * checked completely against the key the client named.
+   */
+  asRespool = false;
 
   constructor(
     readonly owner: CallOwner,
@@ -71,7 +80,11 @@ export class UpstreamCall implements LinkRequest {
   }
 
   onReply(frame: Buffer, link: Link): void {
-    if (frame[0] === 0x2d /* - */ && this.router.handleErrorReply(this, frame, link)) return;
+    if (frame[0] === 0x2d /* - */) {
+      if (this.router.handleErrorReply(this, frame, link)) return;
+      const identity = this.asRespool ? null : this.client.identity;
+      if (identity !== null) frame = this.router.identityError(this, identity, frame);
+    }
     this.router.observeReply(this, frame[0] === 0x2d);
     this.finish(frame);
   }

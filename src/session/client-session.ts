@@ -4,7 +4,6 @@ import { ProtocolError } from '../resp/protocol-error.js';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { AUTH_EXEMPT } from '../handlers/local.js';
-import { usersOf, defaultNeedsAuth } from '../acl/users.js';
 import { dispatch } from '../handlers/index.js';
 import { commandFamily } from '../commands/proxy-handling.js';
 import type { HandlerSession } from '../handlers/types.js';
@@ -14,6 +13,7 @@ import { BatchedWriter } from '../util/batched-writer.js';
 import { FifoQueue } from '../util/fifo-queue.js';
 import { ReplyEntry, ReplyQueue } from './reply-queue.js';
 import { ClientState } from './client-state.js';
+import type { UpstreamIdentity } from '../acl/upstream-identity.js';
 import { heldByPause } from '../handlers/client-commands.js';
 import { readClientSocket } from './shared-reads.js';
 
@@ -80,8 +80,7 @@ export class ClientSession implements HandlerSession {
     const socket = readClientSocket(accepted, ClientSession.onSocketData);
     this.socket = socket;
     this.id = ctx.nextClientId();
-    const acl = usersOf(ctx.config); // respool's users (src/acl/users.ts), compiled once per config
-    this.state = new ClientState(defaultNeedsAuth(acl), acl.defaultUser.unrestricted ? null : acl.defaultUser);
+    this.state = new ClientState(ctx.users); // respool's users (src/acl/user-directory.ts)
     this.framer = new RequestFramer(ctx.config.limits); // its bulk, array and inline bounds (one shared limits object: resp/limits.ts)
     // TCP_NODELAY and keepalive: from the listening socket, or set on accept (session/socket-options.ts).
     const { idleTimeoutMs } = ctx.config.clients;
@@ -131,6 +130,11 @@ export class ClientSession implements HandlerSession {
 
   get db(): number {
     return this.state.db;
+  }
+
+  /** Who its commands run as on the nodes (null: respool's own upstreamAuth): its user's identity, read at each call. */
+  get identity(): UpstreamIdentity | null {
+    return this.state.acl.upstream;
   }
 
   /** Entries report here when filled; the head (and what is done behind it) is written. */

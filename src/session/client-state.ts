@@ -2,7 +2,14 @@ import type { Transaction } from '../handlers/transaction-state.js';
 import type { LeasedLane } from '../handlers/leased-lane.js';
 import type { TrackingLanes } from '../handlers/tracking.js';
 import type { ClientSubscriptions } from '../pubsub/client-subscriptions.js';
-import type { AclUser } from '../acl/users.js';
+import type { AclUser } from '../acl/rules.js';
+
+/** Where a client's users come from (the user directory, src/acl/user-directory.ts). */
+export interface UserSource {
+  /** Valkey's authRequired(): a new (or RESET) connection must AUTH before anything else. */
+  authRequired(): boolean;
+  readonly defaultUser: AclUser;
+}
 
 /** No keys: one array shared by every client that is not blocked (a client costs no array of its own). */
 const NO_KEYS: readonly string[] = Object.freeze([]);
@@ -27,8 +34,12 @@ export class ClientState {
   libVersion = '';
   /** The authenticated user, or null while AUTH is still required. */
   user: string | null;
-  /** That user's permissions (src/acl/users.ts), checked in handlers/index.ts; null = unrestricted (+@all ~* &*). */
-  acl: AclUser | null;
+  /**
+   * That user (src/acl/rules.ts: its permissions, checked in handlers/index.ts unless it is
+   * unrestricted, and its upstream identity); the default user until AUTH. The directory changes
+   * it in place when ACL SETUSER / LOAD change the user.
+   */
+  acl: AclUser;
   /** MULTI … EXEC in progress (queued by respool, or forwarded on a lease after WATCH). */
   transaction: Transaction | null = null;
   /** Channels, patterns and shard channels this client holds; null until its first SUBSCRIBE. */
@@ -65,12 +76,11 @@ export class ClientState {
   private replySkip = false;
 
   constructor(
-    private readonly authRequired: boolean,
-    /** The default user's permissions (null = unrestricted): a client starts (and RESETs) as it. */
-    private readonly defaultAcl: AclUser | null = null,
+    /** A client starts (and RESETs) as the default user, authenticated unless it needs AUTH. */
+    private readonly users: UserSource,
   ) {
-    this.user = authRequired ? null : 'default';
-    this.acl = defaultAcl;
+    this.user = users.authRequired() ? null : 'default';
+    this.acl = users.defaultUser;
   }
 
   setProtocol(protocol: 2 | 3): void {
@@ -91,9 +101,9 @@ export class ClientState {
     else this.libVersion = value;
   }
 
-  authenticate(user: string, acl: AclUser | null = null): void {
+  authenticate(user: string, acl: AclUser): void {
     this.user = user;
-    this.acl = acl !== null && acl.unrestricted ? null : acl;
+    this.acl = acl;
   }
 
   get authenticated(): boolean {
@@ -146,8 +156,8 @@ export class ClientState {
     this.protocol = 2;
     this.db = 0;
     this.name = null;
-    this.user = this.authRequired ? null : 'default';
-    this.acl = this.defaultAcl;
+    this.user = this.users.authRequired() ? null : 'default';
+    this.acl = this.users.defaultUser;
     this.transaction = null;
     this.tracking?.close(true); // tracking off, once the lanes answered what they owe
     this.tracking = null;

@@ -11,6 +11,7 @@ import type { ClusterEmulation } from '../cluster/emulation.js';
 import type { ScriptCache } from '../handlers/script-cache.js';
 import type { RunningScripts } from '../handlers/running-scripts.js';
 import type { ClientPause } from './client-pause.js';
+import type { UserDirectory } from '../acl/user-directory.js';
 
 /** What a client session needs from the running proxy (kept narrow so sessions stay testable). */
 export interface ServerContext {
@@ -18,6 +19,8 @@ export interface ServerContext {
   readonly router: Router;
   readonly log: Logger;
   readonly metrics?: Metrics;
+  /** respool's users (config, ACL file, ACL SETUSER), their identities on the nodes, ACL LOG. */
+  readonly users: UserDirectory;
   /** Hot keys: the RESPOOL command steers them. */
   readonly hotKeys: HotKeys;
   /** Leased upstream connections (WATCH, blocking commands). */

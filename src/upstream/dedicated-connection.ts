@@ -7,6 +7,7 @@ import { performance } from 'node:perf_hooks';
 import { ReplyFramer } from '../resp/reply-framer.js';
 import type { FramerLimits } from '../resp/limits.js';
 import { encodeCommand } from '../resp/encode.js';
+import { decodeReply } from '../resp/decode.js';
 import { ProxyError } from '../errors.js';
 import { FifoQueue } from '../util/fifo-queue.js';
 import { BatchedWriter } from '../util/batched-writer.js';
@@ -25,6 +26,26 @@ export interface DedicatedConnectionOptions {
   framerLimits?: Partial<FramerLimits>;
   /** config.upstreamTls: TLS to the node when enabled (upstream/dial.ts). */
   tls?: UpstreamTlsConfig | null;
+  /** Before the handshake (UpstreamSocketOptions.prepare): a mirrored identity made sure on the node. */
+  prepare?: () => Promise<void>;
+  /** The node refused the handshake's credentials (WRONGPASS). */
+  onAuthRefused?: () => void;
+  /** A user's upstream identity: HELLO carries AUTH and SETNAME, and its reply the client id (no CLIENT ID, which the user may not run). */
+  identity?: boolean;
+}
+
+/** The `id` of a HELLO reply (a map in RESP3, a flat array in RESP2), or null. */
+function helloClientId(frame: Buffer): number | null {
+  const reply = decodeReply(frame);
+  const entries: Array<[unknown, unknown]> = reply instanceof Map ? [...reply] : [];
+  if (Array.isArray(reply)) for (let i = 0; i + 1 < reply.length; i += 2) entries.push([reply[i], reply[i + 1]]);
+  for (const [k, v] of entries) {
+    if (String(k) === 'id') {
+      const id = Number(v);
+      return Number.isSafeInteger(id) ? id : null;
+    }
+  }
+  return null;
 }
 
 /** The name leased connections give themselves upstream (CLIENT LIST shows it). */
@@ -180,21 +201,36 @@ export class DedicatedConnection extends EventEmitter implements ReplySource {
   }
 
   private handshake(): void {
-    const { auth, protocol } = this.options;
+    const { auth, protocol, identity } = this.options;
     const clientName = this.options.clientName ?? LEASE_CLIENT_NAME;
-    const steps: HandshakeStep[] = handshakeCommands(protocol, auth, clientName, this.db).map((args) => ({ args, onReply: () => {} }));
-    steps.push({
-      args: ['CLIENT', 'ID'],
-      onReply: (frame) => {
-        const id = frame[0] === COLON ? Number(frame.toString('latin1', 1, frame.length - 2)) : NaN;
-        if (!Number.isSafeInteger(id)) {
-          this.fail(`handshake CLIENT ID: unexpected reply ${JSON.stringify(frame.toString('latin1', 0, 40))}`);
-          return;
-        }
-        this.clientId = id;
-        this.becomeReady();
-      },
-    });
+    const steps: HandshakeStep[] = handshakeCommands(protocol, auth, clientName, this.db, identity === true).map((args) => ({ args, onReply: () => {} }));
+    if (identity === true) {
+      // HELLO's reply holds the client id; the last step (HELLO, or SELECT after it) makes it ready.
+      steps[0]!.onReply = (frame) => {
+        const id = helloClientId(frame);
+        if (id === null) this.fail(`handshake HELLO: no client id in ${JSON.stringify(frame.toString('latin1', 0, 40))}`);
+        else this.clientId = id;
+      };
+      const last = steps[steps.length - 1]!;
+      const before = last.onReply;
+      last.onReply = (frame) => {
+        before(frame);
+        if (this.state === 'connecting') this.becomeReady();
+      };
+    } else {
+      steps.push({
+        args: ['CLIENT', 'ID'],
+        onReply: (frame) => {
+          const id = frame[0] === COLON ? Number(frame.toString('latin1', 1, frame.length - 2)) : NaN;
+          if (!Number.isSafeInteger(id)) {
+            this.fail(`handshake CLIENT ID: unexpected reply ${JSON.stringify(frame.toString('latin1', 0, 40))}`);
+            return;
+          }
+          this.clientId = id;
+          this.becomeReady();
+        },
+      });
+    }
     this.handshakeSteps = steps;
     for (const step of steps) {
       // Handshake entries sit in `inflight` like any request; onData routes their frames here.
@@ -206,7 +242,9 @@ export class DedicatedConnection extends EventEmitter implements ReplySource {
   private onHandshakeReply(frame: Buffer): void {
     const step = this.handshakeSteps.shift()!;
     if (frame[0] === MINUS) {
-      this.fail(`handshake ${step.args[0]} failed: ${frame.toString('utf8', 1).trim()}`);
+      const error = frame.toString('utf8', 1).trim();
+      if (error.startsWith('WRONGPASS')) this.options.onAuthRefused?.();
+      this.fail(`handshake ${step.args[0]} failed: ${error}`);
       return;
     }
     step.onReply(frame);

@@ -5,6 +5,8 @@ import { ProxyError } from '../errors.js';
 import type { RespoolConfig } from '../config/types.js';
 import type { Metrics } from '../admin/metrics.js';
 import type { LeaseRefusalReason } from '../admin/metric-definitions.js';
+import type { UpstreamIdentity } from '../acl/upstream-identity.js';
+import type { IdentityHooks } from './upstream-pools.js';
 
 /** What DedicatedPools reads from the configuration (the server passes its RespoolConfig). */
 export type DedicatedPoolsConfig = Pick<RespoolConfig, 'dedicated' | 'upstreamAuth' | 'timeouts' | 'limits'> & Partial<Pick<RespoolConfig, 'upstreamTls'>>;
@@ -59,6 +61,8 @@ interface NodeLeases {
   readonly protocol: 2 | 3;
   /** The database its connections open in (and must be in when handed back, to be reused). */
   readonly db: number;
+  /** Whom its connections authenticate as: a user's upstream identity, or null for respool's own. */
+  readonly identity: UpstreamIdentity | null;
   readonly pool: Pool<DedicatedConnection>;
   /** acquire() calls parked at a bound, oldest first (timed-out ones are removed). */
   readonly waiters: Waiter[];
@@ -108,8 +112,9 @@ const ABANDON_GRACE_MS = 1000;
 
 /**
  * Leased upstream connections (WATCH … EXEC, blocking commands): one generic-pool per node
- * address, protocol and database (a standalone upstream's databases ≠ 0: connections opened
- * with SELECT n), created on demand, behind one admission gate for the whole process.
+ * address, protocol, database (a standalone upstream's databases ≠ 0: connections opened
+ * with SELECT n) and upstream identity (a user's own, src/acl/upstream-identity.ts), created on
+ * demand, behind one admission gate for the whole process.
  *
  *   per pool   : leased (borrowed) + idle (available) + dialing (being created) ≤ maxPerNode
  *                (= generic-pool's max; pool.size counts all three). Pools are per node,
@@ -152,6 +157,8 @@ export class DedicatedPools {
   };
   private readonly metrics: Metrics | undefined;
   private readonly abandonGraceMs: number;
+  /** Set by the server: the identity mirror (identity connections make sure their user exists first). */
+  identityHooks: IdentityHooks | null = null;
 
   constructor(
     private readonly config: DedicatedPoolsConfig,
@@ -171,12 +178,12 @@ export class DedicatedPools {
    *  - ProxyError.upstreamUnavailable when dialing the node failed;
    *  - ProxyError.shuttingDown after closeAll().
    */
-  acquire(host: string, port: number, protocol: 2 | 3, db = 0): Promise<DedicatedConnection> {
+  acquire(host: string, port: number, protocol: 2 | 3, db = 0, identity: UpstreamIdentity | null = null): Promise<DedicatedConnection> {
     if (this.closed) {
       this.refuse('shutting_down');
       return Promise.reject(new Error(ProxyError.shuttingDown()));
     }
-    const node = this.node(host, port, protocol, db);
+    const node = this.node(host, port, protocol, db, identity);
     return new Promise<DedicatedConnection>((resolve, reject) => {
       const waiter: Waiter = { resolve, reject, timer: null, blockedBy: 'max_per_node' };
       if (node.waiters.length === 0) {
@@ -260,6 +267,16 @@ export class DedicatedPools {
     unblocking.catch(() => finish(false));
   }
 
+  /** Leased (in use or idle) connections per respool user with an upstream identity. */
+  identityLeases(): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const node of this.nodes.values()) {
+      if (node.identity === null) continue;
+      out.set(node.identity.user, (out.get(node.identity.user) ?? 0) + node.pool.size);
+    }
+    return out;
+  }
+
   /** Counts for gauges, tests and /topology. */
   stats(): LeaseStats {
     const byNode: Record<string, LeaseNodeStats> = {};
@@ -297,13 +314,14 @@ export class DedicatedPools {
 
   // ---- admission ------------------------------------------------------------------------------
 
-  private node(host: string, port: number, protocol: 2 | 3, db: number): NodeLeases {
-    const key = db === 0 ? `${host}:${port}/${protocol}` : `${host}:${port}/${protocol}/${db}`;
+  private node(host: string, port: number, protocol: 2 | 3, db: number, identity: UpstreamIdentity | null): NodeLeases {
+    let key = db === 0 ? `${host}:${port}/${protocol}` : `${host}:${port}/${protocol}/${db}`;
+    if (identity !== null) key += `#${identity.key}`;
     let node = this.nodes.get(key);
     if (node === undefined) {
       const address = `${host}:${port}`;
       const factory: Factory<DedicatedConnection> = {
-        create: () => this.dial(host, port, protocol, db),
+        create: () => this.dial(host, port, protocol, db, identity),
         destroy: async (conn) => this.onDestroyed(conn, address),
       };
       const { maxPerNode, idleMs } = this.config.dedicated;
@@ -315,7 +333,7 @@ export class DedicatedPools {
         numTestsPerEvictionRun: maxPerNode,
         fifo: false, // reuse the most recently released connection; older ones age out
       });
-      node = { key, host, port, address, protocol, db, pool, waiters: [], granting: 0 };
+      node = { key, host, port, address, protocol, db, identity, pool, waiters: [], granting: 0 };
       this.nodes.set(key, node);
     }
     return node;
@@ -463,14 +481,20 @@ export class DedicatedPools {
   // ---- the connections ------------------------------------------------------------------------
 
   /** generic-pool's create: never rejects (see the class comment). */
-  private async dial(host: string, port: number, protocol: 2 | 3, db: number): Promise<DedicatedConnection> {
+  private async dial(host: string, port: number, protocol: 2 | 3, db: number, identity: UpstreamIdentity | null): Promise<DedicatedConnection> {
     this.total++;
+    const hooks = this.identityHooks;
+    const address = `${host}:${port}`;
     const conn = new DedicatedConnection({
       host,
       port,
       protocol,
       db,
-      auth: this.config.upstreamAuth,
+      auth: identity === null ? this.config.upstreamAuth : { username: identity.username, password: identity.password },
+      ...(identity !== null ? { identity: true } : {}),
+      ...(identity !== null && hooks !== null
+        ? { prepare: () => hooks.prepare(identity, address), onAuthRefused: () => hooks.refused(identity, address) }
+        : {}),
       tls: this.config.upstreamTls ?? null,
       connectTimeoutMs: this.config.timeouts.connectMs,
       framerLimits: {
@@ -481,7 +505,6 @@ export class DedicatedPools {
     });
     this.connections.add(conn);
     if (this.closed) conn.close('respool is closing');
-    const address = conn.address;
     this.publish(address);
     try {
       await conn.opened;

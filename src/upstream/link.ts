@@ -61,6 +61,12 @@ export interface LinkOptions {
   load?: ProcessLoad;
   /** config.upstreamTls: TLS to the node when enabled (upstream/dial.ts). */
   tls?: UpstreamTlsConfig | null;
+  /** Before the handshake (UpstreamSocketOptions.prepare): a mirrored identity made sure on the node. */
+  prepare?: () => Promise<void>;
+  /** The node refused the handshake's credentials (WRONGPASS): a mirrored user may have been lost with a restart. */
+  onAuthRefused?: () => void;
+  /** A user's upstream identity: HELLO carries AUTH and SETNAME (handshake.ts), and no READONLY is sent. */
+  identity?: boolean;
 }
 
 export type LinkState = 'connecting' | 'ready' | 'closed';
@@ -171,8 +177,8 @@ export class Link extends EventEmitter implements ReplySource {
   }
 
   private handshake(): void {
-    const { auth, protocol, clientName, db } = this.options;
-    const steps = handshakeCommands(protocol, auth, clientName, db);
+    const { auth, protocol, clientName, db, identity } = this.options;
+    const steps = handshakeCommands(protocol, auth, clientName, db, identity === true);
     if (this.options.readonly) steps.push(['READONLY']);
 
     let remaining = steps.length;
@@ -181,7 +187,9 @@ export class Link extends EventEmitter implements ReplySource {
         sentAt: 0,
         onReply: (frame) => {
           if (frame[0] === 0x2d /* - */) {
-            this.fail(`handshake ${String(step[0])} failed: ${frame.toString('utf8', 1).trim()}`);
+            const error = frame.toString('utf8', 1).trim();
+            if (error.startsWith('WRONGPASS')) this.options.onAuthRefused?.();
+            this.fail(`handshake ${String(step[0])} failed: ${error}`);
             return;
           }
           if (--remaining === 0) this.becomeReady();

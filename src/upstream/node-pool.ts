@@ -60,6 +60,8 @@ export class NodePool {
   private waitingBytes = 0;
   private waitTimer: NodeJS.Timeout | null = null;
   private lastError = 'not connected yet';
+  /** Requests offered so far (an identity pool is closed when this stops moving: upstream-pools.ts). */
+  sent = 0;
   private closed = false;
   private readonly health: NodeHealth;
   private readonly limits: NodePoolLimits;
@@ -98,6 +100,13 @@ export class NodePool {
     return this.closed;
   }
 
+  /** Nothing waiting and nothing in flight on any link. */
+  isQuiet(): boolean {
+    if (this.waiting.length > 0) return false;
+    for (const link of this.links) if (link !== null && link.inflightCount > 0) return false;
+    return true;
+  }
+
   get protocol(): 2 | 3 {
     return this.options.protocol;
   }
@@ -112,6 +121,7 @@ export class NodePool {
    * pins a client to one link of the pool so that its commands execute in the order it sent them.
    */
   send(data: Buffer, req: LinkRequest, affinity = -1): void {
+    this.sent++;
     this.health.retryBudget.deposit();
     const link = this.waiting.length === 0 ? this.pick(affinity) : null;
     if (link !== null) this.sendOn(link, data, req);
@@ -124,6 +134,7 @@ export class NodePool {
    * open or the link has no room, every one fails unsent (the caller may retry).
    */
   sendBlock(items: ReadonlyArray<{ data: Buffer; req: LinkRequest }>, affinity = -1): void {
+    this.sent++;
     let link = this.pick(affinity);
     if (link === null) link = this.links.find((l) => l?.state === 'connecting') ?? null;
     let size = 0;

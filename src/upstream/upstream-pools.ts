@@ -6,8 +6,17 @@ import type { RespoolConfig } from '../config/types.js';
 import type { Metrics } from '../admin/metrics.js';
 import type { RateLimitedLog } from '../util/rate-limited-log.js';
 import type { ClusterNode } from '../cluster/topology.js';
+import type { UpstreamIdentity } from '../acl/upstream-identity.js';
 
 export type NodeRole = 'primary' | 'replica';
+
+/** What identity connections need before and after their handshake (upstream/identity-mirror.ts). */
+export interface IdentityHooks {
+  /** Before an identity connection's handshake: its user exists on the node (mirror mode). */
+  prepare(identity: UpstreamIdentity, address: string): Promise<void>;
+  /** The node refused the identity's password (a mirrored user lost with a restart, a mapped one misconfigured). */
+  refused(identity: UpstreamIdentity, address: string): void;
+}
 
 /**
  * Every NodePool, keyed by (node, protocol, role, database). A client's commands travel on links
@@ -16,6 +25,12 @@ export type NodeRole = 'primary' | 'replica';
  * standalone upstream's databases other than 0 (a client's SELECT n, handlers/local.ts) get pools
  * of their own, created on first use, whose links send SELECT n in their handshake: each pool
  * holds at most connectionsPerNode links, so a node has that many per database in use.
+ *
+ * A user with an upstream identity (src/acl/upstream-identity.ts) has pools of its own, keyed by
+ * the identity too, whose links authenticate as it: opened on first use, at most
+ * connectionsPerNode each, shared by every client of that user, closed after dedicated.idleMs
+ * without a request. Their circuits are their own, so an identity the node refuses fails only
+ * that user's commands.
  */
 export class UpstreamPools {
   private readonly pools = new Map<string, NodePool>();
@@ -23,6 +38,13 @@ export class UpstreamPools {
   private readonly byNode = new WeakMap<ClusterNode, Array<NodePool | undefined>>();
   /** The same for databases ≠ 0 (standalone upstreams only): node → db → pools as in byNode. */
   private readonly byNodeDb = new WeakMap<ClusterNode, Map<number, Array<NodePool | undefined>>>();
+  /** Pools of upstream identities: node → "db#identity key" → pools as in byNode. */
+  private readonly byNodeIdentity = new WeakMap<ClusterNode, Map<string, Array<NodePool | undefined>>>();
+  /** Identity pools, with the request count seen at the last idle sweep. */
+  private readonly identityPools = new Map<NodePool, { identity: UpstreamIdentity; sentAtSweep: number }>();
+  private identitySweep: NodeJS.Timeout | null = null;
+  /** Set by the server: the identity mirror. */
+  identityHooks: IdentityHooks | null = null;
   /** One per node address, shared by all its pools: circuit, dial budget, retry budget. */
   private readonly healthByAddress = new Map<string, NodeHealth>();
   /** Requests and bytes in flight on every link of the process (resilience.maxInflightPerProcess). */
@@ -86,19 +108,28 @@ export class UpstreamPools {
     return n;
   }
 
-  /** The pool of (node, protocol, role, database), created on first use. */
-  get(host: string, port: number, protocol: 2 | 3, role: NodeRole = 'primary', db = 0): NodePool {
-    const key = db === 0 ? `${host}:${port}/${protocol}/${role}` : `${host}:${port}/${protocol}/${role}/${db}`;
+  /** The pool of (node, protocol, role, database, identity), created on first use. */
+  get(host: string, port: number, protocol: 2 | 3, role: NodeRole = 'primary', db = 0, identity: UpstreamIdentity | null = null): NodePool {
+    let key = db === 0 ? `${host}:${port}/${protocol}/${role}` : `${host}:${port}/${protocol}/${role}/${db}`;
+    if (identity !== null) key += `#${identity.key}`;
     let pool = this.pools.get(key);
-    if (pool === undefined) {
+    if (pool === undefined || pool.isClosed) {
+      const address = `${host}:${port}`;
+      const hooks = this.identityHooks;
       pool = new NodePool(host, port, {
         size: this.config.connectionsPerNode,
         protocol,
-        readonly: role === 'replica',
+        // A replica link needs READONLY to serve reads; an identity that may not run it only gets
+        // whole-node commands there (fan-out: SCRIPT LOAD …), its reads go to primaries (router.ts).
+        readonly: role === 'replica' && (identity === null || identity.replicaReads),
         db,
         role,
-        auth: this.config.upstreamAuth,
+        auth: identity === null ? this.config.upstreamAuth : { username: identity.username, password: identity.password },
         tls: this.config.upstreamTls,
+        ...(identity !== null ? { identity: true } : {}),
+        ...(identity !== null && hooks !== null
+          ? { prepare: () => hooks.prepare(identity, address), onAuthRefused: () => hooks.refused(identity, address) }
+          : {}),
         clientName: 'respool',
         connectTimeoutMs: this.config.timeouts.connectMs,
         commandTimeoutMs: this.config.timeouts.commandMs,
@@ -108,13 +139,60 @@ export class UpstreamPools {
           maxNestingDepth: UNBOUNDED_NESTING, // resp/limits.ts: replies of any depth
         },
         metrics: this.metrics,
-        health: this.health(`${host}:${port}`),
+        health: identity === null ? this.health(address) : this.identityHealth(address, identity),
         limits: this.limits,
         load: this.load,
       });
       this.pools.set(key, pool);
+      if (identity !== null) this.trackIdentityPool(pool, identity);
     }
     return pool;
+  }
+
+  /** An identity's own circuit and budgets toward a node (no per-identity metric series). */
+  private identityHealth(address: string, identity: UpstreamIdentity): NodeHealth {
+    const key = `${address}#${identity.key}`;
+    let health = this.healthByAddress.get(key);
+    if (health === undefined) {
+      health = new NodeHealth(address, this.config.resilience, undefined, this.events);
+      this.healthByAddress.set(key, health);
+    }
+    return health;
+  }
+
+  private trackIdentityPool(pool: NodePool, identity: UpstreamIdentity): void {
+    this.identityPools.set(pool, { identity, sentAtSweep: pool.sent });
+    if (this.identitySweep !== null) return;
+    const every = Math.max(250, Math.min(10_000, Math.floor(this.config.dedicated.idleMs / 2)));
+    this.identitySweep = setInterval(() => this.sweepIdentityPools(), every);
+    this.identitySweep.unref();
+  }
+
+  /** Closes identity pools that had no request since the last sweep and hold nothing in flight. */
+  private sweepIdentityPools(): void {
+    for (const [pool, seen] of this.identityPools) {
+      if (pool.isClosed) {
+        this.identityPools.delete(pool);
+        continue;
+      }
+      if (pool.sent === seen.sentAtSweep && pool.isQuiet()) {
+        pool.close();
+        this.identityPools.delete(pool);
+      } else {
+        seen.sentAtSweep = pool.sent;
+      }
+    }
+    if (this.identityPools.size === 0 && this.identitySweep !== null) {
+      clearInterval(this.identitySweep);
+      this.identitySweep = null;
+    }
+  }
+
+  /** Open shared links per respool user with an upstream identity (respool_upstream_identity_links). */
+  identityLinks(): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const [pool, { identity }] of this.identityPools) out.set(identity.user, (out.get(identity.user) ?? 0) + pool.openLinks);
+    return out;
   }
 
   /**
@@ -122,7 +200,8 @@ export class UpstreamPools {
    * (every cluster, and most standalone clients) is one array lookup; other databases go through
    * forNodeDb.
    */
-  forNode(node: ClusterNode, protocol: 2 | 3, role: NodeRole, db = 0): NodePool {
+  forNode(node: ClusterNode, protocol: 2 | 3, role: NodeRole, db = 0, identity: UpstreamIdentity | null = null): NodePool {
+    if (identity !== null) return this.forNodeIdentity(node, protocol, role, db, identity);
     if (db !== 0) return this.forNodeDb(node, protocol, role, db);
     let cached = this.byNode.get(node);
     if (cached === undefined) {
@@ -159,6 +238,28 @@ export class UpstreamPools {
     return pool;
   }
 
+  /** forNode for an upstream identity: node → "db#identity" → pools. */
+  private forNodeIdentity(node: ClusterNode, protocol: 2 | 3, role: NodeRole, db: number, identity: UpstreamIdentity): NodePool {
+    let byKey = this.byNodeIdentity.get(node);
+    if (byKey === undefined) {
+      byKey = new Map();
+      this.byNodeIdentity.set(node, byKey);
+    }
+    const key = `${db}#${identity.key}`;
+    let cached = byKey.get(key);
+    if (cached === undefined) {
+      cached = [];
+      byKey.set(key, cached);
+    }
+    const index = (protocol - 2) * 2 + (role === 'primary' ? 0 : 1);
+    let pool = cached[index];
+    if (pool === undefined || pool.isClosed) {
+      pool = this.get(node.host, node.port, protocol, role, db, identity);
+      cached[index] = pool;
+    }
+    return pool;
+  }
+
   /** Open links to `address` serving database `db` (summed over protocols and roles; for tests). */
   openLinksForDb(address: string, db: number): number {
     let n = 0;
@@ -172,8 +273,13 @@ export class UpstreamPools {
       if (!addresses.has(pool.address)) {
         pool.close();
         this.pools.delete(key);
+        this.identityPools.delete(pool);
         this.healthByAddress.delete(pool.address);
       }
+    }
+    for (const key of this.healthByAddress.keys()) {
+      const at = key.indexOf('#');
+      if (at > 0 && !addresses.has(key.slice(0, at))) this.healthByAddress.delete(key);
     }
   }
 
@@ -187,5 +293,18 @@ export class UpstreamPools {
   closeAll(): void {
     for (const pool of this.pools.values()) pool.close();
     this.pools.clear();
+    this.identityPools.clear();
+    if (this.identitySweep !== null) clearInterval(this.identitySweep);
+    this.identitySweep = null;
+  }
+
+  /** Closes every pool of `identity` (its user was deleted, or its password or name changed). */
+  closeIdentity(identity: UpstreamIdentity): void {
+    for (const [key, pool] of this.pools) {
+      if (!key.endsWith(`#${identity.key}`)) continue;
+      pool.close();
+      this.pools.delete(key);
+      this.identityPools.delete(pool);
+    }
   }
 }

@@ -9,6 +9,12 @@ export interface UpstreamSocketOptions {
   tls?: UpstreamTlsConfig | null;
   /** From the dial until connectDone(): past it the connection fails ("connect timeout after … ms"). */
   connectTimeoutMs: number;
+  /**
+   * Runs once the socket is open and before the owner's handshake: a user's mirrored identity
+   * made sure on the node (upstream/identity-mirror.ts). A rejection fails the connection with
+   * its message; the connect deadline covers it.
+   */
+  prepare?: () => Promise<void>;
 }
 
 export interface UpstreamSocketHooks {
@@ -29,13 +35,25 @@ export interface UpstreamSocketHooks {
 export class UpstreamSocket {
   readonly socket: net.Socket;
   private connectTimer: NodeJS.Timeout | null;
+  private destroyed = false;
 
   constructor(options: UpstreamSocketOptions, hooks: UpstreamSocketHooks) {
     const { socket, openEvent } = dialUpstream(options.host, options.port, options.tls, (chunk) => hooks.data(chunk));
     this.socket = socket;
     socket.setKeepAlive(true, 10_000);
     this.connectTimer = setTimeout(() => hooks.fail(`connect timeout after ${options.connectTimeoutMs} ms`), options.connectTimeoutMs);
-    socket.once(openEvent, () => hooks.open());
+    const prepare = options.prepare;
+    if (prepare === undefined) socket.once(openEvent, () => hooks.open());
+    else {
+      socket.once(openEvent, () => {
+        prepare().then(
+          () => {
+            if (!this.destroyed) hooks.open();
+          },
+          (err: Error) => hooks.fail(err.message),
+        );
+      });
+    }
     socket.on('error', (err: Error) => hooks.fail(err.message));
     socket.on('close', () => hooks.fail('connection closed by upstream'));
   }
@@ -48,6 +66,7 @@ export class UpstreamSocket {
 
   /** Ends the socket and the deadline. Idempotent. */
   destroy(): void {
+    this.destroyed = true;
     this.connectDone();
     this.socket.destroy();
   }

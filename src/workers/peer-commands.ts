@@ -25,6 +25,22 @@ export function sharePeerCommand(args: readonly Buffer[], reply: Buffer): void {
   process.send(message);
 }
 
+/**
+ * In a worker: an ACL change (SETUSER, DELUSER, LOAD) that succeeded here, for the other workers'
+ * user directories (each worker checks its own clients' commands). The message holds the rules,
+ * passwords included, and travels only over the supervisor's IPC channel.
+ */
+export function sharePeerAcl(args: readonly Buffer[]): void {
+  if (!cluster.isWorker || process.send === undefined) return;
+  const message: PeerCommandMessage = { type: PEER_COMMAND_MESSAGE, args: args.map((a) => a.toString('base64')) };
+  process.send(message);
+}
+
+/** True for a shared ACL change (sharePeerAcl), false for a RESPOOL command. */
+export function isPeerAcl(args: readonly Buffer[]): boolean {
+  return args[0]?.toString('latin1').toUpperCase() === 'ACL';
+}
+
 /** In a worker: an automatic split this worker decided, as the RESPOOL SPLIT ADD the others run. */
 export function shareAutoSplit(key: string, copies: number | null): void {
   const args = ['RESPOOL', 'SPLIT', 'ADD', key, ...(copies === null ? [] : [String(copies)])].map((a) => Buffer.from(a));

@@ -1,4 +1,5 @@
 import cluster, { type Worker } from 'node:cluster';
+import { randomBytes } from 'node:crypto';
 import { createServer, request as httpRequest, type IncomingMessage } from 'node:http';
 import os from 'node:os';
 import { AggregatorRegistry, type RegistryContentType } from 'prom-client';
@@ -57,6 +58,11 @@ interface WorkerSlot {
 }
 
 export async function runSupervisor(config: RespoolConfig, count: number, log: Logger, drainMs: number): Promise<void> {
+  // Mirrored users' passwords derive from one secret (src/acl/upstream-identity.ts): with none
+  // configured, the workers must still share one, or each would lock the others' links out.
+  const mirrorSecretEnv: Record<string, string> = config.acl.mirrorSecret === null && config.upstreamAuth === null
+    ? { RESPOOL_ACL_MIRROR_SECRET: randomBytes(32).toString('hex') }
+    : {};
   const slots: WorkerSlot[] = [];
   const crashes: number[] = [];
   // Split rule changes made at run time (RESPOOL SPLIT on a worker, admin POST/DELETE), in order:
@@ -71,7 +77,7 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
   let stopping = false;
 
   const fork = (index: number) => {
-    const worker = cluster.fork({ RESPOOL_WORKER_INDEX: String(index) });
+    const worker = cluster.fork({ RESPOOL_WORKER_INDEX: String(index), ...mirrorSecretEnv });
     const slot: WorkerSlot = { worker, admin: null };
     slots[index] = slot;
     worker.on('message', (msg: unknown) => {

@@ -90,7 +90,8 @@ describe('SIGHUP reload (respool --config file)', () => {
     // the same client connection, still served
     expect(await client.call('GET', 'reload:k')).toBe('$2\r\nv1\r\n');
 
-    // Users: from now on new clients must AUTH; the connected one keeps its session.
+    // Users: from now on new clients must AUTH; the connected one stays connected as the default
+    // user, which is now off and allowed nothing (a reload changes users in place, as ACL LOAD).
     write(`listen: "127.0.0.1:0"\nadmin: "127.0.0.1:0"\ntimeouts: { commandMs: 7s }\nlimits: { maxPendingPerClient: 500 }\nlogLevel: debug\nreads: { strategy: preferReplica }\nusers: [{ name: app, password: reload-secret }]\n`);
     mark = proc.lines.length;
     proc.child.kill('SIGHUP');
@@ -100,7 +101,7 @@ describe('SIGHUP reload (respool --config file)', () => {
     expect(await fresh.call('AUTH', 'app', 'reload-secret')).toBe('+OK\r\n');
     expect(await fresh.call('GET', 'reload:k')).toBe('$2\r\nv1\r\n');
     fresh.close();
-    expect(await client.call('GET', 'reload:k')).toBe('$2\r\nv1\r\n');
+    expect(await client.call('GET', 'reload:k')).toBe("-NOPERM User default has no permissions to run the 'get' command\r\n");
 
     // A bad file: rejected with the start-up messages; the running config stays whole.
     write(`timeouts: { commandMs: 1s }\nconnectionsPerNode: 0\nlimts: {}\n`);
@@ -114,6 +115,7 @@ describe('SIGHUP reload (respool --config file)', () => {
     expect((await config())['timeouts']!['commandMs']).toBe(7000);
     expect(await (await request(`${admin}/metrics`)).body.text()).toMatch(/^respool_config_last_reload_successful 0$/m);
     expect(proc.child.exitCode).toBeNull();
+    expect(await client.call('AUTH', 'app', 'reload-secret')).toBe('+OK\r\n');
     expect(await client.call('SET', 'reload:k', 'v2')).toBe('+OK\r\n');
     const second = await RawConnection.connect(port);
     expect(await second.call('GET', 'reload:k')).toMatch(/^-NOAUTH/); // the users of the last good config still apply

@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { CommandTable } from '../../src/commands/command-table.js';
-import { AclRuleError, buildUsers, checkCommand, compileUser, defaultNeedsAuth, describeUser, splitRules } from '../../src/acl/users.js';
+import { AclRuleError, compileUser, describeUser, splitRules } from '../../src/acl/rules.js';
+import { checkCommand } from '../../src/acl/command-check.js';
+import { UserDirectory, type DirectoryConfig } from '../../src/acl/user-directory.js';
+
+const directory = (users: DirectoryConfig['users']) =>
+  new UserDirectory({ users, acl: { file: null, upstream: 'none', mirrorPrefix: 'respool.', mirrorSecret: null, logMaxLen: 128 }, upstreamAuth: null }, () => table, () => []);
 
 const table = CommandTable.builtin();
 const check = (rules: string, ...args: string[]) => {
@@ -56,15 +61,15 @@ describe('ACL rules (src/acl/users.ts)', () => {
   });
 
   it('the default user: open without users, off when users exist without it', () => {
-    const none = buildUsers([], table);
-    expect(none.open).toBe(true);
+    const none = directory([]);
+    expect(none.defaultUser.respoolAdmin).toBe(true); // open: the default user may run RESPOOL
     expect(none.defaultUser.unrestricted).toBe(true);
-    expect(defaultNeedsAuth(none)).toBe(false);
-    const some = buildUsers([{ name: 'a', password: 'x' }], table);
+    expect(none.authRequired()).toBe(false);
+    const some = directory([{ name: 'a', password: 'x' }]);
     expect(describeUser(some.defaultUser)).toBe('off sanitize-payload resetchannels -@all');
-    expect(defaultNeedsAuth(some)).toBe(true);
-    expect(some.byName.get('a')!.unrestricted).toBe(true);
-    expect(some.byName.get('a')!.respoolAdmin).toBe(false);
-    expect(buildUsers([{ name: 'o', rules: 'on nopass +@all ~* &* +@respool-admin' }], table).byName.get('o')!.respoolAdmin).toBe(true);
+    expect(some.authRequired()).toBe(true);
+    expect(some.get('a')!.unrestricted).toBe(true);
+    expect(some.get('a')!.respoolAdmin).toBe(false);
+    expect(directory([{ name: 'o', rules: 'on nopass +@all ~* &* +@respool-admin' }]).get('o')!.respoolAdmin).toBe(true);
   });
 });
