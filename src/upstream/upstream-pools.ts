@@ -38,8 +38,8 @@ export class UpstreamPools {
   private readonly byNode = new WeakMap<ClusterNode, Array<NodePool | undefined>>();
   /** The same for databases ≠ 0 (standalone upstreams only): node → db → pools as in byNode. */
   private readonly byNodeDb = new WeakMap<ClusterNode, Map<number, Array<NodePool | undefined>>>();
-  /** Pools of upstream identities: node → "db#identity key" → pools as in byNode. */
-  private readonly byNodeIdentity = new WeakMap<ClusterNode, Map<string, Array<NodePool | undefined>>>();
+  /** Pools of upstream identities: node → identity → db → pools as in byNode (no string built per request). */
+  private readonly byNodeIdentity = new WeakMap<ClusterNode, Map<UpstreamIdentity, Array<Array<NodePool | undefined>>>>();
   /** Identity pools, with the request count seen at the last idle sweep. */
   private readonly identityPools = new Map<NodePool, { identity: UpstreamIdentity; sentAtSweep: number }>();
   private identitySweep: NodeJS.Timeout | null = null;
@@ -238,19 +238,19 @@ export class UpstreamPools {
     return pool;
   }
 
-  /** forNode for an upstream identity: node → "db#identity" → pools. */
+  /** forNode for an upstream identity: node → identity → db → pools. */
   private forNodeIdentity(node: ClusterNode, protocol: 2 | 3, role: NodeRole, db: number, identity: UpstreamIdentity): NodePool {
-    let byKey = this.byNodeIdentity.get(node);
-    if (byKey === undefined) {
-      byKey = new Map();
-      this.byNodeIdentity.set(node, byKey);
+    let byIdentity = this.byNodeIdentity.get(node);
+    if (byIdentity === undefined) {
+      byIdentity = new Map();
+      this.byNodeIdentity.set(node, byIdentity);
     }
-    const key = `${db}#${identity.key}`;
-    let cached = byKey.get(key);
-    if (cached === undefined) {
-      cached = [];
-      byKey.set(key, cached);
+    let byDb = byIdentity.get(identity);
+    if (byDb === undefined) {
+      byDb = [];
+      byIdentity.set(identity, byDb);
     }
+    const cached = (byDb[db] ??= []);
     const index = (protocol - 2) * 2 + (role === 'primary' ? 0 : 1);
     let pool = cached[index];
     if (pool === undefined || pool.isClosed) {

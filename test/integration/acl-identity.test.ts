@@ -149,6 +149,11 @@ describe('upstream identities: Valkey checks what respool cannot (issue 18)', ()
         // Nothing the user may not touch changed.
         expect(await transcript(proxy.address.port, 2, null, [['GET', 'secret:{t}1']])).toEqual(['GET secret:{t}1 → $9\r\ntopsecret\r\n']);
       }
+      // The node's denials of the identity's scripts are in respool's ACL LOG, under respool's name.
+      await waitFor(async () => {
+        const [log] = await transcript(proxy.address.port, 2, null, [['ACL', 'LOG', '100']]);
+        return log!.includes('context\r\n$3\r\nlua\r\n$6\r\nobject\r\n$11\r\nsecret:{t}1\r\n$8\r\nusername\r\n$3\r\napp\r\n');
+      }, 'a lua denial of app in ACL LOG', 5000);
       // The same user without an identity: scripts and SORT patterns refused, naming the setting.
       const plain = await transcript(proxy.address.port, 2, ['plain', 'plain-pw'], [['EVAL', READ_SECRET, '0'], ['FCALL', 'rd', '0', 'x'], ['SORT', 'app:{t}l', 'BY', 'nosort', 'GET', 'secret:{t}*'], ['SORT', 'app:{t}l'], ['GET', 'app:{t}x']]);
       expect(plain[0]).toMatch(/^EVAL .* → -NOPERM respool: EVAL can touch keys .* user plain has no upstream identity .*users\[\]\.upstream: mirror/);
