@@ -83,6 +83,26 @@ describe('workers: 2 processes share the listen socket; the supervisor sums metr
     }
   });
 
+  it('an ACL SETUSER / DELUSER on one worker applies on every worker, and a replacement worker gets it', async () => {
+    const admin = await RawConnection.connect(port);
+    expect(await admin.call('ACL', 'SETUSER', 'wuser', 'on', '>wpw', '~w:*', '+get', '+set', '+info')).toBe('+OK\r\n');
+    const pids = new Set<number>();
+    const conns = await Promise.all(Array.from({ length: 6 }, () => RawConnection.connect(port)));
+    for (const c of conns) {
+      expect(await c.call('AUTH', 'wuser', 'wpw')).toBe('+OK\r\n');
+      expect(await c.call('SET', 'other', 'x')).toBe('-NOPERM No permissions to access a key\r\n');
+      pids.add(Number(/process_id:(\d+)/.exec(await c.call('INFO', 'server'))![1]));
+    }
+    expect(pids.size).toBe(2); // both workers know the user
+    expect(await admin.call('ACL', 'DELUSER', 'wuser')).toBe(':1\r\n');
+    for (const c of conns) await c.waitClosed();
+    const again = await RawConnection.connect(port);
+    expect(await again.call('AUTH', 'wuser', 'wpw')).toMatch(/^-WRONGPASS/);
+    again.close();
+    expect(await admin.call('ACL', 'SETUSER', 'wuser2', 'on', '>w2', '+@all', '~*', '&*')).toBe('+OK\r\n');
+    admin.close();
+  });
+
   it('replaces a worker that crashed; clients are served meanwhile by the other', async () => {
     const before = new Set<number>();
     for (let i = 0; i < 6; i++) before.add(await servingPid(port));
@@ -96,6 +116,13 @@ describe('workers: 2 processes share the listen socket; the supervisor sums metr
     });
     expect([...after].filter((p) => !before.has(p))).toHaveLength(1);
     expect(stderr).toMatch(/worker exited; replacing it/);
+    // The replacement got the ACL changes made before it started (the test above).
+    for (let i = 0; i < 6; i++) {
+      const c = await RawConnection.connect(port);
+      expect(await c.call('AUTH', 'wuser2', 'w2')).toBe('+OK\r\n');
+      expect(await c.call('AUTH', 'wuser', 'wpw')).toMatch(/^-WRONGPASS/);
+      c.close();
+    }
   }, 30_000);
 
   it('drains every worker and exits 0 on SIGTERM', async () => {
