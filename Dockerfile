@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
-# Small, non-root image that runs respool on Node.js 22 LTS (Node 20 is past its end of life;
-# the code itself runs on Node >= 20, see package.json "engines").
+# Small, non-root image that runs respool on Node.js 24 LTS (Node 20 is past its end of life;
+# the tests run on Node 20 and 24, see package.json "engines").
 #
 #   docker build -t respool .
 #   docker run --rm -p 6380:6380 -p 9121:9121 respool --upstream valkey:6379
@@ -17,7 +17,7 @@
 # file's `upstreams`. The HEALTHCHECK asks the admin port's /healthz; with the admin server off
 # or on another port, run with `--no-healthcheck` (or a --health-cmd of your own).
 
-FROM node:22-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -26,7 +26,7 @@ COPY scripts/bundle.mjs ./scripts/
 COPY src ./src
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 
-FROM node:22-bookworm-slim
+FROM node:24-bookworm-slim
 ENV NODE_ENV=production \
     RESPOOL_LISTEN=0.0.0.0:6380 \
     RESPOOL_ADMIN=0.0.0.0:9121

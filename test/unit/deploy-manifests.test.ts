@@ -417,12 +417,12 @@ describe('Dockerfile', () => {
   const ins = dockerfile();
   const lastStage = ins.slice(ins.map((i) => i.op).lastIndexOf('FROM'));
 
-  it('builds and runs on Node 22 LTS (slim), while package.json engines stays what the tests run on', () => {
+  it('builds and runs on Node 24 LTS (slim), and package.json engines names what the tests run on (20 and 24)', () => {
     const froms = ins.filter((i) => i.op === 'FROM').map((i) => i.args.split(/\s+/)[0]);
     expect(froms.length).toBeGreaterThan(0);
-    for (const f of froms) expect(f).toMatch(/^node:22(\.\d+)*-bookworm-slim$/);
+    for (const f of froms) expect(f).toMatch(/^node:24(\.\d+)*-bookworm-slim$/);
     const pkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { engines: { node: string } };
-    expect(pkg.engines.node).toBe('>=20');
+    expect(pkg.engines.node).toBe('20.x || 24.x');
   });
 
   it('runs as a non-root user, given by number so runAsNonRoot can verify it', () => {
