@@ -26,6 +26,14 @@ export const ProxyError = {
   refused: (command: string, why: string) =>
     `ERR respool: ${command.replace('|', ' ').toUpperCase()} is not supported through respool: ${why}`,
   crossSlot: () => `CROSSSLOT Keys in request don't hash to the same slot`,
+  /** Valkey's CROSSSLOT text first (clients match on it), then why respool cannot split WATCH and what to do. */
+  watchCrossSlot: () =>
+    `CROSSSLOT Keys in request don't hash to the same slot (respool: WATCH over keys in several slots cannot be made safe, since one node could commit while another aborts; put the watched keys and the transaction's keys under one hash tag, e.g. {user:42}:balance and {user:42}:history)`,
+  crossSlotTransactionTracking: () =>
+    `CROSSSLOT Keys in request don't hash to the same slot (respool: a transaction over keys in several slots is not split while CLIENT TRACKING is on, because its commands run on the client's own connection to one node; put its keys under one hash tag, or turn tracking off)`,
+  /** One slot's block of a split transaction failed (handlers/transaction-split.ts); `node` may be "" when none served the slot. */
+  splitGroupFailed: (slot: number, node: string, ran: boolean, why: string) =>
+    `ERR respool: the transaction was split by slot; its block for slot ${slot}${node === '' ? '' : ` on ${node}`} ${ran ? 'may or may not have run' : 'did not run'} (${why.replace(/^ERR /, '')}); the blocks for other slots were not undone`,
   slotNotServed: (slot: number) => `CLUSTERDOWN Hash slot ${slot} not served`,
   topologyUnknown: () => `CLUSTERDOWN respool: cluster topology not known yet`,
   tooManyPending: (max: number) =>

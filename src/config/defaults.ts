@@ -89,6 +89,9 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
   pubsub: {
     maxOutputBytesPerClient: 32 * MiB, // Valkey's client-output-buffer-limit pubsub 32mb
   },
+  transactions: {
+    crossSlot: 'split', // an application written for one server expects its transactions to run
+  },
 });
 
 function deepFreeze<T>(value: T): T {

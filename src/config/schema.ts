@@ -11,7 +11,7 @@
 // ("must be a size like 512mb"). load-config.ts registers it with ajv.
 
 import { DURATION_PATTERN, ENV_NAME_PATTERN, GiB, SIZE_PATTERN, TiB, type Range } from './values.js';
-import { LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM } from './types.js';
+import { CROSS_SLOT_TRANSACTIONS, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM } from './types.js';
 import { HOT_KEYS_SCHEMA } from './hot-keys-config.js';
 import { LISTEN_TLS_SCHEMA, TLS_SCHEMA, UPSTREAM_TLS_SCHEMA } from './tls-config.js';
 
@@ -235,6 +235,15 @@ export const CONFIG_FILE_SCHEMA: Schema = {
     hotKeys: HOT_KEYS_SCHEMA,
     dedicated: numericGroup('dedicated'),
     pubsub: numericGroup('pubsub'),
+    // MULTI … EXEC over several slots: split into one block per slot, or refused (CROSSSLOT)
+    transactions: {
+      type: 'object',
+      additionalProperties: false,
+      'x-expect': 'must be a mapping',
+      properties: {
+        crossSlot: { enum: [...CROSS_SLOT_TRANSACTIONS], 'x-expect': `must be one of ${CROSS_SLOT_TRANSACTIONS.join(', ')}` },
+      },
+    },
     logLevel: { enum: [...LOG_LEVELS], 'x-expect': `must be one of ${LOG_LEVELS.join(', ')}` },
   },
 };
@@ -261,5 +270,6 @@ export interface ConfigFile {
   hotKeys?: Record<string, unknown>;
   dedicated?: Record<string, number | string>;
   pubsub?: Record<string, number | string>;
+  transactions?: { crossSlot?: string };
   logLevel?: string;
 }

@@ -64,6 +64,16 @@ export interface RespoolConfig {
   dedicated: DedicatedConfig;
   /** Multiplexed pub/sub (src/pubsub). */
   pubsub: PubSubConfig;
+  /** MULTI … EXEC without WATCH over keys in several slots (src/handlers/transaction-split.ts). */
+  transactions: TransactionsConfig;
+}
+
+/** split: one MULTI … EXEC block per slot (atomic per slot, not across); refuse: CROSSSLOT, as a cluster node answers. */
+export type CrossSlotTransactions = 'split' | 'refuse';
+export const CROSS_SLOT_TRANSACTIONS: readonly CrossSlotTransactions[] = ['split', 'refuse'];
+
+export interface TransactionsConfig {
+  crossSlot: CrossSlotTransactions; // default split: what an application written for one server expects
 }
 
 export interface DedicatedConfig {

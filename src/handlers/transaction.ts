@@ -4,21 +4,20 @@ import { commandFamily, refusalReason, CLIENT_COMMANDS, LOCAL_COMMANDS, TRACKING
 import { encodeArray, encodeCommand, encodeError, encodeSimple } from '../resp/encode.js';
 import { splitAggregate } from '../resp/decode.js';
 import { ProxyError } from '../errors.js';
-import type { LinkRequest } from '../upstream/link.js';
+import { blockItems, TransactionBlock, type BlockOutcome } from '../routing/transaction-block.js';
+import { execSplit } from './transaction-split.js';
 import type { ReplyEntry } from '../session/reply-queue.js';
 import { localReply, NO_REPLY, parseDbIndex } from './local.js';
 import { oneShotTo } from './script.js';
 import { LOCAL_CLUSTER_COMMANDS } from './cluster.js';
 import { publishNode, publishReply, unsubscribeNow } from './pubsub.js';
 import { Transaction, type QueuedCommand } from './transaction-state.js';
-import { LeasedLane } from './leased-lane.js';
+import { LeasedLane, watchCrossSlotError } from './leased-lane.js';
 import { sendBlockOnTrackingLane } from './tracking.js';
 import type { CommandRequest, Handler, HandlerSession } from './types.js';
 
 const OK = encodeSimple('OK');
 const QUEUED = encodeSimple('QUEUED');
-const MULTI = encodeCommand(['MULTI']);
-const EXEC = encodeCommand(['EXEC']);
 
 /**
  * MULTI, EXEC, DISCARD, WATCH, UNWATCH.
@@ -65,6 +64,7 @@ export const transaction: Handler = (session, req) => {
 function watch(session: HandlerSession, req: CommandRequest): void {
   if (req.args.length < 2) return session.replyNow(encodeError(ProxyError.wrongArity('watch')));
   const ctx = session.ctx;
+  if (ctx.isCluster() && spansSlots(req.args)) return session.replyNow(encodeError(watchCrossSlotError(session)));
   const slot = ctx.router.slotOf(req.spec, req.args, ctx.commands());
   if (typeof slot !== 'number') return session.replyNow(slot);
   const raw = Buffer.from(req.raw);
@@ -88,6 +88,13 @@ function watch(session: HandlerSession, req: CommandRequest): void {
       (err: Error) => entry.fill(encodeError(err.message)),
     );
   });
+}
+
+/** WATCH's keys (args 1…) in a cluster hash to more than one slot. */
+function spansSlots(args: readonly Buffer[]): boolean {
+  const first = calculateSlot(args[1]!);
+  for (let i = 2; i < args.length; i++) if (calculateSlot(args[i]!) !== first) return true;
+  return false;
 }
 
 /**
@@ -168,6 +175,7 @@ function queue(session: HandlerSession, tx: Transaction, req: CommandRequest): v
   tx.queued.push({
     raw,
     command,
+    slot: keySlot(session, req),
     localArgs: local ? args.map((a) => Buffer.from(a)) : null,
     channel: command === 'publish' ? Buffer.from(args[1]!) : undefined,
     select: target,
@@ -175,12 +183,19 @@ function queue(session: HandlerSession, tx: Transaction, req: CommandRequest): v
   session.replyNow(QUEUED);
 }
 
-/** Valkey's checks before it queues a command (server.c processCommand), in its order. */
+/** The slot of a queued command's keys in a cluster (queueTimeError checked they share one); -1 keyless. */
+function keySlot(session: HandlerSession, req: CommandRequest): number {
+  if (req.spec === undefined || !session.ctx.isCluster()) return -1;
+  const keys = session.ctx.commands().keyIndexes(req.spec, req.args);
+  return keys.length === 0 ? -1 : calculateSlot(req.args[keys[0]!]!);
+}
+
 /** Pub/sub commands that are ordinary commands upstream, fine inside a transaction. */
 const QUEUEABLE_PUBSUB: ReadonlySet<string> = new Set(['publish', 'pubsub|numsub', 'pubsub|numpat', 'pubsub|channels', 'unsubscribe', 'punsubscribe', 'sunsubscribe']);
 /** Answered by respool at EXEC (its confirmations become their elements of EXEC's array). */
 const UNSUBSCRIBES: ReadonlySet<string> = new Set(['unsubscribe', 'punsubscribe', 'sunsubscribe']);
 
+/** Valkey's checks before it queues a command (server.c processCommand), in its order. */
 function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRequest): string | null {
   const { spec, args } = req;
   if (spec === undefined) return ProxyError.unknownCommand(args);
@@ -221,7 +236,12 @@ function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRe
 }
 
 function exec(session: HandlerSession, tx: Transaction): void {
-  if (tx.crossSlot) return session.replyNow(encodeError(ProxyError.crossSlot()));
+  const ctx = session.ctx;
+  // Valkey's cluster check at EXEC comes before EXECABORT; split, the transaction is one server's.
+  if (tx.crossSlot && ctx.config.transactions.crossSlot === 'refuse') {
+    ctx.metrics?.crossSlotTransactions.refused.inc();
+    return session.replyNow(encodeError(ProxyError.crossSlot()));
+  }
   if (tx.dirty) return session.replyNow(encodeError(ProxyError.execAbort()));
   const forwarded = tx.queued.filter((q) => q.localArgs === null);
   if (forwarded.length === 0) {
@@ -229,55 +249,46 @@ function exec(session: HandlerSession, tx: Transaction): void {
     session.replyNow(spliceLocalReplies(session, tx, []));
     return;
   }
-  const block = (entry: ReplyEntry) => {
-    // The database of the links the block goes on: the client's (a tracking lane's: 0).
-    const linkDb = session.state.db;
-    const ignore: LinkRequest = { sentAt: 0, onReply() {}, onLinkFailure() {} };
-    const rebuild = tx.queued.length !== forwarded.length || tx.publishCounts;
-    // The node queues the commands only now, so a check that Valkey makes at EXEC for commands
-    // queued earlier (NOREPLICAS, OOM, READONLY … after a state change) fails here at queue
-    // time instead: EXEC then says "previous errors", and the first such error is the reason
-    // Valkey would give (execCommandAbort: "EXECABORT … because of: <error>").
-    let queueError: string | null = null;
-    const queued: LinkRequest = {
-      sentAt: 0,
-      onReply(frame) {
-        if (queueError === null && frame[0] === 0x2d) queueError = frame.toString('utf8', 1, frame.length - 2);
-      },
-      onLinkFailure() {},
-    };
-    const execReq: LinkRequest = {
-      sentAt: 0,
-      onReply: (frame) => {
-        if (queueError !== null && frame.toString('latin1', 1, 10) === 'EXECABORT') return entry.fill(encodeError(ProxyError.execAbortBecause(queueError)));
-        const reply = tx.selects ? afterSelects(session, forwarded, frame) : frame;
-        entry.fill(rebuild ? withLocalReplies(session, tx, reply) : reply);
-      },
-      // Never re-sent: whether it ran is unknown once written.
-      onLinkFailure: (error) => entry.fill(encodeError(error)),
-    };
-    const items = [{ data: MULTI, req: ignore }, ...forwarded.map((q) => ({ data: q.raw, req: queued }))];
-    if (tx.selects) items.push({ data: encodeCommand(['SELECT', String(linkDb)]), req: ignore });
-    items.push({ data: EXEC, req: execReq });
-    return items;
-  };
-  session.ctx.metrics?.commandCounter('exec').inc();
-  // CLIENT TRACKING on: the block runs on the client's lane for its slot (reads in it are tracked).
+  ctx.metrics?.commandCounter('exec').inc();
   const lanes = session.state.tracking;
-  if (lanes !== null) return sendBlockOnTrackingLane(session, lanes, tx.slot, block);
+  if (tx.crossSlot) {
+    if (lanes !== null) return session.replyNow(encodeError(ProxyError.crossSlotTransactionTracking()));
+    ctx.metrics?.crossSlotTransactions.split.inc();
+    return execSplit(session, forwarded, (replies) => spliceLocalReplies(session, tx, replies));
+  }
+  const commands = forwarded.map((q) => q.raw);
+  // The database of the links the block goes on is the client's (a tracking lane's: 0): a last
+  // SELECT puts the link back there (see the comment at the top).
+  if (tx.selects) commands.push(encodeCommand(['SELECT', String(session.state.db)]));
+  const finish = (entry: ReplyEntry, outcome: BlockOutcome): void => entry.fill(execReply(session, tx, forwarded, outcome));
+  // CLIENT TRACKING on: the block runs on the client's lane for its slot (reads in it are tracked).
+  if (lanes !== null) return sendBlockOnTrackingLane(session, lanes, tx.slot, (entry) => blockItems(commands, '', (o) => finish(entry, o)));
   const send = (): void => {
     const entry = session.reserve();
     // A keyless transaction that publishes runs where respool's subscriptions are held, so its
     // PUBLISH counts can be given as one server would (handlers/pubsub.ts).
     const publishAt = tx.slot < 0 && forwarded.some((q) => q.command === 'publish') ? publishNode(session) : undefined;
     tx.publishCounts = publishAt !== undefined;
-    if (publishAt !== undefined) return session.ctx.router.sendBlockTo(session, publishAt, block(entry));
-    const error = session.ctx.router.sendBlock(session, tx.slot, block(entry));
-    if (error !== null) entry.fill(error);
+    if (publishAt !== undefined) return ctx.router.sendBlockTo(session, publishAt, blockItems(commands, publishAt.address, (o) => finish(entry, o)));
+    new TransactionBlock(ctx.router, session, tx.slot, commands, ctx.config.cluster.maxRedirects, (o) => finish(entry, o)).send();
   };
   // A SELECT inside: later commands wait for EXEC's reply, which says the client's database.
   if (tx.selects) session.runExclusive(send);
   else send();
+}
+
+/**
+ * The client's EXEC reply from its block's outcome. The node queues the commands only at EXEC,
+ * so a check that Valkey makes at EXEC for commands queued earlier (NOREPLICAS, OOM, READONLY …
+ * after a state change) fails here at queue time instead: EXEC then says "previous errors", and
+ * the first such error is the reason Valkey would give ("EXECABORT … because of: <error>").
+ */
+function execReply(session: HandlerSession, tx: Transaction, forwarded: readonly QueuedCommand[], outcome: BlockOutcome): Buffer {
+  if (outcome.kind === 'failed') return encodeError(outcome.error);
+  const frame = outcome.reply;
+  if (outcome.queueError !== null && frame.toString('latin1', 1, 10) === 'EXECABORT') return encodeError(ProxyError.execAbortBecause(outcome.queueError));
+  const reply = tx.selects ? afterSelects(session, forwarded, frame) : frame;
+  return tx.queued.length !== forwarded.length || tx.publishCounts ? withLocalReplies(session, tx, reply) : reply;
 }
 
 /**

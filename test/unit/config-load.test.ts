@@ -111,6 +111,7 @@ describe('defaults', () => {
       },
       dedicated: { maxPerNode: 1000, maxTotal: 10_000, acquireTimeoutMs: 1000, idleMs: 30_000, blockMarginMs: 5000, maxReplicaStreams: 4 },
       pubsub: { maxOutputBytesPerClient: 32 * 1_048_576 },
+      transactions: { crossSlot: 'split' },
       adminToken: null,
       listenTls: null,
       tls: { cert: null, key: null, ca: null, requireClientCert: false, minVersion: 'TLSv1.2', ciphers: null },
@@ -337,6 +338,7 @@ limits:
   maxNestingDepth: 16
   maxPendingPerClient: 100
   maxQueryBytesPerClient: 8mb
+transactions: { crossSlot: refuse }
 timeouts: { connectMs: 1s, commandMs: 2500 }
 cluster:
   maxRedirects: 3
@@ -402,6 +404,7 @@ logLevel: trace
       hotKeys: DEFAULT_CONFIG.hotKeys,
       dedicated: DEFAULT_CONFIG.dedicated,
       pubsub: DEFAULT_CONFIG.pubsub,
+      transactions: { crossSlot: 'refuse' },
       adminToken: null,
       listenTls: null,
       tls: DEFAULT_CONFIG.tls,
