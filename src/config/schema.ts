@@ -32,6 +32,7 @@ export const NUMERIC_FIELDS: readonly NumericField[] = [
   { path: 'limits.maxNestingDepth', kind: 'integer', min: 1, max: 1000 },
   { path: 'limits.maxPendingPerClient', kind: 'integer', min: 1, max: 10_000_000 },
   { path: 'limits.maxQueryBytesPerClient', kind: 'size', min: 1, max: 1 * TiB },
+  { path: 'limits.maxCrossSlotCopyBytes', kind: 'size', min: 0, max: 2 * GiB },
   // Durations stay below setTimeout's limit (2^31-1 ms, ~24.8 days).
   { path: 'timeouts.connectMs', kind: 'duration', min: 1, max: DAY_MS },
   { path: 'timeouts.commandMs', kind: 'duration', min: 1, max: DAY_MS },

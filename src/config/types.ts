@@ -37,6 +37,7 @@ export interface RespoolConfig {
     maxNestingDepth: number;
     maxPendingPerClient: number; // in-flight requests per client, default 10_000
     maxQueryBytesPerClient: number; // default 1 GiB (Valkey's client-query-buffer-limit)
+    maxCrossSlotCopyBytes: number; // default 16 MiB: what one read over keys in several slots may copy to one node (handlers/cross-slot-read.ts)
   };
   timeouts: { connectMs: number; commandMs: number }; // defaults 2000, 5000
   cluster: {

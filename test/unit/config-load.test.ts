@@ -57,6 +57,7 @@ describe('defaults', () => {
         maxNestingDepth: 128,
         maxPendingPerClient: 10_000,
         maxQueryBytesPerClient: 1024 * 1024 * 1024,
+        maxCrossSlotCopyBytes: 16 * 1024 * 1024,
       },
       timeouts: { connectMs: 2000, commandMs: 5000 },
       cluster: {
@@ -338,6 +339,7 @@ limits:
   maxNestingDepth: 16
   maxPendingPerClient: 100
   maxQueryBytesPerClient: 8mb
+  maxCrossSlotCopyBytes: 1mb
 transactions: { crossSlot: refuse }
 timeouts: { connectMs: 1s, commandMs: 2500 }
 cluster:
@@ -382,7 +384,7 @@ logLevel: trace
       users: [{ name: 'alice', password: 'a' }, { name: 'bob', password: 'b' }, { name: 'app', rules: 'on >secret ~app:* +@read +@write -@dangerous' }],
       limits: {
         maxBulkLength: 1_048_576, maxArrayLength: 1000, maxInlineLength: 4096, maxNestingDepth: 16,
-        maxPendingPerClient: 100, maxQueryBytesPerClient: 8 * 1_048_576,
+        maxPendingPerClient: 100, maxQueryBytesPerClient: 8 * 1_048_576, maxCrossSlotCopyBytes: 1_048_576,
       },
       timeouts: { connectMs: 1000, commandMs: 2500 },
       cluster: {
