@@ -4,12 +4,21 @@ import { ProxyError } from '../errors.js';
 import { TransactionBlock, type BlockOutcome } from '../routing/transaction-block.js';
 import type { TransactionGroupOutcome } from '../admin/metric-definitions.js';
 import type { QueuedCommand } from './transaction-state.js';
+import { mergeMultiKeyReplies } from './multi-key.js';
 import type { HandlerSession } from './types.js';
 
-/** One slot's share of a split transaction: its commands' places among the forwarded ones. */
+/** One command (or, for a multi-key command split by slot, one part of it) in a slot's block. */
+interface Member {
+  /** The command's place among the forwarded commands. */
+  readonly command: number;
+  /** Its part (QueuedCommand.split), -1 for a whole command. */
+  readonly part: number;
+}
+
+/** One slot's share of a split transaction. */
 interface Group {
   readonly slot: number;
-  readonly members: number[];
+  readonly members: Member[];
 }
 
 /**
@@ -19,6 +28,9 @@ interface Group {
  * MULTI … EXEC block on its slot's primary — all groups at once, each following MOVED/ASK on its
  * own (routing/transaction-block.ts) — and the client gets one EXEC array holding every
  * command's reply in the order the commands were queued.
+ *
+ * A multi-key command over several slots (MGET, MSET, DEL, UNLINK, EXISTS, TOUCH) has one part
+ * in each of its slots' blocks; its reply is merged from theirs as outside a transaction.
  *
  * Each group is atomic on its node; the transaction as a whole is not: another client may see
  * one group's writes before another's. A group that fails gives each of its commands an error
@@ -39,11 +51,11 @@ export function execSplit(session: HandlerSession, forwarded: readonly QueuedCom
     if (outcomes[index] !== null) return;
     outcomes[index] = outcome;
     if (--remaining > 0) return;
-    entry.fill(mergeGroups(session, groups, outcomes as BlockOutcome[], forwarded.length, finish));
+    entry.fill(mergeGroups(session, groups, outcomes as BlockOutcome[], forwarded, finish));
   };
   const { maxRedirects } = ctx.config.cluster;
   groups.forEach((group, i) => {
-    const commands = group.members.map((m) => forwarded[m]!.raw);
+    const commands = group.members.map((m) => (m.part < 0 ? forwarded[m.command]!.raw : forwarded[m.command]!.split!.parts[m.part]!.raw));
     new TransactionBlock(ctx.router, session, group.slot, commands, maxRedirects, (outcome) => settle(i, outcome)).send();
   });
 }
@@ -52,11 +64,14 @@ export function execSplit(session: HandlerSession, forwarded: readonly QueuedCom
 function groupBySlot(forwarded: readonly QueuedCommand[]): Group[] {
   const first = forwarded.find((q) => q.slot >= 0)!.slot;
   const bySlot = new Map<number, Group>();
-  forwarded.forEach((q, i) => {
-    const slot = q.slot < 0 ? first : q.slot;
+  const add = (slot: number, member: Member): void => {
     let group = bySlot.get(slot);
     if (group === undefined) bySlot.set(slot, (group = { slot, members: [] }));
-    group.members.push(i);
+    group.members.push(member);
+  };
+  forwarded.forEach((q, i) => {
+    if (q.split !== null) q.split.parts.forEach((p, j) => add(p.slot, { command: i, part: j }));
+    else add(q.slot < 0 ? first : q.slot, { command: i, part: -1 });
   });
   return [...bySlot.values()];
 }
@@ -73,15 +88,31 @@ function mergeGroups(
   session: HandlerSession,
   groups: readonly Group[],
   outcomes: readonly BlockOutcome[],
-  count: number,
+  forwarded: readonly QueuedCommand[],
   finish: (replies: Buffer[]) => Buffer,
 ): Buffer {
   const results = groups.map((group, i) => groupResult(group, outcomes[i]!));
   const metrics = session.ctx.metrics;
   for (const r of results) metrics?.crossSlotTransactionGroups[r.outcome].inc();
   if (results.every((r) => r.outcome !== 'ok')) return encodeError(results[0]!.error!);
-  const replies = new Array<Buffer>(count);
-  groups.forEach((group, i) => group.members.forEach((m, j) => (replies[m] = results[i]!.replies[j]!)));
+  const replies = new Array<Buffer>(forwarded.length);
+  const partReplies = new Map<number, Buffer[]>();
+  groups.forEach((group, i) =>
+    group.members.forEach((m, j) => {
+      const reply = results[i]!.replies[j]!;
+      if (m.part < 0) replies[m.command] = reply;
+      else {
+        let list = partReplies.get(m.command);
+        if (list === undefined) partReplies.set(m.command, (list = []));
+        list[m.part] = reply;
+      }
+    }),
+  );
+  for (const [index, list] of partReplies) {
+    const split = forwarded[index]!.split!;
+    const failed = list.find((r) => r[0] === 0x2d || r[0] === 0x21);
+    replies[index] = failed ?? mergeMultiKeyReplies(forwarded[index]!.command, split.keys, split.parts, list);
+  }
   return finish(replies);
 }
 

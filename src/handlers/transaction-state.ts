@@ -1,3 +1,5 @@
+import type { SlotPart } from './multi-key.js';
+
 /** One command queued inside MULTI, as respool will send (or answer) it at EXEC. */
 export interface QueuedCommand {
   /** The request bytes (copied: the client's read buffer is reused). */
@@ -5,6 +7,11 @@ export interface QueuedCommand {
   readonly command: string;
   /** The hash slot of its keys in a cluster; -1 for a keyless command (or a standalone upstream). */
   readonly slot: number;
+  /**
+   * A multi-key command (MGET, MSET, DEL …) whose keys span slots, in a transaction split by slot:
+   * its key positions and one part per slot, each run in its slot's block; null otherwise.
+   */
+  readonly split: { readonly keys: readonly number[]; readonly parts: readonly SlotPart[] } | null;
   /** Answered by respool itself at EXEC (local commands): its arguments, copied. */
   readonly localArgs: Buffer[] | null;
   /** PUBLISH's channel (copied): its count is given as one server would, at EXEC. */

@@ -1,11 +1,12 @@
 import calculateSlot from 'cluster-key-slot';
 import { CommandFlag } from '../commands/command-flags.js';
-import { commandFamily, refusalReason, CLIENT_COMMANDS, LOCAL_COMMANDS, TRACKING_COMMANDS } from '../commands/proxy-handling.js';
+import { commandFamily, refusalReason, CLIENT_COMMANDS, LOCAL_COMMANDS, MULTI_KEY_COMMANDS, TRACKING_COMMANDS } from '../commands/proxy-handling.js';
 import { encodeArray, encodeCommand, encodeError, encodeSimple } from '../resp/encode.js';
 import { splitAggregate } from '../resp/decode.js';
 import { ProxyError } from '../errors.js';
 import { blockItems, TransactionBlock, type BlockOutcome } from '../routing/transaction-block.js';
 import { execSplit } from './transaction-split.js';
+import { partsBySlot } from './multi-key.js';
 import type { ReplyEntry } from '../session/reply-queue.js';
 import { localReply, NO_REPLY, parseDbIndex } from './local.js';
 import { oneShotTo } from './script.js';
@@ -172,10 +173,12 @@ function queue(session: HandlerSession, tx: Transaction, req: CommandRequest): v
     target = typeof db === 'number' ? db : null;
     tx.selects = true;
   }
+  const split = splitParts(session, req);
   tx.queued.push({
     raw,
     command,
-    slot: keySlot(session, req),
+    slot: split === null ? keySlot(session, req) : split.parts[0]!.slot,
+    split,
     localArgs: local ? args.map((a) => Buffer.from(a)) : null,
     channel: command === 'publish' ? Buffer.from(args[1]!) : undefined,
     select: target,
@@ -188,6 +191,24 @@ function keySlot(session: HandlerSession, req: CommandRequest): number {
   if (req.spec === undefined || !session.ctx.isCluster()) return -1;
   const keys = session.ctx.commands().keyIndexes(req.spec, req.args);
   return keys.length === 0 ? -1 : calculateSlot(req.args[keys[0]!]!);
+}
+
+/**
+ * MGET, MSET, DEL, UNLINK, EXISTS, TOUCH whose keys span slots, in a cluster with
+ * transactions.crossSlot split: one part per slot (multi-key.ts), each in its slot's block at
+ * EXEC, their replies merged into the command's (transaction-split.ts). Null otherwise.
+ */
+function splitParts(session: HandlerSession, req: CommandRequest): QueuedCommand['split'] {
+  const { spec, args } = req;
+  if (spec === undefined || !MULTI_KEY_COMMANDS.has(spec.name) || !splitsTransactions(session)) return null;
+  const keys = session.ctx.commands().keyIndexes(spec, args);
+  if (keys.length < 2) return null;
+  const parts = partsBySlot(spec.name, args, keys);
+  return parts.length > 1 ? { keys, parts } : null;
+}
+
+function splitsTransactions(session: HandlerSession): boolean {
+  return session.ctx.isCluster() && session.ctx.config.transactions.crossSlot === 'split' && session.state.tracking === null;
 }
 
 /** Pub/sub commands that are ordinary commands upstream, fine inside a transaction. */
@@ -225,9 +246,16 @@ function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRe
     const keys = session.ctx.commands().keyIndexes(spec, args);
     if (keys.length > 0) {
       const slot = calculateSlot(args[keys[0]!]!);
-      for (let i = 1; i < keys.length; i++) if (calculateSlot(args[keys[i]!]!) !== slot) return ProxyError.crossSlot();
-      const hookRefusal = session.ctx.router.keyedHook?.refuseInTransaction(args, keys, slot, req.command) ?? null;
-      if (hookRefusal !== null) return hookRefusal;
+      let spans = false;
+      for (let i = 1; i < keys.length; i++) if (calculateSlot(args[keys[i]!]!) !== slot) spans = true;
+      // A multi-key command over several slots is split into its slots' blocks (splitParts).
+      if (spans && !(MULTI_KEY_COMMANDS.has(spec.name) && splitsTransactions(session))) return ProxyError.crossSlot();
+      const hook = session.ctx.router.keyedHook;
+      for (const k of spans ? keys : [keys[0]!]) {
+        const refusal = hook?.refuseInTransaction(args, spans ? [k] : keys, spans ? calculateSlot(args[k]!) : slot, req.command) ?? null;
+        if (refusal !== null) return refusal;
+      }
+      if (spans) tx.crossSlot = true;
       if (tx.slot < 0) tx.slot = slot;
       else if (tx.slot !== slot) tx.crossSlot = true;
     }

@@ -258,14 +258,6 @@ const COMMON_SEQUENCES: Record<string, Step[]> = {
 
 /** Cluster-only sequences: keys of different slots (`a` is slot 15495, `b` slot 3300). */
 const CLUSTER_SEQUENCES: Record<string, Step[]> = {
-  'one command with keys of two slots: CROSSSLOT at queue time, then EXECABORT': [
-    [0, 'MULTI'],
-    [0, 'SET', k('x'), '1'],
-    [0, 'MSET', 'a', '1', 'b', '2'],
-    [0, 'EXEC'],
-    [0, 'GET', k('x')],
-    [0, 'GET', 'a'],
-  ],
   'keyless commands mixed with one slot': [
     [0, 'MULTI'],
     [0, 'PING'],
@@ -281,6 +273,14 @@ const CLUSTER_SEQUENCES: Record<string, Step[]> = {
  * over several slots split into per-slot blocks, the default, is tested in cross-slot-transactions.test.ts).
  */
 const REFUSE_SEQUENCES: Record<string, Step[]> = {
+  'one command with keys of two slots: CROSSSLOT at queue time, then EXECABORT': [
+    [0, 'MULTI'],
+    [0, 'SET', k('x'), '1'],
+    [0, 'MSET', 'a', '1', 'b', '2'],
+    [0, 'EXEC'],
+    [0, 'GET', k('x')],
+    [0, 'GET', 'a'],
+  ],
   'two commands in different slots: what a node owning every slot answers at EXEC': [
     [0, 'MULTI'],
     [0, 'SET', 'a', '1'],
