@@ -110,6 +110,8 @@ class CrossSlotPop {
   private gone = false;
   private readonly putBacks: Array<Promise<void>> = [];
   private readonly fromLeft: boolean;
+  /** What the session holds while the slots wait (CLIENT UNBLOCK, close), cleared at the end. */
+  private lease: object | null = null;
 
   constructor(
     private readonly session: HandlerSession,
@@ -126,7 +128,12 @@ class CrossSlotPop {
 
   start(): void {
     void this.tryEachRun().then(
-      (reply) => (reply === null ? this.block() : this.answer(reply)),
+      (reply) => {
+        if (reply === null) return this.block();
+        // The client left while its value was popped: back where it came from, not lost.
+        if (this.session.closed && reply[0] !== 0x2d) this.putBack(reply);
+        this.answer(reply);
+      },
       (err: Error) => this.answer(encodeError(`ERR respool: ${err.message}`)),
     );
   }
@@ -188,8 +195,6 @@ class CrossSlotPop {
     state.block(this.shape.keys.map((p) => this.args[p]!.toString('latin1')), false);
     for (const call of this.calls) call.start();
   }
-
-  private lease: object | null = null;
 
   private onReply(index: number, reply: Buffer | null): void {
     this.pending--;
