@@ -312,6 +312,39 @@ describe('MULTI … EXEC over several slots, split by slot, as one server answer
     });
   });
 
+  it('each slot\'s block follows ASK during a live migration and MOVED after it; nothing runs twice', async () => {
+    await sides.flush();
+    const { cluster, proxy } = sides;
+    const moving = '{mig}:k';
+    const other = '{stay}:k';
+    const slot = calculateSlot(moving);
+    const source = await cluster.primaryForSlot(slot);
+    const target = (await cluster.primaries()).find((p) => p.port !== source.port)!;
+    const id = async (n: typeof source) => String(await cluster.call(n, 'CLUSTER', 'MYID'));
+    const c = await RawConnection.connect(proxy.address.port);
+    const tx = async (n: number) => {
+      expect(await c.call('MULTI')).toBe('+OK\r\n');
+      expect(await c.call('INCR', moving)).toBe('+QUEUED\r\n');
+      expect(await c.call('INCR', other)).toBe('+QUEUED\r\n');
+      expect(await c.call('EXEC')).toBe(`*2\r\n:${n}\r\n:${n}\r\n`);
+    };
+    try {
+      await tx(1);
+      await cluster.call(target, 'CLUSTER', 'SETSLOT', slot, 'IMPORTING', await id(source));
+      await cluster.call(source, 'CLUSTER', 'SETSLOT', slot, 'MIGRATING', await id(target));
+      await cluster.call(source, 'MIGRATE', target.host, target.port, '', 0, 5000, 'KEYS', moving);
+      await tx(2); // the source answers ASK for the moved key: the block runs on the target
+      for (const node of await cluster.primaries()) await cluster.call(node, 'CLUSTER', 'SETSLOT', slot, 'NODE', await id(target));
+      await tx(3); // respool still sends the block to the source, which answers MOVED
+      expect(await cluster.call(target, 'GET', moving)).toBe('3');
+      const redirects = (await proxy.metrics.raw.redirects_total.get()).values;
+      expect(redirects.find((v) => v.labels.type === 'ask')?.value ?? 0).toBeGreaterThan(0);
+      expect(redirects.find((v) => v.labels.type === 'moved')?.value ?? 0).toBeGreaterThan(0);
+    } finally {
+      c.close();
+    }
+  });
+
   // Last: kills a primary (its replica takes over).
   it('a primary killed during a split EXEC: its group gets errors naming it, the other groups their replies; nothing re-sent, no hang', async () => {
     await sides.flush();
