@@ -6,11 +6,12 @@ import { TransactionBlock } from '../routing/transaction-block.js';
 import { internalCall } from '../routing/internal-call.js';
 import type { ReplyEntry } from '../session/reply-queue.js';
 import { BlockingCall } from './blocking-call.js';
-import { commandTimeoutMs } from './blocking.js';
+import { commandTimeoutMs } from './blocking-timeout.js';
 import { NO_REPLY } from './local.js';
 import { putBackCommand } from './put-back.js';
 import { streamReadCrossSlot } from './stream-read-cross-slot.js';
 import { listMoveCrossSlot } from './list-move.js';
+import { splitKeyWrite } from './split-key-writes.js';
 import type { CommandRequest, HandlerSession } from './types.js';
 
 /** Pops whose keys are checked in order: the first non-empty key wins. */
@@ -69,7 +70,14 @@ export function blockingCrossSlot(session: HandlerSession, req: CommandRequest):
   const { command, spec } = req;
   if (spec === undefined) return false;
   if (command === 'xread' || command === 'xreadgroup') return streamReadCrossSlot(session, req);
-  if (command === 'blmove' || command === 'brpoplpush') return listMoveCrossSlot(session, req);
+  if (command === 'blmove' || command === 'brpoplpush') {
+    const refusal = splitKeyWrite(session, req);
+    if (refusal !== null) {
+      session.replyNow(encodeError(refusal));
+      return true;
+    }
+    return listMoveCrossSlot(session, req);
+  }
   if (!POPS.has(command)) return false;
   const ctx = session.ctx;
   const args = req.args.map((a) => Buffer.from(a)); // kept past this turn

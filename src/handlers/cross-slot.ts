@@ -1,4 +1,6 @@
+import { encodeError } from '../resp/encode.js';
 import type { ReplyEntry } from '../session/reply-queue.js';
+import { splitKeyWrite } from './split-key-writes.js';
 import { copyAndRun } from './cross-slot-read.js';
 import { listMoveCrossSlot } from './list-move.js';
 import { streamReadCrossSlot } from './stream-read-cross-slot.js';
@@ -13,6 +15,11 @@ import type { CommandRequest, HandlerSession } from './types.js';
  * scripts …). Blocking commands: blocking-cross-slot.ts.
  */
 export function crossSlotKeyed(session: HandlerSession, req: CommandRequest, entry: ReplyEntry): boolean {
+  const refusal = splitKeyWrite(session, req);
+  if (refusal !== null) {
+    entry.fill(encodeError(refusal));
+    return true;
+  }
   switch (req.command) {
     case 'lmove':
     case 'rpoplpush':
@@ -24,3 +31,4 @@ export function crossSlotKeyed(session: HandlerSession, req: CommandRequest, ent
       return copyAndRun(session, req, entry);
   }
 }
+

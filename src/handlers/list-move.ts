@@ -6,7 +6,7 @@ import { TransactionBlock } from '../routing/transaction-block.js';
 import { internalCall } from '../routing/internal-call.js';
 import type { ReplyEntry } from '../session/reply-queue.js';
 import { BlockingCall } from './blocking-call.js';
-import { commandTimeoutMs } from './blocking.js';
+import { commandTimeoutMs } from './blocking-timeout.js';
 import type { CommandRequest, HandlerSession } from './types.js';
 
 /** A list move over two slots, as parsed: LMOVE / BLMOVE src dst LEFT|RIGHT LEFT|RIGHT [timeout]. */

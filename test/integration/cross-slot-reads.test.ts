@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import calculateSlot from 'cluster-key-slot';
 import type { RespoolProxy } from '../../src/server.js';
 import { startTestProxy } from '../helpers/proxy.js';
+import { DEFAULT_HOT_KEYS } from '../../src/config/hot-keys-config.js';
 import { RawConnection } from '../helpers/raw-resp.js';
 import type { Step } from '../helpers/transcript.js';
 import { startOneServerSides, type OneServerSides } from '../helpers/one-server.js';
@@ -286,6 +287,37 @@ describe('reads over several slots, as one server answers', () => {
     } finally {
       c.close();
     }
+  });
+
+  describe('split hot keys', () => {
+    let splitting: RespoolProxy;
+    beforeAll(async () => {
+      const seed = sides.cluster.nodes[0]!;
+      splitting = await startTestProxy([{ host: seed.host, port: seed.port }], {
+        hotKeys: { ...structuredClone(DEFAULT_HOT_KEYS), split: [{ key: 'hot', copies: 3 }] },
+      });
+      await splitting.hotKeys.settled();
+    });
+    afterAll(async () => {
+      await splitting?.close();
+    });
+
+    it('a store or move over several slots into a split key is refused (its copies would not be written); reads of it work', async () => {
+      await sides.flush();
+      const c = await RawConnection.connect(splitting.address.port);
+      try {
+        expect(await c.call('SADD', 'a', 'x')).toBe(':1\r\n');
+        expect(await c.call('SADD', 'b', 'y')).toBe(':1\r\n');
+        const why = 'respool writes it on one node as part of a command over several slots, so its copies would not be written';
+        expect(await c.call('SUNIONSTORE', 'hot', 'a', 'b')).toBe(`-ERR respool: SUNIONSTORE cannot be applied to split key 'hot': ${why}\r\n`);
+        expect(await c.call('LMOVE', 'a', 'hot', 'LEFT', 'LEFT')).toBe(`-ERR respool: LMOVE cannot be applied to split key 'hot': ${why}\r\n`);
+        expect(await c.call('BLMOVE', 'hot', 'a', 'LEFT', 'LEFT', '0')).toBe(`-ERR respool: BLMOVE cannot be applied to split key 'hot': ${why}\r\n`);
+        expect(await c.call('SADD', 'hot', 'z')).toBe(':1\r\n');
+        expect(await c.call('SUNION', 'hot', 'a')).toMatch(/^\*2\r\n/);
+      } finally {
+        c.close();
+      }
+    });
   });
 
   describe('limits.maxCrossSlotCopyBytes', () => {
