@@ -122,6 +122,30 @@ export type LeaseState = (typeof LEASE_STATES)[number];
 export const LEASE_REFUSAL_REASONS = ['max_per_node', 'max_total', 'upstream_unavailable', 'shutting_down'] as const;
 export type LeaseRefusalReason = (typeof LEASE_REFUSAL_REASONS)[number];
 
+// commands over keys in several slots (handlers/transaction-split.ts, blocking-cross-slot.ts, cross-slot-read.ts)
+
+/** What respool did with a MULTI … EXEC (no WATCH) over keys in several slots (transactions.crossSlot). */
+export const CROSS_SLOT_TRANSACTION_ACTIONS = ['split', 'refused'] as const;
+export type CrossSlotTransactionAction = (typeof CROSS_SLOT_TRANSACTION_ACTIONS)[number];
+
+/**
+ * How one slot's MULTI … EXEC block of a split transaction ended:
+ *  - ok: EXEC's array came back (its commands ran; some may have failed as commands do)
+ *  - aborted: the node refused the block (EXECABORT at EXEC: nothing of it ran)
+ *  - connection_lost: the link failed after the block was written (it may or may not have run)
+ *  - not_sent: no node for its slot, or the link refused it (nothing of it ran)
+ */
+export const TRANSACTION_GROUP_OUTCOMES = ['ok', 'aborted', 'connection_lost', 'not_sent'] as const;
+export type TransactionGroupOutcome = (typeof TRANSACTION_GROUP_OUTCOMES)[number];
+
+/** Commands over keys in several slots that respool carried out (besides transactions and MGET-style splits). */
+export const CROSS_SLOT_COMMAND_KINDS = ['blocking', 'read', 'move'] as const;
+export type CrossSlotCommandKind = (typeof CROSS_SLOT_COMMAND_KINDS)[number];
+
+/** A value a losing node of a blocking pop over several slots popped, put back where it came from (ok), or not (failed: logged). */
+export const PUT_BACK_OUTCOMES = ['ok', 'failed'] as const;
+export type PutBackOutcome = (typeof PUT_BACK_OUTCOMES)[number];
+
 /** Label value for command names outside the known set (keeps `command` bounded). */
 export const UNKNOWN_COMMAND_LABEL = 'unknown';
 
@@ -275,6 +299,28 @@ export const METRIC_DEFINITIONS = {
     type: 'counter',
     help: "Commands and AUTH attempts denied by respool's ACL check or by a node checking a user's identity, per user and reason (command|key|channel|auth).",
     labelNames: ['user', 'reason'],
+  },
+
+  // commands over keys in several slots
+  cross_slot_transactions_total: {
+    type: 'counter',
+    help: 'MULTI … EXEC transactions (without WATCH) over keys in several slots: split into one block per slot, or refused with CROSSSLOT (transactions.crossSlot).',
+    labelNames: ['action'],
+  },
+  cross_slot_transaction_groups_total: {
+    type: 'counter',
+    help: 'Per-slot MULTI … EXEC blocks of split transactions, by outcome (ok|aborted|connection_lost|not_sent); every outcome but ok is a failed group.',
+    labelNames: ['outcome'],
+  },
+  cross_slot_commands_total: {
+    type: 'counter',
+    help: 'Commands over keys in several slots carried out by respool, by kind: blocking (BLPOP, BZPOPMIN, XREAD BLOCK … waiting on every node), read (SUNION, ZINTER, PFCOUNT, XREAD … computed as one server would), move (LMOVE, BLMOVE …).',
+    labelNames: ['kind'],
+  },
+  cross_slot_put_backs_total: {
+    type: 'counter',
+    help: 'Values a losing node of a blocking pop over several slots popped in the same instant as the winner, put back where they came from (ok) or not (failed: logged with the key).',
+    labelNames: ['outcome'],
   },
 
   slots_covered: {

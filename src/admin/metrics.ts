@@ -26,6 +26,10 @@ export class CommandCount {
 import {
   COMMAND_ERROR_KINDS,
   CONNECTION_REJECT_REASONS,
+  CROSS_SLOT_COMMAND_KINDS,
+  CROSS_SLOT_TRANSACTION_ACTIONS,
+  PUT_BACK_OUTCOMES,
+  TRANSACTION_GROUP_OUTCOMES,
   LEASE_REFUSAL_REASONS,
   METRIC_DEFINITIONS,
   METRIC_KEYS,
@@ -37,6 +41,10 @@ import {
   metricName,
   type CommandErrorKind,
   type ConnectionRejectReason,
+  type CrossSlotCommandKind,
+  type CrossSlotTransactionAction,
+  type PutBackOutcome,
+  type TransactionGroupOutcome,
   type LeaseRefusalReason,
   type LeaseState,
   type LinkConnectOutcome,
@@ -138,6 +146,11 @@ export class Metrics {
   private readonly retries: Record<RetryReason, Counter.Internal>;
   private readonly refreshes: Record<TopologyRefreshTrigger, Record<TopologyRefreshOutcome, Counter.Internal>>;
   private readonly leaseRefusals: Record<LeaseRefusalReason, Counter.Internal>;
+  /** Commands over keys in several slots (handlers/transaction-split.ts, blocking-cross-slot.ts, cross-slot-read.ts). */
+  readonly crossSlotTransactions: Record<CrossSlotTransactionAction, Counter.Internal>;
+  readonly crossSlotTransactionGroups: Record<TransactionGroupOutcome, Counter.Internal>;
+  readonly crossSlotCommands: Record<CrossSlotCommandKind, Counter.Internal>;
+  readonly crossSlotPutBacks: Record<PutBackOutcome, Counter.Internal>;
 
   // command-labelled children, keyed by label value (bounded)
   private knownCommands: Set<string> | null;
@@ -218,8 +231,12 @@ export class Metrics {
     this.refreshes = preset(TOPOLOGY_REFRESH_TRIGGERS, (t) =>
       preset(TOPOLOGY_REFRESH_OUTCOMES, (o) => r.topology_refreshes_total.labels(t, o)),
     );
+    this.crossSlotTransactions = preset(CROSS_SLOT_TRANSACTION_ACTIONS, (v) => r.cross_slot_transactions_total.labels(v));
+    this.crossSlotTransactionGroups = preset(TRANSACTION_GROUP_OUTCOMES, (v) => r.cross_slot_transaction_groups_total.labels(v));
+    this.crossSlotCommands = preset(CROSS_SLOT_COMMAND_KINDS, (v) => r.cross_slot_commands_total.labels(v));
+    this.crossSlotPutBacks = preset(PUT_BACK_OUTCOMES, (v) => r.cross_slot_put_backs_total.labels(v));
     // Make the fixed-vocabulary series visible at 0 so rate() works from the first scrape.
-    for (const group of [this.rejected, this.redirects, this.retries, this.leaseRefusals]) {
+    for (const group of [this.rejected, this.redirects, this.retries, this.leaseRefusals, this.crossSlotTransactions, this.crossSlotTransactionGroups, this.crossSlotCommands, this.crossSlotPutBacks]) {
       for (const child of Object.values<Counter.Internal>(group)) child.inc(0);
     }
     for (const byOutcome of Object.values(this.refreshes)) {

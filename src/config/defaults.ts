@@ -33,6 +33,7 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
     maxNestingDepth: 128,
     maxPendingPerClient: 10_000,
     maxQueryBytesPerClient: 1 * GiB, // Valkey's client-query-buffer-limit
+    maxCrossSlotCopyBytes: 16 * MiB, // inputs a read over several slots copies to one node (DUMP payloads)
   },
   timeouts: { connectMs: 2000, commandMs: 5000 },
   cluster: {
@@ -90,6 +91,9 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
   },
   pubsub: {
     maxOutputBytesPerClient: 32 * MiB, // Valkey's client-output-buffer-limit pubsub 32mb
+  },
+  transactions: {
+    crossSlot: 'split', // an application written for one server expects its transactions to run
   },
 });
 

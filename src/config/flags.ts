@@ -3,7 +3,7 @@
 
 import { DEFAULT_CONFIG } from './defaults.js';
 import { numericField, type NumericField } from './schema.js';
-import { LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM } from './types.js';
+import { CROSS_SLOT_TRANSACTIONS, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM } from './types.js';
 import { formatDuration, formatHostPort, formatSize } from './values.js';
 import { TLS_FLAGS } from './tls-config.js';
 
@@ -128,6 +128,11 @@ export const FLAGS: readonly FlagSpec[] = [
     name: 'zone-from', type: 'string', value: ZONE_FROM.join('|'),
     help: 'discover the zone at start from this cloud\'s instance metadata service at --metadata-base-url (opt-in)',
     default: DEFAULT_CONFIG.reads.zoneFrom,
+  },
+  {
+    name: 'transactions-cross-slot', type: 'string', value: CROSS_SLOT_TRANSACTIONS.join('|'),
+    help: 'MULTI … EXEC over keys in several slots: split into one block per slot (atomic per slot), or refuse with CROSSSLOT as a cluster node does',
+    default: DEFAULT_CONFIG.transactions.crossSlot,
   },
   {
     name: 'metadata-base-url', type: 'string', value: 'URL',

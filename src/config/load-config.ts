@@ -24,7 +24,7 @@ import { readAclFile } from '../acl/acl-file.js';
 import { CommandTable } from '../commands/command-table.js';
 import { CONFIG_VALIDATOR_FILE, RESPOOL_VERSION } from '../own-files.js';
 import {
-  ConfigError, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type HostPort, type ReadStrategyName, type RespoolConfig,
+  ConfigError, CROSS_SLOT_TRANSACTIONS, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type HostPort, type ReadStrategyName, type RespoolConfig,
 } from './types.js';
 import {
   ValueProblem, formatDuration, formatHostPort, show, suggest,
@@ -174,6 +174,7 @@ function convertFlags(values: FlagValues, env: NodeJS.ProcessEnv, problems: stri
   convert('read-strategy', 'reads.strategy', (v) => toEnum(v, READ_STRATEGIES));
   convert('zone', 'reads.zone', (v) => toZone(v));
   convert('zone-from', 'reads.zoneFrom', (v) => toEnum(v, ZONE_FROM));
+  convert('transactions-cross-slot', 'transactions.crossSlot', (v) => toEnum(v, CROSS_SLOT_TRANSACTIONS));
   convert('metadata-base-url', 'reads.metadataBaseUrl', (v) => toHttpUrl(v));
   convert('acl-file', 'acl.file', (v) => resolvePath(nonEmpty(v)));
   convert('acl-upstream', 'acl.upstream', (v) => toEnum(v, ['none', 'mirror'] as const));
@@ -380,6 +381,10 @@ function convertSettings(data: unknown, where: string, env: NodeJS.ProcessEnv, p
       });
       out.set('reads.prefixes', prefixes);
     }
+  }
+  const transactions = settings.transactions as Record<string, unknown> | undefined;
+  if (transactions !== undefined && transactions !== null && typeof transactions === 'object') {
+    set('transactions.crossSlot', convert('transactions.crossSlot', transactions.crossSlot, (v) => toEnum(v, CROSS_SLOT_TRANSACTIONS)));
   }
   const cluster = settings.cluster as Record<string, unknown> | undefined;
   if (cluster !== undefined && cluster !== null && typeof cluster === 'object') {

@@ -11,7 +11,7 @@
 // ("must be a size like 512mb"). load-config.ts registers it with ajv.
 
 import { DURATION_PATTERN, ENV_NAME_PATTERN, GiB, SIZE_PATTERN, TiB, type Range } from './values.js';
-import { LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM } from './types.js';
+import { CROSS_SLOT_TRANSACTIONS, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM } from './types.js';
 import { HOT_KEYS_SCHEMA } from './hot-keys-config.js';
 import { LISTEN_TLS_SCHEMA, TLS_SCHEMA, UPSTREAM_TLS_SCHEMA } from './tls-config.js';
 
@@ -32,6 +32,7 @@ export const NUMERIC_FIELDS: readonly NumericField[] = [
   { path: 'limits.maxNestingDepth', kind: 'integer', min: 1, max: 1000 },
   { path: 'limits.maxPendingPerClient', kind: 'integer', min: 1, max: 10_000_000 },
   { path: 'limits.maxQueryBytesPerClient', kind: 'size', min: 1, max: 1 * TiB },
+  { path: 'limits.maxCrossSlotCopyBytes', kind: 'size', min: 0, max: 2 * GiB },
   // Durations stay below setTimeout's limit (2^31-1 ms, ~24.8 days).
   { path: 'timeouts.connectMs', kind: 'duration', min: 1, max: DAY_MS },
   { path: 'timeouts.commandMs', kind: 'duration', min: 1, max: DAY_MS },
@@ -274,6 +275,15 @@ export const CONFIG_FILE_SCHEMA: Schema = {
     hotKeys: HOT_KEYS_SCHEMA,
     dedicated: numericGroup('dedicated'),
     pubsub: numericGroup('pubsub'),
+    // MULTI … EXEC over several slots: split into one block per slot, or refused (CROSSSLOT)
+    transactions: {
+      type: 'object',
+      additionalProperties: false,
+      'x-expect': 'must be a mapping',
+      properties: {
+        crossSlot: { enum: [...CROSS_SLOT_TRANSACTIONS], 'x-expect': `must be one of ${CROSS_SLOT_TRANSACTIONS.join(', ')}` },
+      },
+    },
     logLevel: { enum: [...LOG_LEVELS], 'x-expect': `must be one of ${LOG_LEVELS.join(', ')}` },
   },
 };
@@ -301,5 +311,6 @@ export interface ConfigFile {
   hotKeys?: Record<string, unknown>;
   dedicated?: Record<string, number | string>;
   pubsub?: Record<string, number | string>;
+  transactions?: { crossSlot?: string };
   logLevel?: string;
 }

@@ -42,6 +42,7 @@ export interface RespoolConfig {
     maxNestingDepth: number;
     maxPendingPerClient: number; // in-flight requests per client, default 10_000
     maxQueryBytesPerClient: number; // default 1 GiB (Valkey's client-query-buffer-limit)
+    maxCrossSlotCopyBytes: number; // default 16 MiB: what one read over keys in several slots may copy to one node (handlers/cross-slot-read.ts)
   };
   timeouts: { connectMs: number; commandMs: number }; // defaults 2000, 5000
   cluster: {
@@ -69,6 +70,16 @@ export interface RespoolConfig {
   dedicated: DedicatedConfig;
   /** Multiplexed pub/sub (src/pubsub). */
   pubsub: PubSubConfig;
+  /** MULTI … EXEC without WATCH over keys in several slots (src/handlers/transaction-split.ts). */
+  transactions: TransactionsConfig;
+}
+
+/** split: one MULTI … EXEC block per slot (atomic per slot, not across); refuse: CROSSSLOT, as a cluster node answers. */
+export type CrossSlotTransactions = 'split' | 'refuse';
+export const CROSS_SLOT_TRANSACTIONS: readonly CrossSlotTransactions[] = ['split', 'refuse'];
+
+export interface TransactionsConfig {
+  crossSlot: CrossSlotTransactions; // default split: what an application written for one server expects
 }
 
 export interface AclConfig {

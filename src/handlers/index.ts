@@ -66,7 +66,7 @@ export function dispatch(session: HandlerSession, req: CommandRequest): void {
   const family = spec === undefined ? 'keyed' : commandFamily(spec, req);
   if (family === 'script' || family === 'allShards') noteScript(session.ctx.scripts, req); // EVAL / SCRIPT LOAD bodies, on every path
   state.tracking?.noteCommand(req.command, state.transaction !== null);
-  if (state.lane !== null && !OFF_LANE.has(family)) return onLane(session, state.lane, req);
+  if (state.lane !== null && !OFF_LANE.has(family) && onLane(session, state.lane, req)) return; // false: keys on another node, outside MULTI
   if (state.transaction !== null && queueInTransaction(session, req)) return;
   if (spec === undefined && state.tracking === null) return keyed(session, req); // unknown to respool's table: the upstream answers (or refuses) it
   if (state.subscribedResp2 && !allowedWhileSubscribed(req.command)) {

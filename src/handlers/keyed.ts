@@ -1,10 +1,12 @@
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
+import { crossSlotKeyed } from './cross-slot.js';
 import type { Handler, HandlerSession } from './types.js';
 
 /**
  * Keyed and keyless commands for one node: the router picks the node (slot owner, read strategy,
- * any primary) and the call completes the entry. Keys in different slots: CROSSSLOT.
+ * any primary) and the call completes the entry. Keys in different slots: cross-slot.ts, else
+ * CROSSSLOT.
  */
 export const keyed: Handler = (session, req) => {
   if (req.command === 'migrate' && req.args.length >= 3 && migratesToRespool(session, req.args[1]!, req.args[2]!)) {
@@ -13,8 +15,15 @@ export const keyed: Handler = (session, req) => {
   const entry = session.reserve();
   const ctx = session.ctx;
   const error = ctx.router.routeKeyed(entry, req.raw, req, req.spec, ctx.commands(), req.command);
-  if (error !== null) entry.fill(error);
+  if (error === null) return;
+  // Keys in several slots: some commands are carried out over them anyway (cross-slot.ts).
+  if (isCrossSlot(error) && crossSlotKeyed(session, req, entry)) return;
+  entry.fill(error);
 };
+
+function isCrossSlot(error: Buffer): boolean {
+  return error[1] === 0x43 /* C */ && error.toString('latin1', 1, 10) === 'CROSSSLOT';
+}
 
 function normalizeHost(host: string): string {
   let h = host.toLowerCase();

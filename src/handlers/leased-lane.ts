@@ -1,4 +1,5 @@
-import { encodeError } from '../resp/encode.js';
+import { encodeCommand, encodeError } from '../resp/encode.js';
+import { ProxyError } from '../errors.js';
 import { splitAggregate } from '../resp/decode.js';
 import type { LinkRequest } from '../upstream/link.js';
 import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
@@ -18,6 +19,11 @@ import type { CommandRequest, HandlerSession } from './types.js';
  *               is written (barrier: later commands go back to shared links only then); RESET
  *               or the client's close (the connection is closed: its WATCH state is unknown to
  *               the next user); the connection failing (the client gets the error)
+ *   slots     : (cluster) the lane is one node's. WATCH of keys another node owns is refused
+ *               (WATCH over several slots cannot be made safe), and so is a command queued
+ *               inside MULTI whose keys another node owns — then EXEC sends DISCARD and answers
+ *               EXECABORT, as after any refused command; outside MULTI such a command is not the
+ *               lane's business and takes its usual path (onLane returns false)
  *   SELECT    : against a standalone upstream it goes on the lane too (the server checks it and
  *               answers); the client's database becomes the one the server switched to — at
  *               once outside MULTI, at EXEC for a SELECT queued inside it (its element of EXEC's
@@ -33,20 +39,22 @@ export class LeasedLane {
   queued = 0;
   /** SELECTs queued since MULTI: their place in EXEC's array and the database each asks for. */
   selects: Array<{ index: number; db: number }> | null = null;
+  /** respool refused a command queued since MULTI (its keys live on another node): EXEC discards. */
+  dirty = false;
 
   constructor(
     readonly conn: DedicatedConnection,
     private readonly session: HandlerSession,
   ) {}
 
-  /** Sends a request on the lane; its one reply fills a new entry. */
-  send(raw: Buffer, entry: ReplyEntry, afterReply?: (reply: Buffer) => void): void {
+  /** Sends a request on the lane; its one reply (or what `answer` makes of it) fills a new entry. */
+  send(raw: Buffer, entry: ReplyEntry, afterReply?: (reply: Buffer) => void, answer?: (reply: Buffer) => Buffer): void {
     const request: LinkRequest = {
       sentAt: 0,
       onReply: (frame) => {
         const reply = Buffer.from(frame);
         afterReply?.(reply);
-        entry.fill(reply);
+        entry.fill(answer === undefined ? reply : answer(reply));
       },
       onLinkFailure: (error) => {
         this.end(false);
@@ -101,14 +109,58 @@ export class LeasedLane {
 /** Commands about the client's own connection: still answered by respool inside a lane. */
 const OWN_CONNECTION = new Set(['auth', 'hello', 'client|setname', 'client|getname', 'client|id', 'client|info', 'client|setinfo', 'quit', 'readonly', 'readwrite']);
 
-/** Every request of a client with an open lane. */
-export function onLane(session: HandlerSession, lane: LeasedLane, req: CommandRequest): void {
+/**
+ * WATCH over several slots cannot be split: one node could commit while another aborts. With
+ * transactions.crossSlot refuse the client gets Valkey's own CROSSSLOT; with split (where other
+ * transactions over several slots work) the same code with why and what to do.
+ */
+export function watchCrossSlotError(session: HandlerSession): string {
+  return session.ctx.config.transactions.crossSlot === 'refuse' ? ProxyError.crossSlot() : ProxyError.watchCrossSlot();
+}
+
+/** Commands that drive the lane's transaction itself (never refused for their keys). */
+const TRANSACTION_CONTROL = new Set(['multi', 'exec', 'discard', 'unwatch']);
+const DISCARD = encodeCommand(['DISCARD']);
+
+/**
+ * Every request of a client with an open lane. False: the request is not the lane's (its keys
+ * live on another node, outside MULTI): the caller dispatches it as usual.
+ */
+export function onLane(session: HandlerSession, lane: LeasedLane, req: CommandRequest): boolean {
   const { command } = req;
-  if (OWN_CONNECTION.has(command)) return local(session, req);
+  if (OWN_CONNECTION.has(command)) {
+    local(session, req);
+    return true;
+  }
   if (command === 'reset') {
     lane.end(false);
-    return local(session, req);
+    local(session, req);
+    return true;
   }
+  // WATCH inside MULTI goes to the node, which refuses it whatever its keys.
+  if (!TRANSACTION_CONTROL.has(command) && !(command === 'watch' && lane.inMulti) && keysElsewhere(session, lane, req)) {
+    if (command !== 'watch' && !lane.inMulti) return false;
+    if (lane.inMulti) lane.dirty = true;
+    session.replyNow(encodeError(watchCrossSlotError(session)));
+    return true;
+  }
+  sendOnLane(session, lane, req);
+  return true;
+}
+
+/** In a cluster: the request's keys span slots, or live in a slot that a node other than the lane's owns. */
+function keysElsewhere(session: HandlerSession, lane: LeasedLane, req: CommandRequest): boolean {
+  const ctx = session.ctx;
+  if (req.spec === undefined || !ctx.isCluster()) return false;
+  const slot = ctx.router.slotOf(req.spec, req.args, ctx.commands());
+  if (typeof slot !== 'number') return true; // several slots (a topology is known: the lane exists)
+  if (slot < 0) return false;
+  const node = ctx.router.primaryFor(slot);
+  return node !== undefined && node.address !== lane.conn.address;
+}
+
+function sendOnLane(session: HandlerSession, lane: LeasedLane, req: CommandRequest): void {
+  const { command } = req;
   // In a cluster SELECT stays respool's (only 0), and with CLIENT TRACKING on (its lanes stay in
   // database 0); against a standalone server the lane's connection switches (class comment).
   if (command === 'select' && (session.ctx.isCluster() || session.state.tracking !== null)) return local(session, req);
@@ -142,12 +194,19 @@ export function onLane(session: HandlerSession, lane: LeasedLane, req: CommandRe
     lane.send(req.raw, session.reserve(), afterReply);
     return;
   }
+  // respool refused a queued command: the node's transaction is discarded, EXEC aborts as Valkey's.
+  const discard = command === 'exec' && lane.dirty;
+  lane.dirty = false;
   // The transaction is over once this reply is back: later commands wait for it (barrier).
-  const raw = Buffer.from(req.raw);
+  const raw = discard ? DISCARD : Buffer.from(req.raw);
   session.runExclusive(() => {
-    lane.send(raw, session.reserve(), (reply) => {
-      if (command === 'exec') lane.afterExec(reply);
+    const entry = session.reserve();
+    const afterReply = (reply: Buffer): void => {
+      if (command === 'exec' && !discard) lane.afterExec(reply);
       lane.end(reply[0] !== 0x2d /* an error leaves state unknown */);
-    });
+    };
+    lane.send(raw, entry, afterReply, discard ? (reply) => (reply[0] === 0x2d ? reply : EXEC_ABORT) : undefined);
   });
 }
+
+const EXEC_ABORT = encodeError(ProxyError.execAbort());

@@ -63,6 +63,34 @@ export const multiKey: Handler = (session, req) => {
   session.runExclusive(() => send(session.reserve(), args));
 };
 
+/** A part of a multi-key command: its slot, its keys' positions in the client's args, the command over them. */
+export interface SlotPart {
+  readonly slot: number;
+  readonly positions: number[];
+  readonly raw: Buffer;
+}
+
+/**
+ * A multi-key command's keys grouped by slot (slots in the order their first key comes), each
+ * group as the same command over its keys (MSET: with their values). For a transaction over
+ * several slots (transaction-split.ts), where each part runs in its slot's block.
+ */
+export function partsBySlot(command: string, args: readonly Buffer[], keys: readonly number[]): SlotPart[] {
+  const width = command === 'mset' ? 2 : 1;
+  const bySlot = new Map<number, number[]>();
+  for (const k of keys) {
+    const slot = calculateSlot(args[k]!);
+    let positions = bySlot.get(slot);
+    if (positions === undefined) bySlot.set(slot, (positions = []));
+    positions.push(k);
+  }
+  return [...bySlot.entries()].map(([slot, positions]) => {
+    const partArgs: Buffer[] = [args[0]!];
+    for (const p of positions) for (let w = 0; w < width; w++) partArgs.push(args[p + w]!);
+    return { slot, positions, raw: encodeCommand(partArgs) };
+  });
+}
+
 /** Parts (slots) one turn of the event loop sends; a command with more is spread over turns. */
 const PARTS_PER_TURN = 1000;
 
@@ -103,26 +131,35 @@ class MultiKeyRequest extends Fragmented {
       const ran = replies.length - replies.filter((r) => r[0] === 0x2d || r[0] === 0x21).length;
       return encodeError(ProxyError.partFailed(this.command, failed + 1, replies.length, this.parts[failed]!.slot, text, ran));
     }
-    switch (this.command) {
-      case 'mget': {
-        const byPosition = new Map<number, Buffer>();
-        replies.forEach((reply, i) => {
-          const values = splitAggregate(reply);
-          const positions = this.parts[i]!.positions;
-          if (values === null || values.length !== positions.length) return;
-          positions.forEach((p, j) => byPosition.set(p, values[j]!));
-        });
-        if (byPosition.size !== this.keys.length) return encodeError(ProxyError.unexpectedReply('MGET'));
-        return encodeArray(this.keys.map((p) => byPosition.get(p)!));
-      }
-      case 'mset':
-        return OK;
-      default: {
-        // DEL, UNLINK, EXISTS, TOUCH: how many keys, summed over the parts.
-        let sum = 0;
-        for (const reply of replies) sum += Number(reply.toString('latin1', 1, reply.length - 2));
-        return encodeInteger(sum);
-      }
+    return mergeMultiKeyReplies(this.command, this.keys, this.parts, replies);
+  }
+}
+
+/**
+ * The client's reply from the per-slot parts' replies (none of them an error): MGET in the
+ * original key order, MSET OK, DEL / UNLINK / EXISTS / TOUCH the sum. Also used for a multi-key
+ * command split inside a transaction over several slots (transaction-split.ts).
+ */
+export function mergeMultiKeyReplies(command: string, keys: readonly number[], parts: ReadonlyArray<{ positions: readonly number[] }>, replies: readonly Buffer[]): Buffer {
+  switch (command) {
+    case 'mget': {
+      const byPosition = new Map<number, Buffer>();
+      replies.forEach((reply, i) => {
+        const values = splitAggregate(reply);
+        const positions = parts[i]!.positions;
+        if (values === null || values.length !== positions.length) return;
+        positions.forEach((p, j) => byPosition.set(p, values[j]!));
+      });
+      if (byPosition.size !== keys.length) return encodeError(ProxyError.unexpectedReply('MGET'));
+      return encodeArray(keys.map((p) => byPosition.get(p)!));
+    }
+    case 'mset':
+      return OK;
+    default: {
+      // DEL, UNLINK, EXISTS, TOUCH: how many keys, summed over the parts.
+      let sum = 0;
+      for (const reply of replies) sum += Number(reply.toString('latin1', 1, reply.length - 2));
+      return encodeInteger(sum);
     }
   }
 }

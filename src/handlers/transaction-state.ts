@@ -1,8 +1,17 @@
+import type { SlotPart } from './multi-key.js';
+
 /** One command queued inside MULTI, as respool will send (or answer) it at EXEC. */
 export interface QueuedCommand {
   /** The request bytes (copied: the client's read buffer is reused). */
   readonly raw: Buffer;
   readonly command: string;
+  /** The hash slot of its keys in a cluster; -1 for a keyless command (or a standalone upstream). */
+  readonly slot: number;
+  /**
+   * A multi-key command (MGET, MSET, DEL …) whose keys span slots, in a transaction split by slot:
+   * its key positions and one part per slot, each run in its slot's block; null otherwise.
+   */
+  readonly split: { readonly keys: readonly number[]; readonly parts: readonly SlotPart[] } | null;
   /** Answered by respool itself at EXEC (local commands): its arguments, copied. */
   readonly localArgs: Buffer[] | null;
   /** PUBLISH's channel (copied): its count is given as one server would, at EXEC. */
@@ -22,8 +31,8 @@ export interface QueuedCommand {
  *   dirty    : a command was refused at queue time (unknown, wrong arity, keys in two slots, not
  *              allowed in MULTI) → EXEC answers EXECABORT, as Valkey does
  *   slot     : the slot of the first keyed command (-1: none yet); a later command in another
- *              slot sets `crossSlot` → EXEC answers CROSSSLOT (Valkey checks every queued
- *              command's keys at EXEC in cluster mode)
+ *              slot sets `crossSlot` → at EXEC one block per slot (transactions.crossSlot
+ *              split, transaction-split.ts), or CROSSSLOT as a cluster node answers (refuse)
  *   selects  : a SELECT is queued (standalone upstream): it runs inside the block, the commands
  *              after it in its database; the block ends with a SELECT back to the link's own
  *              database, and the client's database becomes the last one switched to at EXEC

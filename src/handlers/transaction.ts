@@ -1,24 +1,24 @@
 import calculateSlot from 'cluster-key-slot';
 import { CommandFlag } from '../commands/command-flags.js';
-import { commandFamily, refusalReason, CLIENT_COMMANDS, LOCAL_COMMANDS, TRACKING_COMMANDS } from '../commands/proxy-handling.js';
+import { commandFamily, refusalReason, CLIENT_COMMANDS, LOCAL_COMMANDS, MULTI_KEY_COMMANDS, TRACKING_COMMANDS } from '../commands/proxy-handling.js';
 import { encodeArray, encodeCommand, encodeError, encodeSimple } from '../resp/encode.js';
 import { splitAggregate } from '../resp/decode.js';
 import { ProxyError } from '../errors.js';
-import type { LinkRequest } from '../upstream/link.js';
+import { blockItems, TransactionBlock, type BlockOutcome } from '../routing/transaction-block.js';
+import { execSplit } from './transaction-split.js';
+import { partsBySlot } from './multi-key.js';
 import type { ReplyEntry } from '../session/reply-queue.js';
 import { localReply, NO_REPLY, parseDbIndex } from './local.js';
 import { oneShotTo } from './script.js';
 import { LOCAL_CLUSTER_COMMANDS } from './cluster.js';
 import { publishNode, publishReply, unsubscribeNow } from './pubsub.js';
 import { Transaction, type QueuedCommand } from './transaction-state.js';
-import { LeasedLane } from './leased-lane.js';
+import { LeasedLane, watchCrossSlotError } from './leased-lane.js';
 import { sendBlockOnTrackingLane } from './tracking.js';
 import type { CommandRequest, Handler, HandlerSession } from './types.js';
 
 const OK = encodeSimple('OK');
 const QUEUED = encodeSimple('QUEUED');
-const MULTI = encodeCommand(['MULTI']);
-const EXEC = encodeCommand(['EXEC']);
 
 /**
  * MULTI, EXEC, DISCARD, WATCH, UNWATCH.
@@ -65,6 +65,7 @@ export const transaction: Handler = (session, req) => {
 function watch(session: HandlerSession, req: CommandRequest): void {
   if (req.args.length < 2) return session.replyNow(encodeError(ProxyError.wrongArity('watch')));
   const ctx = session.ctx;
+  if (ctx.isCluster() && spansSlots(req.args)) return session.replyNow(encodeError(watchCrossSlotError(session)));
   const slot = ctx.router.slotOf(req.spec, req.args, ctx.commands());
   if (typeof slot !== 'number') return session.replyNow(slot);
   const raw = Buffer.from(req.raw);
@@ -88,6 +89,13 @@ function watch(session: HandlerSession, req: CommandRequest): void {
       (err: Error) => entry.fill(encodeError(err.message)),
     );
   });
+}
+
+/** WATCH's keys (args 1…) in a cluster hash to more than one slot. */
+function spansSlots(args: readonly Buffer[]): boolean {
+  const first = calculateSlot(args[1]!);
+  for (let i = 2; i < args.length; i++) if (calculateSlot(args[i]!) !== first) return true;
+  return false;
 }
 
 /**
@@ -165,9 +173,12 @@ function queue(session: HandlerSession, tx: Transaction, req: CommandRequest): v
     target = typeof db === 'number' ? db : null;
     tx.selects = true;
   }
+  const split = splitParts(session, req);
   tx.queued.push({
     raw,
     command,
+    slot: split === null ? keySlot(session, req) : split.parts[0]!.slot,
+    split,
     localArgs: local ? args.map((a) => Buffer.from(a)) : null,
     channel: command === 'publish' ? Buffer.from(args[1]!) : undefined,
     select: target,
@@ -175,12 +186,37 @@ function queue(session: HandlerSession, tx: Transaction, req: CommandRequest): v
   session.replyNow(QUEUED);
 }
 
-/** Valkey's checks before it queues a command (server.c processCommand), in its order. */
+/** The slot of a queued command's keys in a cluster (queueTimeError checked they share one); -1 keyless. */
+function keySlot(session: HandlerSession, req: CommandRequest): number {
+  if (req.spec === undefined || !session.ctx.isCluster()) return -1;
+  const keys = session.ctx.commands().keyIndexes(req.spec, req.args);
+  return keys.length === 0 ? -1 : calculateSlot(req.args[keys[0]!]!);
+}
+
+/**
+ * MGET, MSET, DEL, UNLINK, EXISTS, TOUCH whose keys span slots, in a cluster with
+ * transactions.crossSlot split: one part per slot (multi-key.ts), each in its slot's block at
+ * EXEC, their replies merged into the command's (transaction-split.ts). Null otherwise.
+ */
+function splitParts(session: HandlerSession, req: CommandRequest): QueuedCommand['split'] {
+  const { spec, args } = req;
+  if (spec === undefined || !MULTI_KEY_COMMANDS.has(spec.name) || !splitsTransactions(session)) return null;
+  const keys = session.ctx.commands().keyIndexes(spec, args);
+  if (keys.length < 2) return null;
+  const parts = partsBySlot(spec.name, args, keys);
+  return parts.length > 1 ? { keys, parts } : null;
+}
+
+function splitsTransactions(session: HandlerSession): boolean {
+  return session.ctx.isCluster() && session.ctx.config.transactions.crossSlot === 'split' && session.state.tracking === null;
+}
+
 /** Pub/sub commands that are ordinary commands upstream, fine inside a transaction. */
 const QUEUEABLE_PUBSUB: ReadonlySet<string> = new Set(['publish', 'pubsub|numsub', 'pubsub|numpat', 'pubsub|channels', 'unsubscribe', 'punsubscribe', 'sunsubscribe']);
 /** Answered by respool at EXEC (its confirmations become their elements of EXEC's array). */
 const UNSUBSCRIBES: ReadonlySet<string> = new Set(['unsubscribe', 'punsubscribe', 'sunsubscribe']);
 
+/** Valkey's checks before it queues a command (server.c processCommand), in its order. */
 function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRequest): string | null {
   const { spec, args } = req;
   if (spec === undefined) return ProxyError.unknownCommand(args);
@@ -210,9 +246,16 @@ function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRe
     const keys = session.ctx.commands().keyIndexes(spec, args);
     if (keys.length > 0) {
       const slot = calculateSlot(args[keys[0]!]!);
-      for (let i = 1; i < keys.length; i++) if (calculateSlot(args[keys[i]!]!) !== slot) return ProxyError.crossSlot();
-      const hookRefusal = session.ctx.router.keyedHook?.refuseInTransaction(args, keys, slot, req.command) ?? null;
-      if (hookRefusal !== null) return hookRefusal;
+      let spans = false;
+      for (let i = 1; i < keys.length; i++) if (calculateSlot(args[keys[i]!]!) !== slot) spans = true;
+      // A multi-key command over several slots is split into its slots' blocks (splitParts).
+      if (spans && !(MULTI_KEY_COMMANDS.has(spec.name) && splitsTransactions(session))) return ProxyError.crossSlot();
+      const hook = session.ctx.router.keyedHook;
+      for (const k of spans ? keys : [keys[0]!]) {
+        const refusal = hook?.refuseInTransaction(args, spans ? [k] : keys, spans ? calculateSlot(args[k]!) : slot, req.command) ?? null;
+        if (refusal !== null) return refusal;
+      }
+      if (spans) tx.crossSlot = true;
       if (tx.slot < 0) tx.slot = slot;
       else if (tx.slot !== slot) tx.crossSlot = true;
     }
@@ -221,7 +264,12 @@ function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRe
 }
 
 function exec(session: HandlerSession, tx: Transaction): void {
-  if (tx.crossSlot) return session.replyNow(encodeError(ProxyError.crossSlot()));
+  const ctx = session.ctx;
+  // Valkey's cluster check at EXEC comes before EXECABORT; split, the transaction is one server's.
+  if (tx.crossSlot && ctx.config.transactions.crossSlot === 'refuse') {
+    ctx.metrics?.crossSlotTransactions.refused.inc();
+    return session.replyNow(encodeError(ProxyError.crossSlot()));
+  }
   if (tx.dirty) return session.replyNow(encodeError(ProxyError.execAbort()));
   const forwarded = tx.queued.filter((q) => q.localArgs === null);
   if (forwarded.length === 0) {
@@ -229,55 +277,46 @@ function exec(session: HandlerSession, tx: Transaction): void {
     session.replyNow(spliceLocalReplies(session, tx, []));
     return;
   }
-  const block = (entry: ReplyEntry) => {
-    // The database of the links the block goes on: the client's (a tracking lane's: 0).
-    const linkDb = session.state.db;
-    const ignore: LinkRequest = { sentAt: 0, onReply() {}, onLinkFailure() {} };
-    const rebuild = tx.queued.length !== forwarded.length || tx.publishCounts;
-    // The node queues the commands only now, so a check that Valkey makes at EXEC for commands
-    // queued earlier (NOREPLICAS, OOM, READONLY … after a state change) fails here at queue
-    // time instead: EXEC then says "previous errors", and the first such error is the reason
-    // Valkey would give (execCommandAbort: "EXECABORT … because of: <error>").
-    let queueError: string | null = null;
-    const queued: LinkRequest = {
-      sentAt: 0,
-      onReply(frame) {
-        if (queueError === null && frame[0] === 0x2d) queueError = frame.toString('utf8', 1, frame.length - 2);
-      },
-      onLinkFailure() {},
-    };
-    const execReq: LinkRequest = {
-      sentAt: 0,
-      onReply: (frame) => {
-        if (queueError !== null && frame.toString('latin1', 1, 10) === 'EXECABORT') return entry.fill(encodeError(ProxyError.execAbortBecause(queueError)));
-        const reply = tx.selects ? afterSelects(session, forwarded, frame) : frame;
-        entry.fill(rebuild ? withLocalReplies(session, tx, reply) : reply);
-      },
-      // Never re-sent: whether it ran is unknown once written.
-      onLinkFailure: (error) => entry.fill(encodeError(error)),
-    };
-    const items = [{ data: MULTI, req: ignore }, ...forwarded.map((q) => ({ data: q.raw, req: queued }))];
-    if (tx.selects) items.push({ data: encodeCommand(['SELECT', String(linkDb)]), req: ignore });
-    items.push({ data: EXEC, req: execReq });
-    return items;
-  };
-  session.ctx.metrics?.commandCounter('exec').inc();
-  // CLIENT TRACKING on: the block runs on the client's lane for its slot (reads in it are tracked).
+  ctx.metrics?.commandCounter('exec').inc();
   const lanes = session.state.tracking;
-  if (lanes !== null) return sendBlockOnTrackingLane(session, lanes, tx.slot, block);
+  if (tx.crossSlot) {
+    if (lanes !== null) return session.replyNow(encodeError(ProxyError.crossSlotTransactionTracking()));
+    ctx.metrics?.crossSlotTransactions.split.inc();
+    return execSplit(session, forwarded, (replies) => spliceLocalReplies(session, tx, replies));
+  }
+  const commands = forwarded.map((q) => q.raw);
+  // The database of the links the block goes on is the client's (a tracking lane's: 0): a last
+  // SELECT puts the link back there (see the comment at the top).
+  if (tx.selects) commands.push(encodeCommand(['SELECT', String(session.state.db)]));
+  const finish = (entry: ReplyEntry, outcome: BlockOutcome): void => entry.fill(execReply(session, tx, forwarded, outcome));
+  // CLIENT TRACKING on: the block runs on the client's lane for its slot (reads in it are tracked).
+  if (lanes !== null) return sendBlockOnTrackingLane(session, lanes, tx.slot, (entry) => blockItems(commands, '', (o) => finish(entry, o)));
   const send = (): void => {
     const entry = session.reserve();
     // A keyless transaction that publishes runs where respool's subscriptions are held, so its
     // PUBLISH counts can be given as one server would (handlers/pubsub.ts).
     const publishAt = tx.slot < 0 && forwarded.some((q) => q.command === 'publish') ? publishNode(session) : undefined;
     tx.publishCounts = publishAt !== undefined;
-    if (publishAt !== undefined) return session.ctx.router.sendBlockTo(session, publishAt, block(entry));
-    const error = session.ctx.router.sendBlock(session, tx.slot, block(entry));
-    if (error !== null) entry.fill(error);
+    if (publishAt !== undefined) return ctx.router.sendBlockTo(session, publishAt, blockItems(commands, publishAt.address, (o) => finish(entry, o)));
+    new TransactionBlock(ctx.router, session, tx.slot, commands, ctx.config.cluster.maxRedirects, (o) => finish(entry, o)).send();
   };
   // A SELECT inside: later commands wait for EXEC's reply, which says the client's database.
   if (tx.selects) session.runExclusive(send);
   else send();
+}
+
+/**
+ * The client's EXEC reply from its block's outcome. The node queues the commands only at EXEC,
+ * so a check that Valkey makes at EXEC for commands queued earlier (NOREPLICAS, OOM, READONLY …
+ * after a state change) fails here at queue time instead: EXEC then says "previous errors", and
+ * the first such error is the reason Valkey would give ("EXECABORT … because of: <error>").
+ */
+function execReply(session: HandlerSession, tx: Transaction, forwarded: readonly QueuedCommand[], outcome: BlockOutcome): Buffer {
+  if (outcome.kind === 'failed') return encodeError(outcome.error);
+  const frame = outcome.reply;
+  if (outcome.queueError !== null && frame.toString('latin1', 1, 10) === 'EXECABORT') return encodeError(ProxyError.execAbortBecause(outcome.queueError));
+  const reply = tx.selects ? afterSelects(session, forwarded, frame) : frame;
+  return tx.queued.length !== forwarded.length || tx.publishCounts ? withLocalReplies(session, tx, reply) : reply;
 }
 
 /**

@@ -132,14 +132,14 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     return this.refuse(command, split, 'it involves other keys or is neither a plain read nor a plain write');
   }
 
-  refuseInTransaction(args: Buffer[], keys: number[], slot: number, command: string): string | null {
+  refuseInTransaction(args: Buffer[], keys: number[], slot: number, command: string, why = 'a transaction runs on one node, so its copies would not be written'): string | null {
     if (this.ruleCount === 0) return null;
     for (const k of keys) {
       const split = this.match(args[k]!, slot);
       if (split !== null) {
         this.stats.refused++;
         this.deps.metrics?.raw.split_refused_total.inc();
-        return ProxyError.splitKeyUnsupported(command.replace('|', ' ').toUpperCase(), displayKey(split.id), 'a transaction runs on one node, so its copies would not be written');
+        return ProxyError.splitKeyUnsupported(command.replace('|', ' ').toUpperCase(), displayKey(split.id), why);
       }
     }
     return null;

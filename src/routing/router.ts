@@ -138,20 +138,6 @@ export class Router {
   }
 
   /**
-   * Requests that must run back to back on one connection (a transaction's MULTI … EXEC) to the
-   * primary owning `slot` (any primary for -1): one write on one shared link, never retried.
-   * Returns an error reply when no node serves the slot.
-   */
-  sendBlock(client: CallClient, slot: number, items: ReadonlyArray<{ data: Buffer; req: LinkRequest }>): Buffer | null {
-    const topology = this.refresher.current;
-    if (topology === null) return encodeError(ProxyError.topologyUnknown());
-    const node = this.nodeFor(slot, topology);
-    if (node === undefined) return encodeError(ProxyError.slotNotServed(slot));
-    this.sendBlockTo(client, node, items);
-    return null;
-  }
-
-  /**
    * The slot all of a command's keys hash to (-1: keyless, or a standalone upstream), or the
    * error reply when they hash to several slots or the topology is not known yet.
    */
@@ -188,9 +174,21 @@ export class Router {
     return this.refresher.current;
   }
 
-  /** As sendBlock, to a named node (a keyless transaction that publishes: handlers/transaction.ts). */
+  /**
+   * Requests that must run back to back on one connection (a MULTI … EXEC block) to `node`: one
+   * write on the client's shared link, never retried (routing/transaction-block.ts follows redirects).
+   */
   sendBlockTo(client: CallClient, node: ClusterNode, items: ReadonlyArray<{ data: Buffer; req: LinkRequest }>): void {
     this.pools.forNode(node, client.protocol, 'primary', client.db, client.identity).sendBlock(items, client.id);
+  }
+
+  /**
+   * A block a node answered ASK for (mid-migration): to the ASK's target, ASKING first (it holds
+   * for a whole MULTI … EXEC). routing/transaction-block.ts decides when; counted as an ASK.
+   */
+  askBlock(client: CallClient, host: string, port: number, items: ReadonlyArray<{ data: Buffer; req: LinkRequest }>): void {
+    this.metrics?.redirectCounter('ask').inc();
+    this.pools.get(host, port, client.protocol, 'primary', client.db, client.identity).sendBlock([{ data: ASKING, req: IGNORE_REPLY }, ...items], client.id);
   }
 
   /** The primary that owns `slot` now (any primary for -1); undefined when none does. */

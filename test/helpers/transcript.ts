@@ -1,3 +1,4 @@
+import { encodeCommand } from '../harness/raw-client.js';
 import { RawConnection } from './raw-resp.js';
 
 /**
@@ -52,4 +53,20 @@ export async function transcript(
     for (const c of conns.values()) c.close();
   }
   return out;
+}
+
+/**
+ * Sends `commands` in one write (a pipeline) on one connection and returns each reply's exact
+ * bytes (JSON-escaped), in order: the comparison for pipelines whose order must hold.
+ */
+export async function pipelineTranscript(port: number, proto: 2 | 3, commands: Array<Array<string | number>>, timeoutMs = 10_000): Promise<string[]> {
+  const c = await connect(port, proto);
+  try {
+    c.write(Buffer.concat(commands.map((args) => encodeCommand(args))));
+    const out: string[] = [];
+    for (const args of commands) out.push(`${args.join(' ')} -> ${JSON.stringify(await c.read(timeoutMs))}`);
+    return out;
+  } finally {
+    c.close();
+  }
 }

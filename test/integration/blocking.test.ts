@@ -423,27 +423,7 @@ describe('blocking commands through respool in front of a 3-primary, 3-replica c
 
   blockingSuite(sides, 'c');
 
-  for (const proto of PROTOCOLS) {
-    it(`RESP${proto}: keys of two slots → CROSSSLOT as a cluster node answers`, async () => {
-      for (const cmd of [
-        ['BLPOP', 'a', 'b', '1'],
-        ['BLMOVE', 'a', 'b', 'LEFT', 'LEFT', '1'],
-        ['BZPOPMIN', 'a', 'b', '1'],
-        ['XREAD', 'BLOCK', '100', 'STREAMS', 'a', 'b', '$', '$'],
-      ]) {
-        const direct = await connect(sides.direct(), proto);
-        const through = await connect(sides.proxy(), proto);
-        try {
-          const expected = await direct.call(...cmd);
-          expect(expected).toMatch(/^-CROSSSLOT/);
-          expect(await through.call(...cmd)).toBe(expected);
-        } finally {
-          direct.close();
-          through.close();
-        }
-      }
-    });
-  }
+  // Keys of several slots: carried out as one server would (cross-slot-blocking.test.ts).
 
   it("each blocking command goes to the key's slot owner (blocked there, on a respool-lease connection)", async () => {
     await sides.flush();

@@ -78,7 +78,7 @@ describe('cross-slot multi-key commands split by slot, in front of a 3+3 cluster
       ['MSET', '{t}a', '1', '{t}b', '2'],
       ['MGET', '{t}a', '{t}b', '{t}c'],
       ['MSETNX', 'x1', '1', 'y1', '2'],
-      ['SUNIONSTORE', 'x1', 'y1', 'z1'],
+      ['SMOVE', 'x1', 'y1', 'm'],
       ['RENAME', 'x1', 'y1'],
     ]);
     expect(replies[0]).toBe('OK');

@@ -258,6 +258,21 @@ const COMMON_SEQUENCES: Record<string, Step[]> = {
 
 /** Cluster-only sequences: keys of different slots (`a` is slot 15495, `b` slot 3300). */
 const CLUSTER_SEQUENCES: Record<string, Step[]> = {
+  'keyless commands mixed with one slot': [
+    [0, 'MULTI'],
+    [0, 'PING'],
+    [0, 'SET', '{u}:1', 'a'],
+    [0, 'ECHO', 'e'],
+    [0, 'MGET', '{u}:1', '{u}:2'],
+    [0, 'EXEC'],
+  ],
+};
+
+/**
+ * With transactions.crossSlot: refuse, respool answers as one cluster node does (a transaction
+ * over several slots split into per-slot blocks, the default, is tested in cross-slot-transactions.test.ts).
+ */
+const REFUSE_SEQUENCES: Record<string, Step[]> = {
   'one command with keys of two slots: CROSSSLOT at queue time, then EXECABORT': [
     [0, 'MULTI'],
     [0, 'SET', k('x'), '1'],
@@ -273,14 +288,6 @@ const CLUSTER_SEQUENCES: Record<string, Step[]> = {
     [0, 'EXEC'],
     [0, 'GET', 'a'],
     [0, 'GET', 'b'],
-    [0, 'EXEC'],
-  ],
-  'keyless commands mixed with one slot': [
-    [0, 'MULTI'],
-    [0, 'PING'],
-    [0, 'SET', '{u}:1', 'a'],
-    [0, 'ECHO', 'e'],
-    [0, 'MGET', '{u}:1', '{u}:2'],
     [0, 'EXEC'],
   ],
   'WATCH of keys in two slots: CROSSSLOT': [
@@ -704,22 +711,34 @@ describe('transactions through respool in front of a 3-primary, 3-replica cluste
   compareSequences(sides, { ...COMMON_SEQUENCES, ...CLUSTER_SEQUENCES });
   explicitChecks(sides);
 
-  for (const proto of PROTOCOLS) {
-    it(`RESP${proto}: two commands in different slots → EXEC answers -CROSSSLOT (as a node owning both slots does), nothing runs`, async () => {
-      await sides.flush();
-      const c = await connect(proxy.address.port, proto);
-      try {
-        expect(await c.call('MULTI')).toBe('+OK\r\n');
-        expect(await c.call('SET', 'a', '1')).toBe('+QUEUED\r\n');
-        expect(await c.call('SET', 'b', '2')).toBe('+QUEUED\r\n');
-        expect(await c.call('EXEC')).toBe("-CROSSSLOT Keys in request don't hash to the same slot\r\n");
-        expect(await c.call('GET', 'a')).toBe(proto === 3 ? '_\r\n' : '$-1\r\n');
-        expect(await c.call('GET', 'b')).toBe(proto === 3 ? '_\r\n' : '$-1\r\n');
-      } finally {
-        c.close();
-      }
+  describe('transactions.crossSlot: refuse (Valkey\'s cluster behaviour)', () => {
+    /** A second respool in front of the same cluster, closed before the tests that count links. */
+    let refusing: RespoolProxy;
+    beforeAll(async () => {
+      const seed = cluster.nodes[0]!;
+      refusing = await startTestProxy([{ host: seed.host, port: seed.port }], { transactions: { crossSlot: 'refuse' } });
     });
-  }
+    afterAll(async () => {
+      await refusing?.close();
+    });
+    compareSequences({ ...sides, proxy: () => refusing.address.port }, REFUSE_SEQUENCES);
+    for (const proto of PROTOCOLS) {
+      it(`RESP${proto}: transactions.crossSlot refuse: two commands in different slots → EXEC answers -CROSSSLOT (as a node owning both slots does), nothing runs`, async () => {
+        await sides.flush();
+        const c = await connect(refusing.address.port, proto);
+        try {
+          expect(await c.call('MULTI')).toBe('+OK\r\n');
+          expect(await c.call('SET', 'a', '1')).toBe('+QUEUED\r\n');
+          expect(await c.call('SET', 'b', '2')).toBe('+QUEUED\r\n');
+          expect(await c.call('EXEC')).toBe("-CROSSSLOT Keys in request don't hash to the same slot\r\n");
+          expect(await c.call('GET', 'a')).toBe(proto === 3 ? '_\r\n' : '$-1\r\n');
+          expect(await c.call('GET', 'b')).toBe(proto === 3 ? '_\r\n' : '$-1\r\n');
+        } finally {
+          c.close();
+        }
+      });
+    }
+  });
 
   it('a transaction runs on the primary owning its slot', async () => {
     await sides.flush();

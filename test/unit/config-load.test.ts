@@ -57,6 +57,7 @@ describe('defaults', () => {
         maxNestingDepth: 128,
         maxPendingPerClient: 10_000,
         maxQueryBytesPerClient: 1024 * 1024 * 1024,
+        maxCrossSlotCopyBytes: 16 * 1024 * 1024,
       },
       timeouts: { connectMs: 2000, commandMs: 5000 },
       cluster: {
@@ -111,6 +112,7 @@ describe('defaults', () => {
       },
       dedicated: { maxPerNode: 1000, maxTotal: 10_000, acquireTimeoutMs: 1000, idleMs: 30_000, blockMarginMs: 5000, maxReplicaStreams: 4 },
       pubsub: { maxOutputBytesPerClient: 32 * 1_048_576 },
+      transactions: { crossSlot: 'split' },
       adminToken: null,
       adminReadToken: null,
       acl: { file: null, upstream: 'none', mirrorPrefix: 'respool.', mirrorSecret: null, logMaxLen: 128 },
@@ -339,6 +341,8 @@ limits:
   maxNestingDepth: 16
   maxPendingPerClient: 100
   maxQueryBytesPerClient: 8mb
+  maxCrossSlotCopyBytes: 1mb
+transactions: { crossSlot: refuse }
 timeouts: { connectMs: 1s, commandMs: 2500 }
 cluster:
   maxRedirects: 3
@@ -382,7 +386,7 @@ logLevel: trace
       users: [{ name: 'alice', password: 'a' }, { name: 'bob', password: 'b' }, { name: 'app', rules: 'on >secret ~app:* +@read +@write -@dangerous' }],
       limits: {
         maxBulkLength: 1_048_576, maxArrayLength: 1000, maxInlineLength: 4096, maxNestingDepth: 16,
-        maxPendingPerClient: 100, maxQueryBytesPerClient: 8 * 1_048_576,
+        maxPendingPerClient: 100, maxQueryBytesPerClient: 8 * 1_048_576, maxCrossSlotCopyBytes: 1_048_576,
       },
       timeouts: { connectMs: 1000, commandMs: 2500 },
       cluster: {
@@ -404,6 +408,7 @@ logLevel: trace
       hotKeys: DEFAULT_CONFIG.hotKeys,
       dedicated: DEFAULT_CONFIG.dedicated,
       pubsub: DEFAULT_CONFIG.pubsub,
+      transactions: { crossSlot: 'refuse' },
       adminToken: null,
       adminReadToken: null,
       acl: DEFAULT_CONFIG.acl,

@@ -1,0 +1,124 @@
+import { encodeError } from '../resp/encode.js';
+import { ProxyError } from '../errors.js';
+import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
+import type { HandlerSession } from './types.js';
+
+/** CLIENT UNBLOCK racing the blocking command to its node: tries, and the pause between them. */
+const UNBLOCK_TRIES = 5;
+const UNBLOCK_RETRY_MS = 5;
+
+/**
+ * One blocking command (BLPOP …, XREAD … BLOCK) on a leased connection of its own to the
+ * primary owning `slot` (upstream/dedicated-pool.ts): a shared link must never wait on one
+ * client's command.
+ *
+ *  - Deadline: `timeoutMs` (the command's own) plus dedicated.blockMarginMs; none for null (0 =
+ *    for ever). The shared links' commandMs never applies.
+ *  - MOVED (the slot moved before the command ran): sent again on the new owner's lease, within
+ *    cluster.maxRedirects. Never re-sent after a lost connection: `done` gets the error.
+ *  - `done` gets exactly one reply (copied), or null when the call was cancelled before it was
+ *    sent (it then did nothing). The lease goes back clean after the reply.
+ *  - unblock(): CLIENT UNBLOCK of its connection (TIMEOUT: the node answers nil; ERROR:
+ *    -UNBLOCKED); abandon(): the client went away — unblocked and released by the pool, the
+ *    reply still reaches `done`.
+ */
+export class BlockingCall {
+  private conn: DedicatedConnection | null = null;
+  private finished = false;
+  /** unblock() or abandon() came before the lease: the command is not sent. */
+  private cancelled = false;
+  private redirects = 0;
+  /** CLIENT UNBLOCKs sent for this call and not answered yet; the lease waits for them. */
+  private unblocking = 0;
+  private afterUnblock: (() => void) | null = null;
+
+  constructor(
+    private readonly session: HandlerSession,
+    private readonly raw: Buffer,
+    private slot: number,
+    private readonly timeoutMs: number | null,
+    private readonly done: (reply: Buffer | null) => void,
+  ) {}
+
+  start(): void {
+    const { ctx, state } = this.session;
+    const node = ctx.router.primaryFor(this.slot);
+    if (node === undefined) return this.finish(encodeError(this.slot < 0 ? ProxyError.topologyUnknown() : ProxyError.slotNotServed(this.slot)));
+    ctx.dedicated.acquire(node.host, node.port, state.protocol, state.db, state.acl.upstream).then(
+      (conn) => {
+        if (this.cancelled || this.session.closed) {
+          ctx.dedicated.release(conn, true);
+          return this.finish(null);
+        }
+        this.send(conn);
+      },
+      (err: Error) => this.finish(encodeError(err.message)),
+    );
+  }
+
+  /** CLIENT UNBLOCK its connection; true if it was blocked. The command may still be on its way: a few quick tries. */
+  async unblock(how: 'timeout' | 'error'): Promise<boolean> {
+    if (this.finished) return false;
+    if (this.conn === null) {
+      this.cancelled = true;
+      return false;
+    }
+    const conn = this.conn;
+    for (let attempt = 0; attempt < UNBLOCK_TRIES; attempt++) {
+      if (attempt > 0) await new Promise((r) => setTimeout(r, UNBLOCK_RETRY_MS));
+      // Answered meanwhile: its connection may already serve someone else.
+      if (this.finished || this.conn !== conn) return false;
+      // Until the node has answered it, the connection is not handed back: a CLIENT UNBLOCK
+      // still on its way must never reach the next command leased on it.
+      this.unblocking++;
+      const done = await this.session.ctx.unblockLease(conn.host, conn.port, conn.clientId, how).catch(() => false);
+      if (--this.unblocking === 0) this.afterUnblock?.();
+      if (done) return true;
+    }
+    return false;
+  }
+
+  /** The client went away: the pool unblocks the connection and takes it back. */
+  abandon(): void {
+    if (this.finished) return;
+    if (this.conn === null) this.cancelled = true;
+    else this.session.ctx.dedicated.abandon(this.conn);
+  }
+
+  private send(conn: DedicatedConnection): void {
+    const ctx = this.session.ctx;
+    this.conn = conn;
+    if (this.timeoutMs !== null) conn.setDeadline(this.timeoutMs + ctx.config.dedicated.blockMarginMs);
+    let answered = false;
+    const settle = (reply: Buffer, clean: boolean): void => {
+      if (answered) return;
+      answered = true;
+      this.conn = null;
+      conn.setDeadline(null);
+      if (this.unblocking === 0) ctx.dedicated.release(conn, clean);
+      else this.afterUnblock = () => ctx.dedicated.release(conn, clean);
+      const moved = clean ? ctx.router.learnRedirect(reply, conn.address) : null;
+      if (moved !== null && this.redirects < ctx.config.cluster.maxRedirects && !this.session.closed && !this.cancelled) {
+        this.redirects++;
+        this.slot = moved;
+        return this.start();
+      }
+      this.finish(reply);
+    };
+    conn.send(this.raw, {
+      sentAt: 0,
+      // Copied: the lease goes back to its pool before the client reads the reply.
+      onReply: (frame) => settle(Buffer.from(frame), true),
+      onLinkFailure: (error) => {
+        ctx.log.debug({ node: conn.address, error }, 'leased connection failed under a blocking command');
+        settle(encodeError(error), false);
+      },
+    });
+  }
+
+  private finish(reply: Buffer | null): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.done(reply);
+  }
+}

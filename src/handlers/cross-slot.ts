@@ -1,0 +1,34 @@
+import { encodeError } from '../resp/encode.js';
+import type { ReplyEntry } from '../session/reply-queue.js';
+import { splitKeyWrite } from './split-key-writes.js';
+import { copyAndRun } from './cross-slot-read.js';
+import { listMoveCrossSlot } from './list-move.js';
+import { streamReadCrossSlot } from './stream-read-cross-slot.js';
+import type { CommandRequest, HandlerSession } from './types.js';
+
+/**
+ * A keyed command whose keys hash to several slots (the router answered CROSSSLOT): carried out
+ * over those slots when respool can give one server's answer — reads that need every key at once
+ * and the …STORE forms on copies (cross-slot-read.ts), XREAD / XREADGROUP without BLOCK
+ * (stream-read-cross-slot.ts), LMOVE / RPOPLPUSH (list-move.ts). `entry` is the request's
+ * reserved reply. False: the command keeps CROSSSLOT (RENAME, COPY, SMOVE, MSETNX, SORT … STORE,
+ * scripts …). Blocking commands: blocking-cross-slot.ts.
+ */
+export function crossSlotKeyed(session: HandlerSession, req: CommandRequest, entry: ReplyEntry): boolean {
+  const refusal = splitKeyWrite(session, req);
+  if (refusal !== null) {
+    entry.fill(encodeError(refusal));
+    return true;
+  }
+  switch (req.command) {
+    case 'lmove':
+    case 'rpoplpush':
+      return listMoveCrossSlot(session, req, entry);
+    case 'xread':
+    case 'xreadgroup':
+      return streamReadCrossSlot(session, req, entry);
+    default:
+      return copyAndRun(session, req, entry);
+  }
+}
+

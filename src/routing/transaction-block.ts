@@ -1,0 +1,115 @@
+import { encodeCommand } from '../resp/encode.js';
+import { ProxyError } from '../errors.js';
+import type { LinkRequest, ReplySource } from '../upstream/link.js';
+import { parseRedirect } from './redirect.js';
+import type { Router } from './router.js';
+import type { CallClient } from './upstream-call.js';
+
+const MULTI = encodeCommand(['MULTI']);
+const EXEC = encodeCommand(['EXEC']);
+const IGNORE: LinkRequest = { sentAt: 0, onReply() {}, onLinkFailure() {} };
+
+/** How one block ended. */
+export type BlockOutcome =
+  /**
+   * EXEC's reply (copied): an array when the block ran, an error (EXECABORT …) when the node
+   * refused it — then nothing of it ran. `queueError`: the first error a queued command got
+   * (what Valkey names as the reason in "EXECABORT … because of: <error>").
+   */
+  | { kind: 'reply'; reply: Buffer; queueError: string | null; node: string }
+  /** The link failed or refused the block: `written` says whether it may have run. */
+  | { kind: 'failed'; error: string; written: boolean; node: string };
+
+/** The LinkRequests of MULTI, the queued commands and EXEC, reporting to `done` (shared with the tracking-lane path). */
+export function blockItems(
+  commands: readonly Buffer[],
+  address: string,
+  done: (outcome: BlockOutcome, redirect: Buffer | null) => void,
+): Array<{ data: Buffer; req: LinkRequest }> {
+  let queueError: string | null = null;
+  let redirect: Buffer | null = null;
+  const noteError = (frame: Buffer): void => {
+    if (queueError === null) queueError = frame.toString('utf8', 1, frame.length - 2);
+    if (redirect === null) {
+      const r = parseRedirect(frame);
+      if (r !== null && (r.kind === 'moved' || r.kind === 'ask')) redirect = Buffer.from(frame);
+    }
+  };
+  const queued: LinkRequest = {
+    sentAt: 0,
+    onReply(frame) {
+      if (frame[0] === 0x2d /* - */) noteError(frame);
+    },
+    onLinkFailure() {},
+  };
+  const exec: LinkRequest = {
+    sentAt: 0,
+    onReply(frame: Buffer, link: ReplySource) {
+      if (frame[0] === 0x2d && redirect === null) {
+        const r = parseRedirect(frame);
+        if (r !== null && (r.kind === 'moved' || r.kind === 'ask')) redirect = Buffer.from(frame);
+      }
+      // An error to EXEC means nothing of the block ran: a redirect seen on the way may be followed.
+      done({ kind: 'reply', reply: Buffer.from(frame), queueError, node: link.address }, frame[0] === 0x2d ? redirect : null);
+    },
+    // Never re-sent: once written, whether it ran is unknown.
+    onLinkFailure(error, written) {
+      done({ kind: 'failed', error, written, node: address }, null);
+    },
+  };
+  const items = [{ data: MULTI, req: IGNORE }];
+  for (const data of commands) items.push({ data, req: queued });
+  items.push({ data: EXEC, req: exec });
+  return items;
+}
+
+/**
+ * One MULTI … EXEC block for the primary owning `slot` (any primary for -1), written as one
+ * write on the client's shared link to it (nothing interleaves inside one write). Used for
+ * respool's own transactions (one block per slot, handlers/transaction.ts) and for the short
+ * blocks of commands over several slots (handlers/blocking-cross-slot.ts, cross-slot-read.ts).
+ *
+ * MOVED / ASK: a block the node refused (EXEC answered an error, so nothing of it ran) after a
+ * queued command or EXEC itself was redirected is written again at the redirect's target (ASK:
+ * ASKING first, which holds for the whole MULTI), at most `maxRedirects` times. A block is never
+ * written again once EXEC's array came back, or once its link failed after writing it.
+ */
+export class TransactionBlock {
+  private redirects = 0;
+
+  constructor(
+    private readonly router: Router,
+    private readonly client: CallClient,
+    private slot: number,
+    /** The commands between MULTI and EXEC, as RESP requests. */
+    private readonly commands: readonly Buffer[],
+    private readonly maxRedirects: number,
+    private readonly done: (outcome: BlockOutcome) => void,
+  ) {}
+
+  send(): void {
+    const node = this.router.primaryFor(this.slot);
+    if (node === undefined) {
+      const error = this.router.topology() === null ? ProxyError.topologyUnknown() : ProxyError.slotNotServed(this.slot);
+      this.done({ kind: 'failed', error, written: false, node: '' });
+      return;
+    }
+    this.router.sendBlockTo(this.client, node, blockItems(this.commands, node.address, (o, r) => this.settle(o, r)));
+  }
+
+  private settle(outcome: BlockOutcome, redirect: Buffer | null): void {
+    if (redirect === null || this.redirects >= this.maxRedirects || this.client.closed) return this.done(outcome);
+    this.redirects++;
+    const from = outcome.node;
+    const moved = this.router.learnRedirect(redirect, from);
+    if (moved !== null) {
+      this.slot = moved;
+      return this.send();
+    }
+    const ask = parseRedirect(redirect);
+    if (ask === null || ask.kind !== 'ask') return this.done(outcome);
+    const host = ask.host || from.slice(0, from.lastIndexOf(':'));
+    const address = `${host}:${ask.port}`;
+    this.router.askBlock(this.client, host, ask.port, blockItems(this.commands, address, (o, r) => this.settle(o, r)));
+  }
+}
