@@ -28,6 +28,8 @@ import { resolveOwnZone } from './cluster/zone-discovery.js';
 import { DedicatedPools } from './upstream/dedicated-pool.js';
 import { PubSubHub } from './pubsub/hub.js';
 import { announceAddress, ClusterEmulation } from './cluster/emulation.js';
+import { Membership } from './fleet/membership.js';
+import { dnsResolver, type PeerResolver } from './fleet/peer-sources.js';
 import { ClientPause } from './session/client-pause.js';
 import { createTlsListener } from './session/tls-listener.js';
 import { ListenerSocketOptions } from './session/socket-options.js';
@@ -55,6 +57,8 @@ export interface RespoolProxy {
   readonly refresher: TopologyRefresher;
   /** Hot-key detection and split copies. */
   readonly hotKeys: HotKeys;
+  /** The fleet's members and their states (null without cluster.peers / peersFrom). */
+  readonly membership: Membership | null;
   clientCount(): number;
   /** Stops accepting, waits up to drainMs for in-flight requests, then closes everything. */
   close(drainMs?: number): Promise<void>;
@@ -67,7 +71,14 @@ const DEFAULT_DATABASES = 16;
 const STARTUP_TOPOLOGY_WAIT_MS = 5_000;
 
 /** Wires config → pools, topology, router, admin, and the client listener. */
-export async function startProxy(config: RespoolConfig, options: { log?: Logger; configFile?: string } = {}): Promise<RespoolProxy> {
+export interface StartOptions {
+  log?: Logger;
+  configFile?: string;
+  /** How cluster.peersFrom names are resolved (default: DNS, fleet/peer-sources.ts); tests pass their own. */
+  peerResolver?: PeerResolver;
+}
+
+export async function startProxy(config: RespoolConfig, options: StartOptions = {}): Promise<RespoolProxy> {
   const startedAt = Date.now();
   const log = options.log ?? createLogger(config.logLevel);
   let table = CommandTable.builtin();
@@ -103,8 +114,10 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
   const sessionsById = new Map<number, ClientSession>();
   let clientIds = 0;
   let serverVersion = '8.0.0';
-  // The cluster clients are shown (handlers/cluster.ts); its port is the bound one once listening.
-  let emulation = new ClusterEmulation(announceAddress(config, config.listen.port), config.cluster.peers);
+  // The cluster clients are shown (handlers/cluster.ts): this instance alone until the fleet's
+  // membership (src/fleet) is known, once listening (its port is the bound one).
+  let emulation = ClusterEmulation.ofPeers(announceAddress(config, config.listen.port), []);
+  let membership: Membership | null = null;
   let topologyEpoch = 0;
   // The standalone upstream's `databases` (SELECT's bound), learned on the first SELECT n ≠ 0.
   let databases: number | null = null;
@@ -275,7 +288,35 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
   const bound = server.address() as net.AddressInfo;
   const tlsAddress = tlsListener === null ? null : await tlsListener.listen();
   const address = { host: config.listen.host, port: bound.port };
-  emulation = new ClusterEmulation(announceAddress(config, bound.port), config.cluster.peers);
+  const announce = announceAddress(config, bound.port);
+  emulation = ClusterEmulation.ofPeers(announce, []);
+  // A fleet (cluster.peers, cluster.peersFrom): members are checked on their announce addresses
+  // and the slots divided among the live ones (fleet/membership.ts, fleet/slot-division.ts).
+  if (config.cluster.peers.length > 0 || config.cluster.peersFrom !== null) {
+    const m = new Membership({
+      self: announce,
+      peers: config.cluster.peers,
+      peersFrom: config.cluster.peersFrom,
+      resolver: options.peerResolver ?? dnsResolver(),
+      timings: {
+        checkMs: config.cluster.peerCheckMs,
+        checkTimeoutMs: config.cluster.peerCheckTimeoutMs,
+        downAfterMs: config.cluster.peerDownAfterMs,
+        rejoinAfterMs: config.cluster.peerRejoinAfterMs,
+        resolveMs: config.cluster.peersResolveMs,
+      },
+      log,
+      events,
+    });
+    const showFleet = () => {
+      emulation = new ClusterEmulation(m.members());
+      for (const [state, n] of Object.entries(m.counts())) metrics.raw.fleet_members.labels(state).set(n);
+    };
+    m.onChange(showFleet);
+    showFleet();
+    membership = m;
+    await m.start();
+  }
 
   let admin: AdminServer | null = null;
   if (config.admin) {
@@ -323,6 +364,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     pools,
     refresher,
     hotKeys,
+    membership,
     clientCount: () => sessions.size,
     close(drainMs = 0) {
       closing ??= (async () => {
@@ -343,6 +385,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
           session.destroy();
         }
         clearInterval(sampler);
+        membership?.stop();
         hotKeys.stop();
         pubsub.close();
         await dedicated.closeAll();
