@@ -27,8 +27,10 @@ import { ReadRouting } from './routing/read-strategy.js';
 import { resolveOwnZone } from './cluster/zone-discovery.js';
 import { DedicatedPools } from './upstream/dedicated-pool.js';
 import { PubSubHub } from './pubsub/hub.js';
-import { announceAddress, ClusterEmulation } from './cluster/emulation.js';
+import { addressOf, announceAddress, ClusterEmulation } from './cluster/emulation.js';
 import { Membership } from './fleet/membership.js';
+import { FleetStore } from './fleet/fleet-store.js';
+import { FleetState } from './fleet/fleet-state.js';
 import { dnsResolver, type PeerResolver } from './fleet/peer-sources.js';
 import { ClientPause } from './session/client-pause.js';
 import { createTlsListener } from './session/tls-listener.js';
@@ -59,6 +61,8 @@ export interface RespoolProxy {
   readonly hotKeys: HotKeys;
   /** The fleet's members and their states (null without cluster.peers / peersFrom). */
   readonly membership: Membership | null;
+  /** The fleet's shared runtime state (null unless cluster.fleetState is in use). */
+  readonly fleetState: FleetState | null;
   clientCount(): number;
   /** Stops accepting, waits up to drainMs for in-flight requests, then closes everything. */
   close(drainMs?: number): Promise<void>;
@@ -69,6 +73,14 @@ const DEFAULT_DATABASES = 16;
 
 /** How long start-up waits for the first topology before listening anyway (readyz says why). */
 const STARTUP_TOPOLOGY_WAIT_MS = 5_000;
+/** How long start-up waits for the fleet's shared state. */
+const FLEET_START_WAIT_MS = 3_000;
+
+/** cluster.fleetState: upstream, or auto in a fleet (peers or peersFrom). */
+export function usesFleetState(config: RespoolConfig): boolean {
+  const { fleetState, peers, peersFrom } = config.cluster;
+  return fleetState === 'upstream' || (fleetState === 'auto' && (peers.length > 0 || peersFrom !== null));
+}
 
 /** Wires config → pools, topology, router, admin, and the client listener. */
 export interface StartOptions {
@@ -102,8 +114,12 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   // respool's own zone (config, RESPOOL_ZONE, or opt-in metadata lookup bounded by reads.metadataTimeoutMs).
   const ownZone = resolveOwnZone(config.reads, process.env, log).then((z) => reads.setOwnZone(z.zone, z.source));
   const router = new Router(refresher, pools, config.cluster, log, metrics, reads);
+  // A fleet's runtime state (split rules, copy fills, the write lease) in the upstream (src/fleet).
+  const fleetStore = usesFleetState(config) ? new FleetStore({ config, refresher, pools, log }) : null;
+  const fleetState = fleetStore === null ? null : new FleetState({ store: fleetStore, leaseMs: config.cluster.fleetLeaseMs, log, metrics });
   // Hot keys (src/hotkeys): detection + split copies; hooks itself into the router when active.
-  const hotKeys = new HotKeys({ config: config.hotKeys, router, refresher, pools, log, metrics });
+  const fleet = fleetStore === null || fleetState === null ? null : { state: fleetState, store: fleetStore };
+  const hotKeys = new HotKeys({ config: config.hotKeys, router, refresher, pools, log, metrics, fleet });
   hotKeys.start();
   // Leased connections: a client gone while blocked is unblocked from a shared link by its id.
   const dedicated = new DedicatedPools(config, async (host, port, id) => {
@@ -268,6 +284,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     let pending = 0;
     for (const session of sessions) pending += session.pending;
     depth.pending.set(pending);
+    if (fleetState !== null) metrics.raw.fleet_state_confirmed_age_seconds.set(Math.min(1e6, fleetState.confirmedAgeMs() / 1000));
   }, 1000);
   sampler.unref();
 
@@ -290,6 +307,14 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   const address = { host: config.listen.host, port: bound.port };
   const announce = announceAddress(config, bound.port);
   emulation = ClusterEmulation.ofPeers(announce, []);
+  if (fleetState !== null) {
+    // Registered as this instance (each worker apart), the shared state read before clients
+    // are served (at most FLEET_START_WAIT_MS: an unreachable state shard does not stop start-up).
+    const worker = process.env['RESPOOL_WORKER_INDEX'];
+    fleetState.identify(worker === undefined ? addressOf(announce) : `${addressOf(announce)}#w${worker}`, addressOf(announce));
+    await fleetState.start(FLEET_START_WAIT_MS);
+    hotKeys.seedFleet();
+  }
   // A fleet (cluster.peers, cluster.peersFrom): members are checked on their announce addresses
   // and the slots divided among the live ones (fleet/membership.ts, fleet/slot-division.ts).
   if (config.cluster.peers.length > 0 || config.cluster.peersFrom !== null) {
@@ -365,6 +390,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     refresher,
     hotKeys,
     membership,
+    fleetState,
     clientCount: () => sessions.size,
     close(drainMs = 0) {
       closing ??= (async () => {
@@ -386,6 +412,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
         }
         clearInterval(sampler);
         membership?.stop();
+        fleetState?.stop();
         hotKeys.stop();
         pubsub.close();
         await dedicated.closeAll();

@@ -64,10 +64,11 @@ export function hotKeyRoutes(hotKeys: HotKeys): Array<{ method: string; path: st
           return json(400, { error: 'copies must be a number or null' });
         }
         try {
-          const rule = hotKeys.addRule(b as SplitRuleInput);
+          // In a fleet: once every member has the rule (and a key's copies were filled once).
+          const { rule } = await hotKeys.split(b as SplitRuleInput);
           return json(200, { ok: true, rule: { [rule.kind]: rule.text, copies: rule.copies } });
         } catch (err) {
-          return json(400, { error: (err as Error).message });
+          return json(hotKeys.inFleet ? 409 : 400, { error: (err as Error).message });
         }
       },
     },
@@ -77,7 +78,12 @@ export function hotKeyRoutes(hotKeys: HotKeys): Array<{ method: string; path: st
       handler: async (req) => {
         const which = ruleFromQuery(req.url);
         if (which === null) return json(400, { error: 'give ?key=, ?prefix= or ?pattern=' });
-        const removed = await hotKeys.removeRule(which.text, which.kind);
+        let removed: boolean;
+        try {
+          removed = await hotKeys.removeRule(which.text, which.kind);
+        } catch (err) {
+          return json(409, { error: (err as Error).message });
+        }
         return removed ? json(200, { ok: true }) : json(404, { error: `no split rule for ${which.kind} ${JSON.stringify(which.text)}` });
       },
     },
@@ -104,9 +110,10 @@ export function isRespoolCommand(name: Buffer): boolean {
 
 /**
  * Answers `RESPOOL ...` in the session, from the hot-key state. `merged`: the window report to
- * show for HOTKEYS / NODES instead of this process's (every worker's, src/workers).
+ * show for HOTKEYS / NODES instead of this process's (every worker's, src/workers). SPLIT ADD
+ * (and DEL in a fleet) answer once the change is in force: a promise of the reply.
  */
-export function runRespoolCommand(hotKeys: HotKeys | null, args: Buffer[], protocol: 2 | 3, merged?: WindowReport): Buffer {
+export function runRespoolCommand(hotKeys: HotKeys | null, args: Buffer[], protocol: 2 | 3, merged?: WindowReport): Buffer | Promise<Buffer> {
   const bulk = (v: string | Buffer) => encodeBulk(v, protocol);
   if (hotKeys === null) return encodeError(ProxyError.hotKeysUnavailable());
   const sub = args[1]?.toString('latin1').toUpperCase();
@@ -164,18 +171,24 @@ export function runRespoolCommand(hotKeys: HotKeys | null, args: Buffer[], proto
           if (!Number.isInteger(copies) || copies < 1) return encodeError(ProxyError.notAnInteger());
         }
         const kind = op === 'ADD' ? 'key' : op === 'ADDPREFIX' ? 'prefix' : 'pattern';
-        try {
-          hotKeys.addRule({ [kind]: text, copies });
-        } catch (err) {
-          return encodeError(ProxyError.respool((err as Error).message));
-        }
-        return encodeSimple('OK');
+        const what = `${op} ${text}`;
+        return hotKeys.split({ [kind]: text, copies }).then(
+          () => encodeSimple('OK'),
+          (err: Error) => encodeError(hotKeys.inFleet ? ProxyError.fleetSplitRefused(`RESPOOL SPLIT ${what}`, err.message) : ProxyError.respool(err.message)),
+        );
       }
       if (op === 'DEL') {
         if (args.length !== 4) return encodeError(ProxyError.wrongArity('respool|split'));
         const text = args[3]!.toString('utf8');
         const known = hotKeys.rules().some((r) => r.text === text);
         if (!known) return encodeInteger(0);
+        // In a fleet: once no member reads the copies any more; here the copies go in the background.
+        if (hotKeys.inFleet) {
+          return hotKeys.removeRule(text).then(
+            (removed) => encodeInteger(removed ? 1 : 0),
+            (err: Error) => encodeError(ProxyError.fleetSplitRefused(`RESPOOL SPLIT DEL ${text}`, err.message)),
+          );
+        }
         void hotKeys.removeRule(text);
         return encodeInteger(1);
       }

@@ -15,9 +15,11 @@ import type { Router } from '../routing/router.js';
 import type { UpstreamPools } from '../upstream/upstream-pools.js';
 import { HotKeyDetector, displayKey, type WindowReport } from './detector.js';
 import { globMatch } from '../util/glob.js';
-import { placeCopies } from './placement.js';
+import { bandCopies, placeCopies } from './placement.js';
 import { makeCopy, pickCopy, rewriteKey, SplitKey, type SplitCopy, type SplitRule, type SplitRuleKind } from './split-key.js';
 import { SplitRead, SplitWrite, isEmptyReply, type SplitOwner } from './split-requests.js';
+import { CopyFills, type FillHost, type FleetFillDeps } from './copy-fill.js';
+import type { FleetDoc, FleetRule } from '../fleet/fleet-state.js';
 
 /** Concrete split keys kept at most (prefix/pattern rules materialize keys as they are seen). */
 const MAX_SPLIT_KEYS = 10_000;
@@ -41,7 +43,20 @@ export interface HotKeysDeps {
   pools: UpstreamPools;
   log: Logger;
   metrics?: Metrics;
+  /**
+   * A fleet's shared state (cluster.fleetState): split rules live there (RESPOOL SPLIT, the admin
+   * API, auto-splits and the config's rules all change it), copies are named alike on every
+   * member, fills hold every member's writes, and writes wait for a lease on the state.
+   */
+  fleet?: FleetFillDeps | null;
 }
+
+/** How long a fleet change waits for every member beyond the lease (fleet-state.ts STALE_MARGIN_MS and a beat or two). */
+const FLEET_CONFIRM_EXTRA_MS = 2_000;
+/** How long RESPOOL SPLIT ADD waits for the first fill of a fleet split key. */
+const FIRST_FILL_MS = 3_000;
+/** A rule left half removed (its remover died) is finished by another member after this long. */
+const REMOVING_STALE_MS = 10_000;
 
 export type SplitRuleInput = { key?: string; prefix?: string; pattern?: string; copies?: number | null };
 
@@ -53,8 +68,14 @@ export type SplitRuleInput = { key?: string; prefix?: string; pattern?: string; 
  * `router.hotKeys` is set: this object sets it when detection is on or any split rule exists,
  * and clears it otherwise, so an idle feature costs the hot path one null check.
  */
-export class HotKeys implements SplitOwner, KeyedRouteHook {
+export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
   readonly detector: HotKeyDetector | null;
+  /** Fills of split copies with writes held (copy-fill.ts). */
+  readonly fills: CopyFills;
+  private readonly fleet: FleetFillDeps | null;
+  /** When each rule of the fleet's state was first seen 'removing' here (to finish an abandoned removal). */
+  private readonly removingSince = new Map<string, number>();
+  private janitor: NodeJS.Timeout | null = null;
   private readonly exact = new Map<string, SplitRule>();
   private readonly prefixes: SplitRule[] = [];
   private readonly patterns: SplitRule[] = [];
@@ -73,7 +94,14 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     const { detection } = deps.config;
     this.detector = detection.enabled ? new HotKeyDetector(detection) : null;
     this.random = deps.config.readChoice === 'random';
-    for (const rule of deps.config.split) this.addRule(rule);
+    this.fleet = deps.fleet ?? null;
+    this.fills = new CopyFills(this, this.fleet, deps.log, deps.metrics);
+    if (this.fleet === null) {
+      for (const rule of deps.config.split) this.addRule(rule);
+    } else {
+      // The fleet's rules are the ones in force; the config's are added to them (seedFleet).
+      this.fleet.state.onDoc((doc) => this.applyFleetDoc(doc));
+    }
     this.updateHook();
   }
 
@@ -84,12 +112,30 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     }
     this.deps.refresher.onChange(() => this.scheduleReplace());
     if (this.deps.refresher.current !== null) this.scheduleReplace();
+    if (this.fleet !== null) {
+      this.janitor = setInterval(() => void this.finishAbandonedRemovals(), 2_000);
+      this.janitor.unref();
+    }
   }
 
   stop(): void {
     this.stopped = true;
     if (this.windowTimer) clearInterval(this.windowTimer);
     if (this.replaceTimer) clearTimeout(this.replaceTimer);
+    if (this.janitor) clearInterval(this.janitor);
+    this.fills.stop();
+  }
+
+  /** True when split rules are the fleet's (cluster.fleetState). */
+  get inFleet(): boolean {
+    return this.fleet !== null;
+  }
+
+  /** A fleet: the config's split rules (hotKeys.split) are added to the fleet's state once it is read. */
+  seedFleet(): void {
+    for (const rule of this.deps.config.split) {
+      void this.split(rule).catch((err: Error) => this.deps.log.warn({ rule, err: err.message }, 'fleet: a split rule of the config was not added'));
+    }
   }
 
   // ---- hot path ---------------------------------------------------------------------------------
@@ -101,6 +147,13 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
   route(owner: CallOwner, raw: Buffer, args: Buffer[], spec: CommandSpec, keys: number[], slot: number, command: string, isScript: boolean): Buffer | true | null {
     const detector = this.detector;
     if (detector !== null && detector.shouldSample()) detector.record(args[keys[0]!]!.toString('latin1'), slot);
+    const fleet = this.fleet;
+    if (fleet !== null && ((spec.flags & CommandFlag.WRITE) !== 0 || isScript)) {
+      // A member past its lease may not know a split the fleet made meanwhile: its write could
+      // miss the copies (fleet-state.ts). It was not sent, so trying again is safe.
+      const now = Date.now();
+      if (!fleet.state.writable(now)) return this.unconfirmed(command, now);
+    }
     if (this.ruleCount === 0) return null;
     let split: SplitKey | null = null;
     let at = -1;
@@ -112,6 +165,8 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
       }
     }
     if (split === null) return null;
+    // A fill holds the key's reads and writes until the copies equal the original (copy-fill.ts).
+    if (split.holds.size > 0) return this.park(owner, raw, args, spec, keys, slot, command, isScript, split);
     const flags = spec.flags;
     if (isScript) return this.refuse(command, split, 'scripts cannot be applied to split copies');
     if (keys.length === 1) {
@@ -129,6 +184,11 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
   }
 
   refuseInTransaction(args: Buffer[], keys: number[], slot: number, command: string): string | null {
+    const fleet = this.fleet;
+    if (fleet !== null) {
+      const now = Date.now();
+      if (!fleet.state.writable(now)) return ProxyError.fleetStateUnconfirmed(Math.round(fleet.state.confirmedAgeMs(now)));
+    }
     if (this.ruleCount === 0) return null;
     for (const k of keys) {
       const split = this.match(args[k]!, slot);
@@ -170,7 +230,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
   }
 
   private read(owner: CallOwner, raw: Buffer, args: Buffer[], at: number, split: SplitKey, command: string): true {
-    const copy = pickCopy(split, this.random);
+    const copy = this.readCopy(split);
     let out: Buffer;
     if (copy === split.original) out = raw;
     else if (command === 'get' && args.length === 2) out = copy.getRaw;
@@ -181,6 +241,51 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     return true;
   }
 
+  /**
+   * The copy a read goes to: one of the copies while they are readable (filled less than
+   * hotKeys.maxCopyAge ago, the rule not being removed, in a fleet the state confirmed), else the
+   * original, and a fill is asked for (also ahead of time, in the last quarter of the age).
+   */
+  private readCopy(split: SplitKey): SplitCopy {
+    if (split.active.length === 1) return split.original;
+    const now = Date.now();
+    const fleet = this.fleet;
+    if (!split.rule.reading || now >= split.readableUntil || (fleet !== null && !fleet.state.confirmed(now))) {
+      if (split.rule.reading) this.fills.ask(split, now);
+      return split.original;
+    }
+    const age = this.deps.config.maxCopyAge;
+    if (age > 0 && split.readableUntil - now < age / 4) this.fills.ask(split, now);
+    return pickCopy(split, this.random);
+  }
+
+  /** A request on a held split key: copied and run again once the holds are over (in arrival order). */
+  private park(owner: CallOwner, raw: Buffer, args: Buffer[], spec: CommandSpec, keys: number[], slot: number, command: string, isScript: boolean, split: SplitKey): Buffer | true {
+    const rawCopy = Buffer.from(raw);
+    const argsCopy = args.map((a) => Buffer.from(a));
+    const rerun = () => {
+      const routed = this.route(owner, rawCopy, argsCopy, spec, keys, slot, command, isScript);
+      if (routed === true) return;
+      if (routed !== null) return owner.onCallDone(routed, 0);
+      const call = new UpstreamCall(owner, this.deps.router, rawCopy, command, slot);
+      if ((spec.flags & CommandFlag.READONLY) !== 0) call.safeToRepeat = true;
+      this.deps.router.dispatch(call);
+    };
+    if (!this.fills.park(split, rerun)) return encodeError(ProxyError.splitKeyBusy(displayKey(split.id)));
+    return true;
+  }
+
+  releaseParked(split: SplitKey): void {
+    const parked = split.parked;
+    split.parked = [];
+    for (const send of parked) send();
+  }
+
+  private unconfirmed(command: string, now: number): Buffer {
+    this.deps.metrics?.commandErrorCounter(command, 'proxy').inc();
+    return encodeError(ProxyError.fleetStateUnconfirmed(Math.round(this.fleet!.state.confirmedAgeMs(now))));
+  }
+
   readFallback(read: SplitRead): void {
     this.stats.fallbacks++;
     this.deps.metrics?.raw.split_reads_total.labels('fallback').inc();
@@ -188,8 +293,18 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
   }
 
   fallbackDone(read: SplitRead, reply: Buffer): void {
-    if (reply[0] !== 0x2d && !isEmptyReply(reply)) void this.repairCopy(read.key, read.copy);
+    if (reply[0] !== 0x2d && !isEmptyReply(reply)) this.repair(read.key, [read.copy]);
     read.finish(reply);
+  }
+
+  /** Copies that may differ from the original: repaired here, or — a fleet — unread until a fill. */
+  private repair(split: SplitKey, copies: SplitCopy[]): void {
+    if (this.fleet !== null) {
+      split.readableUntil = 0;
+      this.fills.ask(split);
+      return;
+    }
+    for (const copy of copies) if (copy !== split.original) void this.repairCopy(split, copy);
   }
 
   private write(owner: CallOwner, raw: Buffer, args: Buffer[], at: number, split: SplitKey, command: string): true {
@@ -229,9 +344,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     this.deps.log.warn({ key: keyText, command: write.command, failed: failed.length, total, error: firstError }, 'split write failed on some copies');
     // Bring the copies back in line with the original (or the original's failure with them).
     const originalFailed = failed.includes(split.original);
-    for (const copy of originalFailed ? split.writeTargets() : failed) {
-      if (copy !== split.original) void this.repairCopy(split, copy);
-    }
+    this.repair(split, originalFailed ? split.writeTargets() : failed);
     return encodeError(ProxyError.splitWritePartial(write.command.toUpperCase(), keyText, failed.length, total, firstError));
   }
 
@@ -244,17 +357,21 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
 
   // ---- rules ------------------------------------------------------------------------------------
 
-  /** Adds a rule (or updates the copies of an existing one). Throws Error with a user-facing message. */
+  /**
+   * Adds a rule (or updates the copies of an existing one) to this instance's table. Throws Error
+   * with a user-facing message. In a fleet the rule is added to the fleet's state instead (in the
+   * background: split() is the form that waits for the outcome).
+   */
   addRule(input: SplitRuleInput, auto = false): SplitRule {
-    const given = (['key', 'prefix', 'pattern'] as const).filter((k) => typeof input[k] === 'string');
-    if (given.length !== 1) throw new Error('give exactly one of key, prefix or pattern');
-    const kind: SplitRuleKind = given[0]!;
-    const text = input[kind]!;
-    if (text === '') throw new Error(`${kind} must not be empty`);
-    const copies = input.copies ?? null;
-    if (copies !== null && (!Number.isInteger(copies) || copies < 1 || copies > 1024)) {
-      throw new Error(`copies must be an integer from 1 to 1024 (got ${copies})`);
+    const { kind, text, copies } = checkRule(input);
+    if (this.fleet !== null) {
+      void this.split(input, auto).catch((err: Error) => this.deps.log.warn({ [kind]: text, err: err.message }, 'fleet: split rule not added'));
+      return { kind, text, bytes: Buffer.from(text, 'utf8'), copies, auto, reading: false };
     }
+    return this.addLocalRule(kind, text, copies, auto);
+  }
+
+  private addLocalRule(kind: SplitRuleKind, text: string, copies: number | null, auto: boolean): SplitRule {
     const existing = this.findRule(kind, text);
     if (existing !== undefined) {
       existing.copies = copies;
@@ -263,7 +380,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     }
     if (this.ruleCount >= MAX_RULES) throw new Error(`too many split rules (limit ${MAX_RULES})`);
     const bytes = Buffer.from(text, 'utf8');
-    const rule: SplitRule = { kind, text, bytes, copies, auto };
+    const rule: SplitRule = { kind, text, bytes, copies, auto, reading: true };
     if (kind === 'key') {
       this.exact.set(bytes.toString('latin1'), rule);
       this.exactSlots[calculateSlot(bytes)]!++;
@@ -281,8 +398,14 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
   /**
    * Removes the rule with this key/prefix/pattern text (any kind when `kind` is omitted).
    * Deletes every copy of the keys it covered; the original keys stay. False when no such rule.
+   * In a fleet: from the fleet's state, in two steps (unsplit).
    */
   async removeRule(text: string, kind?: SplitRuleKind): Promise<boolean> {
+    if (this.fleet !== null) return this.unsplit(text, kind);
+    return this.removeLocalRule(text, kind);
+  }
+
+  private async removeLocalRule(text: string, kind?: SplitRuleKind): Promise<boolean> {
     const kinds: SplitRuleKind[] = kind ? [kind] : ['key', 'prefix', 'pattern'];
     let rule: SplitRule | undefined;
     for (const k of kinds) rule ??= this.findRule(k, text);
@@ -301,6 +424,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
       if (split.rule !== rule) continue;
       this.keys.delete(id);
       split.generation++; // a placement in progress must not install anything
+      this.releaseParked(split); // they run against the original now
       for (const copy of [...split.active, ...split.pending]) {
         if (copy !== split.original) deletions.push(this.call(copy.slot, ['UNLINK', copy.name]).catch(() => {}));
       }
@@ -308,6 +432,129 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     this.deps.metrics?.raw.split_keys.set(this.keys.size);
     await Promise.all(deletions);
     return true;
+  }
+
+  // ---- a fleet's rules ----------------------------------------------------------------------
+
+  /**
+   * Adds a split rule and resolves once it is in force: here, at once; in a fleet, once it is in
+   * the fleet's state, every member that is not stale has applied it (so every write through the
+   * fleet reaches the copies), and — for a key — its copies were filled once (so reads use them).
+   * A member that does not confirm in time gets the rule taken back and an error naming it.
+   * `added`: false when the rule was there already.
+   */
+  async split(input: SplitRuleInput, auto = false): Promise<{ rule: SplitRule; added: boolean }> {
+    const fleet = this.fleet;
+    const { kind, text, copies } = checkRule(input);
+    if (fleet === null) {
+      const had = this.findRule(kind, text) !== undefined;
+      return { rule: this.addLocalRule(kind, text, copies, auto), added: !had };
+    }
+    const topology = this.deps.refresher.current;
+    if (topology === null || topology.mode !== 'cluster') throw new Error('split keys need a cluster upstream (its topology is not known yet)');
+    const count = copies ?? Math.max(1, topology.primaries().length);
+    let added = false;
+    const version = await fleet.state.update((doc) => {
+      added = false;
+      const existing = doc.rules.find((r) => r.kind === kind && r.text === text);
+      if (existing !== undefined) {
+        if (existing.phase === 'removing') throw new Error(`${kind} ${JSON.stringify(text)} is being unsplit; add it again once that is done`);
+        if (copies !== null && existing.copies !== count) {
+          throw new Error(`${kind} ${JSON.stringify(text)} is already split into ${existing.copies} copies; RESPOOL SPLIT DEL it first to change the count`);
+        }
+        return null;
+      }
+      if (doc.rules.length >= MAX_RULES) throw new Error(`too many split rules (limit ${MAX_RULES})`);
+      if (auto && doc.rules.filter((r) => r.auto).length >= MAX_AUTO_SPLIT) return null;
+      added = true;
+      doc.rules.push({ kind, text, copies: count, auto, phase: 'active', by: fleet.state.memberId, at: Date.now() });
+      return doc;
+    });
+    const rule = this.findRule(kind, text);
+    if (!added) {
+      if (rule === undefined) throw new Error('the fleet already holds as many automatic splits as it may');
+      return { rule, added: false };
+    }
+    const behind = await fleet.state.awaitApplied(version, fleet.state.leaseMs + FLEET_CONFIRM_EXTRA_MS);
+    if (behind.length > 0) {
+      await this.unsplit(text, kind).catch(() => false);
+      throw new Error(`fleet member${behind.length > 1 ? 's' : ''} ${behind.join(', ')} did not confirm the split within ${fleet.state.leaseMs + FLEET_CONFIRM_EXTRA_MS} ms; it was taken back`);
+    }
+    const split = kind === 'key' ? this.splitKey(text) : undefined;
+    if (split !== undefined) {
+      const deadline = Date.now() + FIRST_FILL_MS;
+      while (Date.now() < deadline && Date.now() >= split.readableUntil && this.keys.get(split.id) === split) {
+        const outcome = await this.fills.fill(split);
+        if (outcome !== 'ok') await sleep(outcome === 'busy' ? 20 : 100);
+      }
+    }
+    return { rule: rule!, added: true };
+  }
+
+  /**
+   * A fleet: removes a rule in two steps — first every member stops reading its copies (while
+   * still writing them), then, once every member that is not stale applied that, the rule goes
+   * and every member deletes the copies it made. False when there is no such rule.
+   */
+  async unsplit(text: string, kind?: SplitRuleKind): Promise<boolean> {
+    const fleet = this.fleet;
+    if (fleet === null) return this.removeLocalRule(text, kind);
+    const matches = (r: FleetRule) => r.text === text && (kind === undefined || r.kind === kind);
+    let found = false;
+    const version = await fleet.state.update((doc) => {
+      const rule = doc.rules.find(matches);
+      found = rule !== undefined;
+      if (rule === undefined || rule.phase === 'removing') return null;
+      rule.phase = 'removing';
+      return doc;
+    });
+    if (!found) return false;
+    const behind = await fleet.state.awaitApplied(version, fleet.state.leaseMs + FLEET_CONFIRM_EXTRA_MS);
+    if (behind.length > 0) {
+      throw new Error(`fleet member${behind.length > 1 ? 's' : ''} ${behind.join(', ')} did not confirm within ${fleet.state.leaseMs + FLEET_CONFIRM_EXTRA_MS} ms; the copies are no longer read where confirmed, and the removal is finished later`);
+    }
+    await fleet.state.update((doc) => {
+      const next = doc.rules.filter((r) => !(matches(r) && r.phase === 'removing'));
+      return next.length === doc.rules.length ? null : { ...doc, rules: next };
+    });
+    return true;
+  }
+
+  /** The fleet's state changed: this instance's rules follow it. */
+  private applyFleetDoc(doc: FleetDoc): void {
+    const wanted = new Set(doc.rules.map((r) => `${r.kind}\u0000${r.text}`));
+    for (const local of this.rules()) {
+      if (!wanted.has(`${local.kind}\u0000${local.text}`)) void this.removeLocalRule(local.text, local.kind);
+    }
+    for (const r of doc.rules) {
+      let local = this.findRule(r.kind, r.text);
+      if (local === undefined) {
+        try {
+          local = this.addLocalRule(r.kind, r.text, r.copies, r.auto);
+        } catch (err) {
+          this.deps.log.error({ [r.kind]: r.text, err: (err as Error).message }, 'fleet: a split rule of the shared state cannot be applied here');
+          continue;
+        }
+      }
+      local.reading = r.phase === 'active';
+      if (!local.reading) {
+        for (const split of this.keys.values()) if (split.rule === local) split.readableUntil = 0;
+        if (!this.removingSince.has(`${r.kind}\u0000${r.text}`)) this.removingSince.set(`${r.kind}\u0000${r.text}`, Date.now());
+      } else {
+        this.removingSince.delete(`${r.kind}\u0000${r.text}`);
+      }
+    }
+  }
+
+  /** A rule left 'removing' by a member that died before the second step: finished here. */
+  private async finishAbandonedRemovals(): Promise<void> {
+    const now = Date.now();
+    for (const [id, since] of this.removingSince) {
+      if (now - since < REMOVING_STALE_MS) continue;
+      this.removingSince.set(id, now); // once per REMOVING_STALE_MS at most
+      const [kind, text] = id.split('\u0000') as [SplitRuleKind, string];
+      await this.unsplit(text, kind).catch((err: Error) => this.deps.log.debug({ [kind]: text, err: err.message }, 'fleet: abandoned removal not finished yet'));
+    }
   }
 
   rules(): SplitRule[] {
@@ -329,7 +576,8 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
   }
 
   private updateHook(): void {
-    const active = this.detector !== null || this.ruleCount > 0;
+    // A fleet keeps the hook for the lease check on writes.
+    const active = this.detector !== null || this.ruleCount > 0 || this.fleet !== null;
     this.deps.router.keyedHook = active ? this : null;
   }
 
@@ -343,8 +591,33 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     const split = new SplitKey(Buffer.from(key), rule);
     this.keys.set(id, split);
     this.deps.metrics?.raw.split_keys.set(this.keys.size);
-    void this.place(split);
+    if (this.fleet === null) {
+      void this.place(split);
+      return split;
+    }
+    // A fleet: the names every member computes alike; read once a fill made them equal the original.
+    const ownerOf = (slot: number) => this.deps.refresher.current?.primaryForSlot(slot)?.address ?? '';
+    split.active = bandCopies(split.key, rule.copies ?? 1).map((name, i) => (i === 0 ? split.original : makeCopy(name, ownerOf(calculateSlot(name)))));
+    split.original.node = ownerOf(split.original.slot);
     return split;
+  }
+
+  // ---- fills (copy-fill.ts) ---------------------------------------------------------------------
+
+  splitFor(id: string): SplitKey | null {
+    const known = this.keys.get(id);
+    if (known !== undefined) return known;
+    const key = Buffer.from(id, 'latin1');
+    return this.match(key, calculateSlot(key));
+  }
+
+  barrier(split: SplitKey): Promise<void> {
+    const node = this.deps.refresher.current?.primaryForSlot(split.original.slot);
+    return node === undefined ? Promise.resolve() : this.deps.pools.barrier(node.address);
+  }
+
+  maxCopyAge(): number {
+    return this.deps.config.maxCopyAge;
   }
 
   // ---- placement and repair ---------------------------------------------------------------------
@@ -357,15 +630,41 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
         const id = rule.bytes.toString('latin1');
         if (!this.keys.has(id)) this.materialize(rule, rule.bytes, id);
       }
-      for (const split of this.keys.values()) void this.place(split);
+      if (this.fleet !== null) this.checkCopyNodes();
+      else for (const split of this.keys.values()) void this.place(split);
     }, REPLACE_DELAY_MS);
     this.replaceTimer.unref();
+  }
+
+  /**
+   * A fleet does not move copies (every member must name them alike), but a copy whose slot now
+   * has another primary (a failover, a migration) may have lost writes: it is not read until a
+   * fill has made it equal to the original again.
+   */
+  private checkCopyNodes(): void {
+    const topology = this.deps.refresher.current;
+    if (topology === null) return;
+    for (const split of this.keys.values()) {
+      let moved = false;
+      for (const c of split.active) {
+        const owner = topology.primaryForSlot(c.slot)?.address ?? '';
+        if (owner !== c.node) {
+          if (c.node !== '') moved = true;
+          c.node = owner;
+        }
+      }
+      if (moved) {
+        split.readableUntil = 0;
+        this.fills.ask(split);
+      }
+    }
   }
 
   /** Places (or re-places) a split key's copies on the current topology and populates new ones. */
   async place(split: SplitKey): Promise<void> {
     const topology = this.deps.refresher.current;
     if (topology === null || topology.mode !== 'cluster' || this.stopped) return;
+    const placedAt = Date.now();
     const primaries = topology.primaries().map((n) => n.address).sort();
     const ownerOf = (slot: number) => topology.primaryForSlot(slot)?.address;
     const previous = [...split.active, ...split.pending].filter((c) => c !== split.original).map((c) => c.name);
@@ -399,6 +698,10 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     if (generation !== split.generation || this.keys.get(split.id) !== split) return;
     const retired = [...split.active].filter((c) => !nextIds.has(c.id) && c !== split.original);
     split.active = next;
+    // Read for maxCopyAge from this placement (the new copies were filled after it began); a
+    // copy kept from before keeps the bound it had.
+    const readable = this.deps.config.maxCopyAge > 0 ? placedAt + this.deps.config.maxCopyAge : Infinity;
+    split.readableUntil = split.readableUntil === 0 ? readable : Math.min(split.readableUntil, readable);
     split.pending = [];
     split.cursor = 0;
     for (const c of retired) {
@@ -450,7 +753,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
   }
 
   /** Control-plane command on the primary serving `slot`; the decoded reply (errors throw). */
-  private async call(slot: number, args: Array<string | Buffer | number>): Promise<unknown> {
+  async call(slot: number, args: Array<string | Buffer | number>): Promise<unknown> {
     const topology = this.deps.refresher.current;
     const node = topology?.primaryForSlot(slot);
     if (node === undefined) throw new Error(`slot ${slot} not served`);
@@ -506,10 +809,19 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
       if (k.share < auto.share || k.share * report.sampled < AUTO_SPLIT_MIN_SAMPLES) continue;
       if (k.key.includes('\\x') || this.findRule('key', k.key) !== undefined) continue;
       if (Buffer.from(k.key, 'utf8').includes(COPY_MARKER)) continue;
+      room--;
+      if (this.fleet !== null) {
+        // Once for the whole fleet: the rule goes into the shared state unless a member put it there first.
+        const share = k.share;
+        void this.split({ key: k.key, copies: auto.copies }, true).then(
+          ({ added }) => { if (added) this.deps.log.info({ event: 'auto_split', key: k.key, share }, 'auto-split a hot key for the fleet'); },
+          (err: Error) => this.deps.log.warn({ key: k.key, err: err.message }, 'fleet: auto-split not made'),
+        );
+        continue;
+      }
       this.addRule({ key: k.key, copies: auto.copies }, true);
       this.onAutoSplit?.(k.key, auto.copies);
-      this.deps.log.info({ key: k.key, share: k.share }, 'auto-split a hot key');
-      room--;
+      this.deps.log.info({ event: 'auto_split', key: k.key, share: k.share }, 'auto-split a hot key');
     }
   }
 
@@ -566,6 +878,20 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
       await sleep(20);
     }
   }
+}
+
+/** A split rule's input checked: exactly one of key/prefix/pattern, copies 1..1024 or null. */
+function checkRule(input: SplitRuleInput): { kind: SplitRuleKind; text: string; copies: number | null } {
+  const given = (['key', 'prefix', 'pattern'] as const).filter((k) => typeof input[k] === 'string');
+  if (given.length !== 1) throw new Error('give exactly one of key, prefix or pattern');
+  const kind: SplitRuleKind = given[0]!;
+  const text = input[kind]!;
+  if (text === '') throw new Error(`${kind} must not be empty`);
+  const copies = input.copies ?? null;
+  if (copies !== null && (!Number.isInteger(copies) || copies < 1 || copies > 1024)) {
+    throw new Error(`copies must be an integer from 1 to 1024 (got ${copies})`);
+  }
+  return { kind, text, copies };
 }
 
 function sleep(ms: number): Promise<void> {

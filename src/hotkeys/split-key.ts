@@ -13,6 +13,8 @@ export interface SplitRule {
   copies: number | null;
   /** Added by auto-split (detection above hotKeys.autoSplit.share). */
   auto: boolean;
+  /** False while a fleet removes the rule: its copies are still written, no longer read. */
+  reading: boolean;
 }
 
 /** One copy of a split key (copy 0 is the original key). */
@@ -57,6 +59,18 @@ export class SplitKey {
   generation = 0;
   /** "name@node,..." of the last placement (skip work when a topology change does not touch it). */
   signature = '';
+  /**
+   * Until when reads may use the copies (ms since the epoch): set by a fill (the fill's start +
+   * hotKeys.maxCopyAge; Infinity without a bound), 0 until the first one. Past it reads go to the
+   * original until the next fill (copy-fill.ts).
+   */
+  readableUntil = 0;
+  /** Fills holding back writes to this key now: fill id → when the hold began. */
+  readonly holds = new Map<string, number>();
+  /** Writes waiting for the holds to end, oldest first (bounded: copy-fill.ts MAX_PARKED). */
+  parked: Array<() => void> = [];
+  /** When this instance last asked for a fill of this key. */
+  fillAskedAt = 0;
 
   constructor(readonly key: Buffer, readonly rule: SplitRule) {
     this.id = key.toString('latin1');
