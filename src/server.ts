@@ -31,6 +31,7 @@ import { addressOf, announceAddress, ClusterEmulation } from './cluster/emulatio
 import { Membership } from './fleet/membership.js';
 import { FleetStore } from './fleet/fleet-store.js';
 import { FleetState } from './fleet/fleet-state.js';
+import { fleetView } from './fleet/fleet-view.js';
 import { dnsResolver, type PeerResolver } from './fleet/peer-sources.js';
 import { ClientPause } from './session/client-pause.js';
 import { createTlsListener } from './session/tls-listener.js';
@@ -185,6 +186,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
       }));
     },
     clusterView: () => emulation,
+    fleetView: () => fleetView(membership, emulation, fleetState),
     serverVersion: () => serverVersion,
     nextClientId: () => ++clientIds,
     onSessionClosed: (session) => {
@@ -367,6 +369,8 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     if (!isLoopback(admin.address.host)) log.info({ admin: admin.address }, 'admin server listens beyond loopback: /metrics, /healthz, /readyz, /topology, /config are readable from the network');
     for (const r of hotKeyRoutes(hotKeys)) admin.registerRoute(r.method, r.path, r.handler);
     admin.registerRoute('GET', '/config', configRoute(config)); // the running config, secrets redacted
+    // The fleet's members (state, last seen, slots, shared-state version), as RESPOOL FLEET.
+    admin.registerRoute('GET', '/fleet', () => ({ status: 200, body: fleetView(membership, emulation, fleetState) }));
   }
   log.info({ listen: address, listenTls: tlsAddress, admin: admin?.address ?? null, upstreams: config.upstreams, mode: config.mode }, 'respool listening');
 

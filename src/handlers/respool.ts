@@ -5,6 +5,7 @@ import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { usersOf } from '../acl/users.js';
 import type { Handler } from './types.js';
+import { fleetReply } from '../fleet/fleet-view.js';
 
 /**
  * RESPOOL HOTKEYS | NODES | SPLIT …: respool's own command (src/hotkeys/control.ts). With users
@@ -21,6 +22,12 @@ export const respool: Handler = (session, req) => {
     }
   }
   const sub = req.args[1]?.toString('latin1').toUpperCase();
+  if (sub === 'FLEET') {
+    // The fleet's members as this instance sees them (src/fleet/fleet-view.ts).
+    if (req.args.length !== 2) return session.replyNow(encodeError(ProxyError.wrongArity('respool|fleet')));
+    const view = ctx.fleetView?.();
+    return session.replyNow(view === undefined ? encodeError(ProxyError.respool('no fleet view here')) : fleetReply(view, state.protocol));
+  }
   if (inWorker() && !ctx.hotKeys?.inFleet && (sub === 'HOTKEYS' || sub === 'NODES') && ctx.hotKeys?.detector != null) {
     // Workers: the whole respool's hot keys, every worker's report merged (src/workers/hot-key-reports.ts).
     const hotKeys = ctx.hotKeys;

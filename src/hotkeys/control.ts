@@ -91,8 +91,9 @@ export function hotKeyRoutes(hotKeys: HotKeys): Array<{ method: string; path: st
 }
 
 const HELP = [
-  'RESPOOL HOTKEYS [COUNT n] [CURRENT]  -- top keys of the last detection window: key, requests/s, share, node',
+  'RESPOOL HOTKEYS [COUNT n] [CURRENT]  -- top keys of the last detection window: key, requests/s, share, node (a fleet: the fleet\'s, and local_requests_per_sec)',
   'RESPOOL NODES [CURRENT]              -- each primary\'s share of keyed requests in the last window',
+  'RESPOOL FLEET                        -- the fleet\'s members: state, last seen, slots, state version',
   'RESPOOL SPLIT ADD key [copies]       -- split a key into copies on distinct primaries (default one per primary)',
   'RESPOOL SPLIT ADDPREFIX prefix [copies]',
   'RESPOOL SPLIT ADDPATTERN glob [copies]',
@@ -137,21 +138,24 @@ export function runRespoolCommand(hotKeys: HotKeys | null, args: Buffer[], proto
           return encodeError(ProxyError.syntax());
         }
       }
-      const report = merged ?? (current ? hotKeys.currentWindow() : (hotKeys.lastWindow() ?? hotKeys.currentWindow()));
+      // A fleet: the fleet's last window (its rates; local_requests_per_sec this instance's own).
+      const report = merged ?? (current ? hotKeys.currentWindow() : (hotKeys.fleetWindow() ?? hotKeys.lastWindow() ?? hotKeys.currentWindow()));
       return encodeArray(report.topKeys.slice(0, count).map((k) => encodeArray([
         bulk('key'), bulk(k.key),
         bulk('requests_per_sec'), bulk(fmt(k.requestsPerSecond)),
         bulk('share'), bulk(fmt(k.share)),
         bulk('node'), bulk(k.node),
         bulk('split'), encodeInteger(hotKeys.splitKey(k.key) ? 1 : 0),
+        ...(k.localRequestsPerSecond !== undefined ? [bulk('local_requests_per_sec'), bulk(fmt(k.localRequestsPerSecond))] : []),
       ])));
     }
     case 'NODES': {
       if (hotKeys.detector === null) return encodeError(ProxyError.hotKeysOff());
       const current = eqi(args[2], 'CURRENT');
-      const report = merged ?? (current ? hotKeys.currentWindow() : (hotKeys.lastWindow() ?? hotKeys.currentWindow()));
+      const report = merged ?? (current ? hotKeys.currentWindow() : (hotKeys.fleetWindow() ?? hotKeys.lastWindow() ?? hotKeys.currentWindow()));
       return encodeArray(report.nodes.map((n) => encodeArray([
         bulk('node'), bulk(n.node), bulk('requests_per_sec'), bulk(fmt(n.requestsPerSecond)), bulk('share'), bulk(fmt(n.share)),
+        ...(n.localRequestsPerSecond !== undefined ? [bulk('local_requests_per_sec'), bulk(fmt(n.localRequestsPerSecond))] : []),
       ])));
     }
     case 'SPLIT': {

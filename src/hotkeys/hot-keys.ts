@@ -19,6 +19,7 @@ import { bandCopies, placeCopies } from './placement.js';
 import { makeCopy, pickCopy, rewriteKey, SplitKey, type SplitCopy, type SplitRule, type SplitRuleKind } from './split-key.js';
 import { SplitRead, SplitWrite, isEmptyReply, type SplitOwner } from './split-requests.js';
 import { CopyFills, type FillHost, type FleetFillDeps } from './copy-fill.js';
+import { FleetHotKeys } from './fleet-hot-keys.js';
 import type { FleetDoc, FleetRule } from '../fleet/fleet-state.js';
 
 /** Concrete split keys kept at most (prefix/pattern rules materialize keys as they are seen). */
@@ -73,6 +74,8 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
   /** Fills of split copies with writes held (copy-fill.ts). */
   readonly fills: CopyFills;
   private readonly fleet: FleetFillDeps | null;
+  /** A fleet's detection windows, merged over its members (fleet-hot-keys.ts). */
+  private readonly fleetHotKeys: FleetHotKeys | null;
   /** When each rule of the fleet's state was first seen 'removing' here (to finish an abandoned removal). */
   private readonly removingSince = new Map<string, number>();
   private janitor: NodeJS.Timeout | null = null;
@@ -96,6 +99,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
     this.random = deps.config.readChoice === 'random';
     this.fleet = deps.fleet ?? null;
     this.fills = new CopyFills(this, this.fleet, deps.log, deps.metrics);
+    this.fleetHotKeys = this.fleet !== null && this.detector !== null ? new FleetHotKeys(this.fleet.state, detection.windowMs, detection.topK) : null;
     if (this.fleet === null) {
       for (const rule of deps.config.split) this.addRule(rule);
     } else {
@@ -106,8 +110,18 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
   }
 
   start(): void {
-    if (this.detector !== null) {
-      this.windowTimer = setInterval(() => this.closeWindow(), this.detector.options.windowMs);
+    const detector = this.detector;
+    if (detector !== null && this.fleetHotKeys !== null) {
+      // A fleet's windows end on the clock's boundaries, every member's at once (fleet-hot-keys.ts).
+      const first = setTimeout(() => {
+        this.closeWindow();
+        this.windowTimer = setInterval(() => this.closeWindow(), detector.options.windowMs);
+        this.windowTimer.unref();
+      }, this.fleetHotKeys.untilNextWindow());
+      first.unref();
+      this.windowTimer = first;
+    } else if (detector !== null) {
+      this.windowTimer = setInterval(() => this.closeWindow(), detector.options.windowMs);
       this.windowTimer.unref();
     }
     this.deps.refresher.onChange(() => this.scheduleReplace());
@@ -775,8 +789,24 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
     const topology = this.deps.refresher.current;
     const report = detector.rotate(topology);
     this.exportWindow(report);
-    this.autoSplit(report);
+    const fleet = this.fleetHotKeys;
+    if (fleet === null) {
+      this.autoSplit(report);
+      return report;
+    }
+    // The fleet's members publish their windows at the same moment: decide once theirs arrived.
+    const w = fleet.share(report);
+    const settle = setTimeout(() => {
+      const merged = fleet.merged(w);
+      if (merged !== null && !this.stopped) this.autoSplit(merged);
+    }, Math.min(1000, detector.options.windowMs / 4));
+    settle.unref();
     return report;
+  }
+
+  /** A fleet: the last window merged over its members (with this instance's own rates); null alone. */
+  fleetWindow(): WindowReport | null {
+    return this.fleetHotKeys?.merged() ?? null;
   }
 
   private exportWindow(report: WindowReport): void {
@@ -843,6 +873,8 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
       detection: { ...this.deps.config.detection, enabled: det !== null },
       lastWindow: det?.lastWindow ?? null,
       currentWindow: det ? det.current(topology) : null,
+      // A fleet: the last window over every member that reported it (localRequestsPerSecond: this one's).
+      ...(this.fleetHotKeys !== null ? { fleetWindow: this.fleetWindow() } : {}),
       split: {
         readChoice: this.deps.config.readChoice,
         autoSplit: this.deps.config.autoSplit,

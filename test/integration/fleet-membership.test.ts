@@ -109,6 +109,21 @@ describe('a fleet of 3 respool processes in front of a 3+3 cluster', () => {
     expect(await nodeLine(ports[0]!, ports[2]!)).toMatch(/ master,fail - 0 \d+ \d+ disconnected$/);
     expect(String(await command(ports[1]!, 'CLUSTER', 'INFO'))).toMatch(/^cluster_state:ok\r\n/);
     expect([...(await slotsByPort(ports[0]!)).values()].reduce((a, b) => a + b, 0)).toBe(16384);
+    // Seeing it: RESPOOL FLEET, /fleet, respool_fleet_members{state}.
+    const members = ((await command(ports[0]!, 'RESPOOL', 'FLEET')) as RespReply[][]).map((e) => Object.fromEntries(e.flatMap((v, i) => (i % 2 === 0 ? [[String(v), e[i + 1]]] : []))));
+    const byAddress = (a: unknown[], b: unknown[]) => (String(a[0]) < String(b[0]) ? -1 : 1);
+    expect(members.map((m) => [m['member'], m['state']]).sort(byAddress)).toEqual(ports.map((p, i) => [`127.0.0.1:${p}`, i === 0 ? 'alive,myself' : i === 2 ? 'fail' : 'alive']).sort(byAddress));
+    const dead = members.find((m) => m['member'] === `127.0.0.1:${ports[2]}`)!;
+    expect([dead['slots'], dead['slot_ranges']]).toEqual([0, '']);
+    expect(dead['last_seen_ms']).toBeGreaterThanOrEqual(0);
+    expect(members.reduce((n, m) => n + (m['slots'] as number), 0)).toBe(16384);
+    expect(members.find((m) => m['member'] === `127.0.0.1:${ports[0]}`)!['version']).toBeGreaterThanOrEqual(0);
+    const view = await (await fetch(`http://127.0.0.1:${admins[1]}/fleet`)).json() as { members: Array<{ address: string; state: string; slots: number }>; state: { version: number } };
+    expect(view.members.map((m) => m.state).sort()).toEqual(['alive', 'alive', 'fail']);
+    expect(view.state.version).toBeGreaterThanOrEqual(0);
+    const metrics = await (await fetch(`http://127.0.0.1:${admins[0]}/metrics`)).text();
+    expect(metrics).toMatch(/^respool_fleet_members\{state="fail"\} 1$/m);
+    expect(metrics).toMatch(/^respool_fleet_members\{state="alive"\} 2$/m);
     await sleep(4000);
     const lastError = errors.length === 0 ? killedAt : Math.max(...errors.map((e) => e.at));
     console.log(`member killed: slots moved after ${movedAfterMs} ms; ${errors.length} client errors, the last ${lastError - killedAt} ms after the kill`);
