@@ -30,7 +30,7 @@ import { PubSubHub } from './pubsub/hub.js';
 import { addressOf, announceAddress, ClusterEmulation } from './cluster/emulation.js';
 import { Membership } from './fleet/membership.js';
 import { FleetStore } from './fleet/fleet-store.js';
-import { FleetState } from './fleet/fleet-state.js';
+import { FleetState, usesFleetState } from './fleet/fleet-state.js';
 import { fleetView } from './fleet/fleet-view.js';
 import { dnsResolver, type PeerResolver } from './fleet/peer-sources.js';
 import { ClientPause } from './session/client-pause.js';
@@ -77,11 +77,6 @@ const STARTUP_TOPOLOGY_WAIT_MS = 5_000;
 /** How long start-up waits for the fleet's shared state. */
 const FLEET_START_WAIT_MS = 3_000;
 
-/** cluster.fleetState: upstream, or auto in a fleet (peers or peersFrom). */
-export function usesFleetState(config: RespoolConfig): boolean {
-  const { fleetState, peers, peersFrom } = config.cluster;
-  return fleetState === 'upstream' || (fleetState === 'auto' && (peers.length > 0 || peersFrom !== null));
-}
 
 /** Wires config → pools, topology, router, admin, and the client listener. */
 export interface StartOptions {

@@ -1,7 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Metrics } from '../admin/metrics.js';
+import type { RespoolConfig } from '../config/types.js';
 import type { FleetStore } from './fleet-store.js';
+
+/** cluster.fleetState: upstream, or auto in a fleet (peers or peersFrom). */
+export function usesFleetState(config: Pick<RespoolConfig, 'cluster'>): boolean {
+  const { fleetState, peers, peersFrom } = config.cluster;
+  return fleetState === 'upstream' || (fleetState === 'auto' && (peers.length > 0 || peersFrom !== null));
+}
 
 /**
  * This member's copy of the fleet-wide runtime state (fleet-store.ts holds the original), the

@@ -227,4 +227,24 @@ describe('an instance that misses the split (paused) neither blocks it nor write
       rc.close();
     }
   }, 30_000);
+
+  it('a restarted member starts with the fleet\'s split rules: its first write reaches every copy', async () => {
+    await c.restart();
+    const rc = await RawClient.connect(c.port);
+    const ra = await RawClient.connect(a.address.port);
+    try {
+      expect(String(await rc.command('RESPOOL', 'SPLIT', 'LIST'))).toContain('paused:hk');
+      expect(await rc.command('SET', 'paused:hk', 'after-restart')).toBe('OK');
+      // Copies come back into use once a fill included the restarted member (reads go to the
+      // original meanwhile); every read is the value just written.
+      const before = await splitReads(a, 'copy');
+      await waitFor(async () => {
+        for (let i = 0; i < 6; i++) expect(await ra.command('GET', 'paused:hk')).toBe('after-restart');
+        return (await splitReads(a, 'copy')) > before;
+      }, 'reads of copies again', 5000);
+    } finally {
+      ra.close();
+      rc.close();
+    }
+  }, 30_000);
 });
