@@ -289,6 +289,19 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   await ownZone;
   await Promise.race([firstTopology, new Promise((r) => setTimeout(r, STARTUP_TOPOLOGY_WAIT_MS).unref())]);
 
+  // The fleet's shared state is read before clients are served (at most FLEET_START_WAIT_MS: an
+  // unreachable state shard does not stop start-up): here when the announce address is known
+  // already, else once listening has bound the port (listen.port 0).
+  let fleetStarted = false;
+  const startFleetState = async (announce: { host: string; port: number }) => {
+    fleetStarted = true;
+    const worker = process.env['RESPOOL_WORKER_INDEX']; // each worker registers apart
+    fleetState!.identify(worker === undefined ? addressOf(announce) : `${addressOf(announce)}#w${worker}`, addressOf(announce));
+    await fleetState!.start(FLEET_START_WAIT_MS);
+    hotKeys.seedFleet();
+  };
+  if (fleetState !== null && (config.cluster.announce !== null || config.listen.port !== 0)) await startFleetState(announceAddress(config, config.listen.port));
+
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     // A deep accept backlog (the kernel caps it at net.core.somaxconn) absorbs connection storms
@@ -304,14 +317,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   const address = { host: config.listen.host, port: bound.port };
   const announce = announceAddress(config, bound.port);
   emulation = ClusterEmulation.ofPeers(announce, []);
-  if (fleetState !== null) {
-    // Registered as this instance (each worker apart), the shared state read before clients
-    // are served (at most FLEET_START_WAIT_MS: an unreachable state shard does not stop start-up).
-    const worker = process.env['RESPOOL_WORKER_INDEX'];
-    fleetState.identify(worker === undefined ? addressOf(announce) : `${addressOf(announce)}#w${worker}`, addressOf(announce));
-    await fleetState.start(FLEET_START_WAIT_MS);
-    hotKeys.seedFleet();
-  }
+  if (fleetState !== null && !fleetStarted) await startFleetState(announce);
   // A fleet (cluster.peers, cluster.peersFrom): members are checked on their announce addresses
   // and the slots divided among the live ones (fleet/membership.ts, fleet/slot-division.ts).
   if (config.cluster.peers.length > 0 || config.cluster.peersFrom !== null) {
