@@ -16,18 +16,14 @@ import type { UpstreamPools } from '../upstream/upstream-pools.js';
 import { HotKeyDetector, displayKey, type WindowReport } from './detector.js';
 import { globMatch } from '../util/glob.js';
 import { bandCopies, placeCopies } from './placement.js';
-import { makeCopy, pickCopy, rewriteKey, SplitKey, type SplitCopy, type SplitRule, type SplitRuleKind } from './split-key.js';
+import { checkRule, makeCopy, MAX_AUTO_SPLIT, MAX_RULES, pickCopy, rewriteKey, SplitKey, type SplitCopy, type SplitRule, type SplitRuleInput, type SplitRuleKind } from './split-key.js';
 import { SplitRead, SplitWrite, isEmptyReply, type SplitOwner } from './split-requests.js';
 import { CopyFills, type FillHost, type FleetFillDeps } from './copy-fill.js';
 import { FleetHotKeys } from './fleet-hot-keys.js';
-import type { FleetDoc, FleetRule } from '../fleet/fleet-state.js';
+import { FleetRules } from './fleet-rules.js';
 
 /** Concrete split keys kept at most (prefix/pattern rules materialize keys as they are seen). */
 const MAX_SPLIT_KEYS = 10_000;
-/** Rules kept at most (config + admin + auto-split). */
-const MAX_RULES = 1_000;
-/** Keys auto-split adds at most. */
-const MAX_AUTO_SPLIT = 16;
 /** Sampled requests a key needs in a window before auto-split trusts its share. */
 const AUTO_SPLIT_MIN_SAMPLES = 50;
 /** Repair rounds before giving up while writes keep racing it. */
@@ -52,22 +48,20 @@ export interface HotKeysDeps {
   fleet?: FleetFillDeps | null;
 }
 
-/** How long a fleet change waits for every member beyond the lease (fleet-state.ts STALE_MARGIN_MS and a beat or two). */
-const FLEET_CONFIRM_EXTRA_MS = 2_000;
-/** How long RESPOOL SPLIT ADD waits for the first fill of a fleet split key. */
-const FIRST_FILL_MS = 3_000;
-/** A rule left half removed (its remover died) is finished by another member after this long. */
-const REMOVING_STALE_MS = 10_000;
 
-export type SplitRuleInput = { key?: string; prefix?: string; pattern?: string; copies?: number | null };
+export type { SplitRuleInput } from './split-key.js';
 
 /**
  * Hot keys: detection (sampled Space-Saving top-k per window) and split copies (reads spread
- * over N copies on distinct primaries, writes fanned out to all of them).
+ * over N copies on distinct primaries, writes fanned out to all of them; copies read only for
+ * hotKeys.maxCopyAge after a fill from the original, copy-fill.ts). In a fleet the rules are the
+ * fleet's (fleet-rules.ts), the windows merged over its members (fleet-hot-keys.ts), and writes
+ * wait for this member's lease on the fleet's state.
  *
  * The router calls `route()` for every keyed request in cluster mode, but only while
- * `router.hotKeys` is set: this object sets it when detection is on or any split rule exists,
- * and clears it otherwise, so an idle feature costs the hot path one null check.
+ * `router.hotKeys` is set: this object sets it when detection is on, any split rule exists or
+ * the fleet's state is in use, and clears it otherwise, so an idle feature costs the hot path
+ * one null check.
  */
 export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
   readonly detector: HotKeyDetector | null;
@@ -76,9 +70,8 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
   private readonly fleet: FleetFillDeps | null;
   /** A fleet's detection windows, merged over its members (fleet-hot-keys.ts). */
   private readonly fleetHotKeys: FleetHotKeys | null;
-  /** When each rule of the fleet's state was first seen 'removing' here (to finish an abandoned removal). */
-  private readonly removingSince = new Map<string, number>();
-  private janitor: NodeJS.Timeout | null = null;
+  /** A fleet's split rules, kept in its shared state (fleet-rules.ts). */
+  private readonly fleetRules: FleetRules | null;
   private readonly exact = new Map<string, SplitRule>();
   private readonly prefixes: SplitRule[] = [];
   private readonly patterns: SplitRule[] = [];
@@ -100,12 +93,8 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
     this.fleet = deps.fleet ?? null;
     this.fills = new CopyFills(this, this.fleet, deps.log, deps.metrics);
     this.fleetHotKeys = this.fleet !== null && this.detector !== null ? new FleetHotKeys(this.fleet.state, detection.windowMs, detection.topK) : null;
-    if (this.fleet === null) {
-      for (const rule of deps.config.split) this.addRule(rule);
-    } else {
-      // The fleet's rules are the ones in force; the config's are added to them (seedFleet).
-      this.fleet.state.onDoc((doc) => this.applyFleetDoc(doc));
-    }
+    this.fleetRules = this.fleet === null ? null : new FleetRules(this, this.fleet.state, deps.refresher, deps.log);
+    if (this.fleet === null) for (const rule of deps.config.split) this.addRule(rule);
     this.updateHook();
   }
 
@@ -126,17 +115,14 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
     }
     this.deps.refresher.onChange(() => this.scheduleReplace());
     if (this.deps.refresher.current !== null) this.scheduleReplace();
-    if (this.fleet !== null) {
-      this.janitor = setInterval(() => void this.finishAbandonedRemovals(), 2_000);
-      this.janitor.unref();
-    }
+    this.fleetRules?.start();
   }
 
   stop(): void {
     this.stopped = true;
     if (this.windowTimer) clearInterval(this.windowTimer);
     if (this.replaceTimer) clearTimeout(this.replaceTimer);
-    if (this.janitor) clearInterval(this.janitor);
+    this.fleetRules?.stop();
     this.fills.stop();
   }
 
@@ -385,7 +371,8 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
     return this.addLocalRule(kind, text, copies, auto);
   }
 
-  private addLocalRule(kind: SplitRuleKind, text: string, copies: number | null, auto: boolean): SplitRule {
+  /** Adds (or updates) a rule in this instance's table (fleet-rules.ts applies the fleet's this way). */
+  addLocalRule(kind: SplitRuleKind, text: string, copies: number | null, auto: boolean): SplitRule {
     const existing = this.findRule(kind, text);
     if (existing !== undefined) {
       existing.copies = copies;
@@ -415,11 +402,11 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
    * In a fleet: from the fleet's state, in two steps (unsplit).
    */
   async removeRule(text: string, kind?: SplitRuleKind): Promise<boolean> {
-    if (this.fleet !== null) return this.unsplit(text, kind);
-    return this.removeLocalRule(text, kind);
+    return this.unsplit(text, kind);
   }
 
-  private async removeLocalRule(text: string, kind?: SplitRuleKind): Promise<boolean> {
+  /** Removes a rule from this instance's table, deleting the copies this instance made. */
+  async removeLocalRule(text: string, kind?: SplitRuleKind): Promise<boolean> {
     const kinds: SplitRuleKind[] = kind ? [kind] : ['key', 'prefix', 'pattern'];
     let rule: SplitRule | undefined;
     for (const k of kinds) rule ??= this.findRule(k, text);
@@ -448,127 +435,21 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
     return true;
   }
 
-  // ---- a fleet's rules ----------------------------------------------------------------------
-
   /**
-   * Adds a split rule and resolves once it is in force: here, at once; in a fleet, once it is in
-   * the fleet's state, every member that is not stale has applied it (so every write through the
-   * fleet reaches the copies), and — for a key — its copies were filled once (so reads use them).
-   * A member that does not confirm in time gets the rule taken back and an error naming it.
-   * `added`: false when the rule was there already.
+   * Adds a split rule and resolves once it is in force: here, at once; in a fleet, once every
+   * member has it and a key's copies were filled once (fleet-rules.ts). `added`: false when the
+   * rule was there already.
    */
   async split(input: SplitRuleInput, auto = false): Promise<{ rule: SplitRule; added: boolean }> {
-    const fleet = this.fleet;
+    if (this.fleetRules !== null) return this.fleetRules.split(input, auto);
     const { kind, text, copies } = checkRule(input);
-    if (fleet === null) {
-      const had = this.findRule(kind, text) !== undefined;
-      return { rule: this.addLocalRule(kind, text, copies, auto), added: !had };
-    }
-    const topology = this.deps.refresher.current;
-    if (topology === null || topology.mode !== 'cluster') throw new Error('split keys need a cluster upstream (its topology is not known yet)');
-    const count = copies ?? Math.max(1, topology.primaries().length);
-    let added = false;
-    const version = await fleet.state.update((doc) => {
-      added = false;
-      const existing = doc.rules.find((r) => r.kind === kind && r.text === text);
-      if (existing !== undefined) {
-        if (existing.phase === 'removing') throw new Error(`${kind} ${JSON.stringify(text)} is being unsplit; add it again once that is done`);
-        if (copies !== null && existing.copies !== count) {
-          throw new Error(`${kind} ${JSON.stringify(text)} is already split into ${existing.copies} copies; RESPOOL SPLIT DEL it first to change the count`);
-        }
-        return null;
-      }
-      if (doc.rules.length >= MAX_RULES) throw new Error(`too many split rules (limit ${MAX_RULES})`);
-      if (auto && doc.rules.filter((r) => r.auto).length >= MAX_AUTO_SPLIT) return null;
-      added = true;
-      doc.rules.push({ kind, text, copies: count, auto, phase: 'active', by: fleet.state.memberId, at: Date.now() });
-      return doc;
-    });
-    const rule = this.findRule(kind, text);
-    if (!added) {
-      if (rule === undefined) throw new Error('the fleet already holds as many automatic splits as it may');
-      return { rule, added: false };
-    }
-    const behind = await fleet.state.awaitApplied(version, fleet.state.leaseMs + FLEET_CONFIRM_EXTRA_MS);
-    if (behind.length > 0) {
-      await this.unsplit(text, kind).catch(() => false);
-      throw new Error(`fleet member${behind.length > 1 ? 's' : ''} ${behind.join(', ')} did not confirm the split within ${fleet.state.leaseMs + FLEET_CONFIRM_EXTRA_MS} ms; it was taken back`);
-    }
-    const split = kind === 'key' ? this.splitKey(text) : undefined;
-    if (split !== undefined) {
-      const deadline = Date.now() + FIRST_FILL_MS;
-      while (Date.now() < deadline && Date.now() >= split.readableUntil && this.keys.get(split.id) === split) {
-        const outcome = await this.fills.fill(split);
-        if (outcome !== 'ok') await sleep(outcome === 'busy' ? 20 : 100);
-      }
-    }
-    return { rule: rule!, added: true };
+    const had = this.findRule(kind, text) !== undefined;
+    return { rule: this.addLocalRule(kind, text, copies, auto), added: !had };
   }
 
-  /**
-   * A fleet: removes a rule in two steps — first every member stops reading its copies (while
-   * still writing them), then, once every member that is not stale applied that, the rule goes
-   * and every member deletes the copies it made. False when there is no such rule.
-   */
+  /** Removes a rule: here at once; in a fleet in two steps (fleet-rules.ts). False when there is no such rule. */
   async unsplit(text: string, kind?: SplitRuleKind): Promise<boolean> {
-    const fleet = this.fleet;
-    if (fleet === null) return this.removeLocalRule(text, kind);
-    const matches = (r: FleetRule) => r.text === text && (kind === undefined || r.kind === kind);
-    let found = false;
-    const version = await fleet.state.update((doc) => {
-      const rule = doc.rules.find(matches);
-      found = rule !== undefined;
-      if (rule === undefined || rule.phase === 'removing') return null;
-      rule.phase = 'removing';
-      return doc;
-    });
-    if (!found) return false;
-    const behind = await fleet.state.awaitApplied(version, fleet.state.leaseMs + FLEET_CONFIRM_EXTRA_MS);
-    if (behind.length > 0) {
-      throw new Error(`fleet member${behind.length > 1 ? 's' : ''} ${behind.join(', ')} did not confirm within ${fleet.state.leaseMs + FLEET_CONFIRM_EXTRA_MS} ms; the copies are no longer read where confirmed, and the removal is finished later`);
-    }
-    await fleet.state.update((doc) => {
-      const next = doc.rules.filter((r) => !(matches(r) && r.phase === 'removing'));
-      return next.length === doc.rules.length ? null : { ...doc, rules: next };
-    });
-    return true;
-  }
-
-  /** The fleet's state changed: this instance's rules follow it. */
-  private applyFleetDoc(doc: FleetDoc): void {
-    const wanted = new Set(doc.rules.map((r) => `${r.kind}\u0000${r.text}`));
-    for (const local of this.rules()) {
-      if (!wanted.has(`${local.kind}\u0000${local.text}`)) void this.removeLocalRule(local.text, local.kind);
-    }
-    for (const r of doc.rules) {
-      let local = this.findRule(r.kind, r.text);
-      if (local === undefined) {
-        try {
-          local = this.addLocalRule(r.kind, r.text, r.copies, r.auto);
-        } catch (err) {
-          this.deps.log.error({ [r.kind]: r.text, err: (err as Error).message }, 'fleet: a split rule of the shared state cannot be applied here');
-          continue;
-        }
-      }
-      local.reading = r.phase === 'active';
-      if (!local.reading) {
-        for (const split of this.keys.values()) if (split.rule === local) split.readableUntil = 0;
-        if (!this.removingSince.has(`${r.kind}\u0000${r.text}`)) this.removingSince.set(`${r.kind}\u0000${r.text}`, Date.now());
-      } else {
-        this.removingSince.delete(`${r.kind}\u0000${r.text}`);
-      }
-    }
-  }
-
-  /** A rule left 'removing' by a member that died before the second step: finished here. */
-  private async finishAbandonedRemovals(): Promise<void> {
-    const now = Date.now();
-    for (const [id, since] of this.removingSince) {
-      if (now - since < REMOVING_STALE_MS) continue;
-      this.removingSince.set(id, now); // once per REMOVING_STALE_MS at most
-      const [kind, text] = id.split('\u0000') as [SplitRuleKind, string];
-      await this.unsplit(text, kind).catch((err: Error) => this.deps.log.debug({ [kind]: text, err: err.message }, 'fleet: abandoned removal not finished yet'));
-    }
+    return this.fleetRules !== null ? this.fleetRules.unsplit(text, kind) : this.removeLocalRule(text, kind);
   }
 
   rules(): SplitRule[] {
@@ -584,7 +465,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
     return this.keys.get(Buffer.isBuffer(key) ? key.toString('latin1') : Buffer.from(key, 'utf8').toString('latin1'));
   }
 
-  private findRule(kind: SplitRuleKind, text: string): SplitRule | undefined {
+  findRule(kind: SplitRuleKind, text: string): SplitRule | undefined {
     if (kind === 'key') return this.exact.get(Buffer.from(text, 'utf8').toString('latin1'));
     return (kind === 'prefix' ? this.prefixes : this.patterns).find((r) => r.text === text);
   }
@@ -910,20 +791,6 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
       await sleep(20);
     }
   }
-}
-
-/** A split rule's input checked: exactly one of key/prefix/pattern, copies 1..1024 or null. */
-function checkRule(input: SplitRuleInput): { kind: SplitRuleKind; text: string; copies: number | null } {
-  const given = (['key', 'prefix', 'pattern'] as const).filter((k) => typeof input[k] === 'string');
-  if (given.length !== 1) throw new Error('give exactly one of key, prefix or pattern');
-  const kind: SplitRuleKind = given[0]!;
-  const text = input[kind]!;
-  if (text === '') throw new Error(`${kind} must not be empty`);
-  const copies = input.copies ?? null;
-  if (copies !== null && (!Number.isInteger(copies) || copies < 1 || copies > 1024)) {
-    throw new Error(`copies must be an integer from 1 to 1024 (got ${copies})`);
-  }
-  return { kind, text, copies };
 }
 
 function sleep(ms: number): Promise<void> {

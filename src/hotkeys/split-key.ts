@@ -3,6 +3,15 @@ import { encodeCommand } from '../resp/encode.js';
 
 export type SplitRuleKind = 'key' | 'prefix' | 'pattern';
 
+/** A rule as RESPOOL SPLIT, the admin API and the config give it. */
+export type SplitRuleInput = { key?: string; prefix?: string; pattern?: string; copies?: number | null };
+
+/** Rules kept at most (config + admin + auto-split). */
+export const MAX_RULES = 1_000;
+/** Keys auto-split adds at most. */
+export const MAX_AUTO_SPLIT = 16;
+
+
 /** One configured (or added at run time) split rule. */
 export interface SplitRule {
   kind: SplitRuleKind;
@@ -110,4 +119,18 @@ export function pickCopy(split: SplitKey, random: boolean): SplitCopy {
   if (i >= n) i = 0;
   split.cursor = i;
   return copies[i]!;
+}
+
+/** A split rule's input checked: exactly one of key/prefix/pattern, copies 1..1024 or null. */
+export function checkRule(input: SplitRuleInput): { kind: SplitRuleKind; text: string; copies: number | null } {
+  const given = (['key', 'prefix', 'pattern'] as const).filter((k) => typeof input[k] === 'string');
+  if (given.length !== 1) throw new Error('give exactly one of key, prefix or pattern');
+  const kind: SplitRuleKind = given[0]!;
+  const text = input[kind]!;
+  if (text === '') throw new Error(`${kind} must not be empty`);
+  const copies = input.copies ?? null;
+  if (copies !== null && (!Number.isInteger(copies) || copies < 1 || copies > 1024)) {
+    throw new Error(`copies must be an integer from 1 to 1024 (got ${copies})`);
+  }
+  return { kind, text, copies };
 }
