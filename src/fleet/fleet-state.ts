@@ -18,12 +18,13 @@ export function usesFleetState(config: Pick<RespoolConfig, 'cluster'>): boolean 
  *            its applied version and a beat counter — and reads the state if its version moved.
  *   lease    the state this member applied is known to be current for cluster.fleetLeaseMs after
  *            a beat that succeeded (from when it was sent). A member past its lease whose last
- *            beat attempt did not fail — it was paused, or its event loop stalled — has its
- *            writes refused (TRYAGAIN) until a beat succeeds, because the fleet may have split a
- *            key meanwhile without it (see `excluded` below). When beats do fail (the state's
- *            shard is unreachable) writes go on: then nobody can change the state either, unless
- *            this member alone is cut off from that shard — copies it leaves stale then are
- *            bounded by hotKeys.maxCopyAge, like a write made directly on a node.
+ *            beat attempt did not fail (nor go unanswered for BEAT_DEADLINE_MS) — it was paused,
+ *            or its event loop stalled — has its writes refused (TRYAGAIN) until a beat
+ *            succeeds, because the fleet may have split a key meanwhile without it (see `stale`
+ *            below). When beats do fail (the state's shard is unreachable) writes go on: then
+ *            nobody can change the state either, unless this member alone is cut off from that
+ *            shard — copies it leaves stale then are bounded by hotKeys.maxCopyAge, like a write
+ *            made directly on a node.
  *   members  every member's registration, with the time (this member's clock) its beat counter
  *            last changed. A member whose beat has not changed for fleetLeaseMs + margin is past
  *            its own lease: it cannot write with an old state, so a change need not wait for it
@@ -68,6 +69,8 @@ export interface FleetStateOptions {
 }
 
 const POLL_MS = 250;
+/** A beat unanswered this long counts as failed (the state's shard is unreachable). */
+const BEAT_DEADLINE_MS = 1000;
 /** Beyond the lease, before another member's silence makes it stale (clock rates, one poll). */
 const STALE_MARGIN_MS = 2 * POLL_MS + 250;
 const FORGET_AFTER_MS = 60_000;
@@ -241,7 +244,15 @@ export class FleetState {
     const entry = JSON.stringify({ a: this.identity.address, v: this.version, b: ++this.beats, i: this.incarnation });
     let result;
     try {
-      result = await this.options.store.beat(this.identity.memberId, entry, this.version);
+      // A beat not answered within BEAT_DEADLINE_MS counts as failed now (a black-holed shard
+      // would otherwise hold it for timeouts.commandMs); a late answer is dropped.
+      const beat = this.options.store.beat(this.identity.memberId, entry, this.version);
+      beat.catch(() => undefined);
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${BEAT_DEADLINE_MS} ms`)), BEAT_DEADLINE_MS);
+      });
+      result = await Promise.race([beat, late]).finally(() => clearTimeout(timer));
     } catch (err) {
       this.failedAt = Date.now();
       this.options.log.debug({ err: (err as Error).message }, 'fleet: beat failed');
