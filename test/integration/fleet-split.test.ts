@@ -146,6 +146,45 @@ describe('split keys across a fleet of three in front of a 3+3 cluster', () => {
     expect(await clients[0]!.command('GET', 'fleet:hk')).toBe('after');
   });
 
+  it('a change whose notice is lost still reaches every member within 1 s (each beats every 250 ms)', async () => {
+    const state = proxies[0]!.fleetState!;
+    const doc = structuredClone(state.doc);
+    doc.rules.push({ kind: 'prefix', text: 'quiet:', copies: 3, auto: false, phase: 'active', by: 'the test', at: Date.now() });
+    const node = await cluster.primaryForSlot(calculateSlot('{respool-fleet}'));
+    // Written straight into the state, with no notice on the bus.
+    await cluster.call(node, 'HSET', '{respool-fleet}:state', 'version', String(state.version + 1), 'doc', JSON.stringify(doc));
+    const written = Date.now();
+    await waitFor(() => proxies.every((p) => p.hotKeys.rules().some((r) => r.text === 'quiet:')), 'every member to apply it', 1000, 5);
+    expect(Date.now() - written).toBeLessThan(1000);
+    expect(await clients[1]!.command('RESPOOL', 'SPLIT', 'DEL', 'quiet:')).toBe(1);
+  });
+
+  it('a member that beats but does not apply the split gets it refused, naming it, and taken back', async () => {
+    // A registration that stays alive (its beat changes) but never reports the new version.
+    const node = await cluster.primaryForSlot(calculateSlot('{respool-fleet}'));
+    let beat = 0;
+    let beating = true;
+    const fake = (async () => {
+      while (beating) {
+        await cluster.call(node, 'HSET', '{respool-fleet}:members', 'stuck', JSON.stringify({ a: '10.9.9.9:6380', v: 0, b: beat++, i: 'test' }));
+        await sleep(100);
+      }
+    })();
+    try {
+      await waitFor(() => proxies[0]!.fleetState!.liveMembers().includes('stuck'), 'the stuck registration to be seen', 3000);
+      const reply = await clients[0]!.call('RESPOOL', 'SPLIT', 'ADD', 'fleet:refused', '3');
+      expect(reply).toBeInstanceOf(ReplyError);
+      expect((reply as ReplyError).message).toMatch(/^ERR respool: RESPOOL SPLIT ADD fleet:refused: fleet member 10\.9\.9\.9:6380 did not confirm the split within 4000 ms; it was taken back$/);
+      for (const p of proxies) expect(p.hotKeys.splitKey('fleet:refused')?.rule.reading ?? false).toBe(false);
+    } finally {
+      beating = false;
+      await fake;
+      await cluster.call(node, 'HDEL', '{respool-fleet}:members', 'stuck');
+    }
+    // Its removal, left half done while the stuck member held it up, is finished by a member.
+    await waitFor(() => proxies.every((p) => !p.hotKeys.rules().some((r) => r.text === 'fleet:refused')), 'the rule to be gone', 20_000, 100);
+  }, 40_000);
+
   it('a write made directly on a node is seen through every instance within hotKeys.maxCopyAge', async () => {
     expect(await clients[0]!.command('SET', 'fleet:direct', 'old')).toBe('OK');
     expect(await clients[0]!.command('RESPOOL', 'SPLIT', 'ADD', 'fleet:direct', '3')).toBe('OK');
