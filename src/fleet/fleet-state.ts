@@ -278,10 +278,16 @@ export class FleetState {
         void this.options.store.forget(id).catch(() => {});
       }
     }
-    if (result.doc !== null && result.version !== this.version) {
+    if (result.version < this.version) {
+      // The state was deleted or flushed in the upstream (FLUSHALL, DEL): it is the source of
+      // truth, so this member follows it from that version on.
+      this.options.log.warn({ event: 'fleet_state_reset', version: result.version, applied: this.version }, 'fleet: the shared state in the upstream is older than the one applied here (deleted or flushed); following it');
+      this.version = -1;
+    }
+    if (result.version !== this.version && (result.doc !== null || result.version === 0)) {
       let doc: FleetDoc;
       try {
-        doc = parseDoc(result.doc);
+        doc = result.doc === null ? { rules: [] } : parseDoc(result.doc);
       } catch (err) {
         this.options.log.error({ err: (err as Error).message, version: result.version }, 'fleet: the shared state does not parse; keeping the one applied');
         return;

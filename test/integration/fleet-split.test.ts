@@ -159,6 +159,16 @@ describe('split keys across a fleet of three in front of a 3+3 cluster', () => {
     expect(await clients[1]!.command('RESPOOL', 'SPLIT', 'DEL', 'quiet:')).toBe(1);
   });
 
+  it('the state deleted in the upstream (DEL, FLUSHALL): every member follows it within 1 s, and splits work again', async () => {
+    expect(await clients[0]!.command('RESPOOL', 'SPLIT', 'ADD', 'fleet:reset', '3')).toBe('OK');
+    const node = await cluster.primaryForSlot(calculateSlot('{respool-fleet}'));
+    expect(await cluster.call(node, 'DEL', '{respool-fleet}:state')).toBe(1);
+    await waitFor(() => proxies.every((p) => p.fleetState!.version === 0 && p.hotKeys.rules().length === 0), 'every member to follow the empty state', 1000, 5);
+    expect(await clients[2]!.command('RESPOOL', 'SPLIT', 'ADD', 'fleet:reset2', '3')).toBe('OK');
+    for (const p of proxies) expect(p.hotKeys.splitKey('fleet:reset2')).toBeDefined();
+    expect(await clients[1]!.command('RESPOOL', 'SPLIT', 'DEL', 'fleet:reset2')).toBe(1);
+  });
+
   it('a member that beats but does not apply the split gets it refused, naming it, and taken back', async () => {
     // A registration that stays alive (its beat changes) but never reports the new version.
     const node = await cluster.primaryForSlot(calculateSlot('{respool-fleet}'));
