@@ -69,6 +69,13 @@ export const ProxyError = {
   splitWritePartial: (command: string, key: string, failed: number, total: number, first: string) =>
     `ERR respool: ${command} on split key '${key}' failed on ${failed} of ${total} copies (${first}); the copies are being repaired from the original`,
   hotKeysOff: () => `ERR respool: hot-key detection is off (hotKeys.detection.enabled)`,
+  /** A fleet member past its lease on the shared state (fleet/fleet-state.ts): the write was not sent. */
+  fleetStateUnconfirmed: (ms: number) =>
+    `TRYAGAIN respool: this instance has not confirmed the fleet's shared state for ${ms} ms (it was paused or stalled); the command was not sent, try again`,
+  splitKeyBusy: (key: string) =>
+    `TRYAGAIN respool: too many commands wait for split key '${key}' while its copies are filled; the command was not sent, try again`,
+  /** RESPOOL SPLIT ADD / DEL that the fleet could not complete (members named in `why`). */
+  fleetSplitRefused: (what: string, why: string) => `ERR respool: ${what}: ${why}`,
   pubsubNotConfirmed: (what: string, ms: number) =>
     `ERR respool: the upstream did not confirm ${what} within ${ms} ms; not subscribed`,
   /** Valkey 8.0 server.c processCommand: (P|S)UNSUBSCRIBE from a client holding no subscription at all. */

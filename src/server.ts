@@ -27,7 +27,12 @@ import { ReadRouting } from './routing/read-strategy.js';
 import { resolveOwnZone } from './cluster/zone-discovery.js';
 import { DedicatedPools } from './upstream/dedicated-pool.js';
 import { PubSubHub } from './pubsub/hub.js';
-import { announceAddress, ClusterEmulation } from './cluster/emulation.js';
+import { addressOf, announceAddress, ClusterEmulation } from './cluster/emulation.js';
+import { Membership } from './fleet/membership.js';
+import { FleetStore } from './fleet/fleet-store.js';
+import { FleetState, usesFleetState } from './fleet/fleet-state.js';
+import { fleetView } from './fleet/fleet-view.js';
+import { dnsResolver, type PeerResolver } from './fleet/peer-sources.js';
 import { ClientPause } from './session/client-pause.js';
 import { createTlsListener } from './session/tls-listener.js';
 import { ListenerSocketOptions } from './session/socket-options.js';
@@ -65,6 +70,10 @@ export interface RespoolProxy {
   readonly users: UserDirectory;
   /** Mirrored users on the nodes. */
   readonly mirror: IdentityMirror;
+  /** The fleet's members and their states (null without cluster.peers / peersFrom). */
+  readonly membership: Membership | null;
+  /** The fleet's shared runtime state (null unless cluster.fleetState is in use). */
+  readonly fleetState: FleetState | null;
   clientCount(): number;
   /** Stops accepting, waits up to drainMs for in-flight requests, then closes everything. */
   close(drainMs?: number): Promise<void>;
@@ -75,9 +84,19 @@ const DEFAULT_DATABASES = 16;
 
 /** How long start-up waits for the first topology before listening anyway (readyz says why). */
 const STARTUP_TOPOLOGY_WAIT_MS = 5_000;
+/** How long start-up waits for the fleet's shared state. */
+const FLEET_START_WAIT_MS = 3_000;
+
 
 /** Wires config → pools, topology, router, admin, and the client listener. */
-export async function startProxy(config: RespoolConfig, options: { log?: Logger; configFile?: string } = {}): Promise<RespoolProxy> {
+export interface StartOptions {
+  log?: Logger;
+  configFile?: string;
+  /** How cluster.peersFrom names are resolved (default: DNS, fleet/peer-sources.ts); tests pass their own. */
+  peerResolver?: PeerResolver;
+}
+
+export async function startProxy(config: RespoolConfig, options: StartOptions = {}): Promise<RespoolProxy> {
   const startedAt = Date.now();
   const log = options.log ?? createLogger(config.logLevel);
   let table = CommandTable.builtin();
@@ -101,8 +120,12 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
   // respool's own zone (config, RESPOOL_ZONE, or opt-in metadata lookup bounded by reads.metadataTimeoutMs).
   const ownZone = resolveOwnZone(config.reads, process.env, log).then((z) => reads.setOwnZone(z.zone, z.source));
   const router = new Router(refresher, pools, config.cluster, log, metrics, reads);
+  // A fleet's runtime state (split rules, copy fills, the write lease) in the upstream (src/fleet).
+  const fleetStore = usesFleetState(config) ? new FleetStore({ config, refresher, pools, log }) : null;
+  const fleetState = fleetStore === null ? null : new FleetState({ store: fleetStore, leaseMs: config.cluster.fleetLeaseMs, log, metrics });
   // Hot keys (src/hotkeys): detection + split copies; hooks itself into the router when active.
-  const hotKeys = new HotKeys({ config: config.hotKeys, router, refresher, pools, log, metrics });
+  const fleet = fleetStore === null || fleetState === null ? null : { state: fleetState, store: fleetStore };
+  const hotKeys = new HotKeys({ config: config.hotKeys, router, refresher, pools, log, metrics, fleet });
   hotKeys.start();
   // Leased connections: a client gone while blocked is unblocked from a shared link by its id.
   const dedicated = new DedicatedPools(config, async (host, port, id) => {
@@ -143,8 +166,10 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
   const sessionsById = new Map<number, ClientSession>();
   let clientIds = 0;
   let serverVersion = '8.0.0';
-  // The cluster clients are shown (handlers/cluster.ts); its port is the bound one once listening.
-  let emulation = new ClusterEmulation(announceAddress(config, config.listen.port), config.cluster.peers);
+  // The cluster clients are shown (handlers/cluster.ts): this instance alone until the fleet's
+  // membership (src/fleet) is known, once listening (its port is the bound one).
+  let emulation = ClusterEmulation.ofPeers(announceAddress(config, config.listen.port), []);
+  let membership: Membership | null = null;
   let topologyEpoch = 0;
   // The standalone upstream's `databases` (SELECT's bound), learned on the first SELECT n ≠ 0.
   let databases: number | null = null;
@@ -197,6 +222,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
       }));
     },
     clusterView: () => emulation,
+    fleetView: () => fleetView(membership, emulation, fleetState),
     serverVersion: () => serverVersion,
     nextClientId: () => ++clientIds,
     onSessionClosed: (session) => {
@@ -305,6 +331,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
       identityUsersSeen.add(user);
       metrics.raw.upstream_identity_links.labels(user).set(n);
     }
+    if (fleetState !== null) metrics.raw.fleet_state_confirmed_age_seconds.set(Math.min(1e6, fleetState.confirmedAgeMs() / 1000));
   }, 1000);
   const identityUsersSeen = new Set<string>();
   sampler.unref();
@@ -312,6 +339,19 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
   const firstTopology = refresher.start();
   await ownZone;
   await Promise.race([firstTopology, new Promise((r) => setTimeout(r, STARTUP_TOPOLOGY_WAIT_MS).unref())]);
+
+  // The fleet's shared state is read before clients are served (at most FLEET_START_WAIT_MS: an
+  // unreachable state shard does not stop start-up): here when the announce address is known
+  // already, else once listening has bound the port (listen.port 0).
+  let fleetStarted = false;
+  const startFleetState = async (announce: { host: string; port: number }) => {
+    fleetStarted = true;
+    const worker = process.env['RESPOOL_WORKER_INDEX']; // each worker registers apart
+    fleetState!.identify(worker === undefined ? addressOf(announce) : `${addressOf(announce)}#w${worker}`, addressOf(announce));
+    await fleetState!.start(FLEET_START_WAIT_MS);
+    hotKeys.seedFleet();
+  };
+  if (fleetState !== null && (config.cluster.announce !== null || config.listen.port !== 0)) await startFleetState(announceAddress(config, config.listen.port));
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -326,7 +366,36 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
   const bound = server.address() as net.AddressInfo;
   const tlsAddress = tlsListener === null ? null : await tlsListener.listen();
   const address = { host: config.listen.host, port: bound.port };
-  emulation = new ClusterEmulation(announceAddress(config, bound.port), config.cluster.peers);
+  const announce = announceAddress(config, bound.port);
+  emulation = ClusterEmulation.ofPeers(announce, []);
+  if (fleetState !== null && !fleetStarted) await startFleetState(announce);
+  // A fleet (cluster.peers, cluster.peersFrom): members are checked on their announce addresses
+  // and the slots divided among the live ones (fleet/membership.ts, fleet/slot-division.ts).
+  if (config.cluster.peers.length > 0 || config.cluster.peersFrom !== null) {
+    const m = new Membership({
+      self: announce,
+      peers: config.cluster.peers,
+      peersFrom: config.cluster.peersFrom,
+      resolver: options.peerResolver ?? dnsResolver(),
+      timings: {
+        checkMs: config.cluster.peerCheckMs,
+        checkTimeoutMs: config.cluster.peerCheckTimeoutMs,
+        downAfterMs: config.cluster.peerDownAfterMs,
+        rejoinAfterMs: config.cluster.peerRejoinAfterMs,
+        resolveMs: config.cluster.peersResolveMs,
+      },
+      log,
+      events,
+    });
+    const showFleet = () => {
+      emulation = new ClusterEmulation(m.members());
+      for (const [state, n] of Object.entries(m.counts())) metrics.raw.fleet_members.labels(state).set(n);
+    };
+    m.onChange(showFleet);
+    showFleet();
+    membership = m;
+    await m.start();
+  }
 
   let admin: AdminServer | null = null;
   if (config.admin) {
@@ -352,6 +421,8 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     if (!isLoopback(admin.address.host)) log.info({ admin: admin.address }, 'admin server listens beyond loopback: /metrics, /healthz, /readyz, /topology, /config are readable from the network');
     for (const r of hotKeyRoutes(hotKeys)) admin.registerRoute(r.method, r.path, r.handler);
     admin.registerRoute('GET', '/config', configRoute(config)); // the running config, secrets redacted
+    // The fleet's members (state, last seen, slots, shared-state version), as RESPOOL FLEET.
+    admin.registerRoute('GET', '/fleet', () => ({ status: 200, body: fleetView(membership, emulation, fleetState) }));
   }
   log.info({ listen: address, listenTls: tlsAddress, admin: admin?.address ?? null, upstreams: config.upstreams, mode: config.mode }, 'respool listening');
 
@@ -377,6 +448,8 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     hotKeys,
     users,
     mirror,
+    membership,
+    fleetState,
     clientCount: () => sessions.size,
     close(drainMs = 0) {
       closing ??= (async () => {
@@ -397,6 +470,8 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
           session.destroy();
         }
         clearInterval(sampler);
+        membership?.stop();
+        fleetState?.stop();
         hotKeys.stop();
         pubsub.close();
         await dedicated.closeAll();

@@ -35,6 +35,13 @@ export const CLIENT_LATENCY_BUCKETS_SECONDS = [...LATENCY_BUCKETS_SECONDS, 5, 10
 export const CONNECTION_REJECT_REASONS = ['max_clients', 'draining', 'error'] as const;
 export type ConnectionRejectReason = (typeof CONNECTION_REJECT_REASONS)[number];
 
+/** A fleet member's state (src/fleet/membership.ts). */
+export const FLEET_MEMBER_STATES = ['alive', 'suspect', 'joining', 'fail'] as const;
+
+/** How a fill of split copies ended (src/hotkeys/copy-fill.ts). */
+export const SPLIT_FILL_OUTCOMES = ['ok', 'aborted', 'failed'] as const;
+export type SplitFillOutcome = (typeof SPLIT_FILL_OUTCOMES)[number];
+
 /** Protocol spoken on an upstream link (the client's protocol, see design invariant 5). */
 export const LINK_PROTOCOLS = ['resp2', 'resp3'] as const;
 export type LinkProtocol = (typeof LINK_PROTOCOLS)[number];
@@ -386,6 +393,28 @@ export const METRIC_DEFINITIONS = {
     type: 'counter',
     help: 'Commands refused because they cannot be applied to a split key (scripts, multi-key writes, random writes).',
     labelNames: [],
+  },
+
+  // the fleet (src/fleet): membership, shared state, copy fills
+  fleet_members: {
+    type: 'gauge',
+    help: 'Members of this instance\'s fleet, itself included, by state: alive, suspect (missed a check, keeps its slots), joining (back, waiting for its slots), fail.',
+    labelNames: ['state'],
+  },
+  fleet_state_version: {
+    type: 'gauge',
+    help: 'Version of the fleet-wide runtime state (split rules) this instance has applied (0: none yet, or fleet state off).',
+    labelNames: [],
+  },
+  fleet_state_confirmed_age_seconds: {
+    type: 'gauge',
+    help: 'Seconds since this instance last confirmed the fleet state with the upstream (past cluster.fleetLeaseMs writes get TRYAGAIN).',
+    labelNames: [],
+  },
+  split_fills_total: {
+    type: 'counter',
+    help: 'Fills of split copies from the original with writes to the key held (placement, maxCopyAge refresh, repair), by outcome: ok, aborted (a member did not confirm the hold, or the deadline passed), failed.',
+    labelNames: ['outcome'],
   },
 
   // pub/sub (src/pubsub/hub.ts; sampled from PubSubHub.stats())

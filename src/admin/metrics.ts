@@ -30,6 +30,8 @@ import {
   CROSS_SLOT_TRANSACTION_ACTIONS,
   PUT_BACK_OUTCOMES,
   TRANSACTION_GROUP_OUTCOMES,
+  FLEET_MEMBER_STATES,
+  SPLIT_FILL_OUTCOMES,
   LEASE_REFUSAL_REASONS,
   METRIC_DEFINITIONS,
   METRIC_KEYS,
@@ -242,6 +244,11 @@ export class Metrics {
     for (const byOutcome of Object.values(this.refreshes)) {
       for (const child of Object.values<Counter.Internal>(byOutcome)) child.inc(0);
     }
+    // A lone instance is a fleet of one: itself, alive (src/fleet replaces these when it runs).
+    for (const state of FLEET_MEMBER_STATES) r.fleet_members.labels(state).set(state === 'alive' ? 1 : 0);
+    for (const outcome of SPLIT_FILL_OUTCOMES) r.split_fills_total.labels(outcome).inc(0);
+    r.fleet_state_version.set(0);
+    r.fleet_state_confirmed_age_seconds.set(0);
 
     this.knownCommands = opts.knownCommands ? new Set(opts.knownCommands) : null;
     this.maxCommandLabels = opts.maxCommandLabels ?? DEFAULT_MAX_COMMAND_LABELS;

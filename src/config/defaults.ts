@@ -45,6 +45,14 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
     retryMaxMs: 1000,
     announce: null, // the listen address (127.0.0.1 when listening on 0.0.0.0 or ::)
     peers: [],
+    peersFrom: null, // static peers only
+    peersResolveMs: 5_000,
+    peerCheckMs: 500, // a dead member's slots move within peerDownAfterMs + one check (< 3 s)
+    peerCheckTimeoutMs: 500,
+    peerDownAfterMs: 1_500,
+    peerRejoinAfterMs: 5_000,
+    fleetState: 'auto', // the upstream holds it when the fleet has peers
+    fleetLeaseMs: 2_000,
   },
   logLevel: 'info',
   resilience: {

@@ -101,6 +101,19 @@ export const FLAGS: readonly FlagSpec[] = [
       + 'divided among all instances; repeatable; this instance\'s own address is ignored',
     default: 'none',
   },
+  {
+    name: 'cluster-peers-from', type: 'string', value: 'dns:NAME:PORT|off',
+    help: 'more fleet members from DNS: every address NAME resolves to (a headless Service), at PORT; '
+      + 'resolved again every cluster.peersResolveMs',
+    default: 'off',
+  },
+  numeric('peer-check-interval', 'cluster.peerCheckMs', 'how often each fleet member is asked (CLUSTER MYID), with ±50% jitter'),
+  numeric('peer-down-after', 'cluster.peerDownAfterMs', 'a fleet member silent this long is marked fail and its slots move'),
+  {
+    name: 'fleet-state', type: 'string', value: 'auto|upstream|off',
+    help: 'fleet-wide runtime state (split rules, copy fills, hot-key reports) in the upstream cluster; auto = when the fleet has peers',
+    default: 'auto',
+  },
   numeric('max-clients', 'clients.maxClients', 'client connections; the excess client gets an error reply'),
   numeric('accept-rate', 'clients.acceptRatePerSecond', 'new client connections admitted per second (0 = unlimited); established clients are served first'),
   numeric('idle-timeout', 'clients.idleTimeoutMs', 'close a client idle this long (0 = never)'),

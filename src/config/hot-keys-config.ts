@@ -27,6 +27,13 @@ export interface HotKeysConfig {
   split: SplitRuleConfig[]; // default []
   autoSplit: { enabled: boolean; share: number; copies: number | null }; // default off, 0.5, one per primary
   readChoice: ReadChoice; // default roundRobin (measured: spreads evenly; random is within a few %)
+  /**
+   * Milliseconds a split key's copies are read after they were last filled from the original;
+   * past it reads go to the original until a fill (writes held meanwhile) brings the copies back.
+   * Bounds what a write that bypassed respool (a client on a node) leaves stale. 0 = no bound.
+   * Default 10000.
+   */
+  maxCopyAge: number;
 }
 
 export const DEFAULT_HOT_KEYS: HotKeysConfig = {
@@ -34,10 +41,12 @@ export const DEFAULT_HOT_KEYS: HotKeysConfig = {
   split: [],
   autoSplit: { enabled: false, share: 0.5, copies: null },
   readChoice: 'roundRobin',
+  maxCopyAge: 10_000,
 };
 
 const WINDOW = { min: 100, max: 24 * 3_600_000 };
 const TOP_K = { min: 1, max: 1000 };
+const COPY_AGE = { min: 0, max: 24 * 3_600_000 };
 const COPIES = { min: 1, max: 1024 };
 
 const share = (what: string) => ({
@@ -94,6 +103,10 @@ export const HOT_KEYS_SCHEMA: Record<string, unknown> = {
       },
     },
     readChoice: { enum: [...READ_CHOICES], 'x-expect': `must be one of ${READ_CHOICES.join(', ')}` },
+    maxCopyAge: {
+      type: ['integer', 'string'], minimum: 0, pattern: DURATION_PATTERN.source,
+      'x-expect': 'must be a duration like 10s (0 = no bound)',
+    },
   },
 };
 
@@ -136,6 +149,7 @@ export function readHotKeysFile(raw: unknown, convert: Convert, set: (key: strin
     else set('hotKeys.autoSplit.copies', convert('hotKeys.autoSplit.copies', a.copies, (v) => toInteger(v, COPIES)));
   }
   set('hotKeys.readChoice', convert('hotKeys.readChoice', h.readChoice, (v) => toEnum(v, READ_CHOICES)));
+  set('hotKeys.maxCopyAge', convert('hotKeys.maxCopyAge', h.maxCopyAge, (v) => toDuration(v, COPY_AGE)));
 }
 
 /** The hot-key flags (see flags.ts) → settings-map entries. */

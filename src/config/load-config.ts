@@ -24,7 +24,7 @@ import { readAclFile } from '../acl/acl-file.js';
 import { CommandTable } from '../commands/command-table.js';
 import { CONFIG_VALIDATOR_FILE, RESPOOL_VERSION } from '../own-files.js';
 import {
-  ConfigError, CROSS_SLOT_TRANSACTIONS, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type HostPort, type ReadStrategyName, type RespoolConfig,
+  ConfigError, CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type HostPort, type PeersFrom, type ReadStrategyName, type RespoolConfig,
 } from './types.js';
 import {
   ValueProblem, formatDuration, formatHostPort, show, suggest,
@@ -160,6 +160,8 @@ function convertFlags(values: FlagValues, env: NodeJS.ProcessEnv, problems: stri
     }
     out.set('cluster.peers', dedupe(peers));
   }
+  convert('cluster-peers-from', 'cluster.peersFrom', (v) => (v === 'off' || v === 'none' ? null : toPeersFrom(v)));
+  convert('fleet-state', 'cluster.fleetState', (v) => toEnum(v, FLEET_STATE_MODES));
   convert('mode', 'mode', (v) => toEnum(v, MODES));
   convert('workers', 'workers', (v) => toWorkers(v));
   convert('admin', 'admin', (v) => (v === 'off' ? null : toAdminAddress(v)));
@@ -217,6 +219,19 @@ function toAnnounced(v: unknown): HostPort {
     throw new ValueProblem(`must be an address clients can connect to, not a wildcard (got ${show(v)})`);
   }
   return hp;
+}
+
+/**
+ * cluster.peersFrom: `dns:NAME:PORT` — every A/AAAA record of NAME is a fleet member announcing
+ * itself at that address and PORT (a Kubernetes headless Service lists every pod).
+ */
+function toPeersFrom(v: unknown): PeersFrom {
+  const m = typeof v === 'string' ? /^dns:([^\s:]+):(\d{1,5})$/.exec(v.trim()) : null;
+  const port = m ? Number(m[2]) : NaN;
+  if (m === null || port < 1 || port > 65535) {
+    throw new ValueProblem(`must be dns:NAME:PORT, e.g. dns:respool-peers.default.svc.cluster.local:6380 (got ${show(v)})`);
+  }
+  return { kind: 'dns', name: m[1]!, port };
 }
 
 /** An availability zone name: non-empty, no whitespace (it becomes a metric label). */
@@ -394,6 +409,9 @@ function convertSettings(data: unknown, where: string, env: NodeJS.ProcessEnv, p
       const peers = cluster.peers.map((p, i) => convert(`cluster.peers[${i}]`, p, (v) => toAnnounced(v)));
       out.set('cluster.peers', dedupe(peers.filter((p) => p !== undefined)));
     }
+    if (cluster.peersFrom === null) out.set('cluster.peersFrom', null);
+    else set('cluster.peersFrom', convert('cluster.peersFrom', cluster.peersFrom, (v) => toPeersFrom(v)));
+    set('cluster.fleetState', convert('cluster.fleetState', cluster.fleetState, (v) => toEnum(v, FLEET_STATE_MODES)));
   }
   if (!isBad('hotKeys')) readHotKeysFile(settings.hotKeys, convert, set);
   readTlsFile(settings, convert, out);

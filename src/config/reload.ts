@@ -12,6 +12,9 @@ import type { RespoolConfig } from './types.js';
 const NEEDS_RESTART: readonly string[] = [
   'listen', 'listenTls', 'upstreams', 'mode', 'admin', 'connectionsPerNode', 'workers', 'upstreamAuth.',
   'cluster.announce', 'cluster.peers', 'cluster.refreshMinIntervalMs', 'cluster.refreshPeriodMs',
+  // fleet membership and shared state are set up once (src/fleet)
+  'cluster.peersFrom', 'cluster.peersResolveMs', 'cluster.peerCheckMs', 'cluster.peerCheckTimeoutMs',
+  'cluster.peerDownAfterMs', 'cluster.peerRejoinAfterMs', 'cluster.fleetState', 'cluster.fleetLeaseMs',
   // circuits, backoff and budgets are built per node when it is first seen
   'resilience.backoffBaseMs', 'resilience.backoffCapMs', 'resilience.dialAttemptsPerWindow', 'resilience.dialWindowMs',
   'resilience.retryBudgetPercent', 'resilience.retryBudgetMinPerSecond', 'resilience.circuitFailureThreshold',
@@ -24,7 +27,7 @@ const NEEDS_RESTART: readonly string[] = [
 ];
 
 /** Leaves compared as a whole (lists and maps of their own). */
-const WHOLE: ReadonlySet<string> = new Set(['users', 'upstreams', 'cluster.peers', 'reads.prefixes', 'hotKeys.split']);
+const WHOLE: ReadonlySet<string> = new Set(['users', 'upstreams', 'cluster.peers', 'cluster.peersFrom', 'reads.prefixes', 'hotKeys.split']);
 
 export interface ReloadPlan {
   /** Leaf paths whose new value is applied. */

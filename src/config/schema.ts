@@ -11,7 +11,7 @@
 // ("must be a size like 512mb"). load-config.ts registers it with ajv.
 
 import { DURATION_PATTERN, ENV_NAME_PATTERN, GiB, SIZE_PATTERN, TiB, type Range } from './values.js';
-import { CROSS_SLOT_TRANSACTIONS, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM } from './types.js';
+import { CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM } from './types.js';
 import { HOT_KEYS_SCHEMA } from './hot-keys-config.js';
 import { LISTEN_TLS_SCHEMA, TLS_SCHEMA, UPSTREAM_TLS_SCHEMA } from './tls-config.js';
 
@@ -42,6 +42,13 @@ export const NUMERIC_FIELDS: readonly NumericField[] = [
   { path: 'cluster.retryBudget', kind: 'integer', min: 0, max: 100 },
   { path: 'cluster.retryBaseMs', kind: 'duration', min: 1, max: DAY_MS },
   { path: 'cluster.retryMaxMs', kind: 'duration', min: 1, max: DAY_MS },
+  // fleet membership and shared state (src/fleet)
+  { path: 'cluster.peersResolveMs', kind: 'duration', min: 100, max: DAY_MS },
+  { path: 'cluster.peerCheckMs', kind: 'duration', min: 10, max: 60_000 },
+  { path: 'cluster.peerCheckTimeoutMs', kind: 'duration', min: 10, max: 60_000 },
+  { path: 'cluster.peerDownAfterMs', kind: 'duration', min: 10, max: 3_600_000 },
+  { path: 'cluster.peerRejoinAfterMs', kind: 'duration', min: 0, max: 3_600_000 },
+  { path: 'cluster.fleetLeaseMs', kind: 'duration', min: 100, max: 3_600_000 },
   // resilience: backoff, budgets, circuits, queue bounds (src/upstream/*)
   { path: 'resilience.backoffBaseMs', kind: 'duration', min: 1, max: DAY_MS },
   { path: 'resilience.backoffCapMs', kind: 'duration', min: 1, max: DAY_MS },
@@ -162,6 +169,8 @@ function clusterSchema(): Schema {
       ...(group.properties as Record<string, Schema>),
       announce: { type: ['string', 'null'], 'x-expect': 'expected host:port or null' },
       peers: { type: 'array', items: hostPort, 'x-expect': 'must be a list of host:port strings' },
+      peersFrom: { type: ['string', 'null'], 'x-expect': 'must be dns:NAME:PORT or null' },
+      fleetState: { enum: [...FLEET_STATE_MODES], 'x-expect': `must be one of ${FLEET_STATE_MODES.join(', ')}` },
     },
   };
 }

@@ -14,6 +14,14 @@ export interface HostPort {
 }
 
 export type Mode = 'auto' | 'cluster' | 'standalone';
+/** cluster.peersFrom: DNS names whose A/AAAA records are fleet members at `port`. */
+export interface PeersFrom {
+  kind: 'dns';
+  name: string;
+  port: number;
+}
+export type FleetStateMode = 'auto' | 'upstream' | 'off';
+export const FLEET_STATE_MODES: readonly FleetStateMode[] = ['auto', 'upstream', 'off'];
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
 
 export interface RespoolConfig {
@@ -54,8 +62,22 @@ export interface RespoolConfig {
     retryMaxMs: number; // default 1000
     /** The host:port respool announces in CLUSTER SLOTS/SHARDS/NODES; null = its listen address (127.0.0.1 for 0.0.0.0 and ::). */
     announce: HostPort | null;
-    /** The other respool instances of a fleet (default none): the 16384 slots are divided among all of them. */
+    /** The other respool instances of a fleet (default none): the 16384 slots are divided among the live ones (src/fleet). */
     peers: HostPort[];
+    /** More peers from DNS (`dns:NAME:PORT`, e.g. a Kubernetes headless Service), re-resolved every peersResolveMs; null = none. */
+    peersFrom: PeersFrom | null;
+    peersResolveMs: number; // default 5000
+    /** A peer's announce address is asked (CLUSTER MYID) every peerCheckMs, ±50% jitter; default 500. */
+    peerCheckMs: number;
+    peerCheckTimeoutMs: number; // default 500: an answer later than this counts as none
+    /** A peer that has not answered for this long (or refuses connections) is `fail` and loses its slots; default 1500. */
+    peerDownAfterMs: number;
+    /** A peer back from `fail` must answer for this long before it gets slots again (doubled per flap, at most 8×); default 5000. */
+    peerRejoinAfterMs: number;
+    /** Where fleet-wide runtime state (split rules, fills, hot-key reports) lives: auto = the upstream when the fleet has peers. */
+    fleetState: FleetStateMode;
+    /** A member that has not confirmed the fleet state for this long holds back writes (TRYAGAIN) until it has; default 2000. */
+    fleetLeaseMs: number;
   };
   logLevel: LogLevel; // default info
   /** Backoff, budgets, circuits and queue bounds toward the upstream (docs/resilience.md). */

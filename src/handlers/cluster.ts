@@ -7,10 +7,10 @@ import { UpstreamCall } from '../routing/upstream-call.js';
 import type { Handler, HandlerSession } from './types.js';
 
 /**
- * Cluster emulation (the `cluster` family, config cluster.announce / cluster.peers): respool
- * answers the CLUSTER commands a cluster-aware client asks with its own picture
- * (cluster/emulation.ts) — respool, or each instance of its fleet, as a primary owning a range
- * of slots at its announce address — in Valkey 8.0.1's formats (cluster.c, cluster_legacy.c),
+ * Cluster emulation (the `cluster` family, config cluster.announce / cluster.peers / peersFrom):
+ * respool answers the CLUSTER commands a cluster-aware client asks with its own picture
+ * (cluster/emulation.ts) — respool, or each live member of its fleet, as a primary owning slot
+ * runs at its announce address — in Valkey 8.0.1's formats (cluster.c, cluster_legacy.c),
  * so the client keeps all its traffic on respool, whether the upstream is a cluster or a
  * standalone server. CLUSTER COUNTKEYSINSLOT / GETKEYSINSLOT go to the slot's real owner.
  * Cluster administration (MEET, ADDSLOTS, SETSLOT, FAILOVER, …) is refused (proxy-handling.ts).
@@ -100,16 +100,20 @@ function slotsNode(node: EmulatedNode, proto: 2 | 3): Buffer {
   return encodeArray([encodeBulk(node.host, proto), encodeInteger(node.port), encodeBulk(node.id, proto), encodeMap([], proto)]);
 }
 
-/** CLUSTER SLOTS: one [start, end, primary] per instance, in slot order (no replicas). */
+/** CLUSTER SLOTS: one [start, end, primary] per slot run, in slot order (no replicas). */
 function slotsReply(view: ClusterEmulation, proto: 2 | 3): Buffer {
-  return encodeArray(view.nodes.map((n) => encodeArray([encodeInteger(n.slots[0]), encodeInteger(n.slots[1]), slotsNode(n, proto)])));
+  return encodeArray(view.slotRuns().map(({ run, node }) => encodeArray([encodeInteger(run[0]), encodeInteger(run[1]), slotsNode(node, proto)])));
 }
 
-/** CLUSTER SHARDS: { slots: [start, end], nodes: [{ id, port, ip, endpoint, role, replication-offset, health }] } per instance. */
+/**
+ * CLUSTER SHARDS: { slots: [start, end, start, end, …], nodes: [{ id, port, ip, endpoint, role,
+ * replication-offset, health }] } per member; a member that is down (or still joining) is a
+ * shard without slots, health "fail" when down.
+ */
 function shardsReply(view: ClusterEmulation, proto: 2 | 3): Buffer {
   const s = (v: string) => encodeBulk(v, proto);
   return encodeArray(view.nodes.map((n) => encodeMap([
-    [s('slots'), encodeArray([encodeInteger(n.slots[0]), encodeInteger(n.slots[1])])],
+    [s('slots'), encodeArray(n.slots.flatMap(([start, end]) => [encodeInteger(start), encodeInteger(end)]))],
     [s('nodes'), encodeArray([encodeMap([
       [s('id'), s(n.id)],
       [s('port'), encodeInteger(n.port)],
@@ -117,40 +121,50 @@ function shardsReply(view: ClusterEmulation, proto: 2 | 3): Buffer {
       [s('endpoint'), s(n.host)],
       [s('role'), s('master')],
       [s('replication-offset'), encodeInteger(0)],
-      [s('health'), s('online')],
+      [s('health'), s(n.state === 'fail' ? 'fail' : 'online')],
     ], proto)])],
   ], proto)));
 }
 
 /**
  * CLUSTER NODES (clusterGenNodeDescription): "<id> <ip>:<port>@<cport> <flags> <primary> <ping-sent>
- * <pong-recv> <config-epoch> <link-state> <slots>", one line per instance. respool has no cluster
- * bus: cport is 0.
+ * <pong-recv> <config-epoch> <link-state> <slot> <slot> …", one line per member. respool has no
+ * cluster bus: cport is 0. A member that missed a check is `fail?` (it keeps its slots until
+ * cluster.peerDownAfterMs), one that is down `fail` and `disconnected`, with no slots.
  */
 function nodesText(view: ClusterEmulation): string {
-  const now = Date.now();
   let text = '';
   for (const n of view.nodes) {
-    const [start, end] = n.slots;
-    const slots = start === end ? `${start}` : `${start}-${end}`;
-    text += `${n.id} ${n.host}:${n.port}@0 ${n.myself ? 'myself,master' : 'master'} - 0 ${n.myself ? 0 : now} ${n.epoch} connected ${slots}\n`;
+    const flags = `${n.myself ? 'myself,' : ''}master${n.state === 'suspect' ? ',fail?' : n.state === 'fail' ? ',fail' : ''}`;
+    const link = n.state === 'fail' ? 'disconnected' : 'connected';
+    const slots = n.slots.map(([start, end]) => (start === end ? ` ${start}` : ` ${start}-${end}`)).join('');
+    text += `${n.id} ${n.host}:${n.port}@0 ${flags} - 0 ${n.myself ? 0 : n.lastSeenAt} ${n.epoch} ${link}${slots}\n`;
   }
   return text;
 }
 
-/** CLUSTER INFO (genClusterInfoString): ok while respool's upstream topology covers every slot. */
+/**
+ * CLUSTER INFO (genClusterInfoString): ok while respool's upstream topology covers every slot
+ * (a fleet always has one live member: this one). Slots of a member that missed a check count as
+ * pfail; a member that is down has none.
+ */
 function infoText(view: ClusterEmulation, covered: number): string {
   const ok = covered >= SLOT_COUNT;
-  const size = view.nodes.length;
+  let pfail = 0;
+  let size = 0;
+  for (const n of view.nodes) {
+    if (n.slots.length > 0) size++;
+    if (n.state === 'suspect') for (const [s, e] of n.slots) pfail += e - s + 1;
+  }
   return (
     `cluster_state:${ok ? 'ok' : 'fail'}\r\n` +
     `cluster_slots_assigned:${SLOT_COUNT}\r\n` +
-    `cluster_slots_ok:${ok ? SLOT_COUNT : covered}\r\n` +
-    `cluster_slots_pfail:0\r\n` +
+    `cluster_slots_ok:${ok ? SLOT_COUNT - pfail : covered}\r\n` +
+    `cluster_slots_pfail:${ok ? pfail : 0}\r\n` +
     `cluster_slots_fail:${ok ? 0 : SLOT_COUNT - covered}\r\n` +
-    `cluster_known_nodes:${size}\r\n` +
+    `cluster_known_nodes:${view.nodes.length}\r\n` +
     `cluster_size:${size}\r\n` +
-    `cluster_current_epoch:${size}\r\n` +
+    `cluster_current_epoch:${view.nodes.length}\r\n` +
     `cluster_my_epoch:${view.self.epoch}\r\n` +
     'cluster_stats_messages_sent:0\r\n' +
     'cluster_stats_messages_received:0\r\n' +

@@ -4,6 +4,7 @@ import { inWorker, mergeWindowReports, requestWorkerReports } from '../workers/h
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import type { Handler } from './types.js';
+import { fleetReply } from '../fleet/fleet-view.js';
 
 /**
  * RESPOOL HOTKEYS | NODES | SPLIT …: respool's own command (src/hotkeys/control.ts). With users
@@ -17,19 +18,36 @@ export const respool: Handler = (session, req) => {
     return session.replyNow(encodeError(ProxyError.noPerm(`User ${state.user ?? 'default'} has no permissions to run the 'respool' command`)));
   }
   const sub = req.args[1]?.toString('latin1').toUpperCase();
-  if (inWorker() && (sub === 'HOTKEYS' || sub === 'NODES') && ctx.hotKeys?.detector != null) {
+  if (sub === 'FLEET') {
+    // The fleet's members as this instance sees them (src/fleet/fleet-view.ts).
+    if (req.args.length !== 2) return session.replyNow(encodeError(ProxyError.wrongArity('respool|fleet')));
+    const view = ctx.fleetView?.();
+    return session.replyNow(view === undefined ? encodeError(ProxyError.respool('no fleet view here')) : fleetReply(view, state.protocol));
+  }
+  if (inWorker() && !ctx.hotKeys?.inFleet && (sub === 'HOTKEYS' || sub === 'NODES') && ctx.hotKeys?.detector != null) {
     // Workers: the whole respool's hot keys, every worker's report merged (src/workers/hot-key-reports.ts).
     const hotKeys = ctx.hotKeys;
     const args = req.args.map((a) => Buffer.from(a));
     const current = args.slice(2).some((a) => a.toString('latin1').toUpperCase() === 'CURRENT');
     const entry = session.reserve();
     requestWorkerReports(current).then(
-      (reports) => entry.fill(runRespoolCommand(hotKeys, args, state.protocol, reports.length > 0 ? mergeWindowReports(reports, hotKeys.detector!.options.topK) : undefined)),
-      () => entry.fill(runRespoolCommand(hotKeys, args, state.protocol)), // the supervisor is gone: this worker's own
-    );
+      (reports) => runRespoolCommand(hotKeys, args, state.protocol, reports.length > 0 ? mergeWindowReports(reports, hotKeys.detector!.options.topK) : undefined),
+      () => runRespoolCommand(hotKeys, args, state.protocol), // the supervisor is gone: this worker's own
+    ).then((reply) => entry.fill(reply));
     return;
   }
   const reply = runRespoolCommand(ctx.hotKeys, req.args, state.protocol);
-  sharePeerCommand(req.args, reply); // workers: a split change reaches every worker (src/workers)
-  session.replyNow(reply);
+  // Workers: a split change reaches every worker (src/workers) — unless the fleet's state carries it.
+  const share = ctx.hotKeys?.inFleet === true ? () => {} : sharePeerCommand;
+  if (Buffer.isBuffer(reply)) {
+    share(req.args, reply);
+    session.replyNow(reply);
+    return;
+  }
+  const args = req.args.map((a) => Buffer.from(a)); // the read buffer is not ours past this call
+  const entry = session.reserve();
+  void reply.then((r) => {
+    share(args, r);
+    entry.fill(r);
+  });
 };

@@ -64,10 +64,11 @@ export function hotKeyRoutes(hotKeys: HotKeys): Array<{ method: string; path: st
           return json(400, { error: 'copies must be a number or null' });
         }
         try {
-          const rule = hotKeys.addRule(b as SplitRuleInput);
+          // In a fleet: once every member has the rule (and a key's copies were filled once).
+          const { rule } = await hotKeys.split(b as SplitRuleInput);
           return json(200, { ok: true, rule: { [rule.kind]: rule.text, copies: rule.copies } });
         } catch (err) {
-          return json(400, { error: (err as Error).message });
+          return json(hotKeys.inFleet ? 409 : 400, { error: (err as Error).message });
         }
       },
     },
@@ -77,7 +78,12 @@ export function hotKeyRoutes(hotKeys: HotKeys): Array<{ method: string; path: st
       handler: async (req) => {
         const which = ruleFromQuery(req.url);
         if (which === null) return json(400, { error: 'give ?key=, ?prefix= or ?pattern=' });
-        const removed = await hotKeys.removeRule(which.text, which.kind);
+        let removed: boolean;
+        try {
+          removed = await hotKeys.removeRule(which.text, which.kind);
+        } catch (err) {
+          return json(409, { error: (err as Error).message });
+        }
         return removed ? json(200, { ok: true }) : json(404, { error: `no split rule for ${which.kind} ${JSON.stringify(which.text)}` });
       },
     },
@@ -85,8 +91,9 @@ export function hotKeyRoutes(hotKeys: HotKeys): Array<{ method: string; path: st
 }
 
 const HELP = [
-  'RESPOOL HOTKEYS [COUNT n] [CURRENT]  -- top keys of the last detection window: key, requests/s, share, node',
+  'RESPOOL HOTKEYS [COUNT n] [CURRENT]  -- top keys of the last detection window: key, requests/s, share, node (a fleet: the fleet\'s, and local_requests_per_sec)',
   'RESPOOL NODES [CURRENT]              -- each primary\'s share of keyed requests in the last window',
+  'RESPOOL FLEET                        -- the fleet\'s members: state, last seen, slots, state version',
   'RESPOOL SPLIT ADD key [copies]       -- split a key into copies on distinct primaries (default one per primary)',
   'RESPOOL SPLIT ADDPREFIX prefix [copies]',
   'RESPOOL SPLIT ADDPATTERN glob [copies]',
@@ -104,9 +111,10 @@ export function isRespoolCommand(name: Buffer): boolean {
 
 /**
  * Answers `RESPOOL ...` in the session, from the hot-key state. `merged`: the window report to
- * show for HOTKEYS / NODES instead of this process's (every worker's, src/workers).
+ * show for HOTKEYS / NODES instead of this process's (every worker's, src/workers). SPLIT ADD
+ * (and DEL in a fleet) answer once the change is in force: a promise of the reply.
  */
-export function runRespoolCommand(hotKeys: HotKeys | null, args: Buffer[], protocol: 2 | 3, merged?: WindowReport): Buffer {
+export function runRespoolCommand(hotKeys: HotKeys | null, args: Buffer[], protocol: 2 | 3, merged?: WindowReport): Buffer | Promise<Buffer> {
   const bulk = (v: string | Buffer) => encodeBulk(v, protocol);
   if (hotKeys === null) return encodeError(ProxyError.hotKeysUnavailable());
   const sub = args[1]?.toString('latin1').toUpperCase();
@@ -130,21 +138,24 @@ export function runRespoolCommand(hotKeys: HotKeys | null, args: Buffer[], proto
           return encodeError(ProxyError.syntax());
         }
       }
-      const report = merged ?? (current ? hotKeys.currentWindow() : (hotKeys.lastWindow() ?? hotKeys.currentWindow()));
+      // A fleet: the fleet's last window (its rates; local_requests_per_sec this instance's own).
+      const report = merged ?? (current ? hotKeys.currentWindow() : (hotKeys.fleetWindow() ?? hotKeys.lastWindow() ?? hotKeys.currentWindow()));
       return encodeArray(report.topKeys.slice(0, count).map((k) => encodeArray([
         bulk('key'), bulk(k.key),
         bulk('requests_per_sec'), bulk(fmt(k.requestsPerSecond)),
         bulk('share'), bulk(fmt(k.share)),
         bulk('node'), bulk(k.node),
         bulk('split'), encodeInteger(hotKeys.splitKey(k.key) ? 1 : 0),
+        ...(k.localRequestsPerSecond !== undefined ? [bulk('local_requests_per_sec'), bulk(fmt(k.localRequestsPerSecond))] : []),
       ])));
     }
     case 'NODES': {
       if (hotKeys.detector === null) return encodeError(ProxyError.hotKeysOff());
       const current = eqi(args[2], 'CURRENT');
-      const report = merged ?? (current ? hotKeys.currentWindow() : (hotKeys.lastWindow() ?? hotKeys.currentWindow()));
+      const report = merged ?? (current ? hotKeys.currentWindow() : (hotKeys.fleetWindow() ?? hotKeys.lastWindow() ?? hotKeys.currentWindow()));
       return encodeArray(report.nodes.map((n) => encodeArray([
         bulk('node'), bulk(n.node), bulk('requests_per_sec'), bulk(fmt(n.requestsPerSecond)), bulk('share'), bulk(fmt(n.share)),
+        ...(n.localRequestsPerSecond !== undefined ? [bulk('local_requests_per_sec'), bulk(fmt(n.localRequestsPerSecond))] : []),
       ])));
     }
     case 'SPLIT': {
@@ -164,18 +175,24 @@ export function runRespoolCommand(hotKeys: HotKeys | null, args: Buffer[], proto
           if (!Number.isInteger(copies) || copies < 1) return encodeError(ProxyError.notAnInteger());
         }
         const kind = op === 'ADD' ? 'key' : op === 'ADDPREFIX' ? 'prefix' : 'pattern';
-        try {
-          hotKeys.addRule({ [kind]: text, copies });
-        } catch (err) {
-          return encodeError(ProxyError.respool((err as Error).message));
-        }
-        return encodeSimple('OK');
+        const what = `${op} ${text}`;
+        return hotKeys.split({ [kind]: text, copies }).then(
+          () => encodeSimple('OK'),
+          (err: Error) => encodeError(hotKeys.inFleet ? ProxyError.fleetSplitRefused(`RESPOOL SPLIT ${what}`, err.message) : ProxyError.respool(err.message)),
+        );
       }
       if (op === 'DEL') {
         if (args.length !== 4) return encodeError(ProxyError.wrongArity('respool|split'));
         const text = args[3]!.toString('utf8');
         const known = hotKeys.rules().some((r) => r.text === text);
         if (!known) return encodeInteger(0);
+        // In a fleet: once no member reads the copies any more; here the copies go in the background.
+        if (hotKeys.inFleet) {
+          return hotKeys.removeRule(text).then(
+            (removed) => encodeInteger(removed ? 1 : 0),
+            (err: Error) => encodeError(ProxyError.fleetSplitRefused(`RESPOOL SPLIT DEL ${text}`, err.message)),
+          );
+        }
         void hotKeys.removeRule(text);
         return encodeInteger(1);
       }

@@ -20,12 +20,16 @@ export interface HotKeyEntry {
   share: number;
   /** Upper bound of the estimate's overcount, as a share (Space-Saving error). */
   shareError: number;
+  /** A fleet's merged report: this instance's own requests per second for the key (fleet-hot-keys.ts). */
+  localRequestsPerSecond?: number;
 }
 
 export interface NodeShare {
   node: string;
   requestsPerSecond: number;
   share: number;
+  /** A fleet's merged report: this instance's own requests per second to the node. */
+  localRequestsPerSecond?: number;
 }
 
 export interface WindowReport {
@@ -38,7 +42,14 @@ export interface WindowReport {
   requestsPerSecond: number;
   topKeys: HotKeyEntry[];
   nodes: NodeShare[];
+  /** A wider top list (SUMMARY_FACTOR × topK) that a fleet's members share to merge (fleet-hot-keys.ts). */
+  summary?: HotKeyEntry[];
+  /** A fleet's merged report: how many members' windows it sums. */
+  members?: number;
 }
+
+/** A fleet member shares this many times topK of its top keys, so the merged ranking is sound. */
+export const SUMMARY_FACTOR = 4;
 
 /**
  * Finds hot keys from the traffic: a sampled stream of (key, slot) goes into a Space-Saving
@@ -94,9 +105,9 @@ export class HotKeyDetector {
     return this.report(topology, this.windowStart, now);
   }
 
-  /** Closes the window: returns its report and starts the next one. */
+  /** Closes the window: returns its report (with a `summary` to share) and starts the next one. */
   rotate(topology: Topology | null, now = Date.now()): WindowReport {
-    const report = this.report(topology, this.windowStart, now);
+    const report = this.report(topology, this.windowStart, now, this.options.topK * SUMMARY_FACTOR);
     this.last = report;
     this.summary.reset();
     this.slotCounts.fill(0);
@@ -105,12 +116,12 @@ export class HotKeyDetector {
     return report;
   }
 
-  private report(topology: Topology | null, startedAt: number, endedAt: number): WindowReport {
+  private report(topology: Topology | null, startedAt: number, endedAt: number, summaryLimit = 0): WindowReport {
     const seconds = Math.max(0.001, (endedAt - startedAt) / 1000);
     const sampled = this.summary.total;
     const scale = 1 / this.options.sampleRate;
     const nodeOf = (slot: number) => topology?.primaryForSlot(slot)?.address ?? '';
-    const topKeys = this.summary.top(this.options.topK).map((e) => {
+    const entries = this.summary.top(Math.max(this.options.topK, summaryLimit)).map((e) => {
       const slot = this.keySlots.get(e.item) ?? -1;
       return {
         key: displayKey(e.item),
@@ -121,6 +132,7 @@ export class HotKeyDetector {
         shareError: sampled > 0 ? e.error / sampled : 0,
       };
     });
+    const topKeys = entries.slice(0, this.options.topK);
     const byNode = new Map<string, number>();
     if (topology !== null) for (const n of topology.primaries()) byNode.set(n.address, 0);
     for (let slot = 0; slot < SLOT_COUNT; slot++) {
@@ -137,6 +149,7 @@ export class HotKeyDetector {
       estimatedRequests: sampled * scale,
       requestsPerSecond: (sampled * scale) / seconds,
       topKeys, nodes,
+      ...(summaryLimit > 0 ? { summary: entries } : {}),
     };
   }
 

@@ -16,16 +16,15 @@ import type { UpstreamPools } from '../upstream/upstream-pools.js';
 import { needsNodeCheck } from '../acl/command-check.js';
 import { HotKeyDetector, displayKey, type WindowReport } from './detector.js';
 import { globMatch } from '../util/glob.js';
-import { placeCopies } from './placement.js';
-import { makeCopy, pickCopy, rewriteKey, SplitKey, type SplitCopy, type SplitRule, type SplitRuleKind } from './split-key.js';
+import { bandCopies, placeCopies } from './placement.js';
+import { checkRule, makeCopy, MAX_AUTO_SPLIT, MAX_RULES, pickCopy, rewriteKey, SplitKey, type SplitCopy, type SplitRule, type SplitRuleInput, type SplitRuleKind } from './split-key.js';
 import { SplitRead, SplitWrite, isEmptyReply, type SplitOwner } from './split-requests.js';
+import { CopyFills, type FillHost, type FleetFillDeps } from './copy-fill.js';
+import { FleetHotKeys } from './fleet-hot-keys.js';
+import { FleetRules } from './fleet-rules.js';
 
 /** Concrete split keys kept at most (prefix/pattern rules materialize keys as they are seen). */
 const MAX_SPLIT_KEYS = 10_000;
-/** Rules kept at most (config + admin + auto-split). */
-const MAX_RULES = 1_000;
-/** Keys auto-split adds at most. */
-const MAX_AUTO_SPLIT = 16;
 /** Sampled requests a key needs in a window before auto-split trusts its share. */
 const AUTO_SPLIT_MIN_SAMPLES = 50;
 /** Repair rounds before giving up while writes keep racing it. */
@@ -42,20 +41,38 @@ export interface HotKeysDeps {
   pools: UpstreamPools;
   log: Logger;
   metrics?: Metrics;
+  /**
+   * A fleet's shared state (cluster.fleetState): split rules live there (RESPOOL SPLIT, the admin
+   * API, auto-splits and the config's rules all change it), copies are named alike on every
+   * member, fills hold every member's writes, and writes wait for a lease on the state.
+   */
+  fleet?: FleetFillDeps | null;
 }
 
-export type SplitRuleInput = { key?: string; prefix?: string; pattern?: string; copies?: number | null };
+
+export type { SplitRuleInput } from './split-key.js';
 
 /**
  * Hot keys: detection (sampled Space-Saving top-k per window) and split copies (reads spread
- * over N copies on distinct primaries, writes fanned out to all of them).
+ * over N copies on distinct primaries, writes fanned out to all of them; copies read only for
+ * hotKeys.maxCopyAge after a fill from the original, copy-fill.ts). In a fleet the rules are the
+ * fleet's (fleet-rules.ts), the windows merged over its members (fleet-hot-keys.ts), and writes
+ * wait for this member's lease on the fleet's state.
  *
  * The router calls `route()` for every keyed request in cluster mode, but only while
- * `router.hotKeys` is set: this object sets it when detection is on or any split rule exists,
- * and clears it otherwise, so an idle feature costs the hot path one null check.
+ * `router.hotKeys` is set: this object sets it when detection is on, any split rule exists or
+ * the fleet's state is in use, and clears it otherwise, so an idle feature costs the hot path
+ * one null check.
  */
-export class HotKeys implements SplitOwner, KeyedRouteHook {
+export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
   readonly detector: HotKeyDetector | null;
+  /** Fills of split copies with writes held (copy-fill.ts). */
+  readonly fills: CopyFills;
+  private readonly fleet: FleetFillDeps | null;
+  /** A fleet's detection windows, merged over its members (fleet-hot-keys.ts). */
+  private readonly fleetHotKeys: FleetHotKeys | null;
+  /** A fleet's split rules, kept in its shared state (fleet-rules.ts). */
+  private readonly fleetRules: FleetRules | null;
   private readonly exact = new Map<string, SplitRule>();
   private readonly prefixes: SplitRule[] = [];
   private readonly patterns: SplitRule[] = [];
@@ -74,23 +91,52 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     const { detection } = deps.config;
     this.detector = detection.enabled ? new HotKeyDetector(detection) : null;
     this.random = deps.config.readChoice === 'random';
-    for (const rule of deps.config.split) this.addRule(rule);
+    this.fleet = deps.fleet ?? null;
+    this.fills = new CopyFills(this, this.fleet, deps.log, deps.metrics);
+    this.fleetHotKeys = this.fleet !== null && this.detector !== null ? new FleetHotKeys(this.fleet.state, detection.windowMs, detection.topK) : null;
+    this.fleetRules = this.fleet === null ? null : new FleetRules(this, this.fleet.state, deps.refresher, deps.log);
+    if (this.fleet === null) for (const rule of deps.config.split) this.addRule(rule);
     this.updateHook();
   }
 
   start(): void {
-    if (this.detector !== null) {
-      this.windowTimer = setInterval(() => this.closeWindow(), this.detector.options.windowMs);
+    const detector = this.detector;
+    if (detector !== null && this.fleetHotKeys !== null) {
+      // A fleet's windows end on the clock's boundaries, every member's at once (fleet-hot-keys.ts).
+      const first = setTimeout(() => {
+        this.closeWindow();
+        this.windowTimer = setInterval(() => this.closeWindow(), detector.options.windowMs);
+        this.windowTimer.unref();
+      }, this.fleetHotKeys.untilNextWindow());
+      first.unref();
+      this.windowTimer = first;
+    } else if (detector !== null) {
+      this.windowTimer = setInterval(() => this.closeWindow(), detector.options.windowMs);
       this.windowTimer.unref();
     }
     this.deps.refresher.onChange(() => this.scheduleReplace());
     if (this.deps.refresher.current !== null) this.scheduleReplace();
+    this.fleetRules?.start();
   }
 
   stop(): void {
     this.stopped = true;
     if (this.windowTimer) clearInterval(this.windowTimer);
     if (this.replaceTimer) clearTimeout(this.replaceTimer);
+    this.fleetRules?.stop();
+    this.fills.stop();
+  }
+
+  /** True when split rules are the fleet's (cluster.fleetState). */
+  get inFleet(): boolean {
+    return this.fleet !== null;
+  }
+
+  /** A fleet: the config's split rules (hotKeys.split) are added to the fleet's state once it is read. */
+  seedFleet(): void {
+    for (const rule of this.deps.config.split) {
+      void this.split(rule).catch((err: Error) => this.deps.log.warn({ rule, err: err.message }, 'fleet: a split rule of the config was not added'));
+    }
   }
 
   // ---- hot path ---------------------------------------------------------------------------------
@@ -102,6 +148,13 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
   route(owner: CallOwner, raw: Buffer, args: Buffer[], spec: CommandSpec, keys: number[], slot: number, command: string, isScript: boolean): Buffer | true | null {
     const detector = this.detector;
     if (detector !== null && detector.shouldSample()) detector.record(args[keys[0]!]!.toString('latin1'), slot);
+    const fleet = this.fleet;
+    if (fleet !== null && ((spec.flags & CommandFlag.WRITE) !== 0 || isScript)) {
+      // A member past its lease may not know a split the fleet made meanwhile: its write could
+      // miss the copies (fleet-state.ts). It was not sent, so trying again is safe.
+      const now = Date.now();
+      if (!fleet.state.writable(now)) return this.unconfirmed(command, now);
+    }
     if (this.ruleCount === 0) return null;
     let split: SplitKey | null = null;
     let at = -1;
@@ -113,6 +166,8 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
       }
     }
     if (split === null) return null;
+    // A fill holds the key's reads and writes until the copies equal the original (copy-fill.ts).
+    if (split.holds.size > 0) return this.park(owner, raw, args, spec, keys, slot, command, isScript, split);
     const flags = spec.flags;
     if (isScript) return this.refuse(command, split, 'scripts cannot be applied to split copies');
     // SORT … BY / GET read keys the request does not name: run on a copy as respool, they would
@@ -133,6 +188,11 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
   }
 
   refuseInTransaction(args: Buffer[], keys: number[], slot: number, command: string, why = 'a transaction runs on one node, so its copies would not be written'): string | null {
+    const fleet = this.fleet;
+    if (fleet !== null) {
+      const now = Date.now();
+      if (!fleet.state.writable(now)) return ProxyError.fleetStateUnconfirmed(Math.round(fleet.state.confirmedAgeMs(now)));
+    }
     if (this.ruleCount === 0) return null;
     for (const k of keys) {
       const split = this.match(args[k]!, slot);
@@ -174,7 +234,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
   }
 
   private read(owner: CallOwner, raw: Buffer, args: Buffer[], at: number, split: SplitKey, command: string): true {
-    const copy = pickCopy(split, this.random);
+    const copy = this.readCopy(split);
     let out: Buffer;
     if (copy === split.original) out = raw;
     else if (command === 'get' && args.length === 2) out = copy.getRaw;
@@ -187,6 +247,51 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     return true;
   }
 
+  /**
+   * The copy a read goes to: one of the copies while they are readable (filled less than
+   * hotKeys.maxCopyAge ago, the rule not being removed, in a fleet the state confirmed), else the
+   * original, and a fill is asked for (also ahead of time, in the last quarter of the age).
+   */
+  private readCopy(split: SplitKey): SplitCopy {
+    if (split.active.length === 1) return split.original;
+    const now = Date.now();
+    const fleet = this.fleet;
+    if (!split.rule.reading || now >= split.readableUntil || (fleet !== null && !fleet.state.confirmed(now))) {
+      if (split.rule.reading) this.fills.ask(split, now);
+      return split.original;
+    }
+    const age = this.deps.config.maxCopyAge;
+    if (age > 0 && split.readableUntil - now < age / 4) this.fills.ask(split, now);
+    return pickCopy(split, this.random);
+  }
+
+  /** A request on a held split key: copied and run again once the holds are over (in arrival order). */
+  private park(owner: CallOwner, raw: Buffer, args: Buffer[], spec: CommandSpec, keys: number[], slot: number, command: string, isScript: boolean, split: SplitKey): Buffer | true {
+    const rawCopy = Buffer.from(raw);
+    const argsCopy = args.map((a) => Buffer.from(a));
+    const rerun = () => {
+      const routed = this.route(owner, rawCopy, argsCopy, spec, keys, slot, command, isScript);
+      if (routed === true) return;
+      if (routed !== null) return owner.onCallDone(routed, 0);
+      const call = new UpstreamCall(owner, this.deps.router, rawCopy, command, slot);
+      if ((spec.flags & CommandFlag.READONLY) !== 0) call.safeToRepeat = true;
+      this.deps.router.dispatch(call);
+    };
+    if (!this.fills.park(split, rerun)) return encodeError(ProxyError.splitKeyBusy(displayKey(split.id)));
+    return true;
+  }
+
+  releaseParked(split: SplitKey): void {
+    const parked = split.parked;
+    split.parked = [];
+    for (const send of parked) send();
+  }
+
+  private unconfirmed(command: string, now: number): Buffer {
+    this.deps.metrics?.commandErrorCounter(command, 'proxy').inc();
+    return encodeError(ProxyError.fleetStateUnconfirmed(Math.round(this.fleet!.state.confirmedAgeMs(now))));
+  }
+
   readFallback(read: SplitRead): void {
     this.stats.fallbacks++;
     this.deps.metrics?.raw.split_reads_total.labels('fallback').inc();
@@ -196,8 +301,18 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
   }
 
   fallbackDone(read: SplitRead, reply: Buffer): void {
-    if (reply[0] !== 0x2d && !isEmptyReply(reply)) void this.repairCopy(read.key, read.copy);
+    if (reply[0] !== 0x2d && !isEmptyReply(reply)) this.repair(read.key, [read.copy]);
     read.finish(reply);
+  }
+
+  /** Copies that may differ from the original: repaired here, or — a fleet — unread until a fill. */
+  private repair(split: SplitKey, copies: SplitCopy[]): void {
+    if (this.fleet !== null) {
+      split.readableUntil = 0;
+      this.fills.ask(split);
+      return;
+    }
+    for (const copy of copies) if (copy !== split.original) void this.repairCopy(split, copy);
   }
 
   private write(owner: CallOwner, raw: Buffer, args: Buffer[], at: number, split: SplitKey, command: string): true {
@@ -238,9 +353,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     this.deps.log.warn({ key: keyText, command: write.command, failed: failed.length, total, error: firstError }, 'split write failed on some copies');
     // Bring the copies back in line with the original (or the original's failure with them).
     const originalFailed = failed.includes(split.original);
-    for (const copy of originalFailed ? split.writeTargets() : failed) {
-      if (copy !== split.original) void this.repairCopy(split, copy);
-    }
+    this.repair(split, originalFailed ? split.writeTargets() : failed);
     return encodeError(ProxyError.splitWritePartial(write.command.toUpperCase(), keyText, failed.length, total, firstError));
   }
 
@@ -253,17 +366,22 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
 
   // ---- rules ------------------------------------------------------------------------------------
 
-  /** Adds a rule (or updates the copies of an existing one). Throws Error with a user-facing message. */
+  /**
+   * Adds a rule (or updates the copies of an existing one) to this instance's table. Throws Error
+   * with a user-facing message. In a fleet the rule is added to the fleet's state instead (in the
+   * background: split() is the form that waits for the outcome).
+   */
   addRule(input: SplitRuleInput, auto = false): SplitRule {
-    const given = (['key', 'prefix', 'pattern'] as const).filter((k) => typeof input[k] === 'string');
-    if (given.length !== 1) throw new Error('give exactly one of key, prefix or pattern');
-    const kind: SplitRuleKind = given[0]!;
-    const text = input[kind]!;
-    if (text === '') throw new Error(`${kind} must not be empty`);
-    const copies = input.copies ?? null;
-    if (copies !== null && (!Number.isInteger(copies) || copies < 1 || copies > 1024)) {
-      throw new Error(`copies must be an integer from 1 to 1024 (got ${copies})`);
+    const { kind, text, copies } = checkRule(input);
+    if (this.fleet !== null) {
+      void this.split(input, auto).catch((err: Error) => this.deps.log.warn({ [kind]: text, err: err.message }, 'fleet: split rule not added'));
+      return { kind, text, bytes: Buffer.from(text, 'utf8'), copies, auto, reading: false };
     }
+    return this.addLocalRule(kind, text, copies, auto);
+  }
+
+  /** Adds (or updates) a rule in this instance's table (fleet-rules.ts applies the fleet's this way). */
+  addLocalRule(kind: SplitRuleKind, text: string, copies: number | null, auto: boolean): SplitRule {
     const existing = this.findRule(kind, text);
     if (existing !== undefined) {
       existing.copies = copies;
@@ -272,7 +390,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     }
     if (this.ruleCount >= MAX_RULES) throw new Error(`too many split rules (limit ${MAX_RULES})`);
     const bytes = Buffer.from(text, 'utf8');
-    const rule: SplitRule = { kind, text, bytes, copies, auto };
+    const rule: SplitRule = { kind, text, bytes, copies, auto, reading: true };
     if (kind === 'key') {
       this.exact.set(bytes.toString('latin1'), rule);
       this.exactSlots[calculateSlot(bytes)]!++;
@@ -290,8 +408,14 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
   /**
    * Removes the rule with this key/prefix/pattern text (any kind when `kind` is omitted).
    * Deletes every copy of the keys it covered; the original keys stay. False when no such rule.
+   * In a fleet: from the fleet's state, in two steps (unsplit).
    */
   async removeRule(text: string, kind?: SplitRuleKind): Promise<boolean> {
+    return this.unsplit(text, kind);
+  }
+
+  /** Removes a rule from this instance's table, deleting the copies this instance made. */
+  async removeLocalRule(text: string, kind?: SplitRuleKind): Promise<boolean> {
     const kinds: SplitRuleKind[] = kind ? [kind] : ['key', 'prefix', 'pattern'];
     let rule: SplitRule | undefined;
     for (const k of kinds) rule ??= this.findRule(k, text);
@@ -310,6 +434,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
       if (split.rule !== rule) continue;
       this.keys.delete(id);
       split.generation++; // a placement in progress must not install anything
+      this.releaseParked(split); // they run against the original now
       for (const copy of [...split.active, ...split.pending]) {
         if (copy !== split.original) deletions.push(this.call(copy.slot, ['UNLINK', copy.name]).catch(() => {}));
       }
@@ -317,6 +442,23 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     this.deps.metrics?.raw.split_keys.set(this.keys.size);
     await Promise.all(deletions);
     return true;
+  }
+
+  /**
+   * Adds a split rule and resolves once it is in force: here, at once; in a fleet, once every
+   * member has it and a key's copies were filled once (fleet-rules.ts). `added`: false when the
+   * rule was there already.
+   */
+  async split(input: SplitRuleInput, auto = false): Promise<{ rule: SplitRule; added: boolean }> {
+    if (this.fleetRules !== null) return this.fleetRules.split(input, auto);
+    const { kind, text, copies } = checkRule(input);
+    const had = this.findRule(kind, text) !== undefined;
+    return { rule: this.addLocalRule(kind, text, copies, auto), added: !had };
+  }
+
+  /** Removes a rule: here at once; in a fleet in two steps (fleet-rules.ts). False when there is no such rule. */
+  async unsplit(text: string, kind?: SplitRuleKind): Promise<boolean> {
+    return this.fleetRules !== null ? this.fleetRules.unsplit(text, kind) : this.removeLocalRule(text, kind);
   }
 
   rules(): SplitRule[] {
@@ -332,13 +474,14 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     return this.keys.get(Buffer.isBuffer(key) ? key.toString('latin1') : Buffer.from(key, 'utf8').toString('latin1'));
   }
 
-  private findRule(kind: SplitRuleKind, text: string): SplitRule | undefined {
+  findRule(kind: SplitRuleKind, text: string): SplitRule | undefined {
     if (kind === 'key') return this.exact.get(Buffer.from(text, 'utf8').toString('latin1'));
     return (kind === 'prefix' ? this.prefixes : this.patterns).find((r) => r.text === text);
   }
 
   private updateHook(): void {
-    const active = this.detector !== null || this.ruleCount > 0;
+    // A fleet keeps the hook for the lease check on writes.
+    const active = this.detector !== null || this.ruleCount > 0 || this.fleet !== null;
     this.deps.router.keyedHook = active ? this : null;
   }
 
@@ -352,8 +495,33 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     const split = new SplitKey(Buffer.from(key), rule);
     this.keys.set(id, split);
     this.deps.metrics?.raw.split_keys.set(this.keys.size);
-    void this.place(split);
+    if (this.fleet === null) {
+      void this.place(split);
+      return split;
+    }
+    // A fleet: the names every member computes alike; read once a fill made them equal the original.
+    const ownerOf = (slot: number) => this.deps.refresher.current?.primaryForSlot(slot)?.address ?? '';
+    split.active = bandCopies(split.key, rule.copies ?? 1).map((name, i) => (i === 0 ? split.original : makeCopy(name, ownerOf(calculateSlot(name)))));
+    split.original.node = ownerOf(split.original.slot);
     return split;
+  }
+
+  // ---- fills (copy-fill.ts) ---------------------------------------------------------------------
+
+  splitFor(id: string): SplitKey | null {
+    const known = this.keys.get(id);
+    if (known !== undefined) return known;
+    const key = Buffer.from(id, 'latin1');
+    return this.match(key, calculateSlot(key));
+  }
+
+  barrier(split: SplitKey): Promise<void> {
+    const node = this.deps.refresher.current?.primaryForSlot(split.original.slot);
+    return node === undefined ? Promise.resolve() : this.deps.pools.barrier(node.address);
+  }
+
+  maxCopyAge(): number {
+    return this.deps.config.maxCopyAge;
   }
 
   // ---- placement and repair ---------------------------------------------------------------------
@@ -366,15 +534,41 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
         const id = rule.bytes.toString('latin1');
         if (!this.keys.has(id)) this.materialize(rule, rule.bytes, id);
       }
-      for (const split of this.keys.values()) void this.place(split);
+      if (this.fleet !== null) this.checkCopyNodes();
+      else for (const split of this.keys.values()) void this.place(split);
     }, REPLACE_DELAY_MS);
     this.replaceTimer.unref();
+  }
+
+  /**
+   * A fleet does not move copies (every member must name them alike), but a copy whose slot now
+   * has another primary (a failover, a migration) may have lost writes: it is not read until a
+   * fill has made it equal to the original again.
+   */
+  private checkCopyNodes(): void {
+    const topology = this.deps.refresher.current;
+    if (topology === null) return;
+    for (const split of this.keys.values()) {
+      let moved = false;
+      for (const c of split.active) {
+        const owner = topology.primaryForSlot(c.slot)?.address ?? '';
+        if (owner !== c.node) {
+          if (c.node !== '') moved = true;
+          c.node = owner;
+        }
+      }
+      if (moved) {
+        split.readableUntil = 0;
+        this.fills.ask(split);
+      }
+    }
   }
 
   /** Places (or re-places) a split key's copies on the current topology and populates new ones. */
   async place(split: SplitKey): Promise<void> {
     const topology = this.deps.refresher.current;
     if (topology === null || topology.mode !== 'cluster' || this.stopped) return;
+    const placedAt = Date.now();
     const primaries = topology.primaries().map((n) => n.address).sort();
     const ownerOf = (slot: number) => topology.primaryForSlot(slot)?.address;
     const previous = [...split.active, ...split.pending].filter((c) => c !== split.original).map((c) => c.name);
@@ -408,6 +602,10 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     if (generation !== split.generation || this.keys.get(split.id) !== split) return;
     const retired = [...split.active].filter((c) => !nextIds.has(c.id) && c !== split.original);
     split.active = next;
+    // Read for maxCopyAge from this placement (the new copies were filled after it began); a
+    // copy kept from before keeps the bound it had.
+    const readable = this.deps.config.maxCopyAge > 0 ? placedAt + this.deps.config.maxCopyAge : Infinity;
+    split.readableUntil = split.readableUntil === 0 ? readable : Math.min(split.readableUntil, readable);
     split.pending = [];
     split.cursor = 0;
     for (const c of retired) {
@@ -459,7 +657,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
   }
 
   /** Control-plane command on the primary serving `slot`; the decoded reply (errors throw). */
-  private async call(slot: number, args: Array<string | Buffer | number>): Promise<unknown> {
+  async call(slot: number, args: Array<string | Buffer | number>): Promise<unknown> {
     const topology = this.deps.refresher.current;
     const node = topology?.primaryForSlot(slot);
     if (node === undefined) throw new Error(`slot ${slot} not served`);
@@ -481,8 +679,24 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     const topology = this.deps.refresher.current;
     const report = detector.rotate(topology);
     this.exportWindow(report);
-    this.autoSplit(report);
+    const fleet = this.fleetHotKeys;
+    if (fleet === null) {
+      this.autoSplit(report);
+      return report;
+    }
+    // The fleet's members publish their windows at the same moment: decide once theirs arrived.
+    const w = fleet.share(report);
+    const settle = setTimeout(() => {
+      const merged = fleet.merged(w);
+      if (merged !== null && !this.stopped) this.autoSplit(merged);
+    }, Math.min(1000, detector.options.windowMs / 4));
+    settle.unref();
     return report;
+  }
+
+  /** A fleet: the last window merged over its members (with this instance's own rates); null alone. */
+  fleetWindow(): WindowReport | null {
+    return this.fleetHotKeys?.merged() ?? null;
   }
 
   private exportWindow(report: WindowReport): void {
@@ -515,10 +729,19 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
       if (k.share < auto.share || k.share * report.sampled < AUTO_SPLIT_MIN_SAMPLES) continue;
       if (k.key.includes('\\x') || this.findRule('key', k.key) !== undefined) continue;
       if (Buffer.from(k.key, 'utf8').includes(COPY_MARKER)) continue;
+      room--;
+      if (this.fleet !== null) {
+        // Once for the whole fleet: the rule goes into the shared state unless a member put it there first.
+        const share = k.share;
+        void this.split({ key: k.key, copies: auto.copies }, true).then(
+          ({ added }) => { if (added) this.deps.log.info({ event: 'auto_split', key: k.key, share }, 'auto-split a hot key for the fleet'); },
+          (err: Error) => this.deps.log.warn({ key: k.key, err: err.message }, 'fleet: auto-split not made'),
+        );
+        continue;
+      }
       this.addRule({ key: k.key, copies: auto.copies }, true);
       this.onAutoSplit?.(k.key, auto.copies);
-      this.deps.log.info({ key: k.key, share: k.share }, 'auto-split a hot key');
-      room--;
+      this.deps.log.info({ event: 'auto_split', key: k.key, share: k.share }, 'auto-split a hot key');
     }
   }
 
@@ -540,6 +763,8 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
       detection: { ...this.deps.config.detection, enabled: det !== null },
       lastWindow: det?.lastWindow ?? null,
       currentWindow: det ? det.current(topology) : null,
+      // A fleet: the last window over every member that reported it (localRequestsPerSecond: this one's).
+      ...(this.fleetHotKeys !== null ? { fleetWindow: this.fleetWindow() } : {}),
       split: {
         readChoice: this.deps.config.readChoice,
         autoSplit: this.deps.config.autoSplit,

@@ -113,3 +113,38 @@ export function placeCopies(
   }
   return placed;
 }
+
+/**
+ * Copy names for a fleet (cluster.fleetState): every member must name a split key's copies the
+ * same, whatever topology it holds at the moment, so the names depend on the key and the count
+ * only. The slot space is cut into `copies` equal bands; the original sits in one, and one copy
+ * goes to the middle half of each other band (the first `<i>` whose slot lands there). On the
+ * usual layout — each primary owning one contiguous, equal share of the slots, as
+ * `valkey-cli --cluster create` makes it — N copies on P primaries (N a multiple of P) land N/P
+ * per primary, as placeCopies would place them; after a resharding that leaves the layout
+ * uneven they may not, and are not moved (re-adding the split names them again). Copy 0 is the
+ * original.
+ */
+export function bandCopies(key: Buffer, copies: number): Buffer[] {
+  const names: Buffer[] = [key];
+  if (copies <= 1) return names;
+  const keySlot = calculateSlot(key);
+  const width = 16384 / copies;
+  const own = Math.min(copies - 1, Math.floor(keySlot / width));
+  let i = 0;
+  for (let band = 0; band < copies; band++) {
+    if (band === own) continue;
+    const low = band * width + width / 4;
+    const high = (band + 1) * width - width / 4;
+    for (let tries = 0; tries < MAX_CANDIDATES; tries++, i++) {
+      const name = copyName(key, keySlot, i);
+      const slot = calculateSlot(name);
+      if (slot >= low && slot < high) {
+        names.push(name);
+        i++;
+        break;
+      }
+    }
+  }
+  return names;
+}

@@ -3,6 +3,15 @@ import { encodeCommand } from '../resp/encode.js';
 
 export type SplitRuleKind = 'key' | 'prefix' | 'pattern';
 
+/** A rule as RESPOOL SPLIT, the admin API and the config give it. */
+export type SplitRuleInput = { key?: string; prefix?: string; pattern?: string; copies?: number | null };
+
+/** Rules kept at most (config + admin + auto-split). */
+export const MAX_RULES = 1_000;
+/** Keys auto-split adds at most. */
+export const MAX_AUTO_SPLIT = 16;
+
+
 /** One configured (or added at run time) split rule. */
 export interface SplitRule {
   kind: SplitRuleKind;
@@ -13,6 +22,8 @@ export interface SplitRule {
   copies: number | null;
   /** Added by auto-split (detection above hotKeys.autoSplit.share). */
   auto: boolean;
+  /** False while a fleet removes the rule: its copies are still written, no longer read. */
+  reading: boolean;
 }
 
 /** One copy of a split key (copy 0 is the original key). */
@@ -57,6 +68,18 @@ export class SplitKey {
   generation = 0;
   /** "name@node,..." of the last placement (skip work when a topology change does not touch it). */
   signature = '';
+  /**
+   * Until when reads may use the copies (ms since the epoch): set by a fill (the fill's start +
+   * hotKeys.maxCopyAge; Infinity without a bound), 0 until the first one. Past it reads go to the
+   * original until the next fill (copy-fill.ts).
+   */
+  readableUntil = 0;
+  /** Fills holding back writes to this key now: fill id → when the hold began. */
+  readonly holds = new Map<string, number>();
+  /** Writes waiting for the holds to end, oldest first (bounded: copy-fill.ts MAX_PARKED). */
+  parked: Array<() => void> = [];
+  /** When this instance last asked for a fill of this key. */
+  fillAskedAt = 0;
 
   constructor(readonly key: Buffer, readonly rule: SplitRule) {
     this.id = key.toString('latin1');
@@ -96,4 +119,18 @@ export function pickCopy(split: SplitKey, random: boolean): SplitCopy {
   if (i >= n) i = 0;
   split.cursor = i;
   return copies[i]!;
+}
+
+/** A split rule's input checked: exactly one of key/prefix/pattern, copies 1..1024 or null. */
+export function checkRule(input: SplitRuleInput): { kind: SplitRuleKind; text: string; copies: number | null } {
+  const given = (['key', 'prefix', 'pattern'] as const).filter((k) => typeof input[k] === 'string');
+  if (given.length !== 1) throw new Error('give exactly one of key, prefix or pattern');
+  const kind: SplitRuleKind = given[0]!;
+  const text = input[kind]!;
+  if (text === '') throw new Error(`${kind} must not be empty`);
+  const copies = input.copies ?? null;
+  if (copies !== null && (!Number.isInteger(copies) || copies < 1 || copies > 1024)) {
+    throw new Error(`copies must be an integer from 1 to 1024 (got ${copies})`);
+  }
+  return { kind, text, copies };
 }

@@ -12,6 +12,7 @@ import type { ScriptCache } from '../handlers/script-cache.js';
 import type { RunningScripts } from '../handlers/running-scripts.js';
 import type { ClientPause } from './client-pause.js';
 import type { UserDirectory } from '../acl/user-directory.js';
+import type { FleetView } from '../fleet/fleet-view.js';
 
 /** What a client session needs from the running proxy (kept narrow so sessions stay testable). */
 export interface ServerContext {
@@ -51,6 +52,8 @@ export interface ServerContext {
   databases(): Promise<number>;
   /** The cluster respool shows its clients (CLUSTER SLOTS/SHARDS/NODES …: handlers/cluster.ts). */
   clusterView(): ClusterEmulation;
+  /** The fleet's members and shared state as this instance sees them (RESPOOL FLEET); absent in stand-in contexts. */
+  fleetView?(): FleetView;
   /** The upstream's version, reported in HELLO. */
   serverVersion(): string;
   nextClientId(): number;

@@ -158,6 +158,19 @@ export class NodePool {
     return link.call(args);
   }
 
+  /**
+   * Resolves once every request sent on this pool before the call has been answered or failed:
+   * a PING behind them on each link (a link runs its requests in order). Requests still waiting
+   * for a link are waited for too (they leave within queueWindowMs). Fleet copy fills use it to
+   * know that no write sent before a split was known is still on its way.
+   */
+  async barrier(): Promise<void> {
+    const waits: Array<Promise<unknown>> = [];
+    for (const link of this.links) if (link !== null && link.state !== 'closed') waits.push(link.call(['PING']).catch(() => undefined));
+    if (this.waiting.length > 0) waits.push(new Promise((r) => setTimeout(r, this.limits.queueWindowMs + 1)));
+    await Promise.all(waits);
+  }
+
   close(): void {
     this.closed = true;
     for (let i = 0; i < this.links.length; i++) {

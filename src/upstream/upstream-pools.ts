@@ -290,6 +290,12 @@ export class UpstreamPools {
     return out;
   }
 
+  /** Every pool to `address` (every protocol, role and database): NodePool.barrier on each. */
+  async barrier(address: string): Promise<void> {
+    const pools = [...this.pools.values()].filter((p) => p.address === address);
+    await Promise.all(pools.map((p) => p.barrier()));
+  }
+
   closeAll(): void {
     for (const pool of this.pools.values()) pool.close();
     this.pools.clear();

@@ -1,5 +1,5 @@
 import cluster from 'node:cluster';
-import type { HotKeyEntry, NodeShare, WindowReport } from '../hotkeys/detector.js';
+import type { WindowReport } from '../hotkeys/detector.js';
 
 /**
  * With `workers: N` each worker's detector sees only its own clients' requests. RESPOOL HOTKEYS /
@@ -22,40 +22,7 @@ export interface ReportsMessage {
   reports?: WindowReport[];
 }
 
-/** Many workers' window reports as one (the top `topK` keys by summed rate). */
-export function mergeWindowReports(reports: readonly WindowReport[], topK: number): WindowReport {
-  const rps = reports.reduce((a, r) => a + r.requestsPerSecond, 0);
-  const keys = new Map<string, HotKeyEntry & { errorRps: number }>();
-  for (const r of reports) {
-    for (const k of r.topKeys) {
-      const have = keys.get(k.key);
-      const errorRps = k.shareError * r.requestsPerSecond;
-      if (have === undefined) keys.set(k.key, { ...k, errorRps });
-      else {
-        have.requestsPerSecond += k.requestsPerSecond;
-        have.errorRps += errorRps;
-      }
-    }
-  }
-  const topKeys: HotKeyEntry[] = [...keys.values()]
-    .sort((a, b) => b.requestsPerSecond - a.requestsPerSecond)
-    .slice(0, topK)
-    .map(({ errorRps, ...k }) => ({ ...k, share: rps > 0 ? k.requestsPerSecond / rps : 0, shareError: rps > 0 ? errorRps / rps : 0 }));
-  const nodes = new Map<string, number>();
-  for (const r of reports) for (const n of r.nodes) nodes.set(n.node, (nodes.get(n.node) ?? 0) + n.requestsPerSecond);
-  const nodeShares: NodeShare[] = [...nodes]
-    .map(([node, v]) => ({ node, requestsPerSecond: v, share: rps > 0 ? v / rps : 0 }))
-    .sort((a, b) => (a.node < b.node ? -1 : 1));
-  return {
-    startedAt: Math.min(...reports.map((r) => r.startedAt)),
-    endedAt: Math.max(...reports.map((r) => r.endedAt)),
-    sampled: reports.reduce((a, r) => a + r.sampled, 0),
-    estimatedRequests: reports.reduce((a, r) => a + r.estimatedRequests, 0),
-    requestsPerSecond: rps,
-    topKeys,
-    nodes: nodeShares,
-  };
-}
+export { mergeWindowReports } from '../hotkeys/merge-reports.js';
 
 let nextId = 0;
 const pending = new Map<number, (reports: WindowReport[]) => void>();

@@ -8,6 +8,7 @@ import type { HostPort, RespoolConfig } from '../config/types.js';
 import { PEER_COMMAND_MESSAGE } from './peer-commands.js';
 import { mergeWindowReports, REPORT_REQUEST, REPORT_RESPONSE, REPORT_TIMEOUT_MS, REPORTS_REQUEST, REPORTS_RESPONSE, type ReportsMessage } from './hot-key-reports.js';
 import type { WindowReport } from '../hotkeys/detector.js';
+import { usesFleetState } from '../fleet/fleet-state.js';
 
 /**
  * `workers: N` (N > 1): this process becomes the supervisor of N worker processes (node's cluster
@@ -32,6 +33,9 @@ import type { WindowReport } from '../hotkeys/detector.js';
  *   hot keys  : RESPOOL HOTKEYS / NODES on any worker merge every worker's report (hot-key-reports.ts).
  * Per worker still: the detection itself (each worker's detector sees its own clients; an
  * automatic split one decides reaches the others).
+ *   a fleet   : with the fleet's shared state (cluster.fleetState, src/fleet) every worker is a
+ *               member of it: split changes reach the workers through it, so a mutation goes to
+ *               one worker only and nothing is kept for replay.
  */
 
 export const WORKER_ADMIN_MESSAGE = 'respool:worker-admin';
@@ -130,7 +134,10 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
   log.info({ workers: count }, 'respool supervisor started its workers');
 
   const aggregator = new AggregatorRegistry();
-  const admin = config.admin === null ? null : await serveAdmin(config.admin, slots, aggregator, log, splitLog);
+  // A fleet's shared state carries split changes to every worker (and to workers started later):
+  // a mutation goes to one worker, and nothing is kept for replay (it could undo a later change).
+  const fleetShared = usesFleetState(config);
+  const admin = config.admin === null ? null : await serveAdmin(config.admin, slots, aggregator, log, splitLog, fleetShared);
 
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) process.exit(1); // a second signal: stop now
@@ -158,7 +165,7 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
 }
 
 /** The supervisor's admin server (see the module comment). */
-async function serveAdmin(addr: HostPort, slots: WorkerSlot[], aggregator: AggregatorRegistry<RegistryContentType>, log: Logger, splitLog: SplitChange[]): Promise<ReturnType<typeof createServer>> {
+async function serveAdmin(addr: HostPort, slots: WorkerSlot[], aggregator: AggregatorRegistry<RegistryContentType>, log: Logger, splitLog: SplitChange[], fleetShared: boolean): Promise<ReturnType<typeof createServer>> {
   const live = () => slots.filter((s) => !s.worker.isDead() && s.admin !== null);
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -199,11 +206,11 @@ async function serveAdmin(addr: HostPort, slots: WorkerSlot[], aggregator: Aggre
     }
     readBody(req).then(async (body) => {
       // Reads: the first worker's answer. Changes: every worker, the first one's answer.
-      const targets = req.method === 'GET' || req.method === 'HEAD' ? [workers[0]!] : workers;
+      const targets = req.method === 'GET' || req.method === 'HEAD' || fleetShared ? [workers[0]!] : workers;
       const call = adminCall(req, body);
       const answers = await Promise.all(targets.map((s) => forward(s.admin!, call)));
       const first = answers[0]!;
-      if (req.method !== 'GET' && req.method !== 'HEAD' && first.status < 300 && splitLog.length < SPLIT_LOG_MAX) {
+      if (!fleetShared && req.method !== 'GET' && req.method !== 'HEAD' && first.status < 300 && splitLog.length < SPLIT_LOG_MAX) {
         splitLog.push({ kind: 'admin', ...call });
       }
       reply(first.status, first.body.toString(), first.type);

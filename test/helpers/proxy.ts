@@ -2,7 +2,7 @@ import { pino } from 'pino';
 import { Valkey, type RedisOptions } from 'iovalkey';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import type { RespoolConfig } from '../../src/config/types.js';
-import { startProxy, type RespoolProxy } from '../../src/server.js';
+import { startProxy, type RespoolProxy, type StartOptions } from '../../src/server.js';
 
 type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? DeepPartial<T[K]> : T[K] };
 
@@ -10,6 +10,7 @@ type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? DeepPartial<T[K]>
 export async function startTestProxy(
   upstreams: Array<{ host: string; port: number }>,
   overrides: DeepPartial<RespoolConfig> = {},
+  start: Omit<StartOptions, 'log'> = {},
 ): Promise<RespoolProxy> {
   const base = structuredClone(DEFAULT_CONFIG) as RespoolConfig;
   const config: RespoolConfig = {
@@ -26,7 +27,7 @@ export async function startTestProxy(
     dedicated: { ...base.dedicated, ...(overrides.dedicated ?? {}) },
   } as RespoolConfig;
   const log = pino({ level: process.env['RESPOOL_TEST_LOG'] ?? 'silent' });
-  return startProxy(config, { log });
+  return startProxy(config, { ...start, log });
 }
 
 /** An iovalkey client (a plain, non-cluster client) pointed at the proxy. */

@@ -15,6 +15,9 @@ import { RequestFramer } from '../../src/resp/request-framer.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { startTestProxy } from '../helpers/proxy.js';
 import { connect } from '../helpers/transcript.js';
+import { waitFor } from '../helpers/wait.js';
+import { nodeId } from '../../src/cluster/emulation.js';
+import { divideSlots } from '../../src/fleet/slot-division.js';
 
 const run = promisify(execFile);
 
@@ -269,15 +272,30 @@ describe('a fleet of two respool instances, peers of each other', () => {
     await cluster?.stop();
   });
 
-  it('both list both instances with the same split; INFO counts the fleet', async () => {
-    const [low, high] = a.address.port < b.address.port ? [a, b] : [b, a];
+  it('both list both instances with the same split (rendezvous over 64-slot ranges); INFO counts the fleet', async () => {
+    // They started together: each sees the other once it answered its first check.
+    await waitFor(async () => {
+      const nodes = String(await command(a.address.port, 2, 'CLUSTER', 'NODES')) + String(await command(b.address.port, 2, 'CLUSTER', 'NODES'));
+      return !/fail/.test(nodes) && nodes.trim().split('\n').length === 4;
+    }, 'both instances to see each other alive');
     const fromA = await command(a.address.port, 2, 'CLUSTER', 'SLOTS');
     const fromB = await command(b.address.port, 2, 'CLUSTER', 'SLOTS');
     expect(fromA).toEqual(fromB);
-    expect((fromA as RespReply[][]).map((r) => [r[0], r[1], (r[2] as RespReply[])[1]])).toEqual([
-      [0, 8191, low.address.port],
-      [8192, 16383, high.address.port],
-    ]);
+    const runs = (fromA as RespReply[][]).map((r) => [r[0], r[1], (r[2] as RespReply[])[1]] as [number, number, number]);
+    // Contiguous, in order, covering every slot once; runs are whole 64-slot ranges.
+    expect(runs[0]![0]).toBe(0);
+    expect(runs[runs.length - 1]![1]).toBe(16383);
+    for (let i = 1; i < runs.length; i++) expect(runs[i]![0]).toBe(runs[i - 1]![1] + 1);
+    for (const [start, end] of runs) expect([start % 64, (end + 1) % 64]).toEqual([0, 0]);
+    // The division is the pure function of the two member ids.
+    const ids = [a, b].map((p) => nodeId({ host: '127.0.0.1', port: p.address.port }));
+    const expected = divideSlots(ids);
+    for (const p of [a, b]) {
+      const own = runs.filter((r) => r[2] === p.address.port).map(([s, e]) => [s, e]);
+      expect(own).toEqual(expected.get(nodeId({ host: '127.0.0.1', port: p.address.port })));
+      const count = own.reduce((n, [s, e]) => n + e! - s! + 1, 0);
+      expect(count).toBeGreaterThan(16384 * 0.3);
+    }
     const nodesA = String(await command(a.address.port, 2, 'CLUSTER', 'NODES')).trim().split('\n');
     expect(nodesA).toHaveLength(2);
     expect(nodesA.filter((l) => l.includes('myself,master'))).toHaveLength(1);

@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { freePort, startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
 import { RawConnection } from '../helpers/raw-resp.js';
 import { RESPOOL_BIN as BIN } from '../helpers/respool-cli.js';
+import calculateSlot from 'cluster-key-slot';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -207,4 +208,62 @@ describe('workers in front of a cluster: RESPOOL SPLIT changes and hot-key repor
     }, 20_000);
     expect(list).toContain('wk:kept');
   }, 30_000);
+});
+
+describe('workers with the fleet\'s shared state (--fleet-state upstream): every worker is a member of it', () => {
+  let cluster: ValkeyCluster;
+  let child: ChildProcess;
+  let port: number;
+
+  beforeAll(async () => {
+    cluster = await startCluster({ primaries: 3, replicasPerPrimary: 0 });
+    port = await freePort();
+    const seed = cluster.nodes[0]!;
+    child = spawn('node', [BIN, '--workers', '2', '--listen', `127.0.0.1:${port}`, '--upstream', `${seed.host}:${seed.port}`, '--log-level', 'warn',
+      '--fleet-state', 'upstream'], { stdio: 'ignore' });
+    await until('two workers serving', async () => {
+      const pids = new Set<number>();
+      for (let i = 0; i < 4; i++) pids.add(await servingPid(port));
+      return pids.size === 2 ? true : undefined;
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    if (child?.exitCode === null) child.kill('SIGKILL');
+    await cluster?.stop();
+  });
+
+  it('each worker registers; a split added through one is in force on both before OK; a replacement reads it from the state', async () => {
+    const members = async () => {
+      const owner = await cluster.primaryForSlot(calculateSlot('{respool-fleet}'));
+      return ((await cluster.call(owner, 'HKEYS', '{respool-fleet}:members')) as string[]).sort();
+    };
+    await until('both workers registered', async () => ((await members()).length === 2 ? true : undefined));
+    expect(await members()).toEqual([`127.0.0.1:${port}#w0`, `127.0.0.1:${port}#w1`]);
+    const c = await RawConnection.connect(port);
+    expect(await c.call('SET', 'wkf:hot', 'v1')).toBe('+OK\r\n');
+    expect(await c.call('RESPOOL', 'SPLIT', 'ADD', 'wkf:hot', '3')).toBe('+OK\r\n');
+    c.close();
+    // Every connection, whichever worker serves it, knows the split and reads the value.
+    for (let i = 0; i < 6; i++) {
+      const conn = await RawConnection.connect(port);
+      expect(await conn.call('RESPOOL', 'SPLIT', 'LIST')).toContain('wkf:hot');
+      expect(await conn.call('GET', 'wkf:hot')).toBe('$2\r\nv1\r\n');
+      conn.close();
+    }
+    const victim = await servingPid(port);
+    process.kill(victim, 'SIGKILL');
+    const list = await until('the replacement worker, with the rule', async () => {
+      const conn = await RawConnection.connect(port);
+      try {
+        const pid = Number(/process_id:(\d+)/.exec(await conn.call('INFO', 'server'))![1]);
+        if (pid === victim) return undefined;
+        const l = await conn.call('RESPOOL', 'SPLIT', 'LIST');
+        return l.includes('wkf:hot') ? l : undefined;
+      } finally {
+        conn.close();
+      }
+    }, 20_000);
+    expect(list).toContain('wkf:hot');
+  }, 40_000);
 });

@@ -69,6 +69,8 @@ describe('defaults', () => {
         retryMaxMs: 1000,
         announce: null,
         peers: [],
+        peersFrom: null, peersResolveMs: 5000, peerCheckMs: 500, peerCheckTimeoutMs: 500,
+        peerDownAfterMs: 1500, peerRejoinAfterMs: 5000, fleetState: 'auto', fleetLeaseMs: 2000,
       },
       logLevel: 'info',
       resilience: {
@@ -109,6 +111,7 @@ describe('defaults', () => {
         split: [],
         autoSplit: { enabled: false, share: 0.5, copies: null },
         readChoice: 'roundRobin',
+        maxCopyAge: 10_000,
       },
       dedicated: { maxPerNode: 1000, maxTotal: 10_000, acquireTimeoutMs: 1000, idleMs: 30_000, blockMarginMs: 5000, maxReplicaStreams: 4 },
       pubsub: { maxOutputBytesPerClient: 32 * 1_048_576 },
@@ -392,6 +395,8 @@ logLevel: trace
       cluster: {
         maxRedirects: 3, refreshMinIntervalMs: 500, refreshPeriodMs: 60_000, retryBudget: 0, retryBaseMs: 10,
         retryMaxMs: 2000, announce: null, peers: [],
+        peersFrom: null, peersResolveMs: 5000, peerCheckMs: 500, peerCheckTimeoutMs: 500,
+        peerDownAfterMs: 1500, peerRejoinAfterMs: 5000, fleetState: 'auto', fleetLeaseMs: 2000,
       },
       resilience: {
         backoffBaseMs: 50, backoffCapMs: 2000, dialAttemptsPerWindow: 5, dialWindowMs: 2000,
@@ -642,6 +647,38 @@ describe('cluster emulation (cluster.announce, cluster.peers)', () => {
     expect(flagged.cluster.peers).toEqual([{ host: '10.0.0.9', port: 6379 }]);
     expect(flagged.cluster.announce).toEqual({ host: '10.0.0.8', port: 6379 });
     expect(run(['--config', yamlFile('upstreams: ["a:1"]\ncluster: { announce: null }\n')]).cluster.announce).toBeNull();
+  });
+
+  it('reads fleet membership and shared state: peersFrom (dns:NAME:PORT), check timings, fleetState', () => {
+    const file = yamlFile(`upstreams: ["a:1"]
+cluster:
+  peersFrom: "dns:respool-peers.prod.svc.cluster.local:6380"
+  peersResolveMs: 2s
+  peerCheckMs: 250ms
+  peerCheckTimeoutMs: 300ms
+  peerDownAfterMs: 1s
+  peerRejoinAfterMs: 10s
+  fleetState: upstream
+  fleetLeaseMs: 3s
+`);
+    const c = run(['--config', file]);
+    expect(c.cluster).toMatchObject({
+      peersFrom: { kind: 'dns', name: 'respool-peers.prod.svc.cluster.local', port: 6380 },
+      peersResolveMs: 2000, peerCheckMs: 250, peerCheckTimeoutMs: 300, peerDownAfterMs: 1000,
+      peerRejoinAfterMs: 10_000, fleetState: 'upstream', fleetLeaseMs: 3000,
+    });
+    const flagged = run(['--config', file, '--cluster-peers-from', 'dns:other:7000', '--fleet-state', 'off', '--peer-down-after', '800ms']);
+    expect(flagged.cluster.peersFrom).toEqual({ kind: 'dns', name: 'other', port: 7000 });
+    expect(flagged.cluster.fleetState).toBe('off');
+    expect(flagged.cluster.peerDownAfterMs).toBe(800);
+    expect(run(['--config', file, '--cluster-peers-from', 'off']).cluster.peersFrom).toBeNull();
+    expect(errorOf([...UP, '--cluster-peers-from', 'respool-peers:6380'])).toBe(
+      '--cluster-peers-from: must be dns:NAME:PORT, e.g. dns:respool-peers.default.svc.cluster.local:6380 (got "respool-peers:6380")',
+    );
+    expect(errorOf([...UP, '--cluster-peers-from', 'dns:x:70000'])).toMatch(/^--cluster-peers-from: must be dns:NAME:PORT/);
+    expect(errorOf(['--config', yamlFile('upstreams: ["a:1"]\ncluster: { fleetState: shared }\n')])).toMatch(
+      /cluster\.fleetState: must be one of auto, upstream, off \(got "shared"/,
+    );
   });
 
   it('reports bad addresses by flag and field', () => {

@@ -393,7 +393,13 @@ describe('deploy/kubernetes', () => {
         expect(config.listen, `${where}: the sidecar listens on loopback only`).toEqual({ host: '127.0.0.1', port: 6380 });
       } else {
         expect(config.listen, where).toEqual({ host: '0.0.0.0', port: 6380 });
-        expect(config.cluster.announce, `${where}: cluster clients are sent to the Service`).toEqual({ host: 'respool.default.svc.cluster.local', port: 6380 });
+        // A fleet: each pod announces its own IP and finds the others through the headless Service.
+        expect(config.cluster.announce, `${where}: cluster clients are sent to this pod`).toEqual({ host: '10.1.2.3', port: 6380 });
+        expect(config.cluster.peersFrom, `${where}: the members come from the headless Service`).toEqual({ kind: 'dns', name: 'respool-peers.default.svc.cluster.local', port: 6380 });
+        const peers = docs.find((d) => d.obj['kind'] === 'Service' && (d.obj['metadata'] as Obj)['name'] === 'respool-peers');
+        expect(peers, `${where}: a Service respool-peers`).toBeDefined();
+        const spec = peers!.obj['spec'] as Obj;
+        expect([spec['clusterIP'], spec['publishNotReadyAddresses']], `${where}: respool-peers is headless and lists unready pods`).toEqual(['None', true]);
       }
     }
   });

@@ -37,6 +37,7 @@ describe('hotKeys configuration', () => {
       split: [],
       autoSplit: { enabled: false, share: 0.5, copies: null },
       readChoice: 'roundRobin',
+      maxCopyAge: 10_000,
     });
     expect(DEFAULT_CONFIG.hotKeys.split).toEqual([]);
   });
@@ -53,8 +54,10 @@ hotKeys:
       copies: 3
   autoSplit: { enabled: true, share: 0.3, copies: 3 }
   readChoice: random
+  maxCopyAge: 30s
 `);
     const c = run([...UP, '--config', file]);
+    expect(c.hotKeys.maxCopyAge).toBe(30_000);
     expect(c.hotKeys.detection).toEqual({ enabled: false, sampleRate: 0.25, windowMs: 2000, topK: 20, keyNamesInMetrics: false });
     expect(c.hotKeys.split).toEqual([
       { key: 'product:42', copies: 6 },

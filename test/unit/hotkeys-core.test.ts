@@ -177,7 +177,7 @@ describe('split requests', () => {
   });
 
   it('round-robin spreads reads exactly; random drifts (measured)', () => {
-    const split = new SplitKey(Buffer.from('hot'), { kind: 'key', text: 'hot', bytes: Buffer.from('hot'), copies: 3, auto: false });
+    const split = new SplitKey(Buffer.from('hot'), { kind: 'key', text: 'hot', bytes: Buffer.from('hot'), copies: 3, auto: false, reading: true });
     split.active = [split.original, makeCopy(Buffer.from('hot{rpcopy:1.0}'), 'b'), makeCopy(Buffer.from('hot{rpcopy:1.1}'), 'c')];
     const deviation = (random: boolean, reads: number) => {
       const counts = new Map<unknown, number>();
