@@ -143,6 +143,7 @@ export const ProxyError = {
   noSuchUser: (name: string) => `ERR No such user '${name}'`,
   noSuchClient: () => `ERR No such client`,
   clientSubcommandSyntax: (sub: string) => `ERR unknown subcommand or wrong number of arguments for '${sub}'. Try CLIENT HELP.`,
+  fleetKeysReserved: () => 'ERR respool: keys under the hash tag {respool-fleet} hold the fleet\'s shared state (split rules, users, members); clients may not use them',
   /** Valkey's addReplySubcommandSyntaxError. */
   subcommandSyntax: (sub: string, command: string) => `ERR unknown subcommand or wrong number of arguments for '${sub}'. Try ${command} HELP.`,
   pauseMode: () => `ERR CLIENT PAUSE mode must be WRITE or ALL`,

@@ -38,6 +38,7 @@ import { createTlsListener } from './session/tls-listener.js';
 import { ListenerSocketOptions } from './session/socket-options.js';
 import { reloadUpstreamTls } from './upstream/dial.js';
 import { UserDirectory, type DirectoryClient } from './acl/user-directory.js';
+import { FleetAcl } from './fleet/fleet-acl.js';
 import { IdentityMirror, isNodeDenial } from './upstream/identity-mirror.js';
 import { asSeenByClient } from './acl/upstream-identity.js';
 import { clientInfoLine } from './handlers/client-commands.js';
@@ -149,6 +150,8 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     }
   };
   const users = new UserDirectory(config, () => table, directoryClients, (user, reason) => metrics.raw.acl_denials_total.labels(user, reason).inc());
+  // A fleet: users changed at run time through any member reach every member (fleet/fleet-acl.ts).
+  const fleetAcl = fleetState === null ? null : new FleetAcl(fleetState, users, log);
   // Users with an upstream identity: mirrored ones kept on every node; their errors as they know their name.
   const mirror = new IdentityMirror({
     users,
@@ -201,6 +204,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     log,
     metrics,
     users,
+    fleetAcl,
     hotKeys,
     dedicated,
     pubsub,

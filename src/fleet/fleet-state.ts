@@ -50,6 +50,8 @@ export interface FleetRule {
 
 export interface FleetDoc {
   rules: FleetRule[];
+  /** Users changed at run time through any member (fleet-acl.ts); absent until the first change. */
+  acl?: { epoch: number; users: Record<string, string | null> };
 }
 
 export interface Registration {
@@ -321,5 +323,7 @@ export class FleetState {
 function parseDoc(text: string): FleetDoc {
   const raw = JSON.parse(text) as Partial<FleetDoc>;
   if (!Array.isArray(raw.rules)) throw new Error('no rules list');
-  return { rules: raw.rules };
+  const acl = raw.acl;
+  if (acl !== undefined && (typeof acl !== 'object' || acl === null || typeof acl.epoch !== 'number' || typeof acl.users !== 'object')) throw new Error('acl is not { epoch, users }');
+  return acl === undefined ? { rules: raw.rules } : { rules: raw.rules, acl };
 }

@@ -74,7 +74,11 @@ export function aclReply(session: HandlerSession, command: string, args: Buffer[
     case 'deluser':
     case 'load': {
       const reply = applyAclChange(users, args, callerOf(session));
-      if (reply[0] !== 0x2d /* - */) sharePeerAcl(args); // workers: every worker's directory (src/workers)
+      if (reply[0] !== 0x2d /* - */) {
+        sharePeerAcl(args); // workers: every worker's directory (src/workers)
+        // A fleet: every member, within a beat, and members started later (src/fleet/fleet-acl.ts).
+        ctx.fleetAcl?.share(args).catch((err: Error) => ctx.log.error({ event: 'fleet_acl_share_failed', err: err.message }, 'fleet: an ACL change made here could not be shared with the fleet'));
+      }
       return reply;
     }
     case 'save': {

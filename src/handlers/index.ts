@@ -24,6 +24,7 @@ import { tracking, onTrackingLane } from './tracking.js';
 import { ACL_DENIED_CMD, ACL_DENIED_KEY, aclErrorMessage, checkCommand, needsNodeCheck, wrongArity, type AclDenial } from '../acl/command-check.js';
 import type { AclUser } from '../acl/rules.js';
 import { clientInfoLine } from './client-commands.js';
+import { touchesFleetKeys } from '../fleet/reserved-keys.js';
 
 /** Families that keep their own path while a WATCH lane is open (they would corrupt the lease's state). */
 const OFF_LANE: ReadonlySet<CommandFamily> = new Set(['pubsub', 'tracking', 'monitor', 'replication', 'refused', 'clients', 'cluster']);
@@ -63,6 +64,11 @@ export function dispatch(session: HandlerSession, req: CommandRequest): void {
   // Users and permissions (src/acl): nothing to check for +@all ~* &* (no users configured, or such a user).
   const acl = state.acl;
   if (!acl.unrestricted && denied(session, req, acl)) return;
+  // A fleet's shared state is respool's: no client reads or writes it (src/fleet/reserved-keys.ts).
+  if (spec !== undefined && session.ctx.fleetAcl != null && touchesFleetKeys(session.ctx.commands(), spec, req.args)) {
+    if (state.transaction !== null) state.transaction.dirty = true; // EXEC will abort, as for a refused command
+    return session.replyNow(encodeError(ProxyError.fleetKeysReserved()));
+  }
   const family = spec === undefined ? 'keyed' : commandFamily(spec, req);
   if (family === 'script' || family === 'allShards') noteScript(session.ctx.scripts, req); // EVAL / SCRIPT LOAD bodies, on every path
   state.tracking?.noteCommand(req.command, state.transaction !== null);

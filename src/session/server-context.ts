@@ -22,6 +22,8 @@ export interface ServerContext {
   readonly metrics?: Metrics;
   /** respool's users (config, ACL file, ACL SETUSER), their identities on the nodes, ACL LOG. */
   readonly users: UserDirectory;
+  /** In a fleet with shared state: shares a client's ACL change with every member (fleet/fleet-acl.ts). */
+  readonly fleetAcl?: { share(args: readonly Buffer[]): Promise<void> } | null;
   /** Hot keys: the RESPOOL command steers them. */
   readonly hotKeys: HotKeys;
   /** Leased upstream connections (WATCH, blocking commands). */
