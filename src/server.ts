@@ -39,6 +39,7 @@ import { ListenerSocketOptions } from './session/socket-options.js';
 import { reloadUpstreamTls } from './upstream/dial.js';
 import { UserDirectory, type DirectoryClient } from './acl/user-directory.js';
 import { FleetAcl } from './fleet/fleet-acl.js';
+import { listenUnix } from './session/unix-listener.js';
 import { IdentityMirror, isNodeDenial } from './upstream/identity-mirror.js';
 import { asSeenByClient } from './acl/upstream-identity.js';
 import { clientInfoLine } from './handlers/client-commands.js';
@@ -48,6 +49,8 @@ export interface RespoolProxy {
   readonly config: RespoolConfig;
   /** The address clients connect to (the real port when listen.port was 0). */
   readonly address: { host: string; port: number };
+  /** The Unix socket clients may connect to (config.unixSocket), or null. */
+  readonly unixSocket: string | null;
   readonly adminAddress: { host: string; port: number } | null;
   /** The TLS listener's address (config.listenTls), or null when there is none. */
   readonly tlsAddress: { host: string; port: number } | null;
@@ -171,7 +174,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   let serverVersion = '8.0.0';
   // The cluster clients are shown (handlers/cluster.ts): this instance alone until the fleet's
   // membership (src/fleet) is known, once listening (its port is the bound one).
-  let emulation = ClusterEmulation.ofPeers(announceAddress(config, config.listen.port), []);
+  let emulation = ClusterEmulation.ofPeers(announceAddress(config, config.listen?.port ?? 0), []);
   let membership: Membership | null = null;
   let topologyEpoch = 0;
   // The standalone upstream's `databases` (SELECT's bound), learned on the first SELECT n ≠ 0.
@@ -355,21 +358,26 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     await fleetState!.start(FLEET_START_WAIT_MS);
     hotKeys.seedFleet();
   };
-  if (fleetState !== null && (config.cluster.announce !== null || config.listen.port !== 0)) await startFleetState(announceAddress(config, config.listen.port));
+  const listen = config.listen;
+  if (fleetState !== null && (config.cluster.announce !== null || (listen !== null && listen.port !== 0))) await startFleetState(announceAddress(config, listen?.port ?? 0));
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    // A deep accept backlog (the kernel caps it at net.core.somaxconn) absorbs connection storms
-    // in the kernel instead of dropping SYNs; the AcceptGate then admits them at its rate.
-    server.listen({ port: config.listen.port, host: config.listen.host, backlog: 4096 }, () => {
-      server.off('error', reject);
-      socketOptions.apply();
-      resolve();
+  if (listen !== null) {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      // A deep accept backlog (the kernel caps it at net.core.somaxconn) absorbs connection storms
+      // in the kernel instead of dropping SYNs; the AcceptGate then admits them at its rate.
+      server.listen({ port: listen.port, host: listen.host, backlog: 4096 }, () => {
+        server.off('error', reject);
+        socketOptions.apply();
+        resolve();
+      });
     });
-  });
-  const bound = server.address() as net.AddressInfo;
+  }
+  // A Unix domain socket (sidecars), beside or instead of TCP: session/unix-listener.ts.
+  const unixListener = config.unixSocket === null ? null : await listenUnix(config.unixSocket, config.unixSocketMode, accept);
+  const bound = listen === null ? { port: 0 } : (server.address() as net.AddressInfo);
   const tlsAddress = tlsListener === null ? null : await tlsListener.listen();
-  const address = { host: config.listen.host, port: bound.port };
+  const address = { host: listen?.host ?? '127.0.0.1', port: bound.port };
   const announce = announceAddress(config, bound.port);
   emulation = ClusterEmulation.ofPeers(announce, []);
   if (fleetState !== null && !fleetStarted) await startFleetState(announce);
@@ -428,12 +436,13 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     // The fleet's members (state, last seen, slots, shared-state version), as RESPOOL FLEET.
     admin.registerRoute('GET', '/fleet', () => ({ status: 200, body: fleetView(membership, emulation, fleetState) }));
   }
-  log.info({ listen: address, listenTls: tlsAddress, admin: admin?.address ?? null, upstreams: config.upstreams, mode: config.mode }, 'respool listening');
+  log.info({ listen: listen === null ? null : address, unixSocket: config.unixSocket, listenTls: tlsAddress, admin: admin?.address ?? null, upstreams: config.upstreams, mode: config.mode }, 'respool listening');
 
   let closing: Promise<void> | null = null;
   return {
     config,
     address,
+    unixSocket: config.unixSocket,
     adminAddress: admin?.address ?? null,
     tlsAddress,
     reloadTls() {
@@ -460,7 +469,8 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
         // Graceful drain: stop accepting; every client gets the replies it is owed, then its
         // connection is closed; whatever is left at the deadline is cut.
         draining = true;
-        server.close();
+        if (listen !== null) server.close();
+        unixListener?.close();
         socketOptions.close();
         tlsListener?.close();
         for (const socket of gate.close()) refuse(socket, 'draining', shuttingDownReply);

@@ -110,7 +110,7 @@ export function nodeId(hp: HostPort): string {
  */
 export function announceAddress(config: Pick<RespoolConfig, 'cluster' | 'listen'>, boundPort: number): HostPort {
   if (config.cluster.announce !== null) return config.cluster.announce;
-  const host = config.listen.host;
+  const host = config.listen?.host ?? '127.0.0.1'; // a Unix socket only: announce loopback (cluster.announce to say otherwise)
   return { host: host === '0.0.0.0' || host === '::' || host === '' ? '127.0.0.1' : host, port: boundPort };
 }
 

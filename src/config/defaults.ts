@@ -13,6 +13,8 @@ const GiB = 1024 * MiB;
  */
 export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
   listen: { host: '127.0.0.1', port: 6380 },
+  unixSocket: null, // no Unix socket
+  unixSocketMode: 0o660,
   listenTls: null, // no TLS listener
   tls: { ...DEFAULT_CLIENT_TLS },
   upstreamTls: { ...DEFAULT_UPSTREAM_TLS },

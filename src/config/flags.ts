@@ -31,9 +31,10 @@ function numeric(name: string, path: string, help: string): FlagSpec {
 
 export const FLAGS: readonly FlagSpec[] = [
   {
-    name: 'listen', type: 'string', value: 'host:port',
-    help: 'address clients connect to; port 0 picks a free port',
-    default: formatHostPort(DEFAULT_CONFIG.listen),
+    name: 'listen', type: 'string', value: 'host:port|unix:PATH',
+    help: 'address clients connect to; port 0 picks a free port; unix:PATH listens on a Unix domain socket instead of TCP '
+      + '(unixSocket: in the file adds one beside TCP)',
+    default: formatHostPort(DEFAULT_CONFIG.listen!),
   },
   {
     name: 'upstream', type: 'string', multiple: true, value: 'host:port[,host:port...]',
@@ -70,6 +71,10 @@ export const FLAGS: readonly FlagSpec[] = [
     help: 'password for AUTH to the upstream nodes; prefer the environment variable '
       + 'RESPOOL_UPSTREAM_PASSWORD (command lines are visible to other users)',
     default: 'none (no AUTH)',
+  },
+  {
+    name: 'unix-socket-mode', type: 'string', value: 'OCTAL',
+    help: "permission bits of the Unix socket (--listen unix:PATH)", default: DEFAULT_CONFIG.unixSocketMode.toString(8),
   },
   {
     name: 'acl-file', type: 'string', value: 'FILE',

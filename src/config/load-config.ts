@@ -124,7 +124,8 @@ function convertFlags(values: FlagValues, env: NodeJS.ProcessEnv, problems: stri
     }
   };
 
-  convert('listen', 'listen', (v) => toHostPort(v, true));
+  convertListen(str('listen'), (key, value) => out.set(key, value), (problem) => problems.push(`--listen: ${problem}`));
+  convert('unix-socket-mode', 'unixSocketMode', (v) => toSocketMode(v));
   const upstreamArgs = values.upstream as string[] | undefined;
   if (upstreamArgs !== undefined) {
     const upstreams: HostPort[] = [];
@@ -190,6 +191,33 @@ function convertFlags(values: FlagValues, env: NodeJS.ProcessEnv, problems: stri
     if (f.field) convert(f.name, f.field.path, (v) => toNumber(f.field!, v));
   }
   return out;
+}
+
+/**
+ * listen: host:port, or unix:PATH — a Unix domain socket instead of a TCP listener (the path made
+ * absolute: the socket is removed at shutdown from wherever respool runs).
+ */
+function convertListen(v: string | undefined, set: (key: string, value: unknown) => void, problem: (p: string) => void): void {
+  if (v === undefined) return;
+  try {
+    if (v.startsWith('unix:')) {
+      const path = v.slice(5);
+      if (path === '') throw new ValueProblem('unix: needs a socket path (unix:/run/respool/respool.sock)');
+      set('listen', null);
+      set('unixSocket', resolvePath(path));
+    } else {
+      set('listen', toHostPort(v, true));
+    }
+  } catch (e) {
+    if (!(e instanceof ValueProblem)) throw e;
+    problem(e.message);
+  }
+}
+
+/** Permission bits in octal ("660", "0666"). */
+function toSocketMode(v: unknown): number {
+  if (typeof v !== 'string' || !/^0?[0-7]{3}$/.test(v)) throw new ValueProblem(`must be permission bits in octal, like "660" (got ${show(v)})`);
+  return parseInt(v, 8);
 }
 
 /** The admin server's address: host:port, or a bare port on loopback (127.0.0.1). */
@@ -351,7 +379,10 @@ function convertSettings(data: unknown, where: string, env: NodeJS.ProcessEnv, p
     if (value !== undefined) out.set(key, value);
   };
 
-  set('listen', convert('listen', settings.listen, (v) => toHostPort(v, true)));
+  if (settings.listen !== undefined && !isBad('listen')) convertListen(settings.listen as string, set, (problem) => problems.push(`${where}: listen: ${problem}`));
+  if (settings.unixSocket === null) out.set('unixSocket', null);
+  else set('unixSocket', convert('unixSocket', settings.unixSocket, (v) => resolvePath(v as string)));
+  set('unixSocketMode', convert('unixSocketMode', settings.unixSocketMode, (v) => toSocketMode(v)));
   if (Array.isArray(settings.upstreams) && !isBad('upstreams')) {
     const upstreams = settings.upstreams.map((u, i) => convert(`upstreams[${i}]`, u, (v) => toHostPort(v, false)));
     set('upstreams', upstreams.filter((u) => u !== undefined));
@@ -615,7 +646,8 @@ function assemble(fromFile: Map<string, unknown>, fromFlags: Map<string, unknown
   }
   config.upstreams = dedupe(config.upstreams);
   const { admin, listen } = config;
-  if (admin && admin.port !== 0 && admin.port === listen.port && admin.host === listen.host) {
+  if (listen === null && config.unixSocket === null) problems.push('config: listen is off and there is no unixSocket: clients could not connect');
+  if (admin && listen && admin.port !== 0 && admin.port === listen.port && admin.host === listen.host) {
     problems.push(`config: admin and listen must be different addresses (both ${formatHostPort(listen)})`);
   }
   const { backoffBaseMs, backoffCapMs } = config.resilience;

@@ -218,7 +218,10 @@ export const CONFIG_FILE_SCHEMA: Schema = {
   additionalProperties: false,
   'x-expect': 'must be a mapping of settings',
   properties: {
-    listen: hostPort,
+    listen: { type: 'string', 'x-expect': 'expected host:port or unix:PATH' },
+    // a Unix domain socket beside listen (or instead of it: listen: "unix:PATH")
+    unixSocket: { type: ['string', 'null'], minLength: 1, 'x-expect': 'must be a socket path, or null' },
+    unixSocketMode: { type: 'string', pattern: '^0?[0-7]{3}$', 'x-expect': 'must be permission bits in octal, like "660"' },
     listenTls: LISTEN_TLS_SCHEMA,
     tls: TLS_SCHEMA,
     upstreamTls: UPSTREAM_TLS_SCHEMA,

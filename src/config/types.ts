@@ -25,7 +25,11 @@ export const FLEET_STATE_MODES: readonly FleetStateMode[] = ['auto', 'upstream',
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
 
 export interface RespoolConfig {
-  listen: HostPort; // default 127.0.0.1:6380; port 0 = pick a free port
+  listen: HostPort | null; // default 127.0.0.1:6380; port 0 = pick a free port; null = no TCP listener (`--listen unix:PATH`)
+  /** A Unix domain socket clients connect to (sidecars: the app on the same host), beside or instead of `listen`; null = none. */
+  unixSocket: string | null;
+  /** The Unix socket's permission bits (default 0o660: owner and group). */
+  unixSocketMode: number;
   listenTls: HostPort | null; // default null (off): a TLS listener next to `listen` (tls-config.ts)
   tls: ClientTlsConfig; // the TLS listener's certificate, key, client CA (mTLS), versions, ciphers
   upstreamTls: UpstreamTlsConfig; // TLS to the upstream nodes (off by default)

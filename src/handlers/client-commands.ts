@@ -71,11 +71,16 @@ function peer(ip: string | undefined, port: number | undefined): string {
   return ip.includes(':') ? `[${ip}]:${port ?? 0}` : `${ip}:${port ?? 0}`;
 }
 
+/** A Unix socket client's path (the session knows it: config.unixSocket), for "path:0" as Valkey shows it. */
+type UnixAware = { readonly address?: string; readonly localAddress?: string };
+
 export function clientAddr(c: ListedClient): string {
+  if (c.socket?.remoteAddress === undefined && (c as UnixAware).address !== undefined) return (c as UnixAware).address!;
   return peer(c.socket?.remoteAddress, c.socket?.remotePort);
 }
 
 export function clientLaddr(c: ListedClient): string {
+  if (c.socket?.localAddress === undefined && (c as UnixAware).localAddress !== undefined) return (c as UnixAware).localAddress!;
   return peer(c.socket?.localAddress, c.socket?.localPort);
 }
 

@@ -42,6 +42,6 @@ function migratesToRespool(session: HandlerSession, hostArg: Buffer, portArg: Bu
   const colon = local.lastIndexOf(':');
   if (portArg.toString('latin1') !== local.slice(colon + 1)) return false;
   const host = normalizeHost(hostArg.toString('latin1'));
-  if (host === normalizeHost(local.slice(0, colon)) || host === normalizeHost(session.ctx.config.listen.host)) return true;
+  if (host === normalizeHost(local.slice(0, colon)) || host === normalizeHost(session.ctx.config.listen?.host ?? '')) return true;
   return host === 'localhost' || host === '::1' || host === '::' || host === '0.0.0.0' || host.startsWith('127.');
 }

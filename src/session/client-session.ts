@@ -117,10 +117,13 @@ export class ClientSession implements HandlerSession {
   }
 
   get address(): string {
+    // A Unix socket client has no address: Valkey shows the socket's path and port 0.
+    if (this.socket.remoteAddress === undefined) return `${this.ctx.config.unixSocket ?? ''}:0`;
     return `${this.socket.remoteAddress}:${this.socket.remotePort}`;
   }
 
   get localAddress(): string {
+    if (this.socket.localAddress === undefined) return `${this.ctx.config.unixSocket ?? ''}:0`;
     return `${this.socket.localAddress}:${this.socket.localPort}`;
   }
 

@@ -1,5 +1,6 @@
 import cluster, { type Worker } from 'node:cluster';
 import { randomBytes } from 'node:crypto';
+import { removeSocket, replaceStale } from '../session/unix-listener.js';
 import { createServer, request as httpRequest, type IncomingMessage } from 'node:http';
 import os from 'node:os';
 import { AggregatorRegistry, type RegistryContentType } from 'prom-client';
@@ -64,6 +65,7 @@ interface WorkerSlot {
 export async function runSupervisor(config: RespoolConfig, count: number, log: Logger, drainMs: number): Promise<void> {
   // Mirrored users' passwords derive from one secret (src/acl/upstream-identity.ts): with none
   // configured, the workers must still share one, or each would lock the others' links out.
+  if (config.unixSocket !== null) await replaceStale(config.unixSocket);
   const mirrorSecretEnv: Record<string, string> = config.acl.mirrorSecret === null && config.upstreamAuth === null
     ? { RESPOOL_ACL_MIRROR_SECRET: randomBytes(32).toString('hex') }
     : {};
@@ -138,6 +140,11 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
   // a mutation goes to one worker, and nothing is kept for replay (it could undo a later change).
   const fleetShared = usesFleetState(config);
   const admin = config.admin === null ? null : await serveAdmin(config.admin, slots, aggregator, log, splitLog, fleetShared);
+
+  // The workers share one Unix socket through this process: it replaces a stale file before they
+  // listen and removes the file when it exits (session/unix-listener.ts).
+  const unixSocket = config.unixSocket;
+  if (unixSocket !== null) process.on('exit', () => removeSocket(unixSocket));
 
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) process.exit(1); // a second signal: stop now

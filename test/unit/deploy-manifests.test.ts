@@ -358,7 +358,7 @@ describe('deploy/kubernetes', () => {
       expect(config.admin, `${where}: the admin server is on`).not.toBeNull();
       const adminPort = config.admin!.port;
       const ports = asArray(c['ports']).map((p) => (p as Obj)['containerPort']);
-      expect(ports, `${where}: ports`).toEqual(expect.arrayContaining([config.listen.port, adminPort]));
+      expect(ports, `${where}: ports`).toEqual(expect.arrayContaining([config.listen!.port, adminPort]));
       expect(config.admin!.host, `${where}: the admin server must be reachable by the kubelet`).toBe('0.0.0.0');
 
       const probe = (name: string) => ((c[name] as Obj | undefined)?.['httpGet'] as Obj | undefined) ?? {};
@@ -446,7 +446,7 @@ describe('Dockerfile', () => {
     expect(config.listen).toEqual({ host: '0.0.0.0', port: 6380 });
     expect(config.admin).toEqual({ host: '0.0.0.0', port: 9121 });
     // docker run … respool --listen / -e RESPOOL_LISTEN, and Kubernetes args / env, change them.
-    expect(parseRespool([...entrypointFlags(), '--upstream', 'v:1', '--listen', '127.0.0.1:6380'], env).listen.host).toBe('127.0.0.1');
+    expect(parseRespool([...entrypointFlags(), '--upstream', 'v:1', '--listen', '127.0.0.1:6380'], env).listen!.host).toBe('127.0.0.1');
     expect(parseRespool(entrypointFlags(), { ...env, RESPOOL_UPSTREAMS: 'valkey:6379', RESPOOL_LISTEN: '127.0.0.1:6381' })).toMatchObject({
       listen: { host: '127.0.0.1', port: 6381 },
       upstreams: [{ host: 'valkey', port: 6379 }],

@@ -1,0 +1,60 @@
+import cluster from 'node:cluster';
+import { chmodSync, lstatSync, unlinkSync } from 'node:fs';
+import net from 'node:net';
+
+/**
+ * A Unix domain socket clients connect to (config.unixSocket): the cheaper hop for a sidecar's
+ * application on the same host. Its connections take the same path as TCP ones (`accept`).
+ *
+ *   stale   : a socket file left by a respool that died is replaced; a path some live server
+ *             answers on is an error (two respools must not share one), as is a path that is not
+ *             a socket (never removed)
+ *   mode    : chmod to config.unixSocketMode once listening (the umask decides until then)
+ *   close   : the file is removed (a worker leaves it to the supervisor, which shares it)
+ */
+export async function listenUnix(path: string, mode: number, accept: (socket: net.Socket) => void): Promise<{ close(): void }> {
+  if (!cluster.isWorker) await replaceStale(path);
+  const server = net.createServer({ pauseOnConnect: true }, accept);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ path, backlog: 4096 }, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  chmodSync(path, mode);
+  return {
+    close() {
+      server.close();
+      if (!cluster.isWorker) removeSocket(path);
+    },
+  };
+}
+
+/** Removes `path` if it is a socket file nobody answers on; throws when a server does. */
+export async function replaceStale(path: string): Promise<void> {
+  let isSocket: boolean;
+  try {
+    isSocket = lstatSync(path).isSocket();
+  } catch {
+    return; // nothing there
+  }
+  if (!isSocket) throw new Error(`unixSocket ${path} exists and is not a socket; respool leaves it alone`);
+  const live = await new Promise<boolean>((resolve) => {
+    const probe = net.connect({ path }, () => {
+      probe.destroy();
+      resolve(true);
+    });
+    probe.once('error', () => resolve(false));
+  });
+  if (live) throw new Error(`unixSocket ${path} is in use: another server answers on it`);
+  unlinkSync(path);
+}
+
+export function removeSocket(path: string): void {
+  try {
+    if (lstatSync(path).isSocket()) unlinkSync(path);
+  } catch {
+    /* already gone */
+  }
+}
