@@ -5,6 +5,7 @@ import { encodeError, encodeInteger, encodeSimple, encodeVerbatim } from '../res
 import { ProxyError } from '../errors.js';
 import type { ClientState } from '../session/client-state.js';
 import type { Handler, HandlerSession } from './types.js';
+import { RequestFrame } from '../resp/request-framer.js';
 
 /**
  * CLIENT LIST, CLIENT KILL, CLIENT PAUSE, CLIENT UNPAUSE about respool's own clients (its
@@ -283,6 +284,9 @@ export function heldByPause(session: HandlerSession, spec: CommandSpec | undefin
 
 const MAY_WRITE = CommandFlag.WRITE | CommandFlag.MAY_REPLICATE;
 
+/** Commands whose flags a script's shebang replaces (Valkey's evalGetCommandFlags). */
+const EVAL_COMMANDS: ReadonlySet<string> = new Set(['eval', 'eval_ro', 'evalsha', 'evalsha_ro']);
+
 function mayReplicate(session: HandlerSession, spec: CommandSpec, args: readonly Buffer[]): boolean {
   if (spec.name === 'exec') {
     const tx = session.state.transaction;
@@ -290,18 +294,23 @@ function mayReplicate(session: HandlerSession, spec: CommandSpec, args: readonly
     const table = session.ctx.commands();
     return tx.queued.some((q) => {
       const s = table.get(q.command);
-      return s !== undefined && (q.command === 'eval' ? evalMayWrite(s, q.raw) : (s.flags & MAY_WRITE) !== 0);
+      return s !== undefined && (EVAL_COMMANDS.has(q.command) ? evalMayWrite(session, s, new RequestFrame(q.raw).args) : (s.flags & MAY_WRITE) !== 0);
     });
   }
-  if (spec.name === 'eval' && args.length > 1) return scriptMayWrite(spec, args[1]!);
+  if (EVAL_COMMANDS.has(spec.name)) return evalMayWrite(session, spec, args);
   return (spec.flags & MAY_WRITE) !== 0;
 }
 
-/** A queued EVAL (`*N $4 EVAL $len <script> …`): its script, from the raw bytes. */
-function evalMayWrite(spec: CommandSpec, raw: Buffer): boolean {
-  const header = /^\*\d+\r\n\$\d+\r\n[^\r]*\r\n\$\d+\r\n/.exec(raw.toString('latin1', 0, Math.min(raw.length, 64)));
-  if (header === null) return (spec.flags & MAY_WRITE) !== 0;
-  return scriptMayWrite(spec, raw.subarray(header[0].length));
+/**
+ * EVAL's script is its argument; EVALSHA's the body respool remembers for that sha (the node's
+ * script cache in Valkey): unknown, the command's own flags decide.
+ */
+function evalMayWrite(session: HandlerSession, spec: CommandSpec, args: readonly Buffer[]): boolean {
+  if (args.length < 2) return (spec.flags & MAY_WRITE) !== 0;
+  const script = spec.name.startsWith('evalsha')
+    ? (args[1]!.length === 40 ? session.ctx.scripts.body(args[1]!.toString('latin1')) : undefined)
+    : args[1]!;
+  return script === undefined ? (spec.flags & MAY_WRITE) !== 0 : scriptMayWrite(spec, script);
 }
 
 /**

@@ -17,6 +17,8 @@ import { aclReply } from './acl.js';
 export const AUTH_EXEMPT: ReadonlySet<string> = new Set(['auth', 'hello', 'quit', 'reset']);
 
 const OK = encodeSimple('OK');
+/** Valkey's validateClientAttr: every byte from '!' to '~'. */
+const PRINTABLE_NO_SPACE = /^[\x21-\x7e]*$/;
 const PONG = encodeSimple('PONG');
 
 /**
@@ -178,8 +180,10 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
     case 'client|setinfo': {
       if (args.length !== 4) return encodeError(ProxyError.wrongArity('client|setinfo'));
       const attr = arg(2).toLowerCase();
-      if (attr === 'lib-name' || attr === 'lib-ver') state.setLib(attr, arg(3));
-      else return encodeError(ProxyError.unrecognizedOption(arg(2)));
+      if (attr !== 'lib-name' && attr !== 'lib-ver') return encodeError(ProxyError.unrecognizedOption(arg(2)));
+      // Valkey's validateClientAttr: printable ASCII without spaces, so CLIENT LIST splits by space.
+      if (!PRINTABLE_NO_SPACE.test(args[3]!.toString('latin1'))) return encodeError(ProxyError.badClientAttr(arg(2)));
+      state.setLib(attr, arg(3));
       return OK;
     }
     default:
