@@ -12,8 +12,8 @@ import { RequestFrame } from '../resp/request-framer.js';
  * upstream links are no client's business), in Valkey 8.0.1's formats and with its replies
  * (networking.c clientCommand). CLIENT INFO (local.ts) prints the same line (clientInfoLine).
  *
- *   LIST   : one line per respool client, Valkey's fields in Valkey's order; what respool cannot
- *            know (query and output buffer sizes, memory) is 0
+ *   LIST   : one line per respool client, Valkey's fields in Valkey's order, measured on respool's
+ *            own buffers (clientInfoLine); fields respool has no counterpart for are left out
  *   KILL   : old form `addr` (+OK / ERR No such client) and the filter form (:count); a killed
  *            client's socket is destroyed, its close path releases leases and subscriptions;
  *            the caller itself (SKIPME no, or the old form) is closed after this reply
@@ -61,8 +61,8 @@ function run(session: HandlerSession, spec: CommandSpec | undefined, command: st
   }
 }
 
-/** What the line needs of a session (ClientSession; its socket gives fd and byte counts). */
-export type ListedClient = Pick<HandlerSession, 'id' | 'state' | 'createdAt' | 'closed'> & { readonly socket?: Socket };
+/** What the line needs of a session (ClientSession; its socket gives addresses and fd). */
+export type ListedClient = Pick<HandlerSession, 'id' | 'state' | 'createdAt' | 'closed' | 'buffers'> & { readonly socket?: Socket };
 
 const lower = (b: Buffer) => b.toString('latin1').toLowerCase();
 
@@ -88,7 +88,17 @@ function ageSeconds(c: ListedClient, nowMs: number): number {
   return Math.floor(nowMs / 1000) - Math.floor(c.createdAt / 1000);
 }
 
-/** Valkey 8.0.1 catClientInfoString, field for field (without the trailing newline). */
+/**
+ * Valkey 8.0.1 catClientInfoString, field for field (without the trailing newline), each one
+ * measured on what respool holds for the client (ClientBuffers): qbuf the bytes read and not yet
+ * handled, argv-mem the arguments of the request being handled (or held by CLIENT PAUSE, or
+ * blocked), multi-mem the commands queued in MULTI, obl the reply batch not yet handed to the
+ * socket, oll / omem the replies waiting behind an unanswered one plus what the kernel has not
+ * taken, tot-mem their sum, events r while respool reads the socket and w while output waits.
+ * Fields without a respool counterpart are left out rather than shown as constants: qbuf-free
+ * (respool's reads go to shared slabs, not a per-client buffer with spare room), rbs and rbp
+ * (no fixed per-client reply buffer).
+ */
 export function clientInfoLine(c: ListedClient): string {
   const state = c.state;
   const subs = state.subscriptions;
@@ -105,16 +115,21 @@ export function clientInfoLine(c: ListedClient): string {
   if (flags === '') flags = 'N';
   const socket = c.socket;
   const fd = (socket as unknown as { _handle?: { fd?: number } } | undefined)?._handle?.fd;
+  const io = c.buffers();
+  const multiMem = tx !== null ? tx.bytes : 0;
+  const omem = io.heldReplyBytes + io.unsentBytes;
+  const events = `${io.reading ? 'r' : ''}${io.unsentBytes + io.batchedBytes > 0 ? 'w' : ''}`;
   return (
     `id=${c.id} addr=${clientAddr(c)} laddr=${clientLaddr(c)} fd=${typeof fd === 'number' ? fd : -1} ` +
     `name=${state.name ?? ''} age=${ageSeconds(c, Date.now())} ` +
     `idle=${Math.max(0, Math.floor((performance.now() - state.lastInteraction) / 1000))} flags=${flags} db=${state.db} ` +
     `sub=${subs?.channels.size ?? 0} psub=${subs?.patterns.size ?? 0} ssub=${subs?.shardChannels.size ?? 0} ` +
     `multi=${tx !== null ? tx.queued.length : inMulti ? 0 : -1} watch=${state.lane?.watched.size ?? 0} ` +
-    'qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r ' +
+    `qbuf=${io.queryBytes} argv-mem=${io.argvBytes} multi-mem=${multiMem} obl=${io.batchedBytes} oll=${io.heldReplies} ` +
+    `omem=${omem} tot-mem=${io.queryBytes + io.argvBytes + multiMem + io.batchedBytes + omem} events=${events} ` +
     `cmd=${state.lastCommand} user=${state.user ?? 'default'} redir=${state.tracking !== null ? 0 : -1} ` +
     `resp=${state.protocol} lib-name=${state.libName} lib-ver=${state.libVersion} ` +
-    `tot-net-in=${socket?.bytesRead ?? 0} tot-net-out=${socket?.bytesWritten ?? 0} tot-cmds=${state.commandCount}`
+    `tot-net-in=${io.bytesIn} tot-net-out=${io.bytesOut} tot-cmds=${state.commandCount}`
   );
 }
 

@@ -7,7 +7,7 @@ import { AUTH_EXEMPT } from '../handlers/local.js';
 import { usersOf, defaultNeedsAuth } from '../acl/users.js';
 import { dispatch } from '../handlers/index.js';
 import { commandFamily } from '../commands/proxy-handling.js';
-import type { HandlerSession } from '../handlers/types.js';
+import type { ClientBuffers, HandlerSession } from '../handlers/types.js';
 import type { CommandSpec } from '../commands/command-table.js';
 import type { ServerContext } from './server-context.js';
 import { BatchedWriter } from '../util/batched-writer.js';
@@ -69,6 +69,12 @@ export class ClientSession implements HandlerSession {
   /** The request CLIENT PAUSE holds back (copied), until the pause ends; reading stops meanwhile. */
   private held: RequestFrame | null = null;
   private queuedPushBytes = 0;
+  /** The request being handled now, and the last blocking one (its arguments are argv-mem while it is blocked). */
+  private handling: RequestFrame | null = null;
+  private blockingFrame: RequestFrame | null = null;
+  /** Bytes read from the client and bytes of replies handed to the writer (CLIENT LIST tot-net-in / tot-net-out). */
+  private bytesIn = 0;
+  private bytesOut = 0;
 
   /** The client's socket: the accepted one, or its re-wrap reading through the shared buffer (shared-reads.ts). */
   readonly socket: Socket;
@@ -240,6 +246,7 @@ export class ClientSession implements HandlerSession {
   private onData(chunk: Buffer): void {
     if (this.closeWhenFlushed) return;
     this.state.lastInteraction = performance.now(); // CLIENT LIST idle (once per chunk); client latency start
+    this.bytesIn += chunk.length;
     if (this.ctx.metrics !== undefined) this.ctx.metrics.traffic.clientIn += chunk.length;
     this.framer.push(chunk);
     this.processFrames();
@@ -310,10 +317,14 @@ export class ClientSession implements HandlerSession {
     }
     // Entries this request pushes are timed from its chunk's arrival to their write (reply-queue.ts).
     const metrics = this.ctx.metrics;
+    const family = spec === undefined ? 'keyed' : commandFamily(spec, frame);
+    const blocking = family === 'blocking' && command !== 'client|unblock';
     if (metrics !== undefined) {
       this.replies.stamp = this.state.lastInteraction;
-      this.replies.series = metrics.clientLatency(spec === undefined ? 'keyed' : commandFamily(spec, frame));
+      this.replies.series = metrics.clientLatency(family);
     }
+    this.handling = frame;
+    if (blocking) this.blockingFrame = frame;
     try {
       const req = frame as RequestFrame<CommandSpec>; // the frame is the request: no wrapper per request
       req.spec = spec;
@@ -321,8 +332,30 @@ export class ClientSession implements HandlerSession {
       dispatch(this, req);
     } finally {
       this.replies.series = null; // later pushes (pub/sub messages) are not this request's
+      this.handling = null;
     }
-    this.state.commandDone();
+    // Valkey counts a command once it ran: a blocking one when served, an unknown one never.
+    this.state.commandDone(spec !== undefined && !blocking, blocking);
+  }
+
+  buffers(): ClientBuffers {
+    const held = this.replies.heldReplies();
+    const current = this.handling ?? this.held ?? (this.state.blocked ? this.blockingFrame : null);
+    let argvBytes = 0;
+    if (current !== null) for (const a of current.args) argvBytes += a.length;
+    const unsent = this.writer.unsentBytes;
+    const batched = this.writer.batchedBytes;
+    return {
+      queryBytes: this.framer.bufferedBytes,
+      argvBytes,
+      batchedBytes: batched,
+      heldReplies: held.count,
+      heldReplyBytes: held.bytes,
+      unsentBytes: unsent - batched,
+      reading: !this.readingPaused && !this.closed,
+      bytesIn: this.bytesIn,
+      bytesOut: this.bytesOut - unsent,
+    };
   }
 
   private flushHead(): void {
@@ -349,6 +382,7 @@ export class ClientSession implements HandlerSession {
   /** Replies produced while handling one upstream chunk leave in one write (BatchedWriter). */
   private write(data: Buffer): void {
     this.writer.write(data);
+    this.bytesOut += data.length;
     if (this.ctx.metrics !== undefined) this.ctx.metrics.traffic.clientOut += data.length;
     const unread = this.writer.unsentBytes;
     const max = this.ctx.config.clients.maxOutputBytesPerClient;

@@ -47,8 +47,10 @@ export class ClientState {
   tracking: TrackingLanes | null = null;
   /** CLIENT LIST / INFO: the last command's table name ("client|list"), 'NULL' before any or for an unknown one. */
   lastCommand = 'NULL';
-  /** CLIENT LIST / INFO tot-cmds: commands handled so far. */
+  /** CLIENT LIST / INFO tot-cmds: commands completed so far (a blocking one once it is served, as Valkey counts). */
   commandCount = 0;
+  /** A blocking command is counted in commandCount when it unblocks. */
+  private countOnUnblock = false;
   /** CLIENT LIST / INFO idle: performance.now() of the last bytes read from the client. */
   lastInteraction = performance.now();
   /**
@@ -112,6 +114,8 @@ export class ClientState {
   }
 
   unblock(): void {
+    if (this.countOnUnblock) this.commandCount++;
+    this.countOnUnblock = false;
     this.blocked = false;
     this.blockedKeys = NO_KEYS;
     this.blockedOnNoKey = false;
@@ -134,9 +138,13 @@ export class ClientState {
     }
   }
 
-  /** After each command: SKIP applies to the one command that follows it. */
-  commandDone(): void {
-    this.commandCount++;
+  /**
+   * After each command: SKIP applies to the one command that follows it. `counted`: false for a
+   * command Valkey does not count yet (a blocking one, counted at unblock(); one it rejects unknown).
+   */
+  commandDone(counted: boolean, countAtUnblock = false): void {
+    if (counted) this.commandCount++;
+    else if (countAtUnblock) this.countOnUnblock = true;
     this.replySkip = this.replySkipNext;
     this.replySkipNext = false;
   }

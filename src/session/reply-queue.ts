@@ -66,6 +66,18 @@ export class ReplyQueue {
     return this.entries.peek() === entry;
   }
 
+  /** Finished replies waiting behind an unanswered one, and their bytes (CLIENT LIST oll, omem). */
+  heldReplies(): { count: number; bytes: number } {
+    let count = 0;
+    let bytes = 0;
+    for (const entry of this.entries) {
+      if (entry.reply === null) continue;
+      count++;
+      bytes += entry.reply.length;
+    }
+    return { count, bytes };
+  }
+
   /** Takes every finished entry off the head, in order, and hands its reply to `sink` (the session: no closure per session). */
   drainHead(sink: { writeReply(reply: Buffer): void }): void {
     let head = this.entries.peek();

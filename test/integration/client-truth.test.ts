@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startStandalone, type ValkeyNode } from '../harness/valkey-processes.js';
-import { parseInfo, rawCall, RawClient, ReplyError, type RespArg, type RespReply } from '../harness/raw-client.js';
+import { encodeCommand, parseInfo, rawCall, RawClient, ReplyError, type RespArg, type RespReply } from '../harness/raw-client.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { startTestProxy } from '../helpers/proxy.js';
 import { sleep, waitFor } from '../helpers/wait.js';
@@ -119,5 +119,103 @@ describe('CLIENT SETINFO and RESET', () => {
     const direct = pick(await lineAfterReset(server.port));
     expect(direct).toEqual(['', 'mylib', '1.2', '2']);
     expect(pick(await lineAfterReset(proxy.address.port))).toEqual(direct);
+  });
+});
+
+describe('CLIENT LIST / INFO fields are measured', () => {
+  const field = (line: string, key: string) => line.match(new RegExp(`(?:^| )${key}=(\\S*)`))?.[1];
+  /** The CLIENT LIST line of the client with this id, as `viewer` sees it. */
+  const lineOf = async (viewer: RawClient, id: RespReply) => String(await viewer.call('CLIENT', 'LIST', 'ID', String(id))).trim();
+  const num = (line: string, key: string) => Number(field(line, key));
+
+  it('qbuf is the bytes of a request not yet complete, as one server counts them', async () => {
+    const partialOf = async (port: number) => {
+      const viewer = await client(port);
+      const writer = await client(port);
+      const id = await writer.call('CLIENT', 'ID');
+      const value = 'x'.repeat(20_000);
+      const whole = Buffer.from(`*3\r\n$3\r\nSET\r\n$6\r\ntr:big\r\n$${value.length}\r\n${value}\r\n`);
+      writer.socket.write(whole.subarray(0, 5000));
+      let qbuf = 0;
+      await waitFor(async () => (qbuf = num(await lineOf(viewer, id), 'qbuf')) > 4900, 'the partial request to be read', 2000);
+      writer.socket.write(whole.subarray(5000));
+      await waitFor(async () => num(await lineOf(viewer, id), 'qbuf') === 0, 'the request to complete', 2000);
+      return qbuf;
+    };
+    // Valkey moves the arguments it has parsed (SET, the key) out of its query buffer; respool
+    // keeps a partial request whole until it is complete.
+    expect(await partialOf(server.port)).toBe(5000 - 33);
+    expect(await partialOf(proxy.address.port)).toBe(5000);
+  });
+
+  it('argv-mem: the arguments of the command running (CLIENT INFO itself, a blocked BLPOP), 0 once done', async () => {
+    const argvOf = async (port: number) => {
+      const self = num(String(await rawCall(port, ['CLIENT', 'INFO'])), 'argv-mem');
+      const viewer = await client(port);
+      const blocked = await client(port);
+      const id = await blocked.call('CLIENT', 'ID');
+      const pop = blocked.call('BLPOP', 'tr:list', '0');
+      await waitFor(async () => field(await lineOf(viewer, id), 'flags') === 'b', 'the BLPOP to block');
+      const whileBlocked = num(await lineOf(viewer, id), 'argv-mem');
+      await viewer.call('LPUSH', 'tr:list', 'a');
+      await pop;
+      return { self, whileBlocked, after: num(await lineOf(viewer, id), 'argv-mem') };
+    };
+    const direct = await argvOf(server.port);
+    expect(direct).toEqual({ self: 10, whileBlocked: 5 + 7 + 1, after: 0 });
+    expect(await argvOf(proxy.address.port)).toEqual(direct);
+  });
+
+  it('tot-cmds, tot-net-in and tot-net-out of a client blocked in BLPOP move as one server\'s do once it is served', async () => {
+    const countersOf = async (port: number) => {
+      const viewer = await client(port);
+      const blocked = await client(port);
+      const id = await blocked.call('CLIENT', 'ID');
+      await blocked.call('SET', 'tr:c', 'v');
+      const pop = blocked.call('BLPOP', 'tr:list2', '0');
+      await waitFor(async () => field(await lineOf(viewer, id), 'flags') === 'b', 'the BLPOP to block');
+      // The reply bytes less CLIENT ID's own (its id has as many digits as it has).
+      const idReply = `:${String(id)}\r\n`.length;
+      const pick = (line: string) => [num(line, 'tot-cmds'), num(line, 'tot-net-in'), num(line, 'tot-net-out') - idReply, field(line, 'cmd')];
+      const during = pick(await lineOf(viewer, id));
+      await viewer.call('LPUSH', 'tr:list2', 'abc');
+      expect(await pop).toEqual(['tr:list2', 'abc']);
+      const after = pick(await lineOf(viewer, id));
+      return { during, after };
+    };
+    const sent = [['CLIENT', 'ID'], ['SET', 'tr:c', 'v'], ['BLPOP', 'tr:list2', '0']].reduce((n, c) => n + encodeCommand(c).length, 0);
+    const direct = await countersOf(server.port);
+    // While blocked: CLIENT ID and SET counted and answered, the BLPOP read but not counted.
+    expect(direct.during).toEqual([2, sent, '+OK\r\n'.length, 'blpop']);
+    expect(direct.after).toEqual([3, sent, 5 + '*2\r\n$8\r\ntr:list2\r\n$3\r\nabc\r\n'.length, 'blpop']);
+    expect(await countersOf(proxy.address.port)).toEqual(direct);
+  });
+
+  it('multi-mem grows with the commands queued in MULTI and is 0 outside; omem and events show a client that does not read', async () => {
+    const viewer = await client(proxy.address.port);
+    const directViewer = await client(server.port);
+    for (const [port, v] of [[server.port, directViewer], [proxy.address.port, viewer]] as const) {
+      const tx = await client(port);
+      const id = await tx.call('CLIENT', 'ID');
+      expect(num(await lineOf(v, id), 'multi-mem')).toBe(0);
+      await tx.call('MULTI');
+      await tx.call('SET', 'tr:m', 'x'.repeat(1000));
+      expect(num(await lineOf(v, id), 'multi-mem'), `port ${port}`).toBeGreaterThan(1000);
+      await tx.call('EXEC');
+      expect(num(await lineOf(v, id), 'multi-mem')).toBe(0);
+    }
+    await rawCall(server.port, ['SET', 'tr:huge', 'y'.repeat(8 * 1024 * 1024)]);
+    for (const [port, v] of [[server.port, directViewer], [proxy.address.port, viewer]] as const) {
+      const slow = await client(port);
+      const id = await slow.call('CLIENT', 'ID');
+      slow.socket.pause(); // reads nothing more: the 8 MiB reply stays with the server (or respool)
+      void slow.call('GET', 'tr:huge').catch(() => {});
+      let line = '';
+      await waitFor(async () => num((line = await lineOf(v, id)), 'omem') > 1024 * 1024, `port ${port}: the unread reply in omem`, 5000);
+      if (port === proxy.address.port) expect(field(line, 'events')).toBe('w'); // reading paused past half the output bound, output waiting
+      expect(num(line, 'tot-mem')).toBeGreaterThanOrEqual(num(line, 'omem'));
+      if (port === proxy.address.port) expect(Number(parseInfo(await v.call('INFO', 'clients'))['client_recent_max_output_buffer'])).toBeGreaterThan(1024 * 1024); // Valkey's is a peak its cron samples
+      slow.socket.resume();
+    }
   });
 });
