@@ -95,6 +95,7 @@ export const ProxyError = {
   unexpectedReply: (command: string) => `ERR respool: unexpected ${command} reply`,
   badClientName: () => `ERR Client names cannot contain spaces, newlines or special characters.`,
   unrecognizedOption: (option: string) => `ERR Unrecognized option '${option}'`,
+  replicaKeyspace: () => `ERR Replica can't interact with the keyspace`,
   badClientAttr: (attr: string) => `ERR ${attr} cannot contain spaces, newlines or special characters.`,
   notLocal: (command: string) => `ERR respool: ${command} is not answered locally`,
   badProtocolVersion: () => `ERR Protocol version is not an integer or out of range`,

@@ -29,6 +29,7 @@ import { DedicatedPools } from './upstream/dedicated-pool.js';
 import { PubSubHub } from './pubsub/hub.js';
 import { announceAddress, ClusterEmulation } from './cluster/emulation.js';
 import { ClientPause } from './session/client-pause.js';
+import { MonitorFeed } from './handlers/monitor.js';
 import { createTlsListener } from './session/tls-listener.js';
 import { ListenerSocketOptions } from './session/socket-options.js';
 import { reloadUpstreamTls } from './upstream/dial.js';
@@ -141,6 +142,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     scripts: new ScriptCache(),
     runningScripts: new RunningScripts(),
     clientPause: new ClientPause(),
+    monitors: new MonitorFeed(),
     sessions: () => sessions,
     sessionById: (id) => sessionsById.get(id),
     unblockLease: async (host, port, id, how) => {
@@ -159,6 +161,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     serverVersion: () => serverVersion,
     nextClientId: () => ++clientIds,
     onSessionClosed: (session) => {
+      ctx.monitors.remove(session);
       sessions.delete(session);
       sessionsById.delete(session.id);
       metrics.clientConnections.dec();

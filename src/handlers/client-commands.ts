@@ -105,6 +105,7 @@ export function clientInfoLine(c: ListedClient): string {
   const tx = state.transaction;
   const inMulti = tx !== null || state.lane?.inMulti === true;
   let flags = '';
+  if (state.monitoring) flags += 'O';
   if (isPubsub(state)) flags += 'P';
   if (inMulti) flags += 'x';
   if (state.blocked || state.pausedHeld) flags += 'b';

@@ -17,7 +17,7 @@ import { respool } from './respool.js';
 import { transaction, queueInTransaction } from './transaction.js';
 import { onLane } from './leased-lane.js';
 import { blocking } from './blocking.js';
-import { monitor } from './monitor.js';
+import { monitor, refusedWhileMonitoring } from './monitor.js';
 import { replication } from './replication.js';
 import { pubsub, allowedWhileSubscribed, refuseWhileSubscribed } from './pubsub.js';
 import { tracking, onTrackingLane } from './tracking.js';
@@ -60,6 +60,11 @@ export function dispatch(session: HandlerSession, req: CommandRequest): void {
   if (spec === undefined && isRespoolCommand(req.args[0]!)) return respool(session, req);
   // Users and permissions (src/acl/users.ts): null = +@all ~* &* (no users configured, or such a user).
   if (state.acl !== null && denied(session, req, state.acl)) return;
+  if (state.monitoring) {
+    // A monitoring client is a replica to Valkey: no keyspace commands (handlers/monitor.ts).
+    const refusal = refusedWhileMonitoring(spec);
+    if (refusal !== null) return session.replyNow(refusal);
+  }
   const family = spec === undefined ? 'keyed' : commandFamily(spec, req);
   if (family === 'script' || family === 'allShards') noteScript(session.ctx.scripts, req); // EVAL / SCRIPT LOAD bodies, on every path
   state.tracking?.noteCommand(req.command, state.transaction !== null);

@@ -136,6 +136,7 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
       return hello(session, ctx, args);
     case 'reset':
       resetSubscriptions(session); // no confirmations, as Valkey; subscribes still pending upstream finish first
+      ctx.monitors.remove(session); // MONITOR ends too (Valkey's clearClientConnectionState)
       state.reset();
       return encodeSimple('RESET');
     case 'client|reply': {

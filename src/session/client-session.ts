@@ -16,6 +16,7 @@ import { ReplyEntry, ReplyQueue } from './reply-queue.js';
 import { ClientState } from './client-state.js';
 import { heldByPause } from '../handlers/client-commands.js';
 import { readClientSocket } from './shared-reads.js';
+import { feedMonitors } from '../handlers/monitor.js';
 
 /**
  * What a session costs before and between requests (a connection storm, idle clients): one
@@ -325,8 +326,10 @@ export class ClientSession implements HandlerSession {
     }
     this.handling = frame;
     if (blocking) this.blockingFrame = frame;
+    const req = frame as RequestFrame<CommandSpec>; // the frame is the request: no wrapper per request
+    const monitored = this.ctx.monitors.active; // MONITOR: one boolean on the hot path
+    const tx = monitored ? this.state.transaction : null;
     try {
-      const req = frame as RequestFrame<CommandSpec>; // the frame is the request: no wrapper per request
       req.spec = spec;
       req.command = command;
       dispatch(this, req);
@@ -334,6 +337,7 @@ export class ClientSession implements HandlerSession {
       this.replies.series = null; // later pushes (pub/sub messages) are not this request's
       this.handling = null;
     }
+    if (monitored) feedMonitors(this, req, tx);
     // Valkey counts a command once it ran: a blocking one when served, an unknown one never.
     this.state.commandDone(spec !== undefined && !blocking, blocking);
   }

@@ -60,6 +60,8 @@ export class ClientState {
   replicaStream = false;
   /** A request is held back by CLIENT PAUSE (INFO clients counts it blocked, as Valkey's postponed clients). */
   pausedHeld = false;
+  /** MONITOR: the client gets every command's line (handlers/monitor.ts) until RESET or close. */
+  monitoring = false;
 
   /** CLIENT REPLY OFF / SKIP (Valkey's reply_off, reply_skip_next, reply_skip flags). */
   private replyOff = false;
@@ -159,6 +161,7 @@ export class ClientState {
     this.transaction = null;
     this.tracking?.close(true); // tracking off, once the lanes answered what they owe
     this.tracking = null;
+    this.monitoring = false; // the caller takes it off the monitor feed
     this.setReplyMode('on');
   }
 

@@ -11,6 +11,7 @@ import type { ClusterEmulation } from '../cluster/emulation.js';
 import type { ScriptCache } from '../handlers/script-cache.js';
 import type { RunningScripts } from '../handlers/running-scripts.js';
 import type { ClientPause } from './client-pause.js';
+import type { MonitorFeed } from '../handlers/monitor.js';
 
 /** What a client session needs from the running proxy (kept narrow so sessions stay testable). */
 export interface ServerContext {
@@ -32,6 +33,8 @@ export interface ServerContext {
   unblockLease(host: string, port: number, clientId: number, how: 'timeout' | 'error'): Promise<boolean>;
   /** CLIENT PAUSE over respool's own clients: sessions check `active` before each request. */
   readonly clientPause: ClientPause;
+  /** MONITOR's clients: sessions feed them each request while `active` (handlers/monitor.ts). */
+  readonly monitors: MonitorFeed;
   /** Every open client session (INFO clients counts them). */
   sessions(): Iterable<ClientSession>;
   /** The open session with this CLIENT ID (CLIENT TRACKING … REDIRECT). */

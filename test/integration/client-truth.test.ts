@@ -219,3 +219,48 @@ describe('CLIENT LIST / INFO fields are measured', () => {
     }
   });
 });
+
+describe('MONITOR', () => {
+  it('shows the same lines as one server for the same commands: case kept, secrets redacted, rejected and admin commands left out, MULTI … EXEC in run order', async () => {
+    const session: RespArg[][] = [
+      ['set', 'tr:mon', 'v'],
+      ['AUTH', 'nobody', 'secret'],
+      ['CONFIG', 'GET', 'maxmemory'],
+      ['CLIENT', 'SETNAME', 'watched'],
+      ['NOSUCHCOMMAND', 'x'],
+      ['GET'],
+      ['ECHO', 'a"b\n\u0001\u00e9'],
+      ['multi'],
+      ['Set', 'tr:mon', 'v2'],
+      ['LPUSH', 'tr:mon', 'x'],
+      ['exec'],
+      ['MULTI'],
+      ['GET', 'tr:mon', 'extra'],
+      ['EXEC'],
+      ['DEL', 'tr:mon'],
+    ];
+    const linesFrom = async (port: number) => {
+      const monitor = await client(port);
+      expect(await monitor.call('MONITOR')).toBe('OK');
+      expect(await monitor.call('GET', 'tr:mon')).toEqual(new ReplyError("ERR Replica can't interact with the keyspace"));
+      const c = await client(port);
+      for (const cmd of session) await c.call(...cmd);
+      const addr = `${c.socket.localAddress}:${c.socket.localPort}`;
+      await waitFor(() => monitor.unsolicited.some((l) => String(l).includes('"DEL"')), 'the last line');
+      const lines = monitor.unsolicited.map(String);
+      for (const l of lines) expect(l).toMatch(new RegExp(`^\\d+\\.\\d{6} \\[0 ${addr.replace(/\./g, '\\.')}\\] `));
+      expect(await monitor.call('PING')).toBe('PONG'); // its own line comes after its reply
+      await waitFor(() => monitor.unsolicited.length === lines.length + 1, 'its own PING line');
+      monitor.socket.write(encodeCommand(['MONITOR'])); // a second MONITOR: no reply at all
+      expect(await monitor.call('ECHO', 'next')).toBe('next');
+      expect(await monitor.call('RESET')).toBe('RESET');
+      await c.call('SET', 'tr:mon', 'after');
+      await sleep(50);
+      return { shown: monitor.unsolicited.map(String).map((l) => l.slice(l.indexOf(']') + 2)) };
+    };
+    const direct = await linesFrom(server.port);
+    expect(direct.shown).toContain('"AUTH" "(redacted)" "(redacted)"');
+    expect(direct.shown.slice(-3)).toEqual(['"DEL" "tr:mon"', '"PING"', '"ECHO" "next"']); // its RESET ends it: not even RESET's own line
+    expect(await linesFrom(proxy.address.port)).toEqual(direct);
+  });
+});
