@@ -95,6 +95,8 @@ export const ProxyError = {
   unexpectedReply: (command: string) => `ERR respool: unexpected ${command} reply`,
   badClientName: () => `ERR Client names cannot contain spaces, newlines or special characters.`,
   unrecognizedOption: (option: string) => `ERR Unrecognized option '${option}'`,
+  perNodeSetting: (verb: 'get' | 'set', name: string, why: string) =>
+    `ERR respool: CONFIG ${verb.toUpperCase()} ${name} is not supported through respool: ${why}`,
   replicaKeyspace: () => `ERR Replica can't interact with the keyspace`,
   badClientAttr: (attr: string) => `ERR ${attr} cannot contain spaces, newlines or special characters.`,
   notLocal: (command: string) => `ERR respool: ${command} is not answered locally`,

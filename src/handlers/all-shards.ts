@@ -4,6 +4,7 @@ import { wait } from './wait.js';
 import { scriptExistsReply } from './script-cache.js';
 import type { CallOwner } from '../routing/upstream-call.js';
 import { configSet, isWellFormedConfigSet } from './config-set.js';
+import { perNodeSetRefusal } from './node-settings.js';
 
 /**
  * Commands that speak for the whole data set (DBSIZE, KEYS, FLUSHALL, SCAN, SCRIPT LOAD, …): in
@@ -14,6 +15,10 @@ import { configSet, isWellFormedConfigSet } from './config-set.js';
 export const allShards: Handler = (session, req) => {
   const ctx = session.ctx;
   if (req.command === 'wait' || req.command === 'waitaof') return wait(session, req);
+  if (req.command === 'config|set') {
+    const refusal = perNodeSetRefusal(req.args); // a node's port, files, identity: never half-applied (node-settings.ts)
+    if (refusal !== null) return session.replyNow(refusal);
+  }
   if (!ctx.isCluster() || req.spec === undefined) return keyed(session, req);
   if (req.command === 'config|set' && isWellFormedConfigSet(req)) return configSet(session, req, req.spec);
   const entry = session.reserve();

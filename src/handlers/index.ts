@@ -6,7 +6,7 @@ import type { Handler, HandlerSession, CommandRequest } from './types.js';
 import { local } from './local.js';
 import { clientCommands } from './client-commands.js';
 import { info } from './info.js';
-import { keyed } from './keyed.js';
+import { anyNode, keyed } from './keyed.js';
 import { cluster } from './cluster.js';
 import { multiKey } from './multi-key.js';
 import { script } from './script.js';
@@ -40,7 +40,7 @@ const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
   pubsub,
   script,
   allShards,
-  anyNode: keyed,
+  anyNode,
   keyed,
   multiKey,
   refused,

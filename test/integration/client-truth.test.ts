@@ -264,3 +264,56 @@ describe('MONITOR', () => {
     expect(await linesFrom(proxy.address.port)).toEqual(direct);
   });
 });
+
+describe('per-node CONFIG settings', () => {
+  const asPairs = (r: RespReply): Record<string, string> => {
+    const out: Record<string, string> = {};
+    const flat = r instanceof Map ? [...r].flat() : (r as RespReply[]);
+    for (let i = 0; i + 1 < flat.length; i += 2) out[String(flat[i])] = String(flat[i + 1]);
+    return out;
+  };
+
+  it('CONFIG GET port / bind / tls-port answer respool\'s own; a node\'s own (dir, logfile, …) is refused with a reason', async () => {
+    const direct = asPairs(await rawCall(server.port, ['CONFIG', 'GET', 'port']));
+    expect(direct).toEqual({ port: String(server.port) });
+    const through = await client(proxy.address.port);
+    expect(asPairs(await through.call('CONFIG', 'GET', 'port'))).toEqual({ port: String(proxy.address.port) });
+    expect(asPairs(await through.call('CONFIG', 'GET', 'PORT', 'bind', 'maxmemory-policy'))).toEqual({
+      PORT: String(proxy.address.port), // spelt as asked, as Valkey answers
+      bind: '127.0.0.1', 'maxmemory-policy': asPairs(await rawCall(server.port, ['CONFIG', 'GET', 'maxmemory-policy']))['maxmemory-policy'],
+    });
+    const refused = await through.call('CONFIG', 'GET', 'dir');
+    expect(refused).toBeInstanceOf(ReplyError);
+    expect((refused as ReplyError).message).toMatch(/^ERR respool: CONFIG GET dir is not supported through respool: it is a setting of each node/);
+    // a pattern: the node's answer without the per-node settings, with respool's own
+    const all = asPairs(await through.call('CONFIG', 'GET', '*'));
+    const directAll = asPairs(await rawCall(server.port, ['CONFIG', 'GET', '*']));
+    expect(all['port']).toBe(String(proxy.address.port));
+    for (const gone of ['dir', 'logfile', 'pidfile', 'dbfilename', 'cluster-announce-port', 'replica-announce-ip']) {
+      expect(directAll[gone], gone).toBeDefined();
+      expect(all[gone], gone).toBeUndefined();
+    }
+    expect(all['maxmemory-policy']).toBe(directAll['maxmemory-policy']);
+    expect(Object.keys(all).length).toBeGreaterThan(150);
+    const ports = asPairs(await through.call('CONFIG', 'GET', '*port'));
+    expect(ports).toEqual({ port: String(proxy.address.port), 'tls-port': '0' });
+  });
+
+  it('CONFIG SET of a per-node setting is refused whole: nothing is applied on the node, not even the other settings', async () => {
+    const before = asPairs(await rawCall(server.port, ['CONFIG', 'GET', 'maxmemory-policy', 'port', 'dir']));
+    for (const args of [
+      ['CONFIG', 'SET', 'port', '1234'],
+      ['CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru', 'dir', '/tmp'],
+      ['CONFIG', 'SET', 'slaveof', 'no one'],
+    ]) {
+      const reply = await rawCall(proxy.address.port, args);
+      expect(reply, args.join(' ')).toBeInstanceOf(ReplyError);
+      expect((reply as ReplyError).message).toMatch(/^ERR respool: CONFIG SET (port|dir|slaveof) is not supported through respool: /);
+    }
+    expect(asPairs(await rawCall(server.port, ['CONFIG', 'GET', 'maxmemory-policy', 'port', 'dir']))).toEqual(before);
+    // settings of the whole data set still reach the node
+    expect(await rawCall(proxy.address.port, ['CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru'])).toBe('OK');
+    expect(asPairs(await rawCall(server.port, ['CONFIG', 'GET', 'maxmemory-policy']))['maxmemory-policy']).toBe('allkeys-lru');
+    await rawCall(server.port, ['CONFIG', 'SET', 'maxmemory-policy', before['maxmemory-policy']!]);
+  });
+});
