@@ -101,8 +101,12 @@ export function feedMonitors(session: HandlerSession, req: CommandRequest, tx: T
   if (shown(spec)) feed.feed(session, spec.name, req.args);
 }
 
+/** Scripts are flagged skip_monitor because Valkey feeds them itself, before they run (eval.c, functions.c). */
+const FED_BY_THEMSELVES: ReadonlySet<string> = new Set(['eval', 'eval_ro', 'evalsha', 'evalsha_ro', 'fcall', 'fcall_ro']);
+
 function shown(spec: CommandSpec): boolean {
-  return (spec.flags & (CommandFlag.ADMIN | CommandFlag.SKIP_MONITOR)) === 0;
+  if (spec.flags & CommandFlag.ADMIN) return false;
+  return (spec.flags & CommandFlag.SKIP_MONITOR) === 0 || FED_BY_THEMSELVES.has(spec.name);
 }
 
 function wrongArity(spec: CommandSpec, argc: number): boolean {

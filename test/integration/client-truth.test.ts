@@ -230,6 +230,7 @@ describe('MONITOR', () => {
       ['NOSUCHCOMMAND', 'x'],
       ['GET'],
       ['ECHO', 'a"b\n\u0001\u00e9'],
+      ['EVAL', 'return 1', '0'],
       ['multi'],
       ['Set', 'tr:mon', 'v2'],
       ['LPUSH', 'tr:mon', 'x'],
