@@ -95,6 +95,7 @@ export const ProxyError = {
   unexpectedReply: (command: string) => `ERR respool: unexpected ${command} reply`,
   badClientName: () => `ERR Client names cannot contain spaces, newlines or special characters.`,
   unrecognizedOption: (option: string) => `ERR Unrecognized option '${option}'`,
+  configSetFailed: (name: string, why: string) => `ERR CONFIG SET failed (possibly related to argument '${name}') - ${why}`,
   perNodeSetting: (verb: 'get' | 'set', name: string, why: string) =>
     `ERR respool: CONFIG ${verb.toUpperCase()} ${name} is not supported through respool: ${why}`,
   replicaKeyspace: () => `ERR Replica can't interact with the keyspace`,
@@ -124,6 +125,9 @@ export const ProxyError = {
   maxAgeNotPositive: () => `ERR maxage should be greater than 0`,
   noSuchUser: (name: string) => `ERR No such user '${name}'`,
   noSuchClient: () => `ERR No such client`,
+  subcommandSyntax: (command: string, sub: string) => `ERR unknown subcommand or wrong number of arguments for '${sub}'. Try ${command} HELP.`,
+  countAtLeastMinusOne: () => `ERR count should be greater than or equal to -1`,
+  commandlogType: () => `ERR type should be one of the following: slow, large-request, large-reply`,
   clientSubcommandSyntax: (sub: string) => `ERR unknown subcommand or wrong number of arguments for '${sub}'. Try CLIENT HELP.`,
   pauseMode: () => `ERR CLIENT PAUSE mode must be WRITE or ALL`,
   timeoutNotInteger: () => `ERR timeout is not an integer or out of range`,

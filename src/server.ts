@@ -15,6 +15,7 @@ import { Metrics } from './admin/metrics.js';
 import { isLoopback, startAdminServer, type AdminServer } from './admin/admin-server.js';
 import { readiness } from './admin/readiness.js';
 import { configRoute } from './admin/config-route.js';
+import { observeRoutes } from './admin/observe-routes.js';
 import { createLogger } from './util/logger.js';
 import { RateLimitedLog } from './util/rate-limited-log.js';
 import { reloadProxy, type ReloadResult } from './config/reload.js';
@@ -30,6 +31,9 @@ import { PubSubHub } from './pubsub/hub.js';
 import { announceAddress, ClusterEmulation } from './cluster/emulation.js';
 import { ClientPause } from './session/client-pause.js';
 import { MonitorFeed } from './handlers/monitor.js';
+import { RequestObserver } from './observe/request-observer.js';
+import { NodeSaturation } from './observe/node-saturation.js';
+import { oneShotCommand } from './upstream/one-shot.js';
 import { createTlsListener } from './session/tls-listener.js';
 import { ListenerSocketOptions } from './session/socket-options.js';
 import { reloadUpstreamTls } from './upstream/dial.js';
@@ -131,6 +135,22 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     return databases;
   };
 
+  const observer = new RequestObserver(config, metrics); // slow log, command log, per-command latency
+  // Saturated nodes: last-minute p99 or main-thread CPU from INFO cpu (observe/node-saturation.ts).
+  const saturation = new NodeSaturation({
+    config,
+    topology: () => refresher.current,
+    windows: metrics.windows,
+    infoCpu: async (host, port) => {
+      const options = { host, port, auth: config.upstreamAuth, tls: config.upstreamTls, timeoutMs: config.timeouts.commandMs };
+      const reply = decodeReply(await oneShotCommand(options, ['INFO', 'cpu']));
+      if (reply instanceof RespError) throw new Error(reply.message);
+      return Buffer.isBuffer(reply) ? reply.toString('latin1') : String(reply);
+    },
+    metrics,
+    log,
+  });
+
   const ctx: ServerContext = {
     config,
     router,
@@ -143,6 +163,8 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     runningScripts: new RunningScripts(),
     clientPause: new ClientPause(),
     monitors: new MonitorFeed(),
+    observer,
+    saturation,
     sessions: () => sessions,
     sessionById: (id) => sessionsById.get(id),
     unblockLease: async (host, port, id, how) => {
@@ -250,6 +272,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     inflight: metrics.raw.queue_depth.labels('upstream_inflight'),
     pending: metrics.raw.queue_depth.labels('client_pending'),
   };
+  metrics.windows.start(); // last-minute latency per node and family (observe/latency-windows.ts)
   const sampler = setInterval(() => {
     depth.accept.set(gate.parkedCount);
     depth.nodeWait.set(pools.waitingRequests());
@@ -264,6 +287,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
   const firstTopology = refresher.start();
   await ownZone;
   await Promise.race([firstTopology, new Promise((r) => setTimeout(r, STARTUP_TOPOLOGY_WAIT_MS).unref())]);
+  saturation.start();
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -304,6 +328,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     if (!isLoopback(admin.address.host)) log.info({ admin: admin.address }, 'admin server listens beyond loopback: /metrics, /healthz, /readyz, /topology, /config are readable from the network');
     for (const r of hotKeyRoutes(hotKeys)) admin.registerRoute(r.method, r.path, r.handler);
     admin.registerRoute('GET', '/config', configRoute(config)); // the running config, secrets redacted
+    for (const r of observeRoutes({ metrics, observer, saturation, events })) admin.registerRoute(r.method, r.path, r.handler);
   }
   log.info({ listen: address, listenTls: tlsAddress, admin: admin?.address ?? null, upstreams: config.upstreams, mode: config.mode }, 'respool listening');
 
@@ -346,6 +371,8 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
           session.destroy();
         }
         clearInterval(sampler);
+        metrics.windows.stop();
+        saturation.stop();
         hotKeys.stop();
         pubsub.close();
         await dedicated.closeAll();

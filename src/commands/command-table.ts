@@ -60,6 +60,8 @@ export interface CommandSpec {
   findKeys?: KeyFinder;
   /** Subcommands by name bytes, case-insensitive (set by CommandTable; internal). */
   subcommandIndex?: NameIndex<CommandSpec>;
+  /** Its latency histogram (set by observe/command-latency.ts on first use; internal). */
+  latency?: object;
 }
 
 /** One command as listed by `COMMAND` (subcommands are separate entries named "parent|sub"). */

@@ -18,6 +18,7 @@ import { envConfigData, nameEnvProblem } from './env-config.js';
 import { convertHotKeyFlags, readHotKeysFile } from './hot-keys-config.js';
 import { checkTls, convertTlsFlags, readTlsFile } from './tls-config.js';
 import { NUMERIC_FIELDS, type NumericField } from './schema.js';
+import { OBSERVABILITY_SWITCHES } from './observability-config.js';
 import { aclRulesProblem } from '../acl/users.js';
 import { CONFIG_VALIDATOR_FILE, RESPOOL_VERSION } from '../own-files.js';
 import {
@@ -383,6 +384,11 @@ function convertSettings(data: unknown, where: string, env: NodeJS.ProcessEnv, p
     }
   }
   if (!isBad('hotKeys')) readHotKeysFile(settings.hotKeys, convert, set);
+  for (const [group, names] of Object.entries(OBSERVABILITY_SWITCHES)) {
+    const g = settings[group] as Record<string, unknown> | undefined;
+    if (g === undefined || g === null || typeof g !== 'object') continue;
+    for (const name of names) set(`${group}.${name}`, convert(`${group}.${name}`, g[name], (v) => v as boolean));
+  }
   readTlsFile(settings, convert, out);
   for (const f of NUMERIC_FIELDS) {
     const [group, key] = f.path.split('.') as [string, string | undefined];

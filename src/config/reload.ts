@@ -18,6 +18,7 @@ const NEEDS_RESTART: readonly string[] = [
   'clients.acceptRatePerSecond',
   'reads.zoneFrom', 'reads.metadataBaseUrl', 'reads.metadataTimeoutMs',
   'hotKeys.detection.', 'hotKeys.readChoice',
+  'latency.tracking', 'bigKeys.', 'saturation.cpuSampleMs',
   'upstreamTls.enabled',
 ];
 

@@ -4,7 +4,7 @@ import { wait } from './wait.js';
 import { scriptExistsReply } from './script-cache.js';
 import type { CallOwner } from '../routing/upstream-call.js';
 import { configSet, isWellFormedConfigSet } from './config-set.js';
-import { perNodeSetRefusal } from './node-settings.js';
+import { configSetHere } from './node-settings.js';
 
 /**
  * Commands that speak for the whole data set (DBSIZE, KEYS, FLUSHALL, SCAN, SCRIPT LOAD, …): in
@@ -16,8 +16,9 @@ export const allShards: Handler = (session, req) => {
   const ctx = session.ctx;
   if (req.command === 'wait' || req.command === 'waitaof') return wait(session, req);
   if (req.command === 'config|set') {
-    const refusal = perNodeSetRefusal(req.args); // a node's port, files, identity: never half-applied (node-settings.ts)
-    if (refusal !== null) return session.replyNow(refusal);
+    // a node's port, files, identity: never half-applied; respool's own log settings: set here (node-settings.ts)
+    const reply = configSetHere(session, req.args);
+    if (reply !== null) return session.replyNow(reply);
   }
   if (!ctx.isCluster() || req.spec === undefined) return keyed(session, req);
   if (req.command === 'config|set' && isWellFormedConfigSet(req)) return configSet(session, req, req.spec);

@@ -18,6 +18,7 @@ import { transaction, queueInTransaction } from './transaction.js';
 import { onLane } from './leased-lane.js';
 import { blocking } from './blocking.js';
 import { monitor, refusedWhileMonitoring } from './monitor.js';
+import { isCommandlogCommand, observeReply } from './observe.js';
 import { replication } from './replication.js';
 import { pubsub, allowedWhileSubscribed, refuseWhileSubscribed } from './pubsub.js';
 import { tracking, onTrackingLane } from './tracking.js';
@@ -60,6 +61,7 @@ export function dispatch(session: HandlerSession, req: CommandRequest): void {
   if (spec === undefined && isRespoolCommand(req.args[0]!)) return respool(session, req);
   // Users and permissions (src/acl/users.ts): null = +@all ~* &* (no users configured, or such a user).
   if (state.acl !== null && denied(session, req, state.acl)) return;
+  if (spec === undefined && isCommandlogCommand(req.args[0]!)) return session.replyNow(observeReply(session, 'commandlog', req.args));
   if (state.monitoring) {
     // A monitoring client is a replica to Valkey: no keyspace commands (handlers/monitor.ts).
     const refusal = refusedWhileMonitoring(spec);

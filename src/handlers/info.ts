@@ -86,6 +86,7 @@ function clientsSection(session: HandlerSession): InfoSection {
  *   keyspace                   summed over the primaries (avg_ttl weighted by expires)
  *   memory                     bytes summed over the primaries (mergeMemory)
  *   commandstats, errorstats   summed per command / error over the primaries
+ *   latencystats               respool's own per-command percentiles (observe/command-latency.ts)
  *   cpu, replication…          one primary's section, its first line `respool_source:<node>`
  *
  * The sections the primaries give are fetched with one `INFO …` to each primary (InfoFetch, a
@@ -178,6 +179,10 @@ function buildInfo(session: HandlerSession, request: InfoRequest, own: ReadonlyM
         break;
       case 'memory':
         out.push(mergeMemory(all('memory')));
+        break;
+      case 'latencystats':
+        // respool's per-command histograms (receive → reply written), Valkey's line format
+        out.push({ header: HEADERS.latencystats, lines: ctx.observer?.commands.infoLines() ?? [] });
         break;
       default:
         out.push(fromOneNode(section, HEADERS[section], nodes));

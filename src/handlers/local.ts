@@ -12,6 +12,7 @@ import { CLIENT_COMMANDS } from '../commands/proxy-handling.js';
 import { clientCommandReply, clientInfoLine } from './client-commands.js';
 import { checkCredentials, usersOf } from '../acl/users.js';
 import { aclReply } from './acl.js';
+import { OBSERVE_COMMANDS, observeReply } from './observe.js';
 
 /** Commands a client may send before it has authenticated (as in Valkey). */
 export const AUTH_EXEMPT: ReadonlySet<string> = new Set(['auth', 'hello', 'quit', 'reset']);
@@ -189,6 +190,7 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
     }
     default:
       if (command.startsWith('acl|')) return aclReply(session, command, args); // respool's own users (handlers/acl.ts)
+      if (OBSERVE_COMMANDS.has(command)) return observeReply(session, command, args); // SLOWLOG, COMMANDLOG, LATENCY HISTOGRAM
       if (CLIENT_COMMANDS.has(command)) return clientCommandReply(session, command, args); // inside MULTI, at EXEC
       // The cluster emulation's local answers, queued inside MULTI (handlers/cluster.ts).
       if (LOCAL_CLUSTER_COMMANDS.has(command)) return clusterReply(session, command, args);

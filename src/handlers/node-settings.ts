@@ -1,21 +1,28 @@
 import { decodeReply, RespError, type RespValue } from '../resp/decode.js';
-import { encodeBulk, encodeError, encodeMap } from '../resp/encode.js';
+import { encodeBulk, encodeError, encodeMap, encodeSimple } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { globMatch } from '../util/glob.js';
 import type { CallOwner } from '../routing/upstream-call.js';
 import type { CommandRequest, HandlerSession } from './types.js';
 
 /**
- * CONFIG settings that belong to one node by nature — its addresses, its files, its identity in
- * the cluster. Sent to every node, a CONFIG SET of one applies on one node at best (two nodes
- * cannot listen on one port) and is half-applied; a CONFIG GET shows one node's value as if it
- * were the whole upstream's. So respool answers those it has a counterpart of with its own value
- * (its listen port and host, its TLS port, its availability zone) and refuses the others, naming
- * the setting and why; CONFIG SET of any of them is refused before anything is sent.
+ * CONFIG settings that are respool's, not the nodes':
  *
- * CONFIG GET of a pattern (`*`, `*port`): the node's answer without the per-node settings, plus
- * respool's own that the pattern matches. CONFIG GET naming one exactly: respool's own, or the
- * refusal. Other settings are untouched (config-set.ts, the plain forward).
+ *   per node   a node's addresses, files, identity in the cluster. Sent to every node, a CONFIG SET
+ *              of one applies on one node at best (two nodes cannot listen on one port) and is
+ *              half-applied; a CONFIG GET shows one node's value as the upstream's. respool answers
+ *              those it has a counterpart of with its own (listen port and host, TLS port, zone) and
+ *              refuses the others, naming the setting and why; a CONFIG SET of any is refused
+ *              before anything is sent.
+ *   logs       SLOWLOG, COMMANDLOG and LATENCY HISTOGRAM are respool's own (handlers/observe.ts),
+ *              so their settings are too: slowlog-*, commandlog-* (Valkey 8.1's names) and
+ *              latency-tracking are read and set on respool (slowlog.*, commandlog.*,
+ *              latency.tracking), with Valkey's ranges and errors; a node's own with RESPOOL NODE.
+ *              A CONFIG SET mixing them with node settings is refused (it could not be all or
+ *              nothing).
+ *
+ * CONFIG GET of a pattern (`*`, `*port`): the node's answer without these, plus respool's own that
+ * the pattern matches. Other settings are untouched (config-set.ts, the plain forward).
  */
 const RESPOOL_OWN: ReadonlyMap<string, (session: HandlerSession) => string> = new Map([
   ['port', (s: HandlerSession) => s.localAddress.slice(s.localAddress.lastIndexOf(':') + 1)],
@@ -34,7 +41,57 @@ const PER_NODE: ReadonlySet<string> = new Set([
   'replica-announce-ip', 'slave-announce-ip', 'replica-announce-port', 'slave-announce-port', 'replicaof', 'slaveof',
 ]);
 
-const ALL_PER_NODE = [...RESPOOL_OWN.keys(), ...PER_NODE];
+/** A setting of respool's own logs: its value now, and how a CONFIG SET value applies (or Valkey's reason it does not). */
+interface LogSetting {
+  get(session: HandlerSession): string;
+  set(session: HandlerSession, value: string): string | (() => void);
+}
+
+/** Valkey's createLongLongConfig / createULongConfig parse and range check, as CONFIG SET reports it. */
+function integerSetting(min: number, max: number, read: (s: HandlerSession) => number, write: (s: HandlerSession, v: number) => void): LogSetting {
+  return {
+    get: (s) => String(read(s)),
+    set: (s, value) => {
+      if (!/^-?\d+$/.test(value) || !Number.isSafeInteger(Number(value))) return "argument couldn't be parsed into an integer";
+      const v = Number(value);
+      if (v < min || v > max) return `argument must be between ${min} and ${max} inclusive`;
+      return () => write(s, v);
+    },
+  };
+}
+
+const MAX_LOG_LEN = 1_000_000; // respool's bound on a log's length (slowlog.maxLen's)
+const slowThreshold = integerSetting(-1, Number.MAX_SAFE_INTEGER, (s) => s.ctx.config.slowlog.thresholdUs, (s, v) => (s.ctx.config.slowlog.thresholdUs = v));
+const slowMaxLen = integerSetting(0, MAX_LOG_LEN, (s) => s.ctx.config.slowlog.maxLen, (s, v) => (s.ctx.config.slowlog.maxLen = v));
+
+const LOG_SETTINGS: ReadonlyMap<string, LogSetting> = new Map([
+  ['slowlog-log-slower-than', slowThreshold],
+  ['slowlog-max-len', slowMaxLen],
+  ['commandlog-execution-slower-than', slowThreshold],
+  ['commandlog-slow-execution-max-len', slowMaxLen],
+  ['commandlog-request-larger-than', integerSetting(-1, Number.MAX_SAFE_INTEGER, (s) => s.ctx.config.commandlog.largeRequestBytes, (s, v) => (s.ctx.config.commandlog.largeRequestBytes = v))],
+  ['commandlog-large-request-max-len', integerSetting(0, MAX_LOG_LEN, (s) => s.ctx.config.commandlog.largeRequestMaxLen, (s, v) => (s.ctx.config.commandlog.largeRequestMaxLen = v))],
+  ['commandlog-reply-larger-than', integerSetting(-1, Number.MAX_SAFE_INTEGER, (s) => s.ctx.config.commandlog.largeReplyBytes, (s, v) => (s.ctx.config.commandlog.largeReplyBytes = v))],
+  ['commandlog-large-reply-max-len', integerSetting(0, MAX_LOG_LEN, (s) => s.ctx.config.commandlog.largeReplyMaxLen, (s, v) => (s.ctx.config.commandlog.largeReplyMaxLen = v))],
+  ['latency-tracking', {
+    get: (s) => ((s.ctx.observer?.commands.enabled ?? s.ctx.config.latency.tracking) ? 'yes' : 'no'),
+    set: (s, value) => {
+      const v = value.toLowerCase();
+      if (v !== 'yes' && v !== 'no') return "argument must be 'yes' or 'no'";
+      return () => {
+        if (s.ctx.observer !== undefined) s.ctx.observer.commands.enabled = v === 'yes';
+      };
+    },
+  }],
+]);
+
+/** Settings answered by respool: getters by name. */
+function ownGetter(name: string): ((s: HandlerSession) => string) | undefined {
+  return RESPOOL_OWN.get(name) ?? LOG_SETTINGS.get(name)?.get;
+}
+
+const OWN_NAMES = [...RESPOOL_OWN.keys(), ...LOG_SETTINGS.keys()];
+const ALL_PER_NODE = [...OWN_NAMES, ...PER_NODE];
 
 const WHY_GET = 'it is a setting of each node (connect to one, or ask it with RESPOOL NODE <address> CONFIG GET)';
 const WHY_SET = 'it is a setting of each node: connect to a node directly to change it';
@@ -44,16 +101,31 @@ const isPattern = (name: string) => /[*?[\\]/.test(name);
 const matches = (pattern: string, name: string) => globMatch(Buffer.from(pattern), Buffer.from(name));
 
 /**
- * CONFIG SET naming a per-node setting: the refusal (nothing is sent to any node); null for the
- * others, which go their usual way.
+ * CONFIG SET: the reply when respool answers it — a per-node setting refused, respool's own log
+ * settings applied (all or none: every value is checked first), a mix refused — or null when it
+ * names node settings only and goes its usual way.
  */
-export function perNodeSetRefusal(args: readonly Buffer[]): Buffer | null {
+export function configSetHere(session: HandlerSession, args: readonly Buffer[]): Buffer | null {
+  if (args.length < 4 || args.length % 2 !== 0) return null; // Valkey's arity / syntax errors, from the node
+  const own: Array<() => void> = [];
+  let others = 0;
   for (let i = 2; i < args.length; i += 2) {
     const name = args[i]!.toString('latin1').toLowerCase();
     if (RESPOOL_OWN.has(name)) return encodeError(ProxyError.perNodeSetting('set', name, WHY_OWN));
     if (PER_NODE.has(name)) return encodeError(ProxyError.perNodeSetting('set', name, WHY_SET));
+    const setting = LOG_SETTINGS.get(name);
+    if (setting === undefined) {
+      others++;
+      continue;
+    }
+    const outcome = setting.set(session, args[i + 1]!.toString('latin1'));
+    if (typeof outcome === 'string') return encodeError(ProxyError.configSetFailed(args[i]!.toString('latin1'), outcome));
+    own.push(outcome);
   }
-  return null;
+  if (own.length === 0) return null;
+  if (others > 0) return encodeError(ProxyError.respool(`CONFIG SET of respool's own settings (slowlog-*, commandlog-*, latency-tracking) cannot be mixed with the nodes' settings: send them in a CONFIG SET of their own`));
+  for (const apply of own) apply();
+  return encodeSimple('OK');
 }
 
 /**
@@ -71,7 +143,7 @@ export function configGet(session: HandlerSession, req: CommandRequest, forward:
         session.replyNow(encodeError(ProxyError.perNodeSetting('get', p, WHY_GET)));
         return true;
       }
-      if (RESPOOL_OWN.has(p)) touches = true;
+      if (ownGetter(p) !== undefined) touches = true;
     } else if (ALL_PER_NODE.some((name) => matches(p, name))) {
       touches = true;
     }
@@ -79,7 +151,8 @@ export function configGet(session: HandlerSession, req: CommandRequest, forward:
   if (!touches) return false;
   // Named exactly, a setting comes back spelt as asked (Valkey does so); matched by a pattern, as Valkey names it.
   const own: Array<[string, string]> = [];
-  for (const [name, value] of RESPOOL_OWN) {
+  for (const name of OWN_NAMES) {
+    const value = ownGetter(name)!;
     const exact = patterns.findIndex((p) => p === name);
     if (exact >= 0) own.push([asked[exact]!, value(session)]);
     else if (patterns.some((p) => isPattern(p) && matches(p, name))) own.push([name, value(session)]);
@@ -105,7 +178,7 @@ function withOwnSettings(reply: Buffer, own: ReadonlyArray<[string, string]>, pr
   if (value instanceof Map) for (const [k, v] of value) pairs.push([String(k), v]);
   else if (Array.isArray(value)) for (let i = 0; i + 1 < value.length; i += 2) pairs.push([String(value[i]), value[i + 1]!]);
   else return Buffer.from(reply);
-  const kept = pairs.filter(([k]) => !RESPOOL_OWN.has(k.toLowerCase()) && !PER_NODE.has(k.toLowerCase()));
+  const kept = pairs.filter(([k]) => ownGetter(k.toLowerCase()) === undefined && !PER_NODE.has(k.toLowerCase()));
   const entries: Array<[Buffer, Buffer]> = [...kept.map(([k, v]): [string, string] => [k, Buffer.isBuffer(v) ? v.toString('latin1') : String(v)]), ...own]
     .map(([k, v]) => [encodeBulk(k, protocol), encodeBulk(Buffer.from(v, 'latin1'), protocol)]);
   return encodeMap(entries, protocol);

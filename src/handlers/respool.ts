@@ -1,10 +1,11 @@
-import { runRespoolCommand } from '../hotkeys/control.js';
+import { HELP, runRespoolCommand } from '../hotkeys/control.js';
 import { sharePeerCommand } from '../workers/peer-commands.js';
 import { inWorker, mergeWindowReports, requestWorkerReports } from '../workers/hot-key-reports.js';
-import { encodeError } from '../resp/encode.js';
+import { encodeArray, encodeError, encodeSimple } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { usersOf } from '../acl/users.js';
 import type { Handler } from './types.js';
+import { isObserveSubcommand, respoolObserve, RESPOOL_OBSERVE_HELP } from './respool-observe.js';
 
 /**
  * RESPOOL HOTKEYS | NODES | SPLIT …: respool's own command (src/hotkeys/control.ts). With users
@@ -21,6 +22,8 @@ export const respool: Handler = (session, req) => {
     }
   }
   const sub = req.args[1]?.toString('latin1').toUpperCase();
+  if (sub === undefined || sub === 'HELP') return session.replyNow(encodeArray([...HELP, ...RESPOOL_OBSERVE_HELP].map((l) => encodeSimple(l))));
+  if (isObserveSubcommand(sub)) return respoolObserve(session, req, sub); // SLOWLOG, LATENCY, NODE (handlers/respool-observe.ts)
   if (inWorker() && (sub === 'HOTKEYS' || sub === 'NODES') && ctx.hotKeys?.detector != null) {
     // Workers: the whole respool's hot keys, every worker's report merged (src/workers/hot-key-reports.ts).
     const hotKeys = ctx.hotKeys;

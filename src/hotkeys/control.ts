@@ -84,7 +84,7 @@ export function hotKeyRoutes(hotKeys: HotKeys): Array<{ method: string; path: st
   ];
 }
 
-const HELP = [
+export const HELP = [
   'RESPOOL HOTKEYS [COUNT n] [CURRENT]  -- top keys of the last detection window: key, requests/s, share, node',
   'RESPOOL NODES [CURRENT]              -- each primary\'s share of keyed requests in the last window',
   'RESPOOL SPLIT ADD key [copies]       -- split a key into copies on distinct primaries (default one per primary)',

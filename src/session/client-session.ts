@@ -98,6 +98,7 @@ export class ClientSession implements HandlerSession {
       socket.on('timeout', ClientSession.onSocketTimeout);
     }
     this.writer = new BatchedWriter(socket, 'microtask');
+    this.replies.observer = ctx.observer ?? null; // slow log, per-command latency (observe/request-observer.ts)
     socket.on('end', ClientSession.onSocketEnd);
     socket.on('close', ClientSession.onSocketClose);
     socket.on('error', ignoreSocketError);
@@ -323,6 +324,7 @@ export class ClientSession implements HandlerSession {
     if (metrics !== undefined) {
       this.replies.stamp = this.state.lastInteraction;
       this.replies.series = metrics.clientLatency(family);
+      this.replies.request = frame;
     }
     this.handling = frame;
     if (blocking) this.blockingFrame = frame;
@@ -335,6 +337,7 @@ export class ClientSession implements HandlerSession {
       dispatch(this, req);
     } finally {
       this.replies.series = null; // later pushes (pub/sub messages) are not this request's
+      this.replies.request = null;
       this.handling = null;
     }
     if (monitored) feedMonitors(this, req, tx);

@@ -12,6 +12,8 @@ import type { ScriptCache } from '../handlers/script-cache.js';
 import type { RunningScripts } from '../handlers/running-scripts.js';
 import type { ClientPause } from './client-pause.js';
 import type { MonitorFeed } from '../handlers/monitor.js';
+import type { RequestObserver } from '../observe/request-observer.js';
+import type { NodeSaturation } from '../observe/node-saturation.js';
 
 /** What a client session needs from the running proxy (kept narrow so sessions stay testable). */
 export interface ServerContext {
@@ -35,6 +37,10 @@ export interface ServerContext {
   readonly clientPause: ClientPause;
   /** MONITOR's clients: sessions feed them each request while `active` (handlers/monitor.ts). */
   readonly monitors: MonitorFeed;
+  /** Slow log, command log and per-command latency, told of every reply written (observe/request-observer.ts). */
+  readonly observer?: RequestObserver;
+  /** Which nodes are saturated (observe/node-saturation.ts). */
+  readonly saturation?: NodeSaturation;
   /** Every open client session (INFO clients counts them). */
   sessions(): Iterable<ClientSession>;
   /** The open session with this CLIENT ID (CLIENT TRACKING … REDIRECT). */
