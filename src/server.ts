@@ -33,6 +33,7 @@ import { ClientPause } from './session/client-pause.js';
 import { MonitorFeed } from './handlers/monitor.js';
 import { RequestObserver } from './observe/request-observer.js';
 import { NodeSaturation } from './observe/node-saturation.js';
+import { BigKeys } from './observe/big-keys.js';
 import { oneShotCommand } from './upstream/one-shot.js';
 import { createTlsListener } from './session/tls-listener.js';
 import { ListenerSocketOptions } from './session/socket-options.js';
@@ -136,6 +137,9 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
   };
 
   const observer = new RequestObserver(config, metrics); // slow log, command log, per-command latency
+  // Big keys: the reply sizes of the hot-key sampler's sampled requests (observe/big-keys.ts).
+  const bigKeys = config.bigKeys.enabled ? new BigKeys(config.bigKeys.topK, () => refresher.current, metrics, config.hotKeys.detection.keyNamesInMetrics) : null;
+  if (bigKeys !== null) hotKeys.sampled = (owner, key, slot, command) => owner.measureReply?.((bytes) => bigKeys.record(key, slot, command, bytes));
   // Saturated nodes: last-minute p99 or main-thread CPU from INFO cpu (observe/node-saturation.ts).
   const saturation = new NodeSaturation({
     config,
@@ -165,6 +169,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     monitors: new MonitorFeed(),
     observer,
     saturation,
+    bigKeys,
     sessions: () => sessions,
     sessionById: (id) => sessionsById.get(id),
     unblockLease: async (host, port, id, how) => {
@@ -328,7 +333,7 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     if (!isLoopback(admin.address.host)) log.info({ admin: admin.address }, 'admin server listens beyond loopback: /metrics, /healthz, /readyz, /topology, /config are readable from the network');
     for (const r of hotKeyRoutes(hotKeys)) admin.registerRoute(r.method, r.path, r.handler);
     admin.registerRoute('GET', '/config', configRoute(config)); // the running config, secrets redacted
-    for (const r of observeRoutes({ metrics, observer, saturation, events })) admin.registerRoute(r.method, r.path, r.handler);
+    for (const r of observeRoutes({ metrics, observer, saturation, events, bigKeys })) admin.registerRoute(r.method, r.path, r.handler);
   }
   log.info({ listen: address, listenTls: tlsAddress, admin: admin?.address ?? null, upstreams: config.upstreams, mode: config.mode }, 'respool listening');
 

@@ -5,6 +5,7 @@ import type { RequestObserver } from '../observe/request-observer.js';
 import type { NodeSaturation } from '../observe/node-saturation.js';
 import type { RateLimitedLog } from '../util/rate-limited-log.js';
 import { displayKey } from '../hotkeys/detector.js';
+import type { BigKeys } from '../observe/big-keys.js';
 
 /**
  * Read-only JSON for operators and the status page (admin/status-page.ts), next to /topology and
@@ -15,8 +16,9 @@ import { displayKey } from '../hotkeys/detector.js';
  *   GET /saturation   each node's flag and reasons, and the saturated share
  *   GET /slowlog      respool's slow log (?count=n, default 10; -1 all), with node and time split
  *   GET /events       the last operator event lines (node lost/back, circuits, topology, shedding)
+ *   GET /bigkeys      the largest keys by reply size in the hot-key sampler's sample
  */
-export function observeRoutes(deps: { metrics: Metrics; observer: RequestObserver; saturation: NodeSaturation; events: RateLimitedLog }): AdminRoute[] {
+export function observeRoutes(deps: { metrics: Metrics; observer: RequestObserver; saturation: NodeSaturation; events: RateLimitedLog; bigKeys: BigKeys | null }): AdminRoute[] {
   return [
     {
       method: 'GET',
@@ -53,5 +55,12 @@ export function observeRoutes(deps: { metrics: Metrics; observer: RequestObserve
       },
     },
     { method: 'GET', path: '/events', handler: () => jsonResponse(200, { events: deps.events.recent() }) },
+    {
+      method: 'GET',
+      path: '/bigkeys',
+      handler: () => (deps.bigKeys === null
+        ? jsonResponse(200, { enabled: false, keys: [] })
+        : jsonResponse(200, { enabled: true, topK: deps.bigKeys.topK, keys: deps.bigKeys.top() })),
+    },
   ];
 }

@@ -15,18 +15,39 @@ export const RESPOOL_OBSERVE_HELP = [
   'RESPOOL SLOWLOG [GET [count]|LEN|RESET] -- respool\'s slow log with each request\'s node and respool/node time split',
   'RESPOOL LATENCY                       -- p50/p99/p99.9 per node and per command family over the last minute',
   'RESPOOL NODE address command [arg ...] -- a node\'s own SLOWLOG, COMMANDLOG, LATENCY, INFO, … (introspection only)',
+  'RESPOOL BIGKEYS [COUNT n]             -- the largest keys by reply size in the hot-key sampler\'s sample',
 ];
 
 const fmt = (n: number) => n.toFixed(3);
 
 /** True when `sub` (upper case) is one of these; the handler answers it. */
-export function isObserveSubcommand(sub: string | undefined): boolean {
-  return sub === 'SLOWLOG' || sub === 'LATENCY' || sub === 'NODE';
+export function isObserveSubcommand(sub: string | undefined): sub is string {
+  return sub === 'SLOWLOG' || sub === 'LATENCY' || sub === 'NODE' || sub === 'BIGKEYS';
 }
 
 export function respoolObserve(session: HandlerSession, req: CommandRequest, sub: string): void {
   if (sub === 'NODE') return nodeCommand(session, req);
+  if (sub === 'BIGKEYS') return session.replyNow(bigKeys(session, req.args));
   session.replyNow(sub === 'SLOWLOG' ? slowlog(session, req.args) : latency(session));
+}
+
+/** RESPOOL BIGKEYS [COUNT n]: key, bytes (last read), max_bytes, samples, command, node. */
+function bigKeys(session: HandlerSession, args: readonly Buffer[]): Buffer {
+  const big = session.ctx.bigKeys;
+  if (big === undefined || big === null) return encodeError(ProxyError.respool('big keys are off (bigKeys.enabled: false)'));
+  let count = big.topK;
+  if (args.length === 4 && args[2]!.toString('latin1').toUpperCase() === 'COUNT') {
+    count = Number(args[3]!.toString('latin1'));
+    if (!Number.isInteger(count) || count < 1) return encodeError(ProxyError.notAnInteger());
+  } else if (args.length !== 2) {
+    return encodeError(ProxyError.syntax());
+  }
+  const protocol = session.state.protocol;
+  const b = (v: string) => encodeBulk(v, protocol);
+  return encodeArray(big.top(count).map((k) => encodeArray([
+    b('key'), b(k.key), b('bytes'), encodeInteger(k.bytes), b('max_bytes'), encodeInteger(k.maxBytes),
+    b('samples'), encodeInteger(k.samples), b('command'), b(k.command), b('node'), b(k.node),
+  ])));
 }
 
 function slowEntry(e: CommandLogEntry, protocol: 2 | 3): Buffer {

@@ -100,7 +100,11 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
    */
   route(owner: CallOwner, raw: Buffer, args: Buffer[], spec: CommandSpec, keys: number[], slot: number, command: string, isScript: boolean): Buffer | true | null {
     const detector = this.detector;
-    if (detector !== null && detector.shouldSample()) detector.record(args[keys[0]!]!.toString('latin1'), slot);
+    if (detector !== null && detector.shouldSample()) {
+      const key = args[keys[0]!]!.toString('latin1');
+      detector.record(key, slot);
+      this.sampled?.(owner, key, slot, command); // big keys: this request's reply size (observe/big-keys.ts)
+    }
     if (this.ruleCount === 0) return null;
     let split: SplitKey | null = null;
     let at = -1;
@@ -492,6 +496,9 @@ export class HotKeys implements SplitOwner, KeyedRouteHook {
     });
     raw.hotkeys_requests_per_second.set(report.requestsPerSecond);
   }
+
+  /** Told of each sampled request (server.ts: measures its reply for big keys). */
+  sampled: ((owner: CallOwner, key: string, slot: number, command: string) => void) | null = null;
 
   /** Told of each automatic split (workers pass it to the other workers: src/workers/peer-commands.ts). */
   onAutoSplit: ((key: string, copies: number | null) => void) | null = null;

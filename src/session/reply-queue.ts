@@ -26,6 +26,8 @@ export class ReplyEntry implements CallOwner {
   /** The node(s) its call went to and the time there, send → reply (RESPOOL SLOWLOG's split). */
   node = '';
   upstreamMs = 0;
+  /** Set for a request the hot-key sampler picked: told the reply's size (observe/big-keys.ts). */
+  private sizeListener: ((bytes: number) => void) | null = null;
 
   constructor(
     readonly client: EntryClient,
@@ -43,10 +45,15 @@ export class ReplyEntry implements CallOwner {
     if (ms > this.upstreamMs) this.upstreamMs = ms;
   }
 
+  measureReply(onSize: (bytes: number) => void): void {
+    this.sizeListener = onSize;
+  }
+
   /** Sets the reply (exactly once; later calls are ignored) and tells the session. */
   fill(reply: Buffer): void {
     if (this.reply !== null) return;
     this.reply = reply;
+    if (this.sizeListener !== null) this.sizeListener(reply.length);
     this.client.onEntryDone(this);
   }
 }

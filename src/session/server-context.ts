@@ -14,6 +14,7 @@ import type { ClientPause } from './client-pause.js';
 import type { MonitorFeed } from '../handlers/monitor.js';
 import type { RequestObserver } from '../observe/request-observer.js';
 import type { NodeSaturation } from '../observe/node-saturation.js';
+import type { BigKeys } from '../observe/big-keys.js';
 
 /** What a client session needs from the running proxy (kept narrow so sessions stay testable). */
 export interface ServerContext {
@@ -41,6 +42,8 @@ export interface ServerContext {
   readonly observer?: RequestObserver;
   /** Which nodes are saturated (observe/node-saturation.ts). */
   readonly saturation?: NodeSaturation;
+  /** The largest keys by reply size in the hot-key sampler's sample; null when bigKeys.enabled is off. */
+  readonly bigKeys?: BigKeys | null;
   /** Every open client session (INFO clients counts them). */
   sessions(): Iterable<ClientSession>;
   /** The open session with this CLIENT ID (CLIENT TRACKING … REDIRECT). */

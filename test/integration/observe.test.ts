@@ -5,6 +5,7 @@ import { startCluster, type ValkeyCluster, type ValkeyNode } from '../harness/va
 import { encodeCommand, RawClient, parseInfo } from '../harness/raw-client.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { clientFor, startTestProxy } from '../helpers/proxy.js';
+import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 // Slow requests and latency as respool's clients see them (issue 22), through respool in front of
@@ -313,5 +314,50 @@ describe('the admin JSON behind the status page', () => {
     expect(Object.keys(first)).toEqual(['id', 'time', 'durationUs', 'node', 'nodeUs', 'respoolUs', 'command', 'client', 'clientName']);
     expect(Array.isArray((await get('/events'))['events'])).toBe(true);
     expect((await fetch(`${base}/slowlog?count=x`)).status).toBe(400);
+  });
+});
+
+describe('big keys from the hot-key sampler\'s sample', () => {
+  it('a 1 MiB key read repeatedly tops RESPOOL BIGKEYS and /bigkeys; its name is a metric label only when turned on', async () => {
+    const seed = cluster.nodes[0]!;
+    const hotKeys = structuredClone(DEFAULT_CONFIG.hotKeys);
+    hotKeys.detection.sampleRate = 0.25;
+    const fresh = await startTestProxy([{ host: seed.host, port: seed.port }], { hotKeys, admin: { host: '127.0.0.1', port: 0 } });
+    const c = clientFor(fresh);
+    try {
+      const big = 'b'.repeat(1024 * 1024);
+      await c.set('obs:bigkey', big);
+      for (let i = 0; i < 20; i++) await c.set(`obs:small:${i}`, 'x'.repeat(100 + i));
+      for (let round = 0; round < 40; round++) {
+        expect((await c.get('obs:bigkey'))!.length).toBe(big.length);
+        for (let i = 0; i < 20; i++) await c.get(`obs:small:${i}`);
+      }
+      const rows = ((await c.call('RESPOOL', 'BIGKEYS', 'COUNT', '3')) as unknown[][]).map(fields);
+      expect(rows.length).toBeGreaterThanOrEqual(2);
+      expect(rows[0]!['key']).toBe('obs:bigkey');
+      expect(rows[0]!['bytes']).toBe(big.length + 12); // $1048576\r\n … \r\n
+      expect(rows[0]!['command']).toBe('get');
+      const owner = await cluster.primaryForSlot(calculateSlot('obs:bigkey'));
+      expect(rows[0]!['node']).toBe(`${owner.host}:${owner.port}`);
+      expect(Number(rows[1]!['bytes'])).toBeLessThan(200);
+      const json = (await (await fetch(`http://127.0.0.1:${fresh.adminAddress!.port}/bigkeys`)).json()) as { keys: Array<{ key: string; bytes: number }> };
+      expect(json.keys[0]).toMatchObject({ key: 'obs:bigkey', bytes: big.length + 12 });
+      const text = await fresh.metrics.render();
+      expect(text).toContain(`respool_bigkeys_top_key_bytes{rank="1",key=""} ${big.length + 12}`);
+      expect(text).not.toContain('obs:bigkey');
+    } finally {
+      c.disconnect();
+      await fresh.close();
+    }
+    hotKeys.detection.keyNamesInMetrics = true;
+    const named = await startTestProxy([{ host: seed.host, port: seed.port }], { hotKeys });
+    const n = clientFor(named);
+    try {
+      for (let i = 0; i < 40; i++) await n.get('obs:bigkey');
+      expect(await named.metrics.render()).toMatch(/respool_bigkeys_top_key_bytes\{rank="1",key="obs:bigkey"\} 1048588/);
+    } finally {
+      n.disconnect();
+      await named.close();
+    }
   });
 });
