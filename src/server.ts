@@ -16,6 +16,7 @@ import { isLoopback, startAdminServer, type AdminServer } from './admin/admin-se
 import { readiness } from './admin/readiness.js';
 import { configRoute } from './admin/config-route.js';
 import { observeRoutes } from './admin/observe-routes.js';
+import { statusPageRoutes } from './admin/status-page.js';
 import { createLogger } from './util/logger.js';
 import { RateLimitedLog } from './util/rate-limited-log.js';
 import { reloadProxy, type ReloadResult } from './config/reload.js';
@@ -333,7 +334,14 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     if (!isLoopback(admin.address.host)) log.info({ admin: admin.address }, 'admin server listens beyond loopback: /metrics, /healthz, /readyz, /topology, /config are readable from the network');
     for (const r of hotKeyRoutes(hotKeys)) admin.registerRoute(r.method, r.path, r.handler);
     admin.registerRoute('GET', '/config', configRoute(config)); // the running config, secrets redacted
-    for (const r of observeRoutes({ metrics, observer, saturation, events, bigKeys })) admin.registerRoute(r.method, r.path, r.handler);
+    const nodes = {
+      topology: () => refresher.current,
+      links: () => pools.openLinksByNode(),
+      leases: () => dedicated.stats().byNode,
+      circuit: (address: string) => pools.health(address).circuit.state,
+    };
+    for (const r of observeRoutes({ metrics, observer, saturation, events, bigKeys, nodes })) admin.registerRoute(r.method, r.path, r.handler);
+    for (const r of statusPageRoutes()) admin.registerRoute(r.method, r.path, r.handler); // the status page at /
   }
   log.info({ listen: address, listenTls: tlsAddress, admin: admin?.address ?? null, upstreams: config.upstreams, mode: config.mode }, 'respool listening');
 
