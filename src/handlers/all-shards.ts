@@ -15,6 +15,7 @@ import { configSetHere } from './node-settings.js';
 export const allShards: Handler = (session, req) => {
   const ctx = session.ctx;
   if (req.command === 'wait' || req.command === 'waitaof') return wait(session, req);
+  if (req.command === 'config|resetstat' && req.args.length === 2) ctx.observer?.commands.reset(); // LATENCY HISTOGRAM starts over, as on Valkey
   if (req.command === 'config|set') {
     // a node's port, files, identity: never half-applied; respool's own log settings: set here (node-settings.ts)
     const reply = configSetHere(session, req.args);

@@ -203,6 +203,9 @@ describe('LATENCY HISTOGRAM and INFO latencystats from respool\'s own per-comman
     const nodeInfo = parseInfo(String(await cluster.call(node!, 'INFO', 'latencystats')));
     expect(Object.keys(nodeInfo).length).toBeGreaterThan(0);
     for (const v of Object.values(nodeInfo)) expect(v).toMatch(/^p50=\d+\.\d{3},p99=\d+\.\d{3},p99\.9=\d+\.\d{3}$/);
+    // CONFIG RESETSTAT starts them over, as on Valkey
+    expect(await client.call('CONFIG', 'RESETSTAT')).toBe('OK');
+    expect(await client.call('LATENCY', 'HISTOGRAM', 'get')).toEqual([]);
   });
 });
 
