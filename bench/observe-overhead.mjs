@@ -101,25 +101,27 @@ try {
   // ---- report
   const mm = (xs, f) => `${f(median(xs))} (${f(Math.min(...xs))}–${f(Math.max(...xs))})`;
   const of = (name, p, t) => runs.filter((r) => r.variant === name && r.pipeline === p && r.test === t);
-  const vsOff = (name, p, t) => [...Array(ROUNDS).keys()].map((i) => {
+  /** Per round, `value` of variant `name` ÷ that of "all off" in the same round. */
+  const vsOff = (name, p, t, value = (r) => r.rps) => [...Array(ROUNDS).keys()].map((i) => {
     const a = of(name, p, t).find((r) => r.round === i + 1);
     const b = of('all off', p, t).find((r) => r.round === i + 1);
-    return a.rps / b.rps;
+    return value(a) / value(b);
   });
+  const cpu = (r) => r.cpuUsPerReq;
   const rows = [];
   for (const p of PIPELINES) for (const t of TESTS) for (const v of variants) {
     const rs = of(v.name, p, t);
     rows.push([t, p, v.name, mm(rs.map((r) => r.rps), fmtInt), mm(rs.map((r) => r.p99Ms), (x) => fmt(x, 3)), mm(rs.map((r) => r.cpuUsPerReq), (x) => fmt(x, 2)),
-      v.name === 'all off' ? '1' : mm(vsOff(v.name, p, t), (x) => fmt(x, 3))]);
+      v.name === 'all off' ? '1' : mm(vsOff(v.name, p, t), (x) => fmt(x, 3)),
+      v.name === 'all off' ? '1' : mm(vsOff(v.name, p, t, cpu), (x) => fmt(x, 3))]);
   }
   const chart = writeChart('observe-overhead', barChart({
-    title: `requests/s through respool per variant, ÷ "all off" in the same round (median of ${ROUNDS})`,
-    yLabel: 'requests/s ÷ all off',
-    yFormat: (x) => x.toFixed(3),
-    yMax: 1.1,
-    groups: PIPELINES.flatMap((p) => TESTS.map((t) => ({ label: `P=${p} ${t}`, bars: variants.map((v) => ({ name: v.name, value: median(vsOff(v.name, p, t)) })) }))),
-  }), 'requests/s per variant relative to all off, P=1 and P=16, GET and SET');
-  const cost = (name) => PIPELINES.map((p) => `P=${p}: ${TESTS.map((t) => `${t} ${fmt((1 - median(vsOff(name, p, t))) * 100, 1)}%`).join(', ')}`).join('; ');
+    title: `respool CPU per request per variant, ÷ "all off" in the same round (median of ${ROUNDS} rounds)`,
+    yLabel: 'CPU per request ÷ all off',
+    yFormat: (x) => x.toFixed(2),
+    groups: PIPELINES.flatMap((p) => TESTS.map((t) => ({ label: `P=${p} ${t}`, bars: variants.map((v) => ({ name: v.name, value: median(vsOff(v.name, p, t, cpu)) })) }))),
+  }), 'respool CPU per request per variant relative to all off, P=1 and P=16, GET and SET');
+  const cost = (name, value) => PIPELINES.map((p) => `P=${p}: ${TESTS.map((t) => `${t} ${fmt((median(vsOff(name, p, t, value)) - 1) * 100, 1)}%`).join(', ')}`).join('; ');
   const cpuDelta = (name, p, t) => median(of(name, p, t).map((r) => r.cpuUsPerReq)) - median(of('all off', p, t).map((r) => r.cpuUsPerReq));
   const md = [
     '## What watching costs: slow log, latency histograms, big-key sampler (issue 22)',
@@ -131,14 +133,15 @@ try {
     '',
     ...variants.map((v) => `- ${v.name}: \`${v.cmd}\``),
     '',
-    mdTable(['test', 'P', 'variant', 'requests/s', 'p99 ms', 'respool CPU µs / request', 'requests/s ÷ all off (same round)'], rows, ['l', 'r', 'l', 'r', 'r', 'r', 'r']),
+    mdTable(['test', 'P', 'variant', 'requests/s', 'p99 ms', 'respool CPU µs / request', 'requests/s ÷ all off (same round)', 'CPU / request ÷ all off (same round)'], rows, ['l', 'r', 'l', 'r', 'r', 'r', 'r', 'r']),
     '',
     chart,
     '',
-    `Throughput lost with everything on, against everything off: ${cost('all on')}. ` +
-      `Respool CPU per request, all on − all off: ${PIPELINES.map((p) => `P=${p} ${TESTS.map((t) => `${t} ${fmt(cpuDelta('all on', p, t), 2)} µs`).join(', ')}`).join('; ')}. ` +
-      'Each feature alone is the difference between "all on" and its own "… off" variant (all on ÷ X off in the table, per round). ' +
-      'Differences smaller than the rounds\' spread are noise on this shared 2-core machine.',
+    `Everything on against everything off, medians of the per-round ratios: respool CPU per request ${cost('all on', cpu)}; ` +
+      `requests/s ${cost('all on')} (CPU per request, all on − all off: ${PIPELINES.map((p) => `P=${p} ${TESTS.map((t) => `${t} ${fmt(cpuDelta('all on', p, t), 2)} µs`).join(', ')}`).join('; ')}). ` +
+      `${BASE ? `The build before these features against this one with them off (what stays on the hot path whatever the settings: the reply-queue entry's request and node fields, the last-minute windows fed by the two latency histograms): CPU per request ${cost('before', cpu)}. ` : ''}` +
+      'Each feature alone is the difference between "all on" and its own "… off" variant. CPU per request is the steadier figure: ' +
+      'requests/s and p99 move with whatever else this shared 2-core machine runs, often by more than the differences measured here.',
     '',
     `Measured ${started.toISOString()} → ${new Date().toISOString()} on ${fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join('/')} load (1/5/15 min). Raw runs: bench/out/observe-overhead.json.`,
   ].join('\n');

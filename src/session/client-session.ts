@@ -27,6 +27,13 @@ import { feedMonitors } from '../handlers/monitor.js';
 const SESSION = Symbol('respool.session');
 type SessionSocket = Socket & { [SESSION]: ClientSession };
 
+/** The bytes of a request's arguments (Valkey's argv_len_sum). */
+function argvBytesOf(frame: RequestFrame): number {
+  let n = 0;
+  for (const a of frame.args) n += a.length;
+  return n;
+}
+
 /** 'close' follows an error; a client's reset is not respool's error. */
 function ignoreSocketError(): void {}
 
@@ -70,9 +77,9 @@ export class ClientSession implements HandlerSession {
   /** The request CLIENT PAUSE holds back (copied), until the pause ends; reading stops meanwhile. */
   private held: RequestFrame | null = null;
   private queuedPushBytes = 0;
-  /** The request being handled now, and the last blocking one (its arguments are argv-mem while it is blocked). */
+  /** The request being handled now, and the argument bytes of the last blocking one (argv-mem while it is blocked; a number, so no read slab stays pinned). */
   private handling: RequestFrame | null = null;
-  private blockingFrame: RequestFrame | null = null;
+  private blockingArgvBytes = 0;
   /** Bytes read from the client and bytes of replies handed to the writer (CLIENT LIST tot-net-in / tot-net-out). */
   private bytesIn = 0;
   private bytesOut = 0;
@@ -327,7 +334,7 @@ export class ClientSession implements HandlerSession {
       this.replies.request = frame;
     }
     this.handling = frame;
-    if (blocking) this.blockingFrame = frame;
+    if (blocking) this.blockingArgvBytes = argvBytesOf(frame);
     const req = frame as RequestFrame<CommandSpec>; // the frame is the request: no wrapper per request
     const monitored = this.ctx.monitors.active; // MONITOR: one boolean on the hot path
     const tx = monitored ? this.state.transaction : null;
@@ -347,9 +354,8 @@ export class ClientSession implements HandlerSession {
 
   buffers(): ClientBuffers {
     const held = this.replies.heldReplies();
-    const current = this.handling ?? this.held ?? (this.state.blocked ? this.blockingFrame : null);
-    let argvBytes = 0;
-    if (current !== null) for (const a of current.args) argvBytes += a.length;
+    const current = this.handling ?? this.held;
+    const argvBytes = current !== null ? argvBytesOf(current) : this.state.blocked ? this.blockingArgvBytes : 0;
     const unsent = this.writer.unsentBytes;
     const batched = this.writer.batchedBytes;
     return {
