@@ -146,9 +146,11 @@ export async function startProxy(config: RespoolConfig, options: { log?: Logger;
     config,
     topology: () => refresher.current,
     windows: metrics.windows,
-    infoCpu: async (host, port) => {
-      const options = { host, port, auth: config.upstreamAuth, tls: config.upstreamTls, timeoutMs: config.timeouts.commandMs };
-      const reply = decodeReply(await oneShotCommand(options, ['INFO', 'cpu']));
+    infoCpu: async (node) => {
+      // an open shared link when there is one (no connection made); else one of its own, closed after
+      const pool = pools.openPoolOf(node.address);
+      const options = { host: node.host, port: node.port, auth: config.upstreamAuth, tls: config.upstreamTls, timeoutMs: config.timeouts.commandMs };
+      const reply = decodeReply(pool !== undefined ? await pool.call(['INFO', 'cpu']) : await oneShotCommand(options, ['INFO', 'cpu']));
       if (reply instanceof RespError) throw new Error(reply.message);
       return Buffer.isBuffer(reply) ? reply.toString('latin1') : String(reply);
     },

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Gauge } from 'prom-client';
 import type { RespoolConfig } from '../config/types.js';
-import type { Topology } from '../cluster/topology.js';
+import type { ClusterNode, Topology } from '../cluster/topology.js';
 import type { Metrics } from '../admin/metrics.js';
 import type { LatencyWindows } from './latency-windows.js';
 
@@ -46,24 +46,23 @@ export function mainThreadCpu(text: string): number | null {
  *   p99   its upstream latency p99 over the last minute (send → reply, latency-windows.ts) is above
  *         saturation.p99Ms, over at least MIN_CALLS_FOR_P99 requests, or
  *   cpu   its main thread used more than saturation.cpuPercent of a core between two INFO cpu
- *         samples, taken every saturation.cpuSampleMs on a connection of their own (a BUSY reply —
- *         a script holding the thread — counts as 100%).
+ *         samples, taken every saturation.cpuSampleMs on an open shared link to the node, else on a
+ *         connection of its own (a BUSY reply — a script holding the thread — counts as 100%).
  *
  * Exported as respool_node_saturated{node}, respool_nodes_saturated_ratio and
  * respool_node_cpu_utilization{node}, computed at scrape time.
  */
 export class NodeSaturation {
-  private readonly cpu = new Map<string, { last: CpuSample | null; utilization: number | null; busy: boolean }>();
+  private readonly cpu = new Map<string, { last: CpuSample | null; utilization: number | null; busy: boolean; asking: boolean }>();
   private timer: NodeJS.Timeout | null = null;
-  private sampling = false;
 
   constructor(
     private readonly deps: {
       config: RespoolConfig;
       topology: () => Topology | null;
       windows: LatencyWindows;
-      /** INFO cpu on a connection of its own: the reply text, or an error (BUSY …). */
-      infoCpu: (host: string, port: number) => Promise<string>;
+      /** INFO cpu (on an open shared link, else a connection of its own): the reply text, or an error (BUSY …). */
+      infoCpu: (node: ClusterNode) => Promise<string>;
       metrics?: Metrics;
       log?: Logger;
     },
@@ -99,39 +98,37 @@ export class NodeSaturation {
     this.timer = null;
   }
 
-  /** One INFO cpu per node (at most one round in flight); nodes that left are forgotten. */
+  /** One INFO cpu per node (at most one in flight per node: a node held by a script delays only its own); nodes that left are forgotten. */
   async sampleCpu(): Promise<void> {
-    if (this.sampling) return;
     const nodes = this.deps.topology()?.allNodes() ?? [];
-    this.sampling = true;
-    try {
-      const live = new Set(nodes.map((n) => n.address));
-      for (const address of this.cpu.keys()) if (!live.has(address)) this.cpu.delete(address);
-      await Promise.all(nodes.map(async (n) => {
-        let state = this.cpu.get(n.address);
-        if (state === undefined) this.cpu.set(n.address, (state = { last: null, utilization: null, busy: false }));
-        let text: string;
-        try {
-          text = await this.deps.infoCpu(n.host, n.port);
-        } catch (err) {
-          const busy = /^BUSY\b/.test((err as Error).message);
-          state.busy = busy;
-          if (busy) state.utilization = 1;
-          state.last = null;
-          return;
-        }
-        state.busy = false;
-        const cpuSeconds = mainThreadCpu(text);
-        if (cpuSeconds === null) return;
-        const at = performance.now();
-        if (state.last !== null && at > state.last.at) {
-          state.utilization = Math.max(0, (cpuSeconds - state.last.cpuSeconds) / ((at - state.last.at) / 1000));
-        }
-        state.last = { cpuSeconds, at };
-      }));
-    } finally {
-      this.sampling = false;
-    }
+    const live = new Set(nodes.map((n) => n.address));
+    for (const address of this.cpu.keys()) if (!live.has(address)) this.cpu.delete(address);
+    await Promise.all(nodes.map(async (n) => {
+      let state = this.cpu.get(n.address);
+      if (state === undefined) this.cpu.set(n.address, (state = { last: null, utilization: null, busy: false, asking: false }));
+      if (state.asking) return;
+      state.asking = true;
+      let text: string;
+      try {
+        text = await this.deps.infoCpu(n);
+      } catch (err) {
+        const busy = /^BUSY\b/.test((err as Error).message);
+        state.busy = busy;
+        if (busy) state.utilization = 1;
+        state.last = null;
+        return;
+      } finally {
+        state.asking = false;
+      }
+      state.busy = false;
+      const cpuSeconds = mainThreadCpu(text);
+      if (cpuSeconds === null) return;
+      const at = performance.now();
+      if (state.last !== null && at > state.last.at) {
+        state.utilization = Math.max(0, (cpuSeconds - state.last.cpuSeconds) / ((at - state.last.at) / 1000));
+      }
+      state.last = { cpuSeconds, at };
+    }));
   }
 
   isSaturated(address: string): boolean {

@@ -80,7 +80,7 @@ describe('NodeSaturation', () => {
     let busy = false;
     const saturation = new NodeSaturation({
       config, topology: () => topology, windows,
-      infoCpu: async (host) => {
+      infoCpu: async ({ host }) => {
         if (host === 'n2' && busy) throw new Error('BUSY Valkey is busy running a script.');
         return `used_cpu_sys_main_thread:0\r\nused_cpu_user_main_thread:${host === 'n1' ? cpu : 0}\r\n`;
       },
