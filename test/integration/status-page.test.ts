@@ -10,7 +10,7 @@ import { RawClient } from '../harness/raw-client.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import { startTestProxy } from '../helpers/proxy.js';
-import { waitFor } from '../helpers/wait.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 // The status page at / of the admin port, in a real browser: Debian's chromium, headless, driven
 // by puppeteer-core (which downloads nothing), against respool in front of a running 3+3 cluster.
@@ -108,7 +108,8 @@ describe('the status page on the admin port', () => {
     // a request made slow on purpose reaches the slow-log tail with its node
     const hotOwner = await cluster.primaryForSlot(calculateSlot('page:hot'));
     const sleeper = await RawClient.connect(hotOwner.port);
-    const sleeping = sleeper.call('DEBUG', 'SLEEP', '0.1');
+    const sleeping = sleeper.call('DEBUG', 'SLEEP', '0.2');
+    await sleep(30); // the node is asleep before the GET reaches it
     await load.call('GET', 'page:hot');
     await sleeping;
     sleeper.close();
