@@ -32,6 +32,7 @@ import {
   sleep, spawn, stop, uniquePort, waitForPing, writeOutputs,
 } from './lib/common.mjs';
 import { writeSection } from './lib/results-file.mjs';
+import { barChart, writeChart } from './lib/svg-chart.mjs';
 
 const QUICK = envFlag('BENCH_QUICK');
 const RUN_S = envInt('BENCH_HK_RUN_S', QUICK ? 3 : 15);
@@ -348,6 +349,14 @@ try {
       summary.map((s) => [s.condition, fmtInt(s.opsPerSec), fmt(s.p50), fmt(s.p99), ...s.shares.map((x) => `${fmt(x * 100, 1)}%`),
         ...nodeKeys.map((n) => `${fmt(s.cpu[n], 0)}%`), `${fmt(s.cpu.respool, 0)}%`, ...genNames.map((g) => `${fmt(s.cpu[g], 0)}%`)]),
     ),
+    '',
+    writeChart('hotkeys-shares', barChart({
+      title: `Each primary's share of the GETs, per condition (median of ${RUNS} round(s)); GET/s above each group`,
+      yLabel: 'share of GETs',
+      yMax: 1,
+      yFormat: (v) => `${(v * 100).toFixed(0)}%`,
+      groups: summary.map((c) => ({ label: `${c.condition}: ${fmtInt(c.opsPerSec)} GET/s`, bars: nodeKeys.map((n, i) => ({ name: n, value: c.shares[i] })) })),
+    }), 'each primary\'s share of GETs: no split, split N=3, split N=6'),
     '',
     `- **split N=3 / no split: ${fmt(ratio3)}×** throughput (per round: ${[...Array(RUNS).keys()].map((i) => fmt(byCond('split N=3')[i].opsPerSec / byCond('no split')[i].opsPerSec)).join(', ')}); split N=6 / no split: ${fmt(ratio6)}×.`,
     `- split N=3 GET shares per node: ${split3.shares.map((x) => `${fmt(x * 100, 1)}%`).join(' / ')} (largest deviation from 33.3%: ${fmt(maxDev3 * 100, 1)} points).`,

@@ -48,6 +48,7 @@ import {
   parseInfo, percentile, sleep, spawn, stop, uniquePort, waitForPing, withDescendants, writeOutputs,
 } from './lib/common.mjs';
 import { writeSection } from './lib/results-file.mjs';
+import { lineCharts, writeChart } from './lib/svg-chart.mjs';
 import { RESPOOL_BIN, respoolBuildLabel } from './lib/respool-build.mjs';
 
 const QUICK = envFlag('BENCH_QUICK');
@@ -72,6 +73,43 @@ const { startCluster, startStandalone } = await import(path.join(ROOT_DIR, 'buil
 const calculateSlot = (await import('cluster-key-slot')).default;
 const PROBE = pathToFileURL(path.join(BENCH_DIR, 'lib', 'loop-delay-probe.mjs')).href;
 const CLK_TCK = 100; // USER_HZ on Linux: /proc/<pid>/stat times are in 1/100 s
+
+// ---------------------------------------------------------------- latency timeline
+
+/** Established clients' GET latency in 100 ms steps, from 2 s before the storm to 1 s after its last PONG: [{ t (s from its first connect), p50, p99, n }]. */
+function latencyTimeline(samples, stormStart, stormEnd) {
+  const step = 100;
+  const from = stormStart - 2000;
+  const to = stormEnd + 1000;
+  const buckets = new Map();
+  for (const [t, l] of samples) {
+    if (t < from || t > to) continue;
+    const k = Math.floor((t - stormStart) / step);
+    if (!buckets.has(k)) buckets.set(k, []);
+    buckets.get(k).push(l);
+  }
+  return [...buckets].sort(([a], [b]) => a - b).map(([k, ls]) => ({ t: (k * step) / 1000, p50: percentile(ls, 50), p99: percentile(ls, 99), n: ls.length }));
+}
+
+/** The first round's timelines of every target, as one chart (bench/charts/storm-latency.svg). */
+function timelineChart(rounds) {
+  const first = rounds[0] ?? [];
+  const withTimeline = first.filter((r) => Array.isArray(r.timeline) && r.timeline.length > 0);
+  if (withTimeline.length === 0) return '';
+  const panel = (key, label) => ({
+    yLabel: label,
+    yFormat: (v) => String(Number(v.toPrecision(3))),
+    marks: [{ x: 0, label: 'storm starts' }],
+    series: withTimeline.map((r) => ({ name: r.target, points: r.timeline.map((b) => [b.t, b[key]]) })),
+  });
+  const svg = lineCharts({
+    title: `Established clients' GET latency while ${STORM.toLocaleString('en-US')} connections arrive (round 1, 100 ms steps)`,
+    xLabel: 'seconds from the storm\'s first connect',
+    xFormat: (v) => String(Number(v.toPrecision(3))),
+    panels: [panel('p50', 'p50 (ms)'), panel('p99', 'p99 (ms)')],
+  });
+  return writeChart('storm-latency', svg, 'established clients\' p50 and p99 over time during the storm, per target');
+}
 
 // ---------------------------------------------------------------- /proc
 
@@ -435,6 +473,7 @@ async function measure(target, keys) {
   await waitFdsBack(target, fdIdle);
   const before = load.samples.filter(([t]) => t >= warm && t < stormStart).map(([, l]) => l);
   const during = load.samples.filter(([t]) => t >= stormStart && t <= stormEnd).map(([, l]) => l);
+  const timeline = latencyTimeline(load.samples, stormStart, stormEnd);
 
   // 2. cost phase: connect + PING + close, nothing else running
   const { cycle, cpu } = await costPhase(target);
@@ -461,6 +500,7 @@ async function measure(target, keys) {
     },
     spread,
     cpu,
+    timeline,
     upstreamLinksPerNode: sampler
       ? Object.fromEntries(Object.entries(sampler.seen).map(([p, xs]) => [p, { min: Math.min(...xs), max: Math.max(...xs), samples: xs.length }]))
       : null,
@@ -601,6 +641,8 @@ function report(rounds, cmds, startedAt) {
     ...Object.entries(cmds).map(([n, c]) => `- ${n}: \`${c}\``),
     '',
     summary,
+    '',
+    timelineChart(rounds),
     '',
     'Every round:',
     '',

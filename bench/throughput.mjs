@@ -34,6 +34,7 @@ import {
   log, makeTmpRoot, mdTable, median, parseInfo, run, sleep, startRespool, startTwemproxy, startValkey,
   respoolArgs, shellLine, stop, upstreamConnsByOwner, writeOutputs,
 } from './lib/common.mjs';
+import { lineCharts, writeChart } from './lib/svg-chart.mjs';
 import {
   CLK_TCK, PROM_ELD_RESOLUTION_MS, cpuSeconds, parseBenchmarkText, probeMark, respoolMetricsDelta, scrapeMetrics, straceCounts,
 } from './lib/measure.mjs';
@@ -454,6 +455,36 @@ const ms2 = (v) => fmt(v, 2);
 const f1 = (v) => fmt(v, 1);
 const f2 = (v) => fmt(v, 2);
 
+/**
+ * One chart per pipeline depth, drawn from the runs themselves: requests/s and p99 of every round,
+ * direct, respool and twemproxy, GET and SET (bench/charts/throughput-p<P>.svg).
+ */
+function roundCharts(result) {
+  const lines = [];
+  for (const pipeline of PIPELINES) {
+    const series = (value) => TARGETS.flatMap((target) => TESTS.map((test) => ({
+      name: `${target} ${test}`,
+      points: result.runs
+        .filter((r) => r.target === target && r.pipeline === pipeline && r.test === test && !r.error && r.bench)
+        .map((r) => [r.round, value(r)]),
+    }))).filter((s) => s.points.length > 0);
+    const rps = series((r) => r.bench.rps);
+    if (rps.length === 0) continue;
+    const svg = lineCharts({
+      title: `Pipeline ${pipeline}: requests/s and p99 per round (valkey-benchmark, ${result.config.clients} clients)`,
+      xLabel: 'round',
+      xTicks: Array.from({ length: result.config.rounds }, (_, i) => i + 1),
+      xFormat: (v) => String(v),
+      panels: [
+        { yLabel: 'requests/s', series: rps },
+        { yLabel: 'p99 (ms)', series: series((r) => r.bench.p99Ms), yFormat: (v) => String(Number(v.toPrecision(3))) },
+      ],
+    });
+    lines.push(writeChart(`throughput-p${pipeline}`, svg, `requests/s and p99 per round at pipeline ${pipeline}: direct, respool, twemproxy`));
+  }
+  return lines;
+}
+
 const SYSCALL_ORDER = ['read', 'readv', 'recvfrom', 'recvmsg', 'write', 'writev', 'sendto', 'sendmsg', 'epoll_wait', 'epoll_pwait', 'epoll_ctl', 'getpeername', 'futex'];
 
 function markdown(result) {
@@ -490,6 +521,7 @@ function markdown(result) {
   }
   out.push(mdTable(['test', 'P', 'target', 'requests/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'max ms'], lrows, ['l', 'r', 'l', 'r', 'r', 'r', 'r', 'r']));
   out.push('');
+  for (const line of roundCharts(result)) out.push(line, '');
 
   out.push('### respool / twemproxy, per round');
   out.push('');

@@ -11,6 +11,9 @@ export const BUILTIN_COMMANDS_FILE = new URL('./commands/builtin-commands.json',
 /** The config file's validator, generated ahead of time (config/schema-validator.ts); copied to dist/ by scripts/bundle.mjs. */
 export const CONFIG_VALIDATOR_FILE = new URL('./config/config-validator.cjs', import.meta.url);
 
+/** The status page's files (src/admin/status/, copied to dist/admin/status/ by scripts/bundle.mjs). */
+export const STATUS_PAGE_DIR = new URL('./admin/status/', import.meta.url);
+
 /** package.json's version ("unknown" if it cannot be read). */
 export const RESPOOL_VERSION: string = ((): string => {
   try {

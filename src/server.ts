@@ -15,6 +15,8 @@ import { Metrics } from './admin/metrics.js';
 import { isLoopback, startAdminServer, type AdminServer } from './admin/admin-server.js';
 import { readiness } from './admin/readiness.js';
 import { configRoute } from './admin/config-route.js';
+import { observeRoutes } from './admin/observe-routes.js';
+import { statusPageRoutes } from './admin/status-page.js';
 import { createLogger } from './util/logger.js';
 import { RateLimitedLog } from './util/rate-limited-log.js';
 import { reloadProxy, type ReloadResult } from './config/reload.js';
@@ -34,6 +36,11 @@ import { FleetState, usesFleetState } from './fleet/fleet-state.js';
 import { fleetView } from './fleet/fleet-view.js';
 import { dnsResolver, type PeerResolver } from './fleet/peer-sources.js';
 import { ClientPause } from './session/client-pause.js';
+import { MonitorFeed } from './handlers/monitor.js';
+import { RequestObserver } from './observe/request-observer.js';
+import { NodeSaturation } from './observe/node-saturation.js';
+import { BigKeys } from './observe/big-keys.js';
+import { oneShotCommand } from './upstream/one-shot.js';
 import { createTlsListener } from './session/tls-listener.js';
 import { ListenerSocketOptions } from './session/socket-options.js';
 import { reloadUpstreamTls } from './upstream/dial.js';
@@ -201,6 +208,27 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     return databases;
   };
 
+  const observer = new RequestObserver(config, metrics); // slow log, command log, per-command latency
+  // Big keys: the reply sizes of the hot-key sampler's sampled requests (observe/big-keys.ts).
+  const bigKeys = config.bigKeys.enabled ? new BigKeys(config.bigKeys.topK, () => refresher.current, metrics, config.hotKeys.detection.keyNamesInMetrics) : null;
+  if (bigKeys !== null) hotKeys.sampled = (owner, key, slot, command) => owner.measureReply?.((bytes) => bigKeys.record(key, slot, command, bytes));
+  // Saturated nodes: last-minute p99 or main-thread CPU from INFO cpu (observe/node-saturation.ts).
+  const saturation = new NodeSaturation({
+    config,
+    topology: () => refresher.current,
+    windows: metrics.windows,
+    infoCpu: async (node) => {
+      // an open shared link when there is one (no connection made); else one of its own, closed after
+      const pool = pools.openPoolOf(node.address);
+      const options = { host: node.host, port: node.port, auth: config.upstreamAuth, tls: config.upstreamTls, timeoutMs: config.timeouts.commandMs };
+      const reply = decodeReply(pool !== undefined ? await pool.call(['INFO', 'cpu']) : await oneShotCommand(options, ['INFO', 'cpu']));
+      if (reply instanceof RespError) throw new Error(reply.message);
+      return Buffer.isBuffer(reply) ? reply.toString('latin1') : String(reply);
+    },
+    metrics,
+    log,
+  });
+
   const ctx: ServerContext = {
     config,
     router,
@@ -214,6 +242,10 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     scripts: new ScriptCache(),
     runningScripts: new RunningScripts(),
     clientPause: new ClientPause(),
+    monitors: new MonitorFeed(),
+    observer,
+    saturation,
+    bigKeys,
     sessions: () => sessions,
     sessionById: (id) => sessionsById.get(id),
     unblockLease: async (host, port, id, how) => {
@@ -233,6 +265,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     serverVersion: () => serverVersion,
     nextClientId: () => ++clientIds,
     onSessionClosed: (session) => {
+      ctx.monitors.remove(session);
       sessions.delete(session);
       sessionsById.delete(session.id);
       metrics.clientConnections.dec();
@@ -322,6 +355,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     inflight: metrics.raw.queue_depth.labels('upstream_inflight'),
     pending: metrics.raw.queue_depth.labels('client_pending'),
   };
+  metrics.windows.start(); // last-minute latency per node and family (observe/latency-windows.ts)
   const sampler = setInterval(() => {
     depth.accept.set(gate.parkedCount);
     depth.nodeWait.set(pools.waitingRequests());
@@ -346,6 +380,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   const firstTopology = refresher.start();
   await ownZone;
   await Promise.race([firstTopology, new Promise((r) => setTimeout(r, STARTUP_TOPOLOGY_WAIT_MS).unref())]);
+  saturation.start();
 
   // The fleet's shared state is read before clients are served (at most FLEET_START_WAIT_MS: an
   // unreachable state shard does not stop start-up): here when the announce address is known
@@ -435,6 +470,14 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     admin.registerRoute('GET', '/config', configRoute(config)); // the running config, secrets redacted
     // The fleet's members (state, last seen, slots, shared-state version), as RESPOOL FLEET.
     admin.registerRoute('GET', '/fleet', () => ({ status: 200, body: fleetView(membership, emulation, fleetState) }));
+    const nodes = {
+      topology: () => refresher.current,
+      links: () => pools.openLinksByNode(),
+      leases: () => dedicated.stats().byNode,
+      circuit: (address: string) => pools.health(address).circuit.state,
+    };
+    for (const r of observeRoutes({ metrics, observer, saturation, events, bigKeys, nodes })) admin.registerRoute(r.method, r.path, r.handler);
+    for (const r of statusPageRoutes()) admin.registerRoute(r.method, r.path, r.handler); // the status page at /
   }
   log.info({ listen: listen === null ? null : address, unixSocket: config.unixSocket, listenTls: tlsAddress, admin: admin?.address ?? null, upstreams: config.upstreams, mode: config.mode }, 'respool listening');
 
@@ -486,6 +529,8 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
         clearInterval(sampler);
         membership?.stop();
         fleetState?.stop();
+        metrics.windows.stop();
+        saturation.stop();
         hotKeys.stop();
         pubsub.close();
         await dedicated.closeAll();

@@ -68,8 +68,8 @@ export interface AdminServerOptions {
 /** Methods that only read: served without the admin token. */
 const READ_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD']);
 
-/** Read routes that stay open whatever the read token: scrapers and probes. */
-const OPEN_PATHS: ReadonlySet<string> = new Set(['/metrics', '/healthz', '/readyz']);
+/** Read routes that stay open whatever the read token: scrapers, probes, and the status page's files (no data: its JSON needs the token). */
+const OPEN_PATHS: ReadonlySet<string> = new Set(['/metrics', '/healthz', '/readyz', '/', '/status.js', '/status.css']);
 
 const NO_TOKEN_MESSAGE =
   'admin mutations are disabled: no admin token is configured. Set one with admin.token or '

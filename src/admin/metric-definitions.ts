@@ -471,6 +471,43 @@ export const METRIC_DEFINITIONS = {
     help: 'Circuit per upstream node as one series per state (closed, half-open, open): 1 for the current state, 0 for the others.',
     labelNames: ['node', 'state'],
   },
+  // what operators look at (issue 22: src/observe)
+  upstream_latency_last_minute_seconds: {
+    type: 'gauge',
+    help: 'Upstream latency per node over the last minute (send → reply) at quantile 0.5, 0.99, 0.999; from respool\'s own histograms, computed at scrape time.',
+    labelNames: ['node', 'quantile'],
+  },
+  client_latency_last_minute_seconds: {
+    type: 'gauge',
+    help: 'Client-side latency per command family over the last minute (receive → reply written) at quantile 0.5, 0.99, 0.999.',
+    labelNames: ['family', 'quantile'],
+  },
+  node_saturated: {
+    type: 'gauge',
+    help: '1 while a node is saturated: its upstream p99 over the last minute is above saturation.p99Ms, or its main thread used more than saturation.cpuPercent of a core between two INFO cpu samples.',
+    labelNames: ['node'],
+  },
+  nodes_saturated_ratio: {
+    type: 'gauge',
+    help: 'Share (0..1) of the upstream nodes that are saturated (respool_node_saturated): averages hide the few nodes at 100%.',
+    labelNames: [],
+  },
+  node_cpu_utilization: {
+    type: 'gauge',
+    help: 'A node\'s main-thread CPU (used_cpu_sys_main_thread + used_cpu_user_main_thread from INFO cpu) per second of wall time between the last two samples, 0..1 of a core.',
+    labelNames: ['node'],
+  },
+  slowlog_entries_total: {
+    type: 'counter',
+    help: 'Requests logged by respool\'s own slow log (SLOWLOG / COMMANDLOG slow) and command logs, by log (slow, large-request, large-reply).',
+    labelNames: ['log'],
+  },
+  bigkeys_top_key_bytes: {
+    type: 'gauge',
+    help: 'Reply bytes of the largest keys seen in the hot-key sampler\'s sample (at most bigKeys.topK series; the key label only with hotKeys.detection.keyNamesInMetrics, names cut at 100 characters).',
+    labelNames: ['rank', 'key'],
+  },
+
   config_last_reload_successful: {
     type: 'gauge',
     help: '1 at start and after a SIGHUP reload that applied, 0 after one whose config was rejected (the running config stays).',

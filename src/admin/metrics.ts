@@ -14,6 +14,20 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { LabeledHistogram, type HistogramSeries } from './fast-histogram.js';
 import { RESPOOL_VERSION } from '../own-files.js';
+import { LatencyWindows, type WindowedHistogram } from '../observe/latency-windows.js';
+
+/** A histogram series that also records into a last-minute window (RESPOOL LATENCY, saturation). */
+class WindowedSeries implements HistogramSeries {
+  constructor(
+    private readonly series: HistogramSeries,
+    private readonly window: WindowedHistogram,
+  ) {}
+
+  observe(seconds: number): void {
+    this.series.observe(seconds);
+    this.window.recordMs(seconds * 1000);
+  }
+}
 
 /** One `respool_commands_total` series, counted as a plain number on the hot path. */
 export class CommandCount {
@@ -174,12 +188,14 @@ export class Metrics {
   /** The shared links' byte totals (UpstreamPools' ProcessLoad), set by server.ts. */
   upstreamTraffic: { readonly sentBytes: number; readonly receivedBytes: number } | null = null;
   private readonly clientLatencyByFamily = new Map<string, HistogramSeries>();
+  /** Last-minute latency per node and per family, fed by the two histograms below. */
+  readonly windows = new LatencyWindows();
 
-  /** `respool_client_request_duration_seconds{family}` series (cached: one Map lookup). */
+  /** `respool_client_request_duration_seconds{family}` series (cached: one Map lookup), also the family's last minute. */
   clientLatency(family: string): HistogramSeries {
     let series = this.clientLatencyByFamily.get(family);
     if (series === undefined) {
-      series = this.raw.client_request_duration_seconds.labels(family);
+      series = new WindowedSeries(this.raw.client_request_duration_seconds.labels(family), this.windows.family(family));
       this.clientLatencyByFamily.set(family, series);
     }
     return series;
@@ -215,6 +231,20 @@ export class Metrics {
       for (const [label, count] of this.commandCounts) c.labels(label).inc(count.value);
     };
     counterFrom(this.raw.client_bytes_total, () => ({ in: this.traffic.clientIn, out: this.traffic.clientOut }));
+    // Last-minute quantiles, computed from the windows at scrape time (observe/latency-windows.ts).
+    const quantiles = (gauge: Gauge<string>, summaries: () => Array<{ name: string; calls: number; p50Us: number; p99Us: number; p999Us: number }>) => {
+      (gauge as unknown as { collect: () => void }).collect = () => {
+        gauge.reset();
+        for (const s of summaries()) {
+          if (s.calls === 0) continue;
+          gauge.labels(s.name, '0.5').set(s.p50Us / 1e6);
+          gauge.labels(s.name, '0.99').set(s.p99Us / 1e6);
+          gauge.labels(s.name, '0.999').set(s.p999Us / 1e6);
+        }
+      };
+    };
+    quantiles(this.raw.upstream_latency_last_minute_seconds as Gauge<string>, () => this.windows.nodeSummaries());
+    quantiles(this.raw.client_latency_last_minute_seconds as Gauge<string>, () => this.windows.familySummaries());
     counterFrom(this.raw.upstream_bytes_total, () => ({ in: this.upstreamTraffic?.receivedBytes ?? 0, out: this.upstreamTraffic?.sentBytes ?? 0 }));
     this.raw.config_last_reload_successful.set(1);
     this.raw.config_last_reload_success_timestamp_seconds.set(Date.now() / 1000);
@@ -330,11 +360,11 @@ export class Metrics {
 
   // ---- upstream -----------------------------------------------------------------------------
 
-  /** `respool_upstream_latency_seconds{node}` child; observe seconds. */
+  /** `respool_upstream_latency_seconds{node}` child, also the node's last minute; observe seconds. */
   latencyHistogram(node: string): HistogramSeries {
     let child = this.latency.get(node);
     if (child === undefined) {
-      child = this.raw.upstream_latency_seconds.labels(node);
+      child = new WindowedSeries(this.raw.upstream_latency_seconds.labels(node), this.windows.node(node));
       this.latency.set(node, child);
     }
     return child;
@@ -394,6 +424,7 @@ export class Metrics {
   /** Drop every series labelled with `node` (call when a node leaves the topology). */
   forgetNode(node: string): void {
     if (this.latency.delete(node)) this.raw.upstream_latency_seconds.remove(node);
+    this.windows.forgetNode(node);
     if (this.inflight.delete(node)) this.raw.upstream_inflight_requests.remove(node);
     for (const s of ['closed', 'half-open', 'open']) this.raw.circuit_status.remove(node, s);
     for (const [key, s] of this.links) {

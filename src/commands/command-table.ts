@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import type { RespValue } from '../resp/decode.js';
 import type { RequestFrame } from '../resp/request-framer.js';
 import { BUILTIN_COMMANDS_FILE } from '../own-files.js';
-import { commandFlagBit } from './command-flags.js';
+import { CommandFlag, commandFlagBit } from './command-flags.js';
 import { NameIndex } from './name-index.js';
 import {
   compileKeyFinder,
@@ -26,6 +26,13 @@ import {
 } from './key-specs.js';
 
 export type { KeySpec, KeyRef, LegacyKeyRange, BeginSearch, FindKeys } from './key-specs.js';
+
+/**
+ * Commands Valkey flags MAY_REPLICATE without saying so: `COMMAND` hides that flag on purpose
+ * (server.c addReplyFlagsForCommand), so it is taken from Valkey 8.0.1's commands.def. CLIENT
+ * PAUSE WRITE holds them (session/client-pause.ts).
+ */
+const HIDDEN_MAY_REPLICATE: ReadonlySet<string> = new Set(['cluster|setslot', 'pfcount', 'publish', 'spublish', 'eval', 'evalsha', 'fcall']);
 
 export interface CommandSpec {
   /** Lower case; subcommands as "client|setname". */
@@ -53,6 +60,8 @@ export interface CommandSpec {
   findKeys?: KeyFinder;
   /** Subcommands by name bytes, case-insensitive (set by CommandTable; internal). */
   subcommandIndex?: NameIndex<CommandSpec>;
+  /** Its latency histogram (set by observe/command-latency.ts on first use; internal). */
+  latency?: object;
 }
 
 /** One command as listed by `COMMAND` (subcommands are separate entries named "parent|sub"). */
@@ -205,6 +214,7 @@ export class CommandTable {
     const name = e.name.toLowerCase();
     let flags = 0;
     for (const f of e.flags) flags |= commandFlagBit(f);
+    if (HIDDEN_MAY_REPLICATE.has(name)) flags |= CommandFlag.MAY_REPLICATE;
     const keySpecs = e.keySpecs ?? [];
     const legacyKeys: LegacyKeyRange = { first: e.first, last: e.last, step: e.step };
     const spec: CommandSpec = {

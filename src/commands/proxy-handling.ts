@@ -85,6 +85,9 @@ export const LOCAL_COMMANDS: ReadonlySet<string> = new Set([
   'client|no-evict',
   'client|reply',
   'asking', // respool follows ASK itself (routing/router.ts); a client's ASKING has nothing to do
+  // respool's own slow log, command log and latency histograms (handlers/observe.ts)
+  'slowlog|get', 'slowlog|len', 'slowlog|reset', 'slowlog|help', 'latency|histogram',
+  'commandlog|get', 'commandlog|len', 'commandlog|reset', 'commandlog|help',
 ]);
 
 export const TRANSACTION_COMMANDS: ReadonlySet<string> = new Set(['multi', 'exec', 'discard', 'watch', 'unwatch']);

@@ -1,6 +1,7 @@
 import type { RespoolConfig } from './types.js';
 import { DEFAULT_HOT_KEYS } from './hot-keys-config.js';
 import { DEFAULT_CLIENT_TLS, DEFAULT_UPSTREAM_TLS } from './tls-config.js';
+import { DEFAULT_BIG_KEYS, DEFAULT_COMMANDLOG, DEFAULT_LATENCY, DEFAULT_SATURATION, DEFAULT_SLOWLOG } from './observability-config.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -105,6 +106,11 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
   transactions: {
     crossSlot: 'split', // an application written for one server expects its transactions to run
   },
+  slowlog: { ...DEFAULT_SLOWLOG }, // Valkey's slowlog-log-slower-than 10000, slowlog-max-len 128
+  commandlog: { ...DEFAULT_COMMANDLOG }, // Valkey 8.1's commandlog-*-larger-than 1048576, max-len 128
+  latency: { ...DEFAULT_LATENCY }, // Valkey's latency-tracking yes
+  saturation: { ...DEFAULT_SATURATION },
+  bigKeys: { ...DEFAULT_BIG_KEYS },
 });
 
 function deepFreeze<T>(value: T): T {

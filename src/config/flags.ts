@@ -131,6 +131,8 @@ export const FLAGS: readonly FlagSpec[] = [
   numeric('dedicated-acquire-timeout', 'dedicated.acquireTimeoutMs', 'wait for a leased connection at the bound before refusing'),
   numeric('dedicated-max-replica-streams', 'dedicated.maxReplicaStreams', 'clients attached to the replication stream (SYNC, PSYNC) at once; 0 refuses SYNC'),
   numeric('pubsub-max-output-bytes-per-client', 'pubsub.maxOutputBytesPerClient', 'unread pub/sub bytes before a subscriber is disconnected'),
+  numeric('slowlog-threshold-us', 'slowlog.thresholdUs', 'respool\'s slow log: requests at least this slow (receive → reply written) are logged; -1 off'),
+  numeric('slowlog-max-len', 'slowlog.maxLen', 'entries respool\'s slow log keeps'),
   numeric('queue-window', 'resilience.queueWindowMs', 'how long a request waits for a link to a node that has none before failing'),
   {
     name: 'read-strategy', type: 'string', value: 'STRATEGY',

@@ -22,6 +22,7 @@ import { aclRulesProblem, type UserConfig } from '../acl/users.js';
 import type { UpstreamSetting } from '../acl/upstream-identity.js';
 import { readAclFile } from '../acl/acl-file.js';
 import { CommandTable } from '../commands/command-table.js';
+import { OBSERVABILITY_SWITCHES } from './observability-config.js';
 import { CONFIG_VALIDATOR_FILE, RESPOOL_VERSION } from '../own-files.js';
 import {
   ConfigError, CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type HostPort, type PeersFrom, type ReadStrategyName, type RespoolConfig,
@@ -445,6 +446,11 @@ function convertSettings(data: unknown, where: string, env: NodeJS.ProcessEnv, p
     set('cluster.fleetState', convert('cluster.fleetState', cluster.fleetState, (v) => toEnum(v, FLEET_STATE_MODES)));
   }
   if (!isBad('hotKeys')) readHotKeysFile(settings.hotKeys, convert, set);
+  for (const [group, names] of Object.entries(OBSERVABILITY_SWITCHES)) {
+    const g = settings[group] as Record<string, unknown> | undefined;
+    if (g === undefined || g === null || typeof g !== 'object') continue;
+    for (const name of names) set(`${group}.${name}`, convert(`${group}.${name}`, g[name], (v) => v as boolean));
+  }
   readTlsFile(settings, convert, out);
   for (const f of NUMERIC_FIELDS) {
     const [group, key] = f.path.split('.') as [string, string | undefined];

@@ -23,6 +23,7 @@ const NEEDS_RESTART: readonly string[] = [
   'hotKeys.detection.', 'hotKeys.readChoice',
   // mirrored users on the nodes keep their names and passwords until a restart
   'acl.mirrorPrefix', 'acl.mirrorSecret',
+  'latency.tracking', 'bigKeys.', 'saturation.cpuSampleMs',
   'upstreamTls.enabled',
 ];
 

@@ -14,6 +14,7 @@ import { DURATION_PATTERN, ENV_NAME_PATTERN, GiB, SIZE_PATTERN, TiB, type Range 
 import { CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM } from './types.js';
 import { HOT_KEYS_SCHEMA } from './hot-keys-config.js';
 import { LISTEN_TLS_SCHEMA, TLS_SCHEMA, UPSTREAM_TLS_SCHEMA } from './tls-config.js';
+import { OBSERVABILITY_SWITCHES } from './observability-config.js';
 
 /** Every numeric setting: where it lives, how it is written, and its allowed range. */
 export interface NumericField extends Range {
@@ -86,6 +87,17 @@ export const NUMERIC_FIELDS: readonly NumericField[] = [
   { path: 'acl.logMaxLen', kind: 'integer', min: 0, max: 1_000_000 },
   // pubsub: multiplexed subscriptions (src/pubsub)
   { path: 'pubsub.maxOutputBytesPerClient', kind: 'size', min: 1, max: 1 * TiB },
+  // what operators look at (src/observe): -1 turns a log off, as in Valkey
+  { path: 'slowlog.thresholdUs', kind: 'integer', min: -1, max: 2_147_483_647 },
+  { path: 'slowlog.maxLen', kind: 'integer', min: 0, max: 1_000_000 },
+  { path: 'commandlog.largeRequestBytes', kind: 'integer', min: -1, max: 2_147_483_647 },
+  { path: 'commandlog.largeRequestMaxLen', kind: 'integer', min: 0, max: 1_000_000 },
+  { path: 'commandlog.largeReplyBytes', kind: 'integer', min: -1, max: 2_147_483_647 },
+  { path: 'commandlog.largeReplyMaxLen', kind: 'integer', min: 0, max: 1_000_000 },
+  { path: 'saturation.p99Ms', kind: 'duration', min: 1, max: DAY_MS },
+  { path: 'saturation.cpuPercent', kind: 'integer', min: 1, max: 100 },
+  { path: 'saturation.cpuSampleMs', kind: 'duration', min: 0, max: DAY_MS },
+  { path: 'bigKeys.topK', kind: 'integer', min: 1, max: 1000 },
 ];
 
 export function numericField(path: string): NumericField {
@@ -124,6 +136,14 @@ function numericGroup(group: string): Schema {
     if (key !== undefined && g === group) properties[key] = numericSchema(f);
   }
   return { type: 'object', additionalProperties: false, properties, 'x-expect': 'must be a mapping' };
+}
+
+/** A numeric group plus its boolean switches (observability-config.ts). */
+function withSwitches(group: string): Schema {
+  const base = numericGroup(group);
+  const properties: Record<string, Schema> = { ...(base.properties as Record<string, Schema>) };
+  for (const name of OBSERVABILITY_SWITCHES[group] ?? []) properties[name] = { type: 'boolean', 'x-expect': 'must be true or false' };
+  return { ...base, properties };
 }
 
 const readStrategy: Schema = { enum: [...READ_STRATEGIES], 'x-expect': `must be one of ${READ_STRATEGIES.join(', ')}` };
@@ -296,6 +316,11 @@ export const CONFIG_FILE_SCHEMA: Schema = {
         crossSlot: { enum: [...CROSS_SLOT_TRANSACTIONS], 'x-expect': `must be one of ${CROSS_SLOT_TRANSACTIONS.join(', ')}` },
       },
     },
+    slowlog: numericGroup('slowlog'),
+    commandlog: numericGroup('commandlog'),
+    latency: withSwitches('latency'),
+    saturation: numericGroup('saturation'),
+    bigKeys: withSwitches('bigKeys'),
     logLevel: { enum: [...LOG_LEVELS], 'x-expect': `must be one of ${LOG_LEVELS.join(', ')}` },
   },
 };
@@ -324,5 +349,10 @@ export interface ConfigFile {
   dedicated?: Record<string, number | string>;
   pubsub?: Record<string, number | string>;
   transactions?: { crossSlot?: string };
+  slowlog?: Record<string, number | string>;
+  commandlog?: Record<string, number | string>;
+  latency?: Record<string, unknown>;
+  saturation?: Record<string, number | string>;
+  bigKeys?: Record<string, unknown>;
   logLevel?: string;
 }

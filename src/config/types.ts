@@ -5,6 +5,8 @@
 import type { HotKeysConfig } from './hot-keys-config.js';
 import type { ClientTlsConfig, UpstreamTlsConfig } from './tls-config.js';
 import type { UserConfig } from '../acl/users.js';
+import type { BigKeysConfig, CommandlogConfig, LatencyConfig, SaturationConfig, SlowlogConfig } from './observability-config.js';
+export type { BigKeysConfig, CommandlogConfig, LatencyConfig, SaturationConfig, SlowlogConfig } from './observability-config.js';
 export type { ClientTlsConfig, UpstreamTlsConfig, TlsVersion } from './tls-config.js';
 export type { HotKeysConfig, ReadChoice, SplitRuleConfig } from './hot-keys-config.js';
 
@@ -96,6 +98,16 @@ export interface RespoolConfig {
   dedicated: DedicatedConfig;
   /** Multiplexed pub/sub (src/pubsub). */
   pubsub: PubSubConfig;
+  /** respool's own slow log (SLOWLOG, COMMANDLOG slow; src/observe). */
+  slowlog: SlowlogConfig;
+  /** COMMANDLOG large-request / large-reply. */
+  commandlog: CommandlogConfig;
+  /** Per-command latency histograms (LATENCY HISTOGRAM, INFO latencystats). */
+  latency: LatencyConfig;
+  /** When a node counts as saturated (respool_nodes_saturated_ratio). */
+  saturation: SaturationConfig;
+  /** Big keys from the hot-key sampler's sample (RESPOOL BIGKEYS, /bigkeys). */
+  bigKeys: BigKeysConfig;
   /** MULTI … EXEC without WATCH over keys in several slots (src/handlers/transaction-split.ts). */
   transactions: TransactionsConfig;
 }

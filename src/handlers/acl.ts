@@ -86,7 +86,7 @@ export function aclReply(session: HandlerSession, command: string, args: Buffer[
       return error === null ? OK : encodeError(error);
     }
     case 'log': {
-      if (args.length > 3) return encodeError(ProxyError.subcommandSyntax(args[1]!.toString(), 'ACL'));
+      if (args.length > 3) return encodeError(ProxyError.subcommandSyntax('ACL', args[1]!.toString()));
       let count = 10;
       if (args.length === 3) {
         const arg = args[2]!.toString();
@@ -102,7 +102,7 @@ export function aclReply(session: HandlerSession, command: string, args: Buffer[
     case 'help':
       return encodeArray(HELP.map((l) => encodeSimple(l)));
     default:
-      return encodeError(ProxyError.subcommandSyntax(args[1]!.toString(), 'ACL'));
+      return encodeError(ProxyError.subcommandSyntax('ACL', args[1]!.toString()));
   }
 }
 

@@ -4,6 +4,7 @@ import { wait } from './wait.js';
 import { scriptExistsReply } from './script-cache.js';
 import type { CallOwner } from '../routing/upstream-call.js';
 import { configSet, isWellFormedConfigSet } from './config-set.js';
+import { configSetHere } from './node-settings.js';
 
 /**
  * Commands that speak for the whole data set (DBSIZE, KEYS, FLUSHALL, SCAN, SCRIPT LOAD, …): in
@@ -14,6 +15,12 @@ import { configSet, isWellFormedConfigSet } from './config-set.js';
 export const allShards: Handler = (session, req) => {
   const ctx = session.ctx;
   if (req.command === 'wait' || req.command === 'waitaof') return wait(session, req);
+  if (req.command === 'config|resetstat' && req.args.length === 2) ctx.observer?.commands.reset(); // LATENCY HISTOGRAM starts over, as on Valkey
+  if (req.command === 'config|set') {
+    // a node's port, files, identity: never half-applied; respool's own log settings: set here (node-settings.ts)
+    const reply = configSetHere(session, req.args);
+    if (reply !== null) return session.replyNow(reply);
+  }
   if (!ctx.isCluster() || req.spec === undefined) return keyed(session, req);
   if (req.command === 'config|set' && isWellFormedConfigSet(req)) return configSet(session, req, req.spec);
   const entry = session.reserve();

@@ -5,14 +5,15 @@ import { encodeError, encodeInteger, encodeSimple, encodeVerbatim } from '../res
 import { ProxyError } from '../errors.js';
 import type { ClientState } from '../session/client-state.js';
 import type { Handler, HandlerSession } from './types.js';
+import { RequestFrame } from '../resp/request-framer.js';
 
 /**
  * CLIENT LIST, CLIENT KILL, CLIENT PAUSE, CLIENT UNPAUSE about respool's own clients (its
  * upstream links are no client's business), in Valkey 8.0.1's formats and with its replies
  * (networking.c clientCommand). CLIENT INFO (local.ts) prints the same line (clientInfoLine).
  *
- *   LIST   : one line per respool client, Valkey's fields in Valkey's order; what respool cannot
- *            know (query and output buffer sizes, memory) is 0
+ *   LIST   : one line per respool client, Valkey's fields in Valkey's order, measured on respool's
+ *            own buffers (clientInfoLine); fields respool has no counterpart for are left out
  *   KILL   : old form `addr` (+OK / ERR No such client) and the filter form (:count); a killed
  *            client's socket is destroyed, its close path releases leases and subscriptions;
  *            the caller itself (SKIPME no, or the old form) is closed after this reply
@@ -60,8 +61,8 @@ function run(session: HandlerSession, spec: CommandSpec | undefined, command: st
   }
 }
 
-/** What the line needs of a session (ClientSession; its socket gives fd and byte counts). */
-export type ListedClient = Pick<HandlerSession, 'id' | 'state' | 'createdAt' | 'closed'> & { readonly socket?: Socket };
+/** What the line needs of a session (ClientSession; its socket gives addresses and fd). */
+export type ListedClient = Pick<HandlerSession, 'id' | 'state' | 'createdAt' | 'closed' | 'buffers'> & { readonly socket?: Socket };
 
 const lower = (b: Buffer) => b.toString('latin1').toLowerCase();
 
@@ -92,13 +93,24 @@ function ageSeconds(c: ListedClient, nowMs: number): number {
   return Math.floor(nowMs / 1000) - Math.floor(c.createdAt / 1000);
 }
 
-/** Valkey 8.0.1 catClientInfoString, field for field (without the trailing newline). */
+/**
+ * Valkey 8.0.1 catClientInfoString, field for field (without the trailing newline), each one
+ * measured on what respool holds for the client (ClientBuffers): qbuf the bytes read and not yet
+ * handled, argv-mem the arguments of the request being handled (or held by CLIENT PAUSE, or
+ * blocked), multi-mem the commands queued in MULTI, obl the reply batch not yet handed to the
+ * socket, oll / omem the replies waiting behind an unanswered one plus what the kernel has not
+ * taken, tot-mem their sum, events r while respool reads the socket and w while output waits.
+ * Fields without a respool counterpart are left out rather than shown as constants: qbuf-free
+ * (respool's reads go to shared slabs, not a per-client buffer with spare room), rbs and rbp
+ * (no fixed per-client reply buffer).
+ */
 export function clientInfoLine(c: ListedClient): string {
   const state = c.state;
   const subs = state.subscriptions;
   const tx = state.transaction;
   const inMulti = tx !== null || state.lane?.inMulti === true;
   let flags = '';
+  if (state.monitoring) flags += 'O';
   if (isPubsub(state)) flags += 'P';
   if (inMulti) flags += 'x';
   if (state.blocked || state.pausedHeld) flags += 'b';
@@ -109,16 +121,21 @@ export function clientInfoLine(c: ListedClient): string {
   if (flags === '') flags = 'N';
   const socket = c.socket;
   const fd = (socket as unknown as { _handle?: { fd?: number } } | undefined)?._handle?.fd;
+  const io = c.buffers();
+  const multiMem = tx !== null ? tx.bytes : 0;
+  const omem = io.heldReplyBytes + io.unsentBytes;
+  const events = `${io.reading ? 'r' : ''}${io.unsentBytes + io.batchedBytes > 0 ? 'w' : ''}`;
   return (
     `id=${c.id} addr=${clientAddr(c)} laddr=${clientLaddr(c)} fd=${typeof fd === 'number' ? fd : -1} ` +
     `name=${state.name ?? ''} age=${ageSeconds(c, Date.now())} ` +
     `idle=${Math.max(0, Math.floor((performance.now() - state.lastInteraction) / 1000))} flags=${flags} db=${state.db} ` +
     `sub=${subs?.channels.size ?? 0} psub=${subs?.patterns.size ?? 0} ssub=${subs?.shardChannels.size ?? 0} ` +
     `multi=${tx !== null ? tx.queued.length : inMulti ? 0 : -1} watch=${state.lane?.watched.size ?? 0} ` +
-    'qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r ' +
+    `qbuf=${io.queryBytes} argv-mem=${io.argvBytes} multi-mem=${multiMem} obl=${io.batchedBytes} oll=${io.heldReplies} ` +
+    `omem=${omem} tot-mem=${io.queryBytes + io.argvBytes + multiMem + io.batchedBytes + omem} events=${events} ` +
     `cmd=${state.lastCommand} user=${state.user ?? 'default'} redir=${state.tracking !== null ? 0 : -1} ` +
     `resp=${state.protocol} lib-name=${state.libName} lib-ver=${state.libVersion} ` +
-    `tot-net-in=${socket?.bytesRead ?? 0} tot-net-out=${socket?.bytesWritten ?? 0} tot-cmds=${state.commandCount}`
+    `tot-net-in=${io.bytesIn} tot-net-out=${io.bytesOut} tot-cmds=${state.commandCount}`
   );
 }
 
@@ -288,6 +305,9 @@ export function heldByPause(session: HandlerSession, spec: CommandSpec | undefin
 
 const MAY_WRITE = CommandFlag.WRITE | CommandFlag.MAY_REPLICATE;
 
+/** Commands whose flags a script's shebang replaces (Valkey's evalGetCommandFlags). */
+const EVAL_COMMANDS: ReadonlySet<string> = new Set(['eval', 'eval_ro', 'evalsha', 'evalsha_ro']);
+
 function mayReplicate(session: HandlerSession, spec: CommandSpec, args: readonly Buffer[]): boolean {
   if (spec.name === 'exec') {
     const tx = session.state.transaction;
@@ -295,18 +315,23 @@ function mayReplicate(session: HandlerSession, spec: CommandSpec, args: readonly
     const table = session.ctx.commands();
     return tx.queued.some((q) => {
       const s = table.get(q.command);
-      return s !== undefined && (q.command === 'eval' ? evalMayWrite(s, q.raw) : (s.flags & MAY_WRITE) !== 0);
+      return s !== undefined && (EVAL_COMMANDS.has(q.command) ? evalMayWrite(session, s, new RequestFrame(q.raw).args) : (s.flags & MAY_WRITE) !== 0);
     });
   }
-  if (spec.name === 'eval' && args.length > 1) return scriptMayWrite(spec, args[1]!);
+  if (EVAL_COMMANDS.has(spec.name)) return evalMayWrite(session, spec, args);
   return (spec.flags & MAY_WRITE) !== 0;
 }
 
-/** A queued EVAL (`*N $4 EVAL $len <script> …`): its script, from the raw bytes. */
-function evalMayWrite(spec: CommandSpec, raw: Buffer): boolean {
-  const header = /^\*\d+\r\n\$\d+\r\n[^\r]*\r\n\$\d+\r\n/.exec(raw.toString('latin1', 0, Math.min(raw.length, 64)));
-  if (header === null) return (spec.flags & MAY_WRITE) !== 0;
-  return scriptMayWrite(spec, raw.subarray(header[0].length));
+/**
+ * EVAL's script is its argument; EVALSHA's the body respool remembers for that sha (the node's
+ * script cache in Valkey): unknown, the command's own flags decide.
+ */
+function evalMayWrite(session: HandlerSession, spec: CommandSpec, args: readonly Buffer[]): boolean {
+  if (args.length < 2) return (spec.flags & MAY_WRITE) !== 0;
+  const script = spec.name.startsWith('evalsha')
+    ? (args[1]!.length === 40 ? session.ctx.scripts.body(args[1]!.toString('latin1')) : undefined)
+    : args[1]!;
+  return script === undefined ? (spec.flags & MAY_WRITE) !== 0 : scriptMayWrite(spec, script);
 }
 
 /**

@@ -6,7 +6,7 @@ import type { Handler, HandlerSession, CommandRequest } from './types.js';
 import { local } from './local.js';
 import { clientCommands } from './client-commands.js';
 import { info } from './info.js';
-import { keyed } from './keyed.js';
+import { anyNode, keyed } from './keyed.js';
 import { cluster } from './cluster.js';
 import { multiKey } from './multi-key.js';
 import { script } from './script.js';
@@ -17,7 +17,8 @@ import { respool } from './respool.js';
 import { transaction, queueInTransaction } from './transaction.js';
 import { onLane } from './leased-lane.js';
 import { blocking } from './blocking.js';
-import { monitor } from './monitor.js';
+import { monitor, refusedWhileMonitoring } from './monitor.js';
+import { isCommandlogCommand, observeReply } from './observe.js';
 import { replication } from './replication.js';
 import { pubsub, allowedWhileSubscribed, refuseWhileSubscribed } from './pubsub.js';
 import { tracking, onTrackingLane } from './tracking.js';
@@ -43,7 +44,7 @@ const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
   pubsub,
   script,
   allShards,
-  anyNode: keyed,
+  anyNode,
   keyed,
   multiKey,
   refused,
@@ -68,6 +69,12 @@ export function dispatch(session: HandlerSession, req: CommandRequest): void {
   if (spec !== undefined && session.ctx.fleetAcl != null && touchesFleetKeys(session.ctx.commands(), spec, req.args)) {
     if (state.transaction !== null) state.transaction.dirty = true; // EXEC will abort, as for a refused command
     return session.replyNow(encodeError(ProxyError.fleetKeysReserved()));
+  }
+  if (spec === undefined && isCommandlogCommand(req.args[0]!)) return session.replyNow(observeReply(session, 'commandlog', req.args));
+  if (state.monitoring) {
+    // A monitoring client is a replica to Valkey: no keyspace commands (handlers/monitor.ts).
+    const refusal = refusedWhileMonitoring(spec);
+    if (refusal !== null) return session.replyNow(refusal);
   }
   const family = spec === undefined ? 'keyed' : commandFamily(spec, req);
   if (family === 'script' || family === 'allShards') noteScript(session.ctx.scripts, req); // EVAL / SCRIPT LOAD bodies, on every path

@@ -64,7 +64,7 @@ export function upstreamArgs(req: InfoRequest): string[] | null {
   if (req.everything) return ['everything'];
   const out: string[] = [];
   for (const s of VALKEY_ORDER) {
-    if (s === 'clients' || !wants(req, s)) continue;
+    if (s === 'clients' || s === 'latencystats' || !wants(req, s)) continue; // respool's own (info.ts)
     out.push(s === 'modules' && !req.names.has('modules') ? 'module_list' : s);
   }
   out.push(...otherNames(req));

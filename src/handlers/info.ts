@@ -16,8 +16,10 @@ import {
 
 /**
  * `INFO clients` about respool's own clients (an upstream's clients would be respool's pooled
- * links). Field names and order as Valkey 8.0 prints them, so INFO parsers work unchanged;
- * counters respool has no equivalent for are 0. Answered synchronously (handlers/local.ts).
+ * links). Field names and order as Valkey 8.0 prints them, so INFO parsers work unchanged; the
+ * largest input / output buffers are the clients' now (not Valkey's few-second peaks);
+ * cluster_connections is 0 (respool has no cluster bus); clients_in_timeout_table is left out
+ * (respool does not keep one). Answered synchronously (handlers/local.ts).
  */
 export function infoClients(session: HandlerSession): Buffer {
   return encodeVerbatim(renderSections([clientsSection(session)]), session.state.protocol);
@@ -32,9 +34,14 @@ function clientsSection(session: HandlerSession): InfoSection {
   const blockingKeys = new Set<string>();
   const noKeyKeys = new Set<string>();
   const watchedKeys = new Set<string>();
+  let maxInput = 0;
+  let maxOutput = 0;
   for (const s of session.ctx.sessions()) {
     connected++;
     const state = s.state;
+    const io = s.buffers();
+    maxInput = Math.max(maxInput, io.queryBytes + io.argvBytes);
+    maxOutput = Math.max(maxOutput, io.batchedBytes + io.heldReplyBytes + io.unsentBytes);
     if (state.blocked) {
       blocked++;
       for (const k of state.blockedKeys) {
@@ -57,13 +64,12 @@ function clientsSection(session: HandlerSession): InfoSection {
       `connected_clients:${connected}`,
       'cluster_connections:0',
       `maxclients:${session.ctx.config.clients.maxClients}`,
-      'client_recent_max_input_buffer:0',
-      'client_recent_max_output_buffer:0',
+      `client_recent_max_input_buffer:${maxInput}`,
+      `client_recent_max_output_buffer:${maxOutput}`,
       `blocked_clients:${blocked}`,
       `tracking_clients:${tracking}`,
       `pubsub_clients:${pubsub}`,
       `watching_clients:${watching}`,
-      'clients_in_timeout_table:0',
       `total_watched_keys:${watchedKeys.size}`,
       `total_blocking_keys:${blockingKeys.size}`,
       `total_blocking_keys_on_nokey:${noKeyKeys.size}`,
@@ -80,6 +86,7 @@ function clientsSection(session: HandlerSession): InfoSection {
  *   keyspace                   summed over the primaries (avg_ttl weighted by expires)
  *   memory                     bytes summed over the primaries (mergeMemory)
  *   commandstats, errorstats   summed per command / error over the primaries
+ *   latencystats               respool's own per-command percentiles (observe/command-latency.ts)
  *   cpu, replication…          one primary's section, its first line `respool_source:<node>`
  *
  * The sections the primaries give are fetched with one `INFO …` to each primary (InfoFetch, a
@@ -172,6 +179,10 @@ function buildInfo(session: HandlerSession, request: InfoRequest, own: ReadonlyM
         break;
       case 'memory':
         out.push(mergeMemory(all('memory')));
+        break;
+      case 'latencystats':
+        // respool's per-command histograms (receive → reply written), Valkey's line format
+        out.push({ header: HEADERS.latencystats, lines: ctx.observer?.commands.infoLines() ?? [] });
         break;
       default:
         out.push(fromOneNode(section, HEADERS[section], nodes));

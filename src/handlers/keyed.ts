@@ -2,6 +2,7 @@ import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { crossSlotKeyed } from './cross-slot.js';
 import type { Handler, HandlerSession } from './types.js';
+import { configGet } from './node-settings.js';
 
 /**
  * Keyed and keyless commands for one node: the router picks the node (slot owner, read strategy,
@@ -24,6 +25,18 @@ export const keyed: Handler = (session, req) => {
 function isCrossSlot(error: Buffer): boolean {
   return error[1] === 0x43 /* C */ && error.toString('latin1', 1, 10) === 'CROSSSLOT';
 }
+
+/**
+ * Keyless commands any node answers (CONFIG GET, LATENCY …, MEMORY STATS, …): as keyed, but a
+ * CONFIG GET of a per-node setting is answered with respool's own or refused (node-settings.ts).
+ */
+export const anyNode: Handler = (session, req) => {
+  if (req.command === 'config|get') {
+    const ctx = session.ctx;
+    if (configGet(session, req, (owner) => ctx.router.routeKeyed(owner, req.raw, req, req.spec, ctx.commands(), req.command))) return;
+  }
+  keyed(session, req);
+};
 
 function normalizeHost(host: string): string {
   let h = host.toLowerCase();

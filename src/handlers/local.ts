@@ -12,11 +12,14 @@ import { CLIENT_COMMANDS } from '../commands/proxy-handling.js';
 import { clientCommandReply, clientInfoLine } from './client-commands.js';
 import { checkCredentials } from '../acl/rules.js';
 import { aclReply } from './acl.js';
+import { OBSERVE_COMMANDS, observeReply } from './observe.js';
 
 /** Commands a client may send before it has authenticated (as in Valkey). */
 export const AUTH_EXEMPT: ReadonlySet<string> = new Set(['auth', 'hello', 'quit', 'reset']);
 
 const OK = encodeSimple('OK');
+/** Valkey's validateClientAttr: every byte from '!' to '~'. */
+const PRINTABLE_NO_SPACE = /^[\x21-\x7e]*$/;
 const PONG = encodeSimple('PONG');
 
 /**
@@ -134,6 +137,7 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
       return hello(session, ctx, args);
     case 'reset':
       resetSubscriptions(session); // no confirmations, as Valkey; subscribes still pending upstream finish first
+      ctx.monitors.remove(session); // MONITOR ends too (Valkey's clearClientConnectionState)
       state.reset();
       return encodeSimple('RESET');
     case 'client|reply': {
@@ -178,12 +182,15 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
     case 'client|setinfo': {
       if (args.length !== 4) return encodeError(ProxyError.wrongArity('client|setinfo'));
       const attr = arg(2).toLowerCase();
-      if (attr === 'lib-name' || attr === 'lib-ver') state.setLib(attr, arg(3));
-      else return encodeError(ProxyError.unrecognizedOption(arg(2)));
+      if (attr !== 'lib-name' && attr !== 'lib-ver') return encodeError(ProxyError.unrecognizedOption(arg(2)));
+      // Valkey's validateClientAttr: printable ASCII without spaces, so CLIENT LIST splits by space.
+      if (!PRINTABLE_NO_SPACE.test(args[3]!.toString('latin1'))) return encodeError(ProxyError.badClientAttr(arg(2)));
+      state.setLib(attr, arg(3));
       return OK;
     }
     default:
       if (command.startsWith('acl|')) return aclReply(session, command, args); // respool's own users (handlers/acl.ts)
+      if (OBSERVE_COMMANDS.has(command)) return observeReply(session, command, args); // SLOWLOG, COMMANDLOG, LATENCY HISTOGRAM
       if (CLIENT_COMMANDS.has(command)) return clientCommandReply(session, command, args); // inside MULTI, at EXEC
       // The cluster emulation's local answers, queued inside MULTI (handlers/cluster.ts).
       if (LOCAL_CLUSTER_COMMANDS.has(command)) return clusterReply(session, command, args);

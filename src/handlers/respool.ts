@@ -1,10 +1,11 @@
-import { runRespoolCommand } from '../hotkeys/control.js';
+import { HELP, runRespoolCommand } from '../hotkeys/control.js';
 import { sharePeerCommand } from '../workers/peer-commands.js';
 import { inWorker, mergeWindowReports, requestWorkerReports } from '../workers/hot-key-reports.js';
-import { encodeError } from '../resp/encode.js';
+import { encodeArray, encodeError, encodeSimple } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import type { Handler } from './types.js';
 import { fleetReply } from '../fleet/fleet-view.js';
+import { isObserveSubcommand, respoolObserve, RESPOOL_OBSERVE_HELP } from './respool-observe.js';
 
 /**
  * RESPOOL HOTKEYS | NODES | SPLIT …: respool's own command (src/hotkeys/control.ts). With users
@@ -18,6 +19,8 @@ export const respool: Handler = (session, req) => {
     return session.replyNow(encodeError(ProxyError.noPerm(`User ${state.user ?? 'default'} has no permissions to run the 'respool' command`)));
   }
   const sub = req.args[1]?.toString('latin1').toUpperCase();
+  if (sub === undefined || sub === 'HELP') return session.replyNow(encodeArray([...HELP, ...RESPOOL_OBSERVE_HELP].map((l) => encodeSimple(l))));
+  if (isObserveSubcommand(sub)) return respoolObserve(session, req, sub); // SLOWLOG, LATENCY, NODE (handlers/respool-observe.ts)
   if (sub === 'FLEET') {
     // The fleet's members as this instance sees them (src/fleet/fleet-view.ts).
     if (req.args.length !== 2) return session.replyNow(encodeError(ProxyError.wrongArity('respool|fleet')));

@@ -233,7 +233,7 @@ function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRe
     return ProxyError.notSubscribed(spec.name as 'unsubscribe');
   }
   if (family === 'pubsub' && !QUEUEABLE_PUBSUB.has(spec.name)) return ProxyError.notQueueable(spec.name, 'subscriptions are respool\'s, not the shared link\'s');
-  if (family === 'monitor') return ProxyError.notQueueable(spec.name, 'MONITOR needs connections of its own');
+  if (family === 'monitor') return ProxyError.notQueueable(spec.name, 'MONITOR is a mode of the client, not a command a transaction runs');
   if (family === 'refused') return ProxyError.refused(spec.name, refusalReason(spec) ?? '');
   if (family === 'cluster' && !LOCAL_CLUSTER_COMMANDS.has(spec.name)) return ProxyError.notQueueable(spec.name, "it runs on its slot's owner, not where the transaction runs");
   const limit = session.ctx.config.limits.maxQueryBytesPerClient;

@@ -14,6 +14,29 @@ export interface CommandRequest {
   readonly command: string;
 }
 
+/**
+ * What respool holds for one client right now, for CLIENT LIST / INFO (Valkey's qbuf, argv-mem,
+ * obl, oll, omem, events, tot-net-in, tot-net-out, measured on respool's own buffers).
+ */
+export interface ClientBuffers {
+  /** Bytes read from the client and not yet handled (a partial request, or the rest of a pipeline). */
+  readonly queryBytes: number;
+  /** Argument bytes of the request being handled, held by CLIENT PAUSE, or blocked. */
+  readonly argvBytes: number;
+  /** Bytes of replies in the current write batch, not yet handed to the socket. */
+  readonly batchedBytes: number;
+  /** Finished replies waiting behind an unanswered one (request order), and their bytes. */
+  readonly heldReplies: number;
+  readonly heldReplyBytes: number;
+  /** Bytes handed to the socket that the kernel has not taken (libuv, the Writable). */
+  readonly unsentBytes: number;
+  /** Whether respool reads the client's socket now (not paused by a bound, a barrier, CLIENT PAUSE). */
+  readonly reading: boolean;
+  /** Bytes read from the client, and bytes of replies the kernel took, since it connected. */
+  readonly bytesIn: number;
+  readonly bytesOut: number;
+}
+
 /** What handlers may do with the session they serve (implemented by ClientSession). */
 export interface HandlerSession extends EntryClient {
   readonly state: ClientState;
@@ -44,6 +67,8 @@ export interface HandlerSession extends EntryClient {
   whenOutputBelow(bytes: number, fn: () => void): void;
   /** Runs `fn` when the session closes (release a lease, drop subscriptions). */
   onClose(fn: () => void): void;
+  /** What respool holds for this client now (CLIENT LIST / INFO). */
+  buffers(): ClientBuffers;
 }
 
 export type Handler = (session: HandlerSession, req: CommandRequest) => void;

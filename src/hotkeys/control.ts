@@ -90,7 +90,7 @@ export function hotKeyRoutes(hotKeys: HotKeys): Array<{ method: string; path: st
   ];
 }
 
-const HELP = [
+export const HELP = [
   'RESPOOL HOTKEYS [COUNT n] [CURRENT]  -- top keys of the last detection window: key, requests/s, share, node (a fleet: the fleet\'s, and local_requests_per_sec)',
   'RESPOOL NODES [CURRENT]              -- each primary\'s share of keyed requests in the last window',
   'RESPOOL FLEET                        -- the fleet\'s members: state, last seen, slots, state version',

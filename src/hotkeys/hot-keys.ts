@@ -147,7 +147,11 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
    */
   route(owner: CallOwner, raw: Buffer, args: Buffer[], spec: CommandSpec, keys: number[], slot: number, command: string, isScript: boolean): Buffer | true | null {
     const detector = this.detector;
-    if (detector !== null && detector.shouldSample()) detector.record(args[keys[0]!]!.toString('latin1'), slot);
+    if (detector !== null && detector.shouldSample()) {
+      const key = args[keys[0]!]!.toString('latin1');
+      detector.record(key, slot);
+      this.sampled?.(owner, key, slot, command); // big keys: this request's reply size (observe/big-keys.ts)
+    }
     const fleet = this.fleet;
     if (fleet !== null && ((spec.flags & CommandFlag.WRITE) !== 0 || isScript)) {
       // A member past its lease may not know a split the fleet made meanwhile: its write could
@@ -715,6 +719,9 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
     });
     raw.hotkeys_requests_per_second.set(report.requestsPerSecond);
   }
+
+  /** Told of each sampled request (server.ts: measures its reply for big keys). */
+  sampled: ((owner: CallOwner, key: string, slot: number, command: string) => void) | null = null;
 
   /** Told of each automatic split (workers pass it to the other workers: src/workers/peer-commands.ts). */
   onAutoSplit: ((key: string, copies: number | null) => void) | null = null;

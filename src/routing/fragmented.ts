@@ -33,6 +33,11 @@ export abstract class Fragmented implements CallOwner {
     return this.owner.client;
   }
 
+  /** Passed up: the entry keeps every node and the slowest time (the children run side by side). */
+  upstreamTimed(node: string, ms: number): void {
+    this.owner.upstreamTimed?.(node, ms);
+  }
+
   onCallDone(reply: Buffer, index: number): void {
     if (this.replies[index] !== null) return;
     this.replies[index] = Buffer.from(reply); // link read buffers are not ours to keep

@@ -347,7 +347,10 @@ export class Router {
       if (choice.role === 'replica' && !isError) this.reads!.markServed(choice.node.address);
     }
     if (this.metrics === undefined) return;
-    this.metrics.latencyHistogram(req.node).observe((performance.now() - req.sentAt) / 1000);
+    const ms = performance.now() - req.sentAt;
+    this.metrics.latencyHistogram(req.node).observe(ms / 1000);
+    const owner = req.owner;
+    if (owner.upstreamTimed !== undefined) owner.upstreamTimed(req.node, ms); // the slow log's node and split
     if (isError) this.metrics.commandErrorCounter(req.command, 'server').inc();
     if (req.retries > 0) this.metrics.raw.retry_outcomes_total.labels(isError ? 'error' : 'ok').inc();
   }

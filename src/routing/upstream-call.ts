@@ -28,6 +28,10 @@ export interface CallOwner {
   readonly client: CallClient;
   /** `index`: the call's place among its owner's calls (fragmented.ts); 0 for a lone call. */
   onCallDone(reply: Buffer, index: number): void;
+  /** Optional: the call's reply came from `node` after `ms` (the slow log's node and time split). */
+  upstreamTimed?(node: string, ms: number): void;
+  /** Optional: tell `onSize` the size of the reply this owner gets (big keys, for sampled requests). */
+  measureReply?(onSize: (bytes: number) => void): void;
 }
 
 /** Builds the call Router.routeKeyed sends (a subclass that reads its own replies, handlers/script.ts). */

@@ -6,7 +6,7 @@ import { ProxyError } from '../errors.js';
 import { AUTH_EXEMPT } from '../handlers/local.js';
 import { dispatch } from '../handlers/index.js';
 import { commandFamily } from '../commands/proxy-handling.js';
-import type { HandlerSession } from '../handlers/types.js';
+import type { ClientBuffers, HandlerSession } from '../handlers/types.js';
 import type { CommandSpec } from '../commands/command-table.js';
 import type { ServerContext } from './server-context.js';
 import { BatchedWriter } from '../util/batched-writer.js';
@@ -16,6 +16,7 @@ import { ClientState } from './client-state.js';
 import type { UpstreamIdentity } from '../acl/upstream-identity.js';
 import { heldByPause } from '../handlers/client-commands.js';
 import { readClientSocket } from './shared-reads.js';
+import { feedMonitors } from '../handlers/monitor.js';
 
 /**
  * What a session costs before and between requests (a connection storm, idle clients): one
@@ -25,6 +26,13 @@ import { readClientSocket } from './shared-reads.js';
  */
 const SESSION = Symbol('respool.session');
 type SessionSocket = Socket & { [SESSION]: ClientSession };
+
+/** The bytes of a request's arguments (Valkey's argv_len_sum). */
+function argvBytesOf(frame: RequestFrame): number {
+  let n = 0;
+  for (const a of frame.args) n += a.length;
+  return n;
+}
 
 /** 'close' follows an error; a client's reset is not respool's error. */
 function ignoreSocketError(): void {}
@@ -69,6 +77,12 @@ export class ClientSession implements HandlerSession {
   /** The request CLIENT PAUSE holds back (copied), until the pause ends; reading stops meanwhile. */
   private held: RequestFrame | null = null;
   private queuedPushBytes = 0;
+  /** The request being handled now, and the argument bytes of the last blocking one (argv-mem while it is blocked; a number, so no read slab stays pinned). */
+  private handling: RequestFrame | null = null;
+  private blockingArgvBytes = 0;
+  /** Bytes read from the client and bytes of replies handed to the writer (CLIENT LIST tot-net-in / tot-net-out). */
+  private bytesIn = 0;
+  private bytesOut = 0;
 
   /** The client's socket: the accepted one, or its re-wrap reading through the shared buffer (shared-reads.ts). */
   readonly socket: Socket;
@@ -90,6 +104,7 @@ export class ClientSession implements HandlerSession {
       socket.on('timeout', ClientSession.onSocketTimeout);
     }
     this.writer = new BatchedWriter(socket, 'microtask');
+    this.replies.observer = ctx.observer ?? null; // slow log, per-command latency (observe/request-observer.ts)
     socket.on('end', ClientSession.onSocketEnd);
     socket.on('close', ClientSession.onSocketClose);
     socket.on('error', ignoreSocketError);
@@ -247,6 +262,7 @@ export class ClientSession implements HandlerSession {
   private onData(chunk: Buffer): void {
     if (this.closeWhenFlushed) return;
     this.state.lastInteraction = performance.now(); // CLIENT LIST idle (once per chunk); client latency start
+    this.bytesIn += chunk.length;
     if (this.ctx.metrics !== undefined) this.ctx.metrics.traffic.clientIn += chunk.length;
     this.framer.push(chunk);
     this.processFrames();
@@ -317,19 +333,49 @@ export class ClientSession implements HandlerSession {
     }
     // Entries this request pushes are timed from its chunk's arrival to their write (reply-queue.ts).
     const metrics = this.ctx.metrics;
+    const family = spec === undefined ? 'keyed' : commandFamily(spec, frame);
+    const blocking = family === 'blocking' && command !== 'client|unblock';
     if (metrics !== undefined) {
       this.replies.stamp = this.state.lastInteraction;
-      this.replies.series = metrics.clientLatency(spec === undefined ? 'keyed' : commandFamily(spec, frame));
+      this.replies.series = metrics.clientLatency(family);
+      this.replies.request = frame;
     }
+    this.handling = frame;
+    if (blocking) this.blockingArgvBytes = argvBytesOf(frame);
+    const req = frame as RequestFrame<CommandSpec>; // the frame is the request: no wrapper per request
+    const monitored = this.ctx.monitors.active; // MONITOR: one boolean on the hot path
+    const tx = monitored ? this.state.transaction : null;
     try {
-      const req = frame as RequestFrame<CommandSpec>; // the frame is the request: no wrapper per request
       req.spec = spec;
       req.command = command;
       dispatch(this, req);
     } finally {
       this.replies.series = null; // later pushes (pub/sub messages) are not this request's
+      this.replies.request = null;
+      this.handling = null;
     }
-    this.state.commandDone();
+    if (monitored) feedMonitors(this, req, tx);
+    // Valkey counts a command once it ran: a blocking one when served, an unknown one never.
+    this.state.commandDone(spec !== undefined && !blocking, blocking);
+  }
+
+  buffers(): ClientBuffers {
+    const held = this.replies.heldReplies();
+    const current = this.handling ?? this.held;
+    const argvBytes = current !== null ? argvBytesOf(current) : this.state.blocked ? this.blockingArgvBytes : 0;
+    const unsent = this.writer.unsentBytes;
+    const batched = this.writer.batchedBytes;
+    return {
+      queryBytes: this.framer.bufferedBytes,
+      argvBytes,
+      batchedBytes: batched,
+      heldReplies: held.count,
+      heldReplyBytes: held.bytes,
+      unsentBytes: unsent - batched,
+      reading: !this.readingPaused && !this.closed,
+      bytesIn: this.bytesIn,
+      bytesOut: this.bytesOut - unsent,
+    };
   }
 
   private flushHead(): void {
@@ -356,6 +402,7 @@ export class ClientSession implements HandlerSession {
   /** Replies produced while handling one upstream chunk leave in one write (BatchedWriter). */
   private write(data: Buffer): void {
     this.writer.write(data);
+    this.bytesOut += data.length;
     if (this.ctx.metrics !== undefined) this.ctx.metrics.traffic.clientOut += data.length;
     const unread = this.writer.unsentBytes;
     const max = this.ctx.config.clients.maxOutputBytesPerClient;

@@ -58,8 +58,10 @@ export class ClientState {
   tracking: TrackingLanes | null = null;
   /** CLIENT LIST / INFO: the last command's table name ("client|list"), 'NULL' before any or for an unknown one. */
   lastCommand = 'NULL';
-  /** CLIENT LIST / INFO tot-cmds: commands handled so far. */
+  /** CLIENT LIST / INFO tot-cmds: commands completed so far (a blocking one once it is served, as Valkey counts). */
   commandCount = 0;
+  /** A blocking command is counted in commandCount when it unblocks. */
+  private countOnUnblock = false;
   /** CLIENT LIST / INFO idle: performance.now() of the last bytes read from the client. */
   lastInteraction = performance.now();
   /**
@@ -69,6 +71,8 @@ export class ClientState {
   replicaStream = false;
   /** A request is held back by CLIENT PAUSE (INFO clients counts it blocked, as Valkey's postponed clients). */
   pausedHeld = false;
+  /** MONITOR: the client gets every command's line (handlers/monitor.ts) until RESET or close. */
+  monitoring = false;
 
   /** CLIENT REPLY OFF / SKIP (Valkey's reply_off, reply_skip_next, reply_skip flags). */
   private replyOff = false;
@@ -122,6 +126,8 @@ export class ClientState {
   }
 
   unblock(): void {
+    if (this.countOnUnblock) this.commandCount++;
+    this.countOnUnblock = false;
     this.blocked = false;
     this.blockedKeys = NO_KEYS;
     this.blockedOnNoKey = false;
@@ -144,9 +150,13 @@ export class ClientState {
     }
   }
 
-  /** After each command: SKIP applies to the one command that follows it. */
-  commandDone(): void {
-    this.commandCount++;
+  /**
+   * After each command: SKIP applies to the one command that follows it. `counted`: false for a
+   * command Valkey does not count yet (a blocking one, counted at unblock(); one it rejects unknown).
+   */
+  commandDone(counted: boolean, countAtUnblock = false): void {
+    if (counted) this.commandCount++;
+    else if (countAtUnblock) this.countOnUnblock = true;
     this.replySkip = this.replySkipNext;
     this.replySkipNext = false;
   }
@@ -161,6 +171,7 @@ export class ClientState {
     this.transaction = null;
     this.tracking?.close(true); // tracking off, once the lanes answered what they owe
     this.tracking = null;
+    this.monitoring = false; // the caller takes it off the monitor feed
     this.setReplyMode('on');
   }
 

@@ -2,6 +2,8 @@ import { performance } from 'node:perf_hooks';
 import { FifoQueue } from '../util/fifo-queue.js';
 import type { HistogramSeries } from '../admin/fast-histogram.js';
 import type { CallClient, CallOwner } from '../routing/upstream-call.js';
+import type { RequestFrame } from '../resp/request-framer.js';
+import type { RequestObserver } from '../observe/request-observer.js';
 
 /** What an entry reports to: the session that owns the queue. */
 export interface EntryClient extends CallClient {
@@ -19,6 +21,13 @@ export class ReplyEntry implements CallOwner {
   /** When its request arrived (performance.now() of the chunk) and its family's latency series; null for pushes. */
   startedAt = 0;
   series: HistogramSeries | null = null;
+  /** The request it answers (timed entries only): the slow log and per-command latency read it when the reply is written. */
+  request: RequestFrame | null = null;
+  /** The node(s) its call went to and the time there, send → reply (RESPOOL SLOWLOG's split). */
+  node = '';
+  upstreamMs = 0;
+  /** Set for a request the hot-key sampler picked: told the reply's size (observe/big-keys.ts). */
+  private sizeListener: ((bytes: number) => void) | null = null;
 
   constructor(
     readonly client: EntryClient,
@@ -29,10 +38,22 @@ export class ReplyEntry implements CallOwner {
     this.fill(reply);
   }
 
+  /** A call for this entry got its reply from `node` after `ms` (router.ts observeReply); fan-outs keep the slowest. */
+  upstreamTimed(node: string, ms: number): void {
+    if (this.node === '') this.node = node;
+    else if (this.node !== node && !this.node.includes(node)) this.node = this.node.length < 200 ? `${this.node},${node}` : this.node;
+    if (ms > this.upstreamMs) this.upstreamMs = ms;
+  }
+
+  measureReply(onSize: (bytes: number) => void): void {
+    this.sizeListener = onSize;
+  }
+
   /** Sets the reply (exactly once; later calls are ignored) and tells the session. */
   fill(reply: Buffer): void {
     if (this.reply !== null) return;
     this.reply = reply;
+    if (this.sizeListener !== null) this.sizeListener(reply.length);
     this.client.onEntryDone(this);
   }
 }
@@ -49,6 +70,9 @@ export class ReplyQueue {
   /** Set by the session around one request's dispatch: entries pushed meanwhile are timed. */
   stamp = 0;
   series: HistogramSeries | null = null;
+  request: RequestFrame | null = null;
+  /** Told about every timed entry as it is written (slow log, per-command latency); null in stand-in sessions. */
+  observer: RequestObserver | null = null;
 
   get length(): number {
     return this.entries.length;
@@ -58,12 +82,25 @@ export class ReplyQueue {
     if (this.series !== null) {
       entry.startedAt = this.stamp;
       entry.series = this.series;
+      entry.request = this.request;
     }
     this.entries.push(entry);
   }
 
   isHead(entry: ReplyEntry): boolean {
     return this.entries.peek() === entry;
+  }
+
+  /** Finished replies waiting behind an unanswered one, and their bytes (CLIENT LIST oll, omem). */
+  heldReplies(): { count: number; bytes: number } {
+    let count = 0;
+    let bytes = 0;
+    for (const entry of this.entries) {
+      if (entry.reply === null) continue;
+      count++;
+      bytes += entry.reply.length;
+    }
+    return { count, bytes };
   }
 
   /** Takes every finished entry off the head, in order, and hands its reply to `sink` (the session: no closure per session). */
@@ -75,7 +112,9 @@ export class ReplyQueue {
       if (!head.silent) sink.writeReply(head.reply);
       if (head.series !== null) {
         if (now < 0) now = performance.now();
-        head.series.observe((now - head.startedAt) / 1000); // respool_client_request_duration_seconds{family}
+        const ms = now - head.startedAt;
+        head.series.observe(ms / 1000); // respool_client_request_duration_seconds{family}
+        if (this.observer !== null) this.observer.requestDone(head, ms);
       }
       head = this.entries.peek();
     }

@@ -13,6 +13,10 @@ import type { RunningScripts } from '../handlers/running-scripts.js';
 import type { ClientPause } from './client-pause.js';
 import type { UserDirectory } from '../acl/user-directory.js';
 import type { FleetView } from '../fleet/fleet-view.js';
+import type { MonitorFeed } from '../handlers/monitor.js';
+import type { RequestObserver } from '../observe/request-observer.js';
+import type { NodeSaturation } from '../observe/node-saturation.js';
+import type { BigKeys } from '../observe/big-keys.js';
 
 /** What a client session needs from the running proxy (kept narrow so sessions stay testable). */
 export interface ServerContext {
@@ -38,6 +42,14 @@ export interface ServerContext {
   unblockLease(host: string, port: number, clientId: number, how: 'timeout' | 'error'): Promise<boolean>;
   /** CLIENT PAUSE over respool's own clients: sessions check `active` before each request. */
   readonly clientPause: ClientPause;
+  /** MONITOR's clients: sessions feed them each request while `active` (handlers/monitor.ts). */
+  readonly monitors: MonitorFeed;
+  /** Slow log, command log and per-command latency, told of every reply written (observe/request-observer.ts). */
+  readonly observer?: RequestObserver;
+  /** Which nodes are saturated (observe/node-saturation.ts). */
+  readonly saturation?: NodeSaturation;
+  /** The largest keys by reply size in the hot-key sampler's sample; null when bigKeys.enabled is off. */
+  readonly bigKeys?: BigKeys | null;
   /** Every open client session (INFO clients counts them). */
   sessions(): Iterable<ClientSession>;
   /** The open session with this CLIENT ID (CLIENT TRACKING … REDIRECT). */

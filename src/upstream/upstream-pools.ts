@@ -283,6 +283,12 @@ export class UpstreamPools {
     }
   }
 
+  /** A pool of `address` (database 0) with an open link, for a control-plane call that must not dial; undefined when none. */
+  openPoolOf(address: string): NodePool | undefined {
+    for (const pool of this.pools.values()) if (pool.address === address && pool.db === 0 && pool.openLinks > 0) return pool;
+    return undefined;
+  }
+
   /** Open links per node address, summed over protocols, roles and databases (for tests and /topology). */
   openLinksByNode(): Record<string, number> {
     const out: Record<string, number> = {};

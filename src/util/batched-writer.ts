@@ -83,6 +83,11 @@ export class BatchedWriter implements DirectWriteOwner {
     return this.bytes + this.inFlight + this.socket.writableLength;
   }
 
+  /** Bytes of the batch not yet handed to the socket (CLIENT LIST obl). */
+  get batchedBytes(): number {
+    return this.bytes;
+  }
+
   /**
    * Calls `fn` once every byte written so far has been handed to the kernel (at the earliest on
    * the next turn), or never if the socket is destroyed meanwhile. Replaces the socket's 'drain',

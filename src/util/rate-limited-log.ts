@@ -2,6 +2,18 @@ import type { Logger } from 'pino';
 
 export type EventLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug';
 
+/** One event line as written (the status page's "recent events"). */
+export interface EventRecord {
+  at: number;
+  level: EventLevel;
+  event: string;
+  message: string;
+  fields: Record<string, unknown>;
+}
+
+/** Event lines kept for GET /events, newest last. */
+export const RECENT_EVENTS = 100;
+
 /**
  * Operator-facing event lines, rate limited per key (event kind + node): at most one line per
  * `intervalMs` for a key; the lines dropped meanwhile are counted and reported as `suppressed`
@@ -12,6 +24,9 @@ export type EventLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug';
  */
 export class RateLimitedLog {
   private readonly last = new Map<string, { at: number; suppressed: number }>();
+  /** The last RECENT_EVENTS lines written (a ring: `next` is where the next one goes). */
+  private readonly ring: EventRecord[] = [];
+  private next = 0;
 
   constructor(
     private readonly log: Logger,
@@ -36,8 +51,16 @@ export class RateLimitedLog {
       entry.at = at;
       entry.suppressed = 0;
     }
-    this.log[level]({ event: kind, ...fields, ...(suppressed > 0 ? { suppressed } : {}) }, message);
+    const line = { ...fields, ...(suppressed > 0 ? { suppressed } : {}) };
+    this.log[level]({ event: kind, ...line }, message);
+    this.ring[this.next] = { at, level, event: kind, message, fields: line };
+    this.next = (this.next + 1) % RECENT_EVENTS;
     return true;
+  }
+
+  /** The event lines written lately, oldest first (at most RECENT_EVENTS). */
+  recent(): EventRecord[] {
+    return [...this.ring.slice(this.next), ...this.ring.slice(0, this.next)];
   }
 
   /** Forgets keys that are quiet (their suppressed counts, if any, are dropped). */

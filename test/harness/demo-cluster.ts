@@ -78,7 +78,7 @@ async function main(): Promise<void> {
   const args = [path.join(root, 'bin', 'respool.js'), '--listen', listen, '--upstream', seeds, '--admin', admin, ...reads, ...process.argv.slice(2)];
   console.log(`demo: node ${args.map((a) => (a.startsWith(root) ? path.relative(root, a) : a)).join(' ')}`);
   const port = listen.slice(listen.lastIndexOf(':') + 1);
-  console.log(`demo: try  valkey-cli -p ${port} set hello world  |  curl http://${admin}/metrics  |  Ctrl-C to stop`);
+  console.log(`demo: try  valkey-cli -p ${port} set hello world  |  open http://${admin}/ (status page)  |  curl http://${admin}/metrics  |  Ctrl-C to stop`);
   // Tied to us (dies if we are SIGKILLed) and in its own process group: it gets exactly one
   // forwarded signal, and the cluster (also its own group) stays up until respool has drained.
   proxy = spawnTied(process.execPath, args, { cwd: root, stdio: 'inherit' });

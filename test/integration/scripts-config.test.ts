@@ -76,6 +76,15 @@ describe('scripts respool has seen survive NOSCRIPT; CONFIG SET all or nothing (
     expect(new Set(await configOnEveryNode('maxmemory-samples'))).toEqual(new Set(['5']));
   });
 
+  it('a per-node setting is never half-applied: CONFIG SET port / cluster-announce-port refused before any node changes, CONFIG GET port is respool\'s', async () => {
+    const before = await configOnEveryNode('cluster-announce-port');
+    await expect(client.config('SET', 'maxmemory-samples', '7', 'cluster-announce-port', '7777')).rejects.toThrow(/CONFIG SET cluster-announce-port is not supported through respool/);
+    await expect(client.config('SET', 'port', '7777')).rejects.toThrow(/CONFIG SET port is not supported through respool/);
+    expect(await configOnEveryNode('cluster-announce-port')).toEqual(before);
+    expect(new Set(await configOnEveryNode('maxmemory-samples'))).toEqual(new Set(['5']));
+    expect(await client.config('GET', 'port')).toEqual(['port', String(proxy.address.port)]);
+  });
+
   it('a CONFIG SET one node refuses is undone on the nodes that applied it, and says so', async () => {
     const refusing = (await cluster.replicas())[1]!;
     expect(await cluster.call(refusing, 'ACL', 'SETUSER', 'default', '-config|set')).toBe('OK');

@@ -142,3 +142,26 @@ describe('admin token and address settings', () => {
     expect(errorOf([...UP, '--config', file('d.yaml', 'admin: { address: "127.0.0.1:1", tokne: "x" }\n')])).toMatch(/unknown field "tokne" in admin/);
   });
 });
+
+describe('the admin read token (admin.readToken)', () => {
+  const READ = 'a-read-only-token-0123456789';
+  it('guards every GET but /metrics, /healthz, /readyz and the status page files; the admin token reads too', async () => {
+    const admin = await startAdminServer({ host: '127.0.0.1', port: 0 }, new Metrics(), {
+      readiness: () => ({ ready: true }),
+      topology: () => ({ nodes: [] }),
+    }, { token: () => TOKEN, readToken: () => READ });
+    servers.push(admin);
+    admin.registerRoute('GET', '/', () => ({ status: 200, contentType: 'text/html', body: '<html></html>' }));
+    const base = `http://127.0.0.1:${admin.address.port}`;
+    for (const open of ['/metrics', '/healthz', '/readyz', '/']) expect((await request(`${base}${open}`)).statusCode, open).toBe(200);
+    const plain = await request(`${base}/topology`);
+    expect(plain.statusCode).toBe(401);
+    expect(await plain.body.text()).toContain('admin read token');
+    expect((await call(`${base}/topology`, 'GET', 'wrong-token-0123456789')).status).toBe(401);
+    expect((await call(`${base}/topology`, 'GET', READ)).status).toBe(200);
+    expect((await call(`${base}/topology`, 'GET', TOKEN)).status).toBe(200);
+    // The read token does not allow mutations.
+    admin.registerRoute('POST', '/thing', () => ({ status: 200, body: {} }));
+    expect((await call(`${base}/thing`, 'POST', READ)).status).toBe(401);
+  });
+});

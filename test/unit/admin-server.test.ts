@@ -76,6 +76,12 @@ function touchEverything(m: Metrics): void {
   m.clientLatency('keyed').observe(0.0003);
   m.setCircuitStatus('127.0.0.1:7000', 'open');
   m.traffic.clientIn += 10;
+  // what operators look at (issue 22)
+  m.raw.node_saturated.labels('127.0.0.1:7000').set(1);
+  m.raw.nodes_saturated_ratio.set(0.5);
+  m.raw.node_cpu_utilization.labels('127.0.0.1:7000').set(0.95);
+  m.raw.slowlog_entries_total.labels('slow').inc();
+  m.raw.bigkeys_top_key_bytes.labels('1', '').set(1_048_576);
 }
 
 describe('admin server', () => {

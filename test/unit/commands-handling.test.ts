@@ -218,7 +218,8 @@ describe('commandFamily()', () => {
       if (h === 'refused') expect(refusalReason(spec), name).toBeTruthy();
     }
     expect(Object.keys(counts).sort()).toEqual(['allShards', 'anyNode', 'blocking', 'clients', 'cluster', 'info', 'keyed', 'local', 'monitor', 'multiKey', 'pubsub', 'refused', 'replication', 'script', 'tracking', 'transaction']);
-    for (const n of LOCAL_COMMANDS) expect(table.get(n), n).toBeDefined();
+    // COMMANDLOG is Valkey 8.1's: answered by respool whichever table the upstream has (handlers/observe.ts)
+    for (const n of LOCAL_COMMANDS) if (!n.startsWith('commandlog|')) expect(table.get(n), n).toBeDefined();
     for (const n of REFUSED_COMMANDS.keys()) expect(table.get(n), n).toBeDefined();
   });
 

@@ -513,7 +513,7 @@ describe('deploy/grafana/respool.json', () => {
       'respool_commands_total', 'respool_upstream_latency_seconds_bucket', 'respool_command_errors_total',
       'respool_upstream_links', 'respool_leased_connections', 'respool_client_connections_rejected_total',
       'respool_hotkeys_top_key_requests_per_second', 'respool_reads_total', 'respool_circuit_state',
-      'respool_requests_shed_total',
+      'respool_requests_shed_total', 'respool_nodes_saturated_ratio', 'respool_node_saturated',
     ]) expect(all, name).toContain(name);
     expect(all).toContain('queue="accept"');
     expect(all).toContain('outcome="other_zone_replica"');
@@ -528,6 +528,7 @@ describe('deploy/prometheus/alerts.yml', () => {
     const names = rules.map((r) => r['alert']);
     expect(names).toEqual(expect.arrayContaining([
       'RespoolSlotsUncovered', 'RespoolCircuitOpen', 'RespoolShedding', 'RespoolUpstreamP99High', 'RespoolClientP99High', 'RespoolReloadFailed',
+      'RespoolNodesSaturated',
     ]));
     for (const r of rules) {
       expect(['warning', 'critical'], String(r['alert'])).toContain((r['labels'] as Obj)['severity']);

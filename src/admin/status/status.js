@@ -1,0 +1,262 @@
+// respool's status page: polls the admin port's own JSON (relative URLs only, so the page never
+// asks any other address) and draws tables with textContent (key names are the application's
+// data, never markup). Read-only; with an admin token typed in, hot keys can be split and split
+// keys removed (POST / DELETE /hotkeys/split, which the admin server checks). A token typed in is
+// also sent with every read, for an admin port that has admin.readToken set.
+'use strict';
+
+const POLL_MS = Number(new URLSearchParams(location.search).get('interval')) || 2000;
+const TOKEN_KEY = 'respool-admin-token';
+
+/** The admin token from this tab's storage ('' when none). */
+function token() {
+  try {
+    return sessionStorage.getItem(TOKEN_KEY) || '';
+  } catch {
+    return '';
+  }
+}
+
+/** GET a JSON endpoint of this admin port (with the token typed in, if any: admin.readToken protects them); null for 404. */
+async function getJson(path) {
+  const t = token();
+  const res = await fetch(path, { cache: 'no-store', ...(t === '' ? {} : { headers: { authorization: `Bearer ${t}` } }) });
+  if (res.status === 404) return null;
+  if (res.status === 401) throw new Error(`${path}: this admin port needs its read token (admin.readToken) or the admin token: type it above`);
+  if (!res.ok) throw new Error(`${path}: HTTP ${res.status}`);
+  return res.json();
+}
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === 'class') e.className = v;
+    else if (k === 'title') e.title = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) if (c !== null && c !== undefined) e.append(c instanceof Node ? c : String(c));
+  return e;
+}
+
+/** A table: columns are [header, cell(row) → text or Node, class?]. */
+function table(columns, rows, rowClass) {
+  const head = el('tr', {}, ...columns.map(([h, , cls]) => el('th', { class: cls || '' }, h)));
+  const body = rows.map((r) => el('tr', { class: rowClass ? rowClass(r) : '' }, ...columns.map(([, cell, cls]) => el('td', { class: cls || '' }, cell(r)))));
+  return el('table', {}, el('thead', {}, head), el('tbody', {}, ...body));
+}
+
+function show(id, node) {
+  const box = document.getElementById(id);
+  box.replaceChildren(node);
+}
+
+function empty(text) {
+  return el('p', { class: 'muted' }, text);
+}
+
+const us = (v) => (v >= 1000 ? `${(v / 1000).toFixed(v >= 100000 ? 0 : 1)} ms` : `${Math.round(v)} µs`);
+const rate = (v) => (v >= 1000 ? `${(v / 1000).toFixed(1)}k/s` : `${v.toFixed(v >= 10 ? 0 : 1)}/s`);
+const pct = (v) => `${(v * 100).toFixed(1)}%`;
+const bytes = (n) => (n >= 1048576 ? `${(n / 1048576).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`);
+const time = (ms) => new Date(ms).toLocaleTimeString();
+
+function shareBar(share) {
+  const bar = el('span', { class: 'bar' });
+  bar.style.width = `${Math.round(share * 80)}px`; // CSSOM, which the page's CSP allows (no inline styles)
+  return el('span', {}, bar, pct(share));
+}
+
+function renderNodes(nodes, latency, saturation) {
+  if (nodes === null || nodes.nodes.length === 0) return show('nodes', empty('no topology yet'));
+  const lat = new Map((latency ? latency.nodes : []).map((n) => [n.name, n]));
+  const sat = new Map((saturation ? saturation.nodes : []).map((n) => [n.node, n]));
+  const total = [...lat.values()].reduce((a, n) => a + n.perSecond, 0);
+  const rows = nodes.nodes.map((n) => ({ ...n, lat: lat.get(n.address), sat: sat.get(n.address) }));
+  show('nodes', table([
+    ['shard', (r) => (r.role === 'primary' ? `#${r.shard}` : '')],
+    ['node', (r) => r.address],
+    ['role', (r) => r.role],
+    ['zone', (r) => r.zone || '—'],
+    ['slots', (r) => (r.role === 'primary' ? r.slots : ''), 'num'],
+    ['share', (r) => shareBar(total > 0 && r.lat ? r.lat.perSecond / total : 0)],
+    ['req/s', (r) => (r.lat ? rate(r.lat.perSecond) : '—'), 'num'],
+    ['p50', (r) => (r.lat && r.lat.calls > 0 ? us(r.lat.p50Us) : '—'), 'num'],
+    ['p99', (r) => (r.lat && r.lat.calls > 0 ? us(r.lat.p99Us) : '—'), 'num'],
+    ['cpu', (r) => (r.sat && r.sat.cpu !== null ? pct(r.sat.cpu) : '—'), 'num'],
+    ['saturated', (r) => (r.sat && r.sat.saturated ? el('span', { class: 'bad' }, `yes (${r.sat.reasons.join(', ')})`) : el('span', { class: 'ok' }, 'no'))],
+    ['links', (r) => r.links, 'num'],
+    ['leases', (r) => `${r.leases.inUse} in use, ${r.leases.idle} idle${r.leases.waiting > 0 ? `, ${r.leases.waiting} waiting` : ''}`],
+    ['circuit', (r) => el('span', { class: r.circuit === 'closed' ? 'ok' : 'bad' }, r.circuit)],
+    ['health', (r) => el('span', { class: r.health === 'online' ? '' : 'bad' }, r.health)],
+  ], rows, (r) => (r.role === 'primary' ? 'shard' : '')));
+}
+
+function renderFamilies(latency) {
+  const rows = latency ? latency.families.filter((f) => f.calls > 0) : [];
+  if (rows.length === 0) return show('families', empty('no requests in the last minute'));
+  show('families', table([
+    ['family', (f) => f.name],
+    ['calls', (f) => f.calls, 'num'],
+    ['req/s', (f) => rate(f.perSecond), 'num'],
+    ['p50', (f) => us(f.p50Us), 'num'],
+    ['p99', (f) => us(f.p99Us), 'num'],
+    ['p99.9', (f) => us(f.p999Us), 'num'],
+  ], rows));
+}
+
+async function mutate(method, path, body) {
+  const res = await fetch(path, {
+    method,
+    headers: { authorization: `Bearer ${token()}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!res.ok) alert(`${method} ${path}: ${(await res.json().catch(() => ({}))).error || res.status}`);
+  void poll();
+}
+
+function renderHotKeys(hot) {
+  if (hot === null || !hot.detection.enabled) {
+    show('hotkeys', empty('hot-key detection is off'));
+    show('splitkeys', empty(''));
+    return;
+  }
+  const window = hot.lastWindow || hot.currentWindow;
+  document.getElementById('hotkeys-window').textContent = hot.lastWindow ? `last ${Math.round((window.endedAt - window.startedAt) / 1000)} s window` : 'current window';
+  const admin = token() !== '';
+  const split = new Set(hot.split.keys.map((k) => k.key));
+  const keys = window ? window.topKeys : [];
+  show('hotkeys', keys.length === 0 ? empty('no sampled keys yet') : table([
+    ['key', (k) => k.key, 'wrap'],
+    ['req/s', (k) => rate(k.requestsPerSecond), 'num'],
+    ['share', (k) => shareBar(k.share)],
+    ['node', (k) => k.node],
+    ['split', (k) => (split.has(k.key) ? 'yes' : admin ? el('button', { onclick: () => mutate('POST', '/hotkeys/split', { key: k.key }) }, 'split') : 'no')],
+  ], keys));
+  show('splitkeys', hot.split.keys.length === 0 ? empty('none') : table([
+    ['key', (s) => s.key, 'wrap'],
+    ['copies', (s) => s.copies.map((c) => c.node).join(', '), 'wrap'],
+    ['', (s) => (admin && s.rule.key !== undefined ? el('button', { onclick: () => mutate('DELETE', `/hotkeys/split?key=${encodeURIComponent(s.rule.key)}`) }, 'unsplit') : '')],
+  ], hot.split.keys));
+}
+
+function renderBigKeys(big) {
+  if (big === null || !big.enabled) return show('bigkeys', empty('big keys are off'));
+  show('bigkeys', big.keys.length === 0 ? empty('no sampled keys yet') : table([
+    ['key', (k) => k.key, 'wrap'],
+    ['bytes', (k) => bytes(k.bytes), 'num'],
+    ['largest', (k) => bytes(k.maxBytes), 'num'],
+    ['command', (k) => k.command],
+    ['node', (k) => k.node],
+  ], big.keys));
+}
+
+function renderSlowlog(slow) {
+  if (slow === null) return show('slowlog', empty('no slow log here'));
+  document.getElementById('slowlog-len').textContent = `${slow.length} entries · newest first`;
+  show('slowlog', slow.entries.length === 0 ? empty('no request was slow') : table([
+    ['time', (e) => time(e.time * 1000)],
+    ['duration', (e) => us(e.durationUs), 'num'],
+    ['at the node', (e) => us(e.nodeUs), 'num'],
+    ['at respool', (e) => us(e.respoolUs), 'num'],
+    ['node', (e) => e.node || 'respool'],
+    ['command', (e) => e.command.join(' '), 'wrap'],
+    ['client', (e) => (e.clientName ? `${e.client} (${e.clientName})` : e.client)],
+  ], slow.entries));
+}
+
+function renderEvents(events) {
+  const list = events ? events.events.slice(-15).reverse() : [];
+  show('events', list.length === 0 ? empty('nothing happened lately') : table([
+    ['time', (e) => time(e.at)],
+    ['event', (e) => el('span', { class: e.level === 'warn' || e.level === 'error' ? 'warn' : '' }, e.event)],
+    ['', (e) => e.message, 'wrap'],
+  ], list));
+}
+
+/** The fleet's members, once another respool feature serves /fleet: shown as its JSON lists them. */
+function renderFleet(fleet) {
+  const section = document.getElementById('fleet-section');
+  section.hidden = fleet === null;
+  if (fleet === null) return;
+  const members = Array.isArray(fleet) ? fleet : Array.isArray(fleet.members) ? fleet.members : null;
+  if (members === null || members.length === 0 || typeof members[0] !== 'object') {
+    return show('fleet', el('pre', {}, JSON.stringify(fleet, null, 2)));
+  }
+  const columns = [...new Set(members.flatMap((m) => Object.keys(m)))];
+  show('fleet', table(columns.map((c) => [c, (m) => (typeof m[c] === 'object' ? JSON.stringify(m[c]) : m[c] ?? '')]), members));
+}
+
+function renderSummary(topology, saturation) {
+  const t = topology && topology.topology;
+  const parts = [];
+  if (t) parts.push(`${t.mode}, ${t.shards.length} shard${t.shards.length === 1 ? '' : 's'}, ${t.coveredSlots} slots covered`);
+  else parts.push('topology not known yet');
+  if (topology) parts.push(`${topology.clients} client${topology.clients === 1 ? '' : 's'}`);
+  if (saturation) parts.push(`${pct(saturation.ratio)} of nodes saturated`);
+  document.getElementById('summary').textContent = parts.join(' · ');
+}
+
+const SOURCES = {
+  topology: '/topology', nodes: '/nodes', latency: '/latency', saturation: '/saturation', hot: '/hotkeys',
+  big: '/bigkeys', slow: '/slowlog?count=10', events: '/events', fleet: '/fleet',
+};
+
+let polling = false;
+
+async function poll() {
+  if (polling) return;
+  polling = true;
+  try {
+    const names = Object.keys(SOURCES);
+    const results = await Promise.allSettled(names.map((n) => getJson(SOURCES[n])));
+    const d = {};
+    const failed = [];
+    names.forEach((n, i) => {
+      if (results[i].status === 'fulfilled') d[n] = results[i].value;
+      else {
+        d[n] = null;
+        failed.push(n === 'fleet' ? null : results[i].reason.message);
+      }
+    });
+    renderSummary(d.topology, d.saturation);
+    renderNodes(d.nodes, d.latency, d.saturation);
+    renderFamilies(d.latency);
+    renderHotKeys(d.hot);
+    renderBigKeys(d.big);
+    renderSlowlog(d.slow);
+    renderEvents(d.events);
+    renderFleet(d.fleet);
+    const errors = failed.filter((f) => f !== null);
+    const updated = document.getElementById('updated');
+    updated.textContent = errors.length > 0 ? `errors: ${errors.join('; ')}` : `updated ${new Date().toLocaleTimeString()}`;
+    updated.className = errors.length > 0 ? 'error' : 'muted';
+  } finally {
+    polling = false;
+  }
+}
+
+function showMode() {
+  const admin = token() !== '';
+  const mode = document.getElementById('mode');
+  mode.textContent = admin ? 'admin' : 'read-only';
+  mode.className = admin ? 'badge warn' : 'badge';
+}
+
+document.getElementById('token-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  const value = document.getElementById('token').value.trim();
+  try {
+    if (value === '') sessionStorage.removeItem(TOKEN_KEY);
+    else sessionStorage.setItem(TOKEN_KEY, value);
+  } catch {
+    /* storage refused: stay read-only */
+  }
+  document.getElementById('token').value = '';
+  showMode();
+  void poll();
+});
+
+showMode();
+void poll();
+setInterval(poll, POLL_MS);

@@ -1,0 +1,79 @@
+import type { RespoolConfig } from '../config/types.js';
+import type { Metrics } from '../admin/metrics.js';
+import type { CommandSpec } from '../commands/command-table.js';
+import { commandFamily } from '../commands/proxy-handling.js';
+import type { RequestFrame } from '../resp/request-framer.js';
+import type { ReplyEntry } from '../session/reply-queue.js';
+import type { HandlerSession } from '../handlers/types.js';
+import { clientAddr, type ListedClient } from '../handlers/client-commands.js';
+import { shownArgs } from '../handlers/redact.js';
+import { CommandLog, cutArgs, type CommandLogEntry, type CommandLogType } from './command-log.js';
+import { CommandLatency } from './command-latency.js';
+
+/**
+ * What happens when a request's reply is written (session/reply-queue.ts drainHead, one call per
+ * timed entry): its time at respool — from the arrival of the chunk that held it to the write of
+ * its reply — goes into its command's histogram (LATENCY HISTOGRAM, INFO latencystats), and the
+ * request goes into the slow log when that time reaches slowlog.thresholdUs, into the
+ * large-request / large-reply logs when its bytes reach their thresholds (COMMANDLOG), with the
+ * node it went to and the time spent there (RESPOOL SLOWLOG).
+ *
+ * Cost per request: a property read and a histogram record; a log entry (arguments copied and cut)
+ * only for a logged request. Not logged as slow: blocking commands (their wait is the client's
+ * choice; Valkey logs only their run time) and commands respool does not know.
+ */
+export class RequestObserver {
+  readonly logs: Readonly<Record<CommandLogType, CommandLog>> = {
+    slow: new CommandLog(),
+    'large-request': new CommandLog(),
+    'large-reply': new CommandLog(),
+  };
+
+  readonly commands: CommandLatency;
+
+  constructor(
+    private readonly config: RespoolConfig,
+    private readonly metrics?: Metrics,
+  ) {
+    this.commands = new CommandLatency(config.latency.tracking);
+  }
+
+  /** respool_slowlog_entries_total{log}: counted as an entry is made. */
+  private made(type: CommandLogType, entry: ReplyEntry, request: RequestFrame, spec: CommandSpec, value: number): Omit<CommandLogEntry, 'id'> {
+    this.metrics?.raw.slowlog_entries_total.labels(type).inc();
+    return logEntry(entry, request, spec, value);
+  }
+
+  requestDone(entry: ReplyEntry, ms: number): void {
+    const request = entry.request;
+    if (request === null) return;
+    const spec = request.spec as CommandSpec | undefined;
+    if (spec === undefined) return;
+    if (this.commands.enabled) this.commands.recordMs(spec, ms);
+    const { slowlog, commandlog } = this.config;
+    const us = Math.round(ms * 1000);
+    if (slowlog.thresholdUs >= 0 && us >= slowlog.thresholdUs && commandFamily(spec, request) !== 'blocking') {
+      this.logs.slow.offer(us, slowlog.thresholdUs, slowlog.maxLen, () => this.made('slow', entry, request, spec, us));
+    }
+    if (commandlog.largeRequestBytes >= 0 && request.raw.length >= commandlog.largeRequestBytes) {
+      this.logs['large-request'].offer(request.raw.length, commandlog.largeRequestBytes, commandlog.largeRequestMaxLen, () => this.made('large-request', entry, request, spec, request.raw.length));
+    }
+    const replyBytes = entry.silent || entry.reply === null ? 0 : entry.reply.length;
+    if (commandlog.largeReplyBytes >= 0 && replyBytes >= commandlog.largeReplyBytes) {
+      this.logs['large-reply'].offer(replyBytes, commandlog.largeReplyBytes, commandlog.largeReplyMaxLen, () => this.made('large-reply', entry, request, spec, replyBytes));
+    }
+  }
+}
+
+function logEntry(entry: ReplyEntry, request: RequestFrame, spec: CommandSpec, value: number): Omit<CommandLogEntry, 'id'> {
+  const session = entry.client as unknown as HandlerSession;
+  return {
+    time: Math.floor(Date.now() / 1000),
+    value,
+    args: cutArgs(shownArgs(spec.name, request.args)),
+    client: clientAddr(session as unknown as ListedClient),
+    clientName: session.state?.name ?? '',
+    node: entry.node,
+    nodeUs: Math.round(entry.upstreamMs * 1000),
+  };
+}
