@@ -456,6 +456,11 @@ export const METRIC_DEFINITIONS = {
     help: 'Bytes on client connections: direction="in" read from clients, "out" replies written to them.',
     labelNames: ['direction'],
   },
+  upstream_io_total: {
+    type: 'counter',
+    help: 'On the shared upstream links: op="requests" requests written, "writes" write batches (system calls, nearly), "reads" reads that brought replies. requests ÷ writes is how many requests a node reads per read.',
+    labelNames: ['op'],
+  },
   upstream_bytes_total: {
     type: 'counter',
     help: 'Bytes on the shared upstream links: direction="out" requests written, "in" replies read.',

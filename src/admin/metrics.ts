@@ -186,7 +186,7 @@ export class Metrics {
   /** Client bytes, added to by every session (plain numbers: no metric call per chunk). */
   readonly traffic = { clientIn: 0, clientOut: 0 };
   /** The shared links' byte totals (UpstreamPools' ProcessLoad), set by server.ts. */
-  upstreamTraffic: { readonly sentBytes: number; readonly receivedBytes: number } | null = null;
+  upstreamTraffic: { readonly sentBytes: number; readonly receivedBytes: number; readonly sentRequests: number; readonly reads: number; writes(): number } | null = null;
   private readonly clientLatencyByFamily = new Map<string, HistogramSeries>();
   /** Last-minute latency per node and per family, fed by the two histograms below. */
   readonly windows = new LatencyWindows();
@@ -246,6 +246,14 @@ export class Metrics {
     quantiles(this.raw.upstream_latency_last_minute_seconds as Gauge<string>, () => this.windows.nodeSummaries());
     quantiles(this.raw.client_latency_last_minute_seconds as Gauge<string>, () => this.windows.familySummaries());
     counterFrom(this.raw.upstream_bytes_total, () => ({ in: this.upstreamTraffic?.receivedBytes ?? 0, out: this.upstreamTraffic?.sentBytes ?? 0 }));
+    (this.raw.upstream_io_total as unknown as { collect: () => void }).collect = () => {
+      const c = this.raw.upstream_io_total;
+      const t = this.upstreamTraffic;
+      c.reset();
+      c.labels('requests').inc(t?.sentRequests ?? 0);
+      c.labels('writes').inc(t?.writes() ?? 0);
+      c.labels('reads').inc(t?.reads ?? 0);
+    };
     this.raw.config_last_reload_successful.set(1);
     this.raw.config_last_reload_success_timestamp_seconds.set(Date.now() / 1000);
 

@@ -127,7 +127,8 @@ export class Router {
     call.index = index;
     call.node = node.address;
     const client = call.client;
-    this.pools.forNode(node, client.protocol, role, client.db, client.identity).send(raw, call, client.id);
+    const pool = this.pools.forNode(node, client.protocol, role, client.db, client.identity);
+    pool.send(raw, call, pool.placeFor(client));
   }
 
   /** Sends a call built elsewhere (hot-key copies) to its slot's node; finishes it on failure. */
@@ -179,7 +180,8 @@ export class Router {
    * write on the client's shared link, never retried (routing/transaction-block.ts follows redirects).
    */
   sendBlockTo(client: CallClient, node: ClusterNode, items: ReadonlyArray<{ data: Buffer; req: LinkRequest }>): void {
-    this.pools.forNode(node, client.protocol, 'primary', client.db, client.identity).sendBlock(items, client.id);
+    const pool = this.pools.forNode(node, client.protocol, 'primary', client.db, client.identity);
+    pool.sendBlock(items, pool.placeFor(client));
   }
 
   /**
@@ -188,7 +190,8 @@ export class Router {
    */
   askBlock(client: CallClient, host: string, port: number, items: ReadonlyArray<{ data: Buffer; req: LinkRequest }>): void {
     this.metrics?.redirectCounter('ask').inc();
-    this.pools.get(host, port, client.protocol, 'primary', client.db, client.identity).sendBlock([{ data: ASKING, req: IGNORE_REPLY }, ...items], client.id);
+    const pool = this.pools.get(host, port, client.protocol, 'primary', client.db, client.identity);
+    pool.sendBlock([{ data: ASKING, req: IGNORE_REPLY }, ...items], pool.placeFor(client));
   }
 
   /** The primary that owns `slot` now (any primary for -1); undefined when none does. */
@@ -206,7 +209,8 @@ export class Router {
     // The client's database now: it cannot have changed while the call was outstanding (SELECT
     // and RESET wait for every earlier reply, handlers/local.ts), so retries stay in it.
     const client = req.client;
-    this.pools.forNode(node, client.protocol, 'primary', client.db, req.asRespool ? null : client.identity).send(req.raw, req, client.id);
+    const pool = this.pools.forNode(node, client.protocol, 'primary', client.db, req.asRespool ? null : client.identity);
+    pool.send(req.raw, req, pool.placeFor(client));
     return null;
   }
 
@@ -294,7 +298,8 @@ export class Router {
       } else {
         req.node = `${host}:${redirect.port}`;
         const client = req.client;
-        this.pools.get(host, redirect.port, client.protocol, 'primary', client.db, req.asRespool ? null : client.identity).sendBlock([{ data: ASKING, req: IGNORE_REPLY }, { data: req.raw, req }], client.id);
+        const pool = this.pools.get(host, redirect.port, client.protocol, 'primary', client.db, req.asRespool ? null : client.identity);
+        pool.sendBlock([{ data: ASKING, req: IGNORE_REPLY }, { data: req.raw, req }], pool.placeFor(client));
       }
       return true;
     }

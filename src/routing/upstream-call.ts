@@ -16,6 +16,12 @@ export interface CallClient {
   readonly db: number;
   /** Who its commands run as on the nodes (src/acl/upstream-identity.ts); null = respool's own user. */
   readonly identity: UpstreamIdentity | null;
+  /**
+   * A client session's link place and its replies owed (NodePool.placeFor: one link per node
+   * while it keeps up, a place kept while requests are outstanding); absent for stand-ins.
+   */
+  linkPlace?: number;
+  readonly pending?: number;
   readonly closed: boolean;
 }
 

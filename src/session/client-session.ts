@@ -60,6 +60,8 @@ export class ClientSession implements HandlerSession {
   readonly state: ClientState;
   closed = false;
   readonly createdAt = Date.now();
+  /** Its place on every node's links (NodePool.placeFor); -1 until its first request upstream. */
+  linkPlace = -1;
 
   private readonly framer: RequestFramer;
   private readonly replies = new ReplyQueue();

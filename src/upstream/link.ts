@@ -114,6 +114,17 @@ export class Link extends EventEmitter implements ReplySource {
     });
     this.socket = this.conn.socket;
     this.writer = new BatchedWriter(this.socket, 'immediate');
+    options.load?.writers.add(this.writer);
+  }
+
+  /** Bytes written to the link that the kernel has not taken yet (a congested socket). */
+  get unsentBytes(): number {
+    return this.writer.unsentBytes;
+  }
+
+  /** Bytes of a reply still arriving (buffered, not yet a whole frame). */
+  get pendingReplyBytes(): number {
+    return this.framer.bufferedBytes;
   }
 
   /** Requests written and not yet answered. */
@@ -161,6 +172,7 @@ export class Link extends EventEmitter implements ReplySource {
       load.requests++;
       load.bytes += size;
       load.sentBytes += size;
+      load.sentRequests++;
     }
     this.writer.write(data);
   }
@@ -217,7 +229,11 @@ export class Link extends EventEmitter implements ReplySource {
   }
 
   private onData(chunk: Buffer): void {
-    if (this.options.load !== undefined) this.options.load.receivedBytes += chunk.length;
+    const load = this.options.load;
+    if (load !== undefined) {
+      load.receivedBytes += chunk.length;
+      load.reads++;
+    }
     this.framer.push(chunk);
     let frame: Buffer | null;
     try {
@@ -252,6 +268,8 @@ export class Link extends EventEmitter implements ReplySource {
     while (this.inflightSizes.length > 0) this.settleOldest();
     if (this.timeoutTimer) clearInterval(this.timeoutTimer);
     this.writer.discard();
+    const load = this.options.load;
+    if (load !== undefined && load.writers.delete(this.writer)) load.closedWrites += this.writer.batches;
     this.conn.destroy();
     const inflightError = isTimeout ? reason : ProxyError.connectionLost(this.address);
     const cause = isTimeout ? 'timeout' : undefined;

@@ -34,15 +34,29 @@ interface Waiting {
 }
 
 /**
+ * A link that no longer keeps up with what it carries, so a client placed afresh goes to another
+ * (NodePool.placeFor): the kernel has not taken SPILL_BYTES of what was written to it, a reply
+ * of more than SPILL_BYTES is still arriving (the requests behind it wait for it: head-of-line),
+ * or half of the link's in-flight bound is used. Not latency: a node that answers slowly because
+ * it is busy gets no faster over more connections, only busier.
+ */
+const SPILL_BYTES = 256 * 1024;
+function backedUp(link: Link, limits: NodePoolLimits): boolean {
+  return link.unsentBytes > SPILL_BYTES || link.pendingReplyBytes > SPILL_BYTES || link.inflightCount * 2 > limits.maxInflightPerLink;
+}
+
+/**
  * A fixed number of pipelined links to one node for one protocol (and database), shared by
  * every client.
  * The pool never holds more than `size` links, whatever the number of clients: that is the
- * point of respool. A client's requests go to its own link (`affinity`, the client's id, modulo
- * the pool size) while that link is usable — Valkey runs one connection's commands in order, so
- * a client's pipelined SET then GET must travel on one link; requests without affinity go to
- * the open link with the fewest outstanding requests.
+ * point of respool. A client's requests go to its place (`affinity`: placeFor's choice, which
+ * keeps every client on the first link until that link is backed up) while that link is usable —
+ * Valkey runs one connection's commands in order, so a client's pipelined SET then GET must
+ * travel on one link; requests without affinity go to the open link with the fewest outstanding
+ * requests.
  *
- *   links   : `size` places; an empty or closed place is refilled on demand, when the node's
+ *   links   : `size` places; an empty or closed place is dialed when a request is placed on it,
+ *             so a second link opens only when the first is backed up; when the node's
  *             circuit allows a dial (NodeHealth: free while healthy; after a failure one probe
  *             at a time, backoff-spaced and budgeted per node address)
  *   waiting : requests that arrived while no link was open, oldest first, each with a deadline
@@ -286,19 +300,53 @@ export class NodePool {
    */
   private pick(affinity: number): Link | null {
     if (this.closed) return null;
-    let best: Link | null = null;
     const size = this.links.length;
+    // Only the place asked for is (re)dialed: further links open when placeFor spills onto them.
+    const want = affinity >= 0 ? affinity % size : 0;
+    let own = this.links[want] ?? null;
+    if (own === null || own.state === 'closed') own = this.refill(want);
+    let best: Link | null = null;
     for (let i = 0; i < size; i++) {
-      let link = this.links[i] ?? null;
-      if (link === null || link.state === 'closed') link = this.refill(i);
-      if (link === null || link.state !== 'ready') continue;
+      const link = this.links[i];
+      if (link == null || link.state !== 'ready') continue;
       if (best === null || link.inflightCount < best.inflightCount) best = link;
     }
-    if (best !== null && affinity >= 0) {
-      const own = this.links[affinity % size];
-      if (own && own.state !== 'closed') return own;
-    }
+    if (best !== null && affinity >= 0 && own !== null && own.state !== 'closed') return own;
     return best;
+  }
+
+  /**
+   * The place (link index) of a client's next request to this node. While the client has other
+   * requests outstanding it keeps its place: Valkey runs one connection's commands in order and
+   * a link answers in order, so a pipelined SET then GET must share a link (the place is the
+   * client's, shared by every node it talks to: it changes only when nothing is outstanding
+   * anywhere). A client with nothing outstanding goes to the first place whose link keeps up —
+   * so that at any ordinary load every client shares ONE link per node and the node reads and
+   * writes many requests per system call — and onto a further place, opened then, only when
+   * the links before it are backed up (backedUp). A caller that is not a client session (no
+   * `pending`) keeps its id as its place.
+   */
+  placeFor(client: { readonly id: number; linkPlace?: number; readonly pending?: number }): number {
+    const pending = client.pending;
+    if (pending === undefined) return client.id;
+    const place = client.linkPlace ?? -1;
+    if (pending > 1 && place >= 0) return place;
+    const links = this.links;
+    let next = -1;
+    let least = Infinity;
+    for (let i = 0; i < links.length; i++) {
+      const link = links[i];
+      if (link == null || link.state !== 'ready' || !backedUp(link, this.limits)) {
+        next = i;
+        break;
+      }
+      if (link.inflightCount < least) {
+        least = link.inflightCount;
+        next = i;
+      }
+    }
+    client.linkPlace = next;
+    return next;
   }
 
   private refill(index: number): Link | null {

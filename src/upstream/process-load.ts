@@ -9,6 +9,20 @@ export class ProcessLoad {
   /** Totals since start (respool_upstream_{sent,received}_bytes_total). */
   sentBytes = 0;
   receivedBytes = 0;
+  /** Requests written, and the reads (chunks) that brought replies (respool_upstream_io_total). */
+  sentRequests = 0;
+  reads = 0;
+  /** Write batches of links closed so far (writes(): these plus the open links'). */
+  closedWrites = 0;
+  /** Open links' writers, for their batch counts. */
+  readonly writers = new Set<{ readonly batches: number }>();
+
+  /** Write batches on every shared link so far. */
+  writes(): number {
+    let n = this.closedWrites;
+    for (const w of this.writers) n += w.batches;
+    return n;
+  }
 
   constructor(
     public maxRequests: number, // changed by a reload (UpstreamPools.reconfigure)

@@ -72,6 +72,8 @@ export class BatchedWriter implements DirectWriteOwner {
   /** Called once everything written so far has reached the kernel (whenSent). */
   private sentWaiters: Array<() => void> | null = null;
   private waitingForDrain = false;
+  /** Batches flushed so far (an upstream link's writes: respool_upstream_io_total{op="writes"}). */
+  batches = 0;
 
   constructor(
     private readonly socket: Socket,
@@ -148,6 +150,7 @@ export class BatchedWriter implements DirectWriteOwner {
     this.scheduled = false;
     const first = this.first;
     if (first === null) return;
+    this.batches++;
     const { rest, restCount, bytes, hasLarge, socket } = this;
     // The batch is taken whole before writing: a write made meanwhile starts the next batch.
     this.first = null;

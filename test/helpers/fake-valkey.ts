@@ -12,9 +12,11 @@ import { RequestFramer } from '../../src/resp/request-framer.js';
  *                 on that connection is answered either (an INFO behind a stuck SET must not
  *                 be answered first, or its reply would be taken for the SET's);
  *  - 'silent'   : accepts connections and never answers anything;
- *  - 'delay'    : like 'answer', each reply after `delayMs`.
+ *  - 'delay'    : like 'answer', each reply after `delayMs`;
+ *  - 'deaf'     : like 'handshake-only', and it stops reading at the first data command, so what
+ *                 is written to it piles up in the kernel and then in the writer (a congested link).
  */
-export type FakeMode = 'answer' | 'handshake-only' | 'silent' | 'delay';
+export type FakeMode = 'answer' | 'handshake-only' | 'silent' | 'delay' | 'deaf';
 
 export interface FakeValkey {
   readonly port: number;
@@ -57,7 +59,8 @@ export async function startFakeValkey(mode: FakeMode = 'answer'): Promise<FakeVa
         const name = frame.args[0]!.toString('latin1').toLowerCase();
         const handshake = HANDSHAKE.has(name);
         if (!handshake) received++;
-        if (fake.mode === 'silent' || (fake.mode === 'handshake-only' && !handshake)) stalled = true;
+        if (fake.mode === 'silent' || ((fake.mode === 'handshake-only' || fake.mode === 'deaf') && !handshake)) stalled = true;
+        if (stalled && fake.mode === 'deaf') socket.pause();
         if (stalled) continue;
         let reply: Buffer;
         if (name === 'info' || name === 'command') reply = Buffer.from('$0\r\n\r\n');

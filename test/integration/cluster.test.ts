@@ -88,7 +88,8 @@ describe('respool in front of a 3-primary, 3-replica cluster', () => {
     const primaries = new Set((await cluster.primaries()).map((p) => p.port));
     for (const [port, count] of links) {
       expect(count, `links on ${port}`).toBeLessThanOrEqual(2);
-      if (primaries.has(port)) expect(count, `links on primary ${port}`).toBe(2);
+      // One link carries everything while it keeps up; a second opens only when it is backed up (NodePool.placeFor).
+      if (primaries.has(port)) expect(count, `links on primary ${port}`).toBeGreaterThanOrEqual(1);
     }
     clients.forEach((c) => c.disconnect());
   });
@@ -164,7 +165,8 @@ describe('respool in front of a 3-primary, 3-replica cluster', () => {
       const metrics = await (await fetch(`${base}/metrics`)).text();
       expect(metrics).toMatch(/respool_commands_total\{command="set"\} 1/);
       expect(metrics).toMatch(/respool_upstream_latency_seconds_count\{node="127\.0\.0\.1:\d+"\} [1-9]/);
-      expect(metrics).toMatch(/respool_upstream_links\{node="127\.0\.0\.1:\d+",protocol="resp2",role="primary"\} 2/);
+      expect(metrics).toMatch(/respool_upstream_links\{node="127\.0\.0\.1:\d+",protocol="resp2",role="primary"\} [12]/);
+      expect(metrics).toMatch(/respool_upstream_io_total\{op="writes"\} [1-9]/);
       expect(metrics).toMatch(/respool_client_connections 0/);
     } finally {
       await admin.close();

@@ -1,0 +1,79 @@
+// Where clients' requests go among a node's links (NodePool.placeFor, issue 23): every client on
+// ONE link while it keeps up, so the node reads many requests per read; a second link only when
+// the first is backed up; a client with requests outstanding keeps its link (order).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startStandalone, type ValkeyNode } from '../harness/valkey-processes.js';
+import { startFakeValkey, type FakeValkey } from '../helpers/fake-valkey.js';
+import { startTestProxy } from '../helpers/proxy.js';
+import { RawConnection } from '../helpers/raw-resp.js';
+import { waitFor } from '../helpers/wait.js';
+import { encodeCommand } from '../harness/raw-client.js';
+import type { RespoolProxy } from '../../src/server.js';
+
+async function respoolLinks(node: ValkeyNode): Promise<number> {
+  const c = await RawConnection.connect(node.port);
+  try {
+    return (await c.call('CLIENT', 'LIST')).split('\n').filter((l) => / name=respool /.test(l)).length;
+  } finally {
+    c.close();
+  }
+}
+
+describe('link placement', () => {
+  let node: ValkeyNode;
+  let proxy: RespoolProxy;
+  let fake: FakeValkey | undefined;
+  let deaf: RespoolProxy | undefined;
+
+  beforeAll(async () => {
+    node = await startStandalone();
+    proxy = await startTestProxy([node], { mode: 'standalone', connectionsPerNode: 2 } as never);
+  });
+  afterAll(async () => {
+    await deaf?.close();
+    await fake?.close();
+    await proxy?.close();
+    await node?.stop();
+  });
+
+  it('200 clients, pipelined and not, all on one link; each client\'s replies in its order', async () => {
+    const conns = await Promise.all(Array.from({ length: 200 }, () => RawConnection.connect(proxy.address.port)));
+    await Promise.all(conns.map(async (c, i) => {
+      // A pipeline of writes then reads of the client's own key: the reads see the writes.
+      const cmds: string[][] = [];
+      for (let k = 0; k < 20; k++) cmds.push(['SET', `place:${i}`, String(k)], ['GET', `place:${i}`]);
+      c.write(Buffer.concat(cmds.map((x) => encodeCommand(x))));
+      for (let k = 0; k < 20; k++) {
+        expect(await c.read()).toBe('+OK\r\n');
+        expect(await c.read()).toBe(`$${String(k).length}\r\n${k}\r\n`);
+      }
+    }));
+    expect(await respoolLinks(node)).toBe(1);
+    for (const c of conns) c.close();
+  });
+
+  it('a second link opens when the first is backed up (a node that stopped reading), and serves the next client', async () => {
+    fake = await startFakeValkey('answer');
+    deaf = await startTestProxy([{ host: '127.0.0.1', port: fake.port }], { mode: 'standalone', connectionsPerNode: 2, timeouts: { commandMs: 20_000 } } as never);
+    const first = await RawConnection.connect(deaf.address.port);
+    expect(await first.call('GET', 'warm')).toBe('$4\r\nwarm\r\n');
+    expect(fake.connections()).toBe(1);
+    fake.mode = 'deaf';
+    // 16 MiB of requests into a link whose node no longer reads: the kernel's buffers fill, the rest waits in respool.
+    const big = 'x'.repeat(1024 * 1024);
+    first.write(Buffer.concat(Array.from({ length: 16 }, (_, i) => encodeCommand(['SET', `big:${i}`, big]))));
+    await waitFor(() => deaf!.pools.get('127.0.0.1', fake!.port, 2).openLinks >= 1 && unsent(deaf!, fake!.port) > 256 * 1024, 'the first link backed up', 10_000);
+    fake.mode = 'answer';
+    const second = await RawConnection.connect(deaf.address.port);
+    second.send('GET', 'other');
+    await waitFor(() => fake!.connections() === 2, 'a second link dialed', 5000);
+    expect(await second.read()).toBe('$5\r\nother\r\n');
+    first.close();
+    second.close();
+  }, 30_000);
+});
+
+function unsent(proxy: RespoolProxy, port: number): number {
+  const pool = proxy.pools.get('127.0.0.1', port, 2) as unknown as { links: Array<{ unsentBytes: number } | null> };
+  return pool.links[0]?.unsentBytes ?? 0;
+}
