@@ -1,15 +1,15 @@
 import calculateSlot from 'cluster-key-slot';
 import { SLOT_COUNT } from '../cluster/topology.js';
-import type { ClusterEmulation, EmulatedNode } from '../cluster/emulation.js';
+import type { ClusterEmulation, EmulatedNode } from '../fleet/cluster-emulation.js';
 import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeMap, encodeVerbatim } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { UpstreamCall } from '../routing/upstream-call.js';
-import type { Handler, HandlerSession } from './types.js';
+import type { Handler, HandlerSession } from '../client/handler-session.js';
 
 /**
  * Cluster emulation (the `cluster` family, config cluster.announce / cluster.peers / peersFrom):
  * respool answers the CLUSTER commands a cluster-aware client asks with its own picture
- * (cluster/emulation.ts) — respool, or each live member of its fleet, as a primary owning slot
+ * (fleet/cluster-emulation.ts) — respool, or each live member of its fleet, as a primary owning slot
  * runs at its announce address — in Valkey 8.0.1's formats (cluster.c, cluster_legacy.c),
  * so the client keeps all its traffic on respool, whether the upstream is a cluster or a
  * standalone server. CLUSTER COUNTKEYSINSLOT / GETKEYSINSLOT go to the slot's real owner.

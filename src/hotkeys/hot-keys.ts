@@ -5,7 +5,7 @@ import type { CommandSpec } from '../commands/command-table.js';
 import type { TopologyRefresher } from '../cluster/topology-refresher.js';
 import { SLOT_COUNT, type Topology } from '../cluster/topology.js';
 import type { HotKeysConfig } from '../config/types.js';
-import type { Metrics } from '../admin/metrics.js';
+import type { Metrics } from '../metrics/metrics.js';
 import { decodeReply, RespError } from '../resp/decode.js';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';

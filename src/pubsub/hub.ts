@@ -4,7 +4,7 @@ import { UNBOUNDED_NESTING } from '../resp/limits.js';
 import type { TopologyRefresher } from '../cluster/topology-refresher.js';
 import type { Topology } from '../cluster/topology.js';
 import type { RespoolConfig } from '../config/types.js';
-import type { Metrics } from '../admin/metrics.js';
+import type { Metrics } from '../metrics/metrics.js';
 import { ProxyError } from '../errors.js';
 import { fullJitterDelay } from '../upstream/backoff.js';
 import { globMatch } from '../util/glob.js';

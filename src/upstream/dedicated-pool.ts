@@ -3,8 +3,8 @@ import { UNBOUNDED_NESTING } from '../resp/limits.js';
 import { DedicatedConnection } from './dedicated-connection.js';
 import { ProxyError } from '../errors.js';
 import type { RespoolConfig } from '../config/types.js';
-import type { Metrics } from '../admin/metrics.js';
-import type { LeaseRefusalReason } from '../admin/metric-definitions.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { LeaseRefusalReason } from '../metrics/metric-definitions.js';
 import type { UpstreamIdentity } from '../acl/upstream-identity.js';
 import type { IdentityHooks } from './upstream-pools.js';
 

@@ -1,6 +1,6 @@
 import cluster, { type Worker } from 'node:cluster';
 import { randomBytes } from 'node:crypto';
-import { removeSocket, replaceStale } from '../session/unix-listener.js';
+import { removeSocket, replaceStale } from '../util/socket-file.js';
 import { createServer, request as httpRequest, type IncomingMessage } from 'node:http';
 import os from 'node:os';
 import { AggregatorRegistry, type RegistryContentType } from 'prom-client';
