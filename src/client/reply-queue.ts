@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { FifoQueue } from '../util/fifo-queue.js';
+import { DEV_CHECKS, invariant } from '../util/dev-checks.js';
 import type { HistogramSeries } from '../metrics/fast-histogram.js';
 import type { CallClient, CallOwner } from '../routing/upstream-call.js';
 import type { RequestFrame } from '../resp/request-framer.js';
@@ -32,6 +33,8 @@ export class ReplyEntry implements CallOwner {
   /** The node(s) its call went to and the time there, send → reply (RESPOOL SLOWLOG's split). */
   node = '';
   upstreamMs = 0;
+  /** Its place in its queue, counted in development builds (ReplyQueue checks replies leave in that order). */
+  seq = 0;
   /** Set for a request the hot-key sampler picked: told the reply's size (observe/big-keys.ts). */
   private sizeListener: ((bytes: number) => void) | null = null;
 
@@ -80,6 +83,9 @@ export class ReplyQueue {
   family: CommandFamily | null = null;
   /** Told about every timed entry as it is written (slow log, per-command latency); null in stand-in sessions. */
   observer: ReplyObserver | null = null;
+  /** Development builds: entries pushed and written so far (the order check in drainHead). */
+  private pushed = 0;
+  private written = 0;
 
   get length(): number {
     return this.entries.length;
@@ -91,6 +97,10 @@ export class ReplyQueue {
       entry.series = this.series;
       entry.request = this.request;
       entry.family = this.family;
+    }
+    if (DEV_CHECKS) {
+      invariant(entry.seq === 0, 'an entry is queued once');
+      entry.seq = ++this.pushed;
     }
     this.entries.push(entry);
   }
@@ -117,6 +127,7 @@ export class ReplyQueue {
     let now = -1; // one clock read per drain, only when a timed entry leaves
     while (head !== undefined && head.reply !== null) {
       this.entries.shift();
+      if (DEV_CHECKS) invariant(head.seq === ++this.written, 'replies leave in the order their entries were queued');
       if (!head.silent) sink.writeReply(head.reply);
       if (head.series !== null) {
         if (now < 0) now = performance.now();
