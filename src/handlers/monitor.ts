@@ -14,7 +14,7 @@ import { checkCommand } from '../acl/command-check.js';
 const NOT_QUEUED: ReadonlySet<string> = new Set(['multi', 'exec', 'discard', 'watch', 'unwatch', 'quit', 'reset']);
 
 /**
- * Called after each request was handled while someone monitors (session/client-session.ts), with
+ * Called after each request was handled while someone monitors (dispatch, handlers/index.ts), with
  * the transaction the client was in before it: shows the request now, at EXEC (a queued command),
  * or never (rejected before it ran: unknown, wrong arity, refused by respool's ACL). After the
  * handler, so that a monitoring client sees its own command's line after its reply, as in Valkey.

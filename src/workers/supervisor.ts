@@ -142,7 +142,7 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
   const admin = config.admin === null ? null : await serveAdmin(config.admin, slots, aggregator, log, splitLog, fleetShared);
 
   // The workers share one Unix socket through this process: it replaces a stale file before they
-  // listen and removes the file when it exits (session/unix-listener.ts).
+  // listen and removes the file when it exits (util/socket-file.ts).
   const unixSocket = config.unixSocket;
   if (unixSocket !== null) process.on('exit', () => removeSocket(unixSocket));
 
