@@ -3,6 +3,7 @@ import { SLOT_COUNT } from '../cluster/topology.js';
 import type { ClusterEmulation, EmulatedNode } from '../fleet/cluster-emulation.js';
 import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeMap, encodeVerbatim } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
+import { wrongArity } from '../commands/command-table.js';
 import { UpstreamCall } from '../routing/upstream-call.js';
 import type { Handler, HandlerSession } from '../client/handler-session.js';
 
@@ -43,8 +44,8 @@ export const LOCAL_CLUSTER_COMMANDS: ReadonlySet<string> = new Set([
 export function clusterReply(session: HandlerSession, command: string, args: Buffer[]): Buffer {
   const view = session.ctx.clusterView();
   const proto = session.state.protocol;
-  const arity = command === 'cluster|keyslot' || command === 'cluster|replicas' || command === 'cluster|slaves' ? 3 : 2;
-  if (args.length !== arity) return encodeError(ProxyError.wrongArity(command));
+  const spec = session.ctx.commands().get(command);
+  if (spec !== undefined && wrongArity(spec, args.length)) return encodeError(ProxyError.wrongArity(command));
   switch (command) {
     case 'cluster|slots':
       return slotsReply(view, proto);
