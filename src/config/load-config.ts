@@ -14,7 +14,7 @@ import { checkTls } from './tls-config.js';
 import { readAclFile } from '../acl/acl-file.js';
 import { CommandTable } from '../commands/command-table.js';
 import { RESPOOL_VERSION } from '../own-files.js';
-import { ConfigError, type HostPort, type RespoolConfig } from './types.js';
+import { ConfigError, type RespoolConfig } from './types.js';
 import { formatDuration, formatHostPort } from './values.js';
 import { convertFlags, parseFlags } from './flag-config.js';
 import { readConfigFile } from './file-config.js';

@@ -1,4 +1,3 @@
-import { CommandFlag } from '../commands/command-flags.js';
 import type { CommandSpec } from '../commands/command-table.js';
 import { wrongArity } from '../commands/command-table.js';
 import { encodeError, encodeInteger, encodeSimple, encodeVerbatim } from '../resp/encode.js';
@@ -6,7 +5,6 @@ import { ProxyError } from '../errors.js';
 import type { ClientState } from '../client/client-state.js';
 import type { Handler, HandlerSession } from '../client/handler-session.js';
 import { clientAddr, clientLaddr, type ListedClient } from '../client/client-address.js';
-import { RequestFrame } from '../resp/request-framer.js';
 
 /**
  * CLIENT LIST, CLIENT KILL, CLIENT PAUSE, CLIENT UNPAUSE about respool's own clients (its

@@ -1,7 +1,6 @@
 import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeMap, encodeSimple, encodeVerbatim } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import type { ServerContext } from '../client/server-context.js';
-import type { ClientState } from '../client/client-state.js';
 import type { CommandRequest, Handler, HandlerSession } from '../client/handler-session.js';
 import { infoClients } from './info.js';
 import { resetSubscriptions } from './pubsub.js';
