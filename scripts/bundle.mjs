@@ -32,5 +32,7 @@ await build({
   minifySyntax: true,
   sourcemap: true,
   sourcesContent: false,
+  // Development checks (src/util/dev-checks.ts) compiled out of the bundle.
+  define: { 'process.env.RESPOOL_DEV_CHECKS': '"0"', 'process.env.VITEST': 'undefined' },
   logLevel: 'warning',
 });

@@ -7,11 +7,11 @@ import { TopologyRefresher } from './cluster/topology-refresher.js';
 import type { Topology } from './cluster/topology.js';
 import { UpstreamPools } from './upstream/upstream-pools.js';
 import { Router } from './routing/router.js';
-import { RunningScripts } from './handlers/running-scripts.js';
-import { ScriptCache } from './handlers/script-cache.js';
+import { RunningScripts } from './scripts/running-scripts.js';
+import { ScriptCache } from './scripts/script-cache.js';
 import { ClientSession } from './session/client-session.js';
-import type { ServerContext } from './session/server-context.js';
-import { Metrics } from './admin/metrics.js';
+import type { ServerContext } from './client/server-context.js';
+import { Metrics } from './metrics/metrics.js';
 import { isLoopback, startAdminServer, type AdminServer } from './admin/admin-server.js';
 import { readiness } from './admin/readiness.js';
 import { configRoute } from './admin/config-route.js';
@@ -21,7 +21,7 @@ import { createLogger } from './util/logger.js';
 import { RateLimitedLog } from './util/rate-limited-log.js';
 import { reloadProxy, type ReloadResult } from './config/reload.js';
 import { HotKeys } from './hotkeys/hot-keys.js';
-import { hotKeyRoutes } from './hotkeys/control.js';
+import { hotKeyRoutes } from './admin/hot-key-routes.js';
 import { AcceptGate } from './session/accept-gate.js';
 import { encodeError } from './resp/encode.js';
 import { ProxyError } from './errors.js';
@@ -29,14 +29,15 @@ import { ReadRouting } from './routing/read-strategy.js';
 import { resolveOwnZone } from './cluster/zone-discovery.js';
 import { DedicatedPools } from './upstream/dedicated-pool.js';
 import { PubSubHub } from './pubsub/hub.js';
-import { addressOf, announceAddress, ClusterEmulation } from './cluster/emulation.js';
+import { addressOf, announceAddress, ClusterEmulation } from './fleet/cluster-emulation.js';
 import { Membership } from './fleet/membership.js';
 import { FleetStore } from './fleet/fleet-store.js';
 import { FleetState, usesFleetState } from './fleet/fleet-state.js';
 import { fleetView } from './fleet/fleet-view.js';
 import { dnsResolver, type PeerResolver } from './fleet/peer-sources.js';
-import { ClientPause } from './session/client-pause.js';
-import { MonitorFeed } from './handlers/monitor.js';
+import { ClientPause } from './client/client-pause.js';
+import { MonitorFeed } from './client/monitor-feed.js';
+import { describeClient } from './client/client-address.js';
 import { RequestObserver } from './observe/request-observer.js';
 import { NodeSaturation } from './observe/node-saturation.js';
 import { BigKeys } from './observe/big-keys.js';
@@ -208,7 +209,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     return databases;
   };
 
-  const observer = new RequestObserver(config, metrics); // slow log, command log, per-command latency
+  const observer = new RequestObserver(config, metrics, describeClient); // slow log, command log, per-command latency
   // Big keys: the reply sizes of the hot-key sampler's sampled requests (observe/big-keys.ts).
   const bigKeys = config.bigKeys.enabled ? new BigKeys(config.bigKeys.topK, () => refresher.current, metrics, config.hotKeys.detection.keyNamesInMetrics) : null;
   if (bigKeys !== null) hotKeys.sampled = (owner, key, slot, command) => owner.measureReply?.((bytes) => bigKeys.record(key, slot, command, bytes));
@@ -266,7 +267,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     nextClientId: () => ++clientIds,
     onSessionClosed: (session) => {
       ctx.monitors.remove(session);
-      sessions.delete(session);
+      sessions.delete(session as ClientSession);
       sessionsById.delete(session.id);
       metrics.clientConnections.dec();
     },
@@ -355,7 +356,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     inflight: metrics.raw.queue_depth.labels('upstream_inflight'),
     pending: metrics.raw.queue_depth.labels('client_pending'),
   };
-  metrics.windows.start(); // last-minute latency per node and family (observe/latency-windows.ts)
+  metrics.windows.start(); // last-minute latency per node and family (metrics/latency-windows.ts)
   const sampler = setInterval(() => {
     depth.accept.set(gate.parkedCount);
     depth.nodeWait.set(pools.waitingRequests());

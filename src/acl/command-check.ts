@@ -152,11 +152,6 @@ export function aclErrorMessage(denial: AclDenial, u: AclUser, commandName: stri
   }
 }
 
-/** Whether the arity is wrong (Valkey checks it, with its own error, before the ACL). */
-export function wrongArity(spec: CommandSpec, argc: number): boolean {
-  return (spec.arity > 0 && spec.arity !== argc) || argc < -spec.arity;
-}
-
 /** The commands whose key and command accesses respool cannot see: they run code on the node. */
 const CODE_COMMANDS: ReadonlySet<string> = new Set(['eval', 'evalsha', 'eval_ro', 'evalsha_ro', 'fcall', 'fcall_ro']);
 

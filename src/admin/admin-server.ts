@@ -12,7 +12,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { isIP, type AddressInfo } from 'node:net';
 
 import { log } from '../util/logger.js';
-import type { Metrics } from './metrics.js';
+import type { Metrics } from '../metrics/metrics.js';
 
 export interface AdminState {
   /** Extra fields (which slots, which nodes) are sent in the 503 body as they are. */

@@ -1,6 +1,6 @@
 import type { AdminRoute } from './admin-server.js';
 import { jsonResponse } from './admin-server.js';
-import type { Metrics } from './metrics.js';
+import type { Metrics } from '../metrics/metrics.js';
 import type { RequestObserver } from '../observe/request-observer.js';
 import type { NodeSaturation } from '../observe/node-saturation.js';
 import type { RateLimitedLog } from '../util/rate-limited-log.js';

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { discoverFrom, type UpstreamMode } from './discovery.js';
 import { Topology, SLOT_COUNT } from './topology.js';
 import type { UpstreamPools } from '../upstream/upstream-pools.js';
-import type { Metrics } from '../admin/metrics.js';
+import type { Metrics } from '../metrics/metrics.js';
 import { Backoff } from '../upstream/backoff.js';
 import { RateLimitedLog } from '../util/rate-limited-log.js';
 import { diffTopology } from './topology-diff.js';

@@ -30,7 +30,7 @@ export type { KeySpec, KeyRef, LegacyKeyRange, BeginSearch, FindKeys } from './k
 /**
  * Commands Valkey flags MAY_REPLICATE without saying so: `COMMAND` hides that flag on purpose
  * (server.c addReplyFlagsForCommand), so it is taken from Valkey 8.0.1's commands.def. CLIENT
- * PAUSE WRITE holds them (session/client-pause.ts).
+ * PAUSE WRITE holds them (client/client-pause.ts).
  */
 const HIDDEN_MAY_REPLICATE: ReadonlySet<string> = new Set(['cluster|setslot', 'pfcount', 'publish', 'spublish', 'eval', 'evalsha', 'fcall']);
 
@@ -62,6 +62,15 @@ export interface CommandSpec {
   subcommandIndex?: NameIndex<CommandSpec>;
   /** Its latency histogram (set by observe/command-latency.ts on first use; internal). */
   latency?: object;
+}
+
+/**
+ * Valkey's arity rule (server.c processCommand): `arity` N is exactly N arguments with the name,
+ * -N at least N. The one place it is written; every queue-time, subscribed-mode, ACL, pause and
+ * handler check asks here.
+ */
+export function wrongArity(spec: CommandSpec, argc: number): boolean {
+  return (spec.arity > 0 && spec.arity !== argc) || argc < -spec.arity;
 }
 
 /** One command as listed by `COMMAND` (subcommands are separate entries named "parent|sub"). */

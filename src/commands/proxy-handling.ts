@@ -63,7 +63,7 @@ export type CommandFamily =
   | 'multiKey'
   | 'refused';
 
-/** Commands respool answers itself (see src/session/local-commands.ts). */
+/** Commands respool answers itself (handlers/local.ts). */
 export const LOCAL_COMMANDS: ReadonlySet<string> = new Set([
   // ACL …: answered from respool's own users (handlers/acl.ts)
   'acl|whoami', 'acl|list', 'acl|users', 'acl|cat', 'acl|dryrun', 'acl|genpass', 'acl|help',

@@ -11,6 +11,7 @@
 
 import { createRequire } from 'node:module';
 import { CONFIG_FILE_SCHEMA } from './schema.js';
+import { convertSettings } from './file-config.js';
 
 // yaml is required on first use (a flow list or mapping in a variable), not imported: see load-config.ts.
 const require = createRequire(import.meta.url);
@@ -119,4 +120,14 @@ export function nameEnvProblem(problem: string, names: ReadonlyMap<string, strin
 /** The --help lines: every variable and the setting it sets. */
 export function envHelp(): string {
   return envSettings().map((s) => `  ${s.name.padEnd(48)} ${s.path}`).join('\n');
+}
+
+/** Settings from RESPOOL_<PATH> variables, through the file's schema and conversions; problems name the variable. */
+export function readEnvironment(env: NodeJS.ProcessEnv, problems: string[]): Map<string, unknown> {
+  const { data, names } = envConfigData(env);
+  if (names.size === 0) return new Map();
+  const own: string[] = [];
+  const out = convertSettings(data, 'environment', env, own);
+  for (const p of own) problems.push(nameEnvProblem(p, names));
+  return out;
 }

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { Metrics } from '../admin/metrics.js';
+import type { Metrics } from '../metrics/metrics.js';
 import type { RespoolConfig } from '../config/types.js';
 import type { FleetStore } from './fleet-store.js';
 

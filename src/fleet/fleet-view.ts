@@ -1,4 +1,4 @@
-import type { ClusterEmulation } from '../cluster/emulation.js';
+import type { ClusterEmulation } from './cluster-emulation.js';
 import { encodeArray, encodeBulk, encodeInteger } from '../resp/encode.js';
 import type { FleetState } from './fleet-state.js';
 import type { Membership } from './membership.js';

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { HostPort, PeersFrom } from '../config/types.js';
-import { nodeId, addressOf } from '../cluster/emulation.js';
+import { nodeId, addressOf } from './cluster-emulation.js';
 import type { RateLimitedLog } from '../util/rate-limited-log.js';
 import { PeerCheck, type CheckOutcome } from './peer-check.js';
 import { resolvePeersFrom, type PeerResolver } from './peer-sources.js';

@@ -15,7 +15,7 @@ const MYID = encodeCommand(['CLUSTER', 'MYID']);
 /**
  * One fleet member's health check, on its announce address (the port its cluster clients use):
  * one kept connection, `CLUSTER MYID` per check, each with its own deadline. The reply must be
- * the id the member derives from that address (cluster/emulation.ts nodeId), so an address that
+ * the id the member derives from that address (fleet/cluster-emulation.ts nodeId), so an address that
  * reaches something else — a restarted pod's IP reused by another service, a member announcing
  * another address — does not count as the member. An error reply (NOAUTH or NOPERM: respool's
  * users are configured and the check does not AUTH) still proves a respool is answering there.

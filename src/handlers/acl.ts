@@ -2,10 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeMap, encodeSet, encodeSimple } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { ACL_CATEGORIES, RESPOOL_ADMIN_CATEGORY, describeChannels, describeCommands, describeKeys, describeUser, type AclUser } from '../acl/rules.js';
-import { aclErrorMessage, checkCommand, wrongArity } from '../acl/command-check.js';
+import { aclErrorMessage, checkCommand } from '../acl/command-check.js';
+import { wrongArity } from '../commands/command-table.js';
 import type { DirectoryClient, UserDirectory } from '../acl/user-directory.js';
 import { sharePeerAcl } from '../workers/peer-commands.js';
-import type { HandlerSession } from './types.js';
+import type { HandlerSession } from '../client/handler-session.js';
 
 const OK = encodeSimple('OK');
 

@@ -1,7 +1,7 @@
-import type { Handler } from './types.js';
+import type { Handler } from '../client/handler-session.js';
 import { keyed } from './keyed.js';
 import { wait } from './wait.js';
-import { scriptExistsReply } from './script-cache.js';
+import { scriptExistsReply } from '../scripts/script-cache.js';
 import type { CallOwner } from '../routing/upstream-call.js';
 import { configSet, isWellFormedConfigSet } from './config-set.js';
 import { configSetHere } from './node-settings.js';

@@ -1,7 +1,7 @@
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
-import type { HandlerSession } from './types.js';
+import type { HandlerSession } from '../client/handler-session.js';
 
 /** CLIENT UNBLOCK racing the blocking command to its node: tries, and the pause between them. */
 const UNBLOCK_TRIES = 5;

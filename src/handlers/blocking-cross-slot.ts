@@ -4,7 +4,7 @@ import { splitAggregate } from '../resp/decode.js';
 import { nullArray } from '../resp/constant-replies.js';
 import { TransactionBlock } from '../routing/transaction-block.js';
 import { internalCall } from '../routing/internal-call.js';
-import type { ReplyEntry } from '../session/reply-queue.js';
+import type { ReplyEntry } from '../client/reply-queue.js';
 import { BlockingCall } from './blocking-call.js';
 import { commandTimeoutMs } from './blocking-timeout.js';
 import { NO_REPLY } from './local.js';
@@ -12,7 +12,7 @@ import { putBackCommand } from './put-back.js';
 import { streamReadCrossSlot } from './stream-read-cross-slot.js';
 import { listMoveCrossSlot } from './list-move.js';
 import { splitKeyWrite } from './split-key-writes.js';
-import type { CommandRequest, HandlerSession } from './types.js';
+import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
 
 /** Pops whose keys are checked in order: the first non-empty key wins. */
 const POPS: ReadonlySet<string> = new Set(['blpop', 'brpop', 'blmpop', 'bzpopmin', 'bzpopmax', 'bzmpop']);

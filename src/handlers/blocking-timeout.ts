@@ -1,4 +1,4 @@
-import type { CommandRequest, HandlerSession } from './types.js';
+import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
 
 /** The command's own timeout in ms (null: for ever); one that does not parse is bounded by timeouts.commandMs (the node refuses it at once). */
 export function commandTimeoutMs(session: HandlerSession, req: CommandRequest): number | null {

@@ -3,7 +3,7 @@ import { ProxyError } from '../errors.js';
 import { BlockingCall } from './blocking-call.js';
 import { blockingCrossSlot } from './blocking-cross-slot.js';
 import { commandTimeoutMs } from './blocking-timeout.js';
-import type { CommandRequest, Handler, HandlerSession } from './types.js';
+import type { Handler, HandlerSession } from '../client/handler-session.js';
 
 /**
  * Blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZPOPMIN/MAX, BZMPOP, XREAD …

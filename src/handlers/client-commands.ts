@@ -1,11 +1,10 @@
-import type { Socket } from 'node:net';
-import { CommandFlag } from '../commands/command-flags.js';
 import type { CommandSpec } from '../commands/command-table.js';
+import { wrongArity } from '../commands/command-table.js';
 import { encodeError, encodeInteger, encodeSimple, encodeVerbatim } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
-import type { ClientState } from '../session/client-state.js';
-import type { Handler, HandlerSession } from './types.js';
-import { RequestFrame } from '../resp/request-framer.js';
+import type { ClientState } from '../client/client-state.js';
+import type { Handler, HandlerSession } from '../client/handler-session.js';
+import { clientAddr, clientLaddr, type ListedClient } from '../client/client-address.js';
 
 /**
  * CLIENT LIST, CLIENT KILL, CLIENT PAUSE, CLIENT UNPAUSE about respool's own clients (its
@@ -17,7 +16,7 @@ import { RequestFrame } from '../resp/request-framer.js';
  *   KILL   : old form `addr` (+OK / ERR No such client) and the filter form (:count); a killed
  *            client's socket is destroyed, its close path releases leases and subscriptions;
  *            the caller itself (SKIPME no, or the old form) is closed after this reply
- *   PAUSE  : respool's own clients (session/client-pause.ts: ClientSession holds a request that
+ *   PAUSE  : respool's own clients (client/client-pause.ts: ClientSession holds a request that
  *            the pause covers, and stops reading, until the pause ends); Valkey's rules: ALL
  *            holds every command (CLIENT UNPAUSE too), WRITE those that may write or replicate
  */
@@ -43,7 +42,7 @@ const OK = encodeSimple('OK');
 
 function run(session: HandlerSession, spec: CommandSpec | undefined, command: string, args: Buffer[]): Outcome {
   const done = (reply: Buffer, closeSelf = false): Outcome => ({ reply, closeSelf });
-  if (spec !== undefined && ((spec.arity > 0 && spec.arity !== args.length) || args.length < -spec.arity)) {
+  if (spec !== undefined && wrongArity(spec, args.length)) {
     return done(encodeError(ProxyError.wrongArity(spec.name)));
   }
   switch (command) {
@@ -61,29 +60,7 @@ function run(session: HandlerSession, spec: CommandSpec | undefined, command: st
   }
 }
 
-/** What the line needs of a session (ClientSession; its socket gives addresses and fd). */
-export type ListedClient = Pick<HandlerSession, 'id' | 'state' | 'createdAt' | 'closed' | 'buffers'> & { readonly socket?: Socket };
-
 const lower = (b: Buffer) => b.toString('latin1').toLowerCase();
-
-/** Valkey's peer id: "ip:port", "[ipv6]:port". */
-function peer(ip: string | undefined, port: number | undefined): string {
-  if (ip === undefined) return '?:0';
-  return ip.includes(':') ? `[${ip}]:${port ?? 0}` : `${ip}:${port ?? 0}`;
-}
-
-/** A Unix socket client's path (the session knows it: config.unixSocket), for "path:0" as Valkey shows it. */
-type UnixAware = { readonly address?: string; readonly localAddress?: string };
-
-export function clientAddr(c: ListedClient): string {
-  if (c.socket?.remoteAddress === undefined && (c as UnixAware).address !== undefined) return (c as UnixAware).address!;
-  return peer(c.socket?.remoteAddress, c.socket?.remotePort);
-}
-
-export function clientLaddr(c: ListedClient): string {
-  if (c.socket?.localAddress === undefined && (c as UnixAware).localAddress !== undefined) return (c as UnixAware).localAddress!;
-  return peer(c.socket?.localAddress, c.socket?.localPort);
-}
 
 function isPubsub(state: ClientState): boolean {
   return state.subscriptions !== null && state.subscriptions.total() > 0;
@@ -286,64 +263,4 @@ function clientPause(session: HandlerSession, args: Buffer[]): Buffer {
   if (ms > BigInt(Number.MAX_SAFE_INTEGER) - BigInt(Date.now())) return encodeError(ProxyError.timeoutOutOfRange());
   session.ctx.clientPause.pause(Number(ms), all);
   return OK;
-}
-
-/**
- * Whether CLIENT PAUSE holds this request (called only while a pause is active). Valkey's
- * processCommand order: unknown commands, wrong arity and NOAUTH are answered at once; then ALL
- * holds everything, WRITE what may write or replicate (EXEC: any queued command that may).
- */
-export function heldByPause(session: HandlerSession, spec: CommandSpec | undefined, args: readonly Buffer[]): boolean {
-  const pause = session.ctx.clientPause;
-  if (!pause.active || spec === undefined) return false;
-  if ((spec.arity > 0 && spec.arity !== args.length) || args.length < -spec.arity) return false;
-  if (spec.subcommands !== undefined && args.length > 1 && spec.name.indexOf('|') < 0) return false; // unknown subcommand
-  if (session.state.user === null && !(spec.flags & CommandFlag.NO_AUTH)) return false;
-  if (pause.all) return true;
-  return mayReplicate(session, spec, args);
-}
-
-const MAY_WRITE = CommandFlag.WRITE | CommandFlag.MAY_REPLICATE;
-
-/** Commands whose flags a script's shebang replaces (Valkey's evalGetCommandFlags). */
-const EVAL_COMMANDS: ReadonlySet<string> = new Set(['eval', 'eval_ro', 'evalsha', 'evalsha_ro']);
-
-function mayReplicate(session: HandlerSession, spec: CommandSpec, args: readonly Buffer[]): boolean {
-  if (spec.name === 'exec') {
-    const tx = session.state.transaction;
-    if (tx === null) return false;
-    const table = session.ctx.commands();
-    return tx.queued.some((q) => {
-      const s = table.get(q.command);
-      return s !== undefined && (EVAL_COMMANDS.has(q.command) ? evalMayWrite(session, s, new RequestFrame(q.raw).args) : (s.flags & MAY_WRITE) !== 0);
-    });
-  }
-  if (EVAL_COMMANDS.has(spec.name)) return evalMayWrite(session, spec, args);
-  return (spec.flags & MAY_WRITE) !== 0;
-}
-
-/**
- * EVAL's script is its argument; EVALSHA's the body respool remembers for that sha (the node's
- * script cache in Valkey): unknown, the command's own flags decide.
- */
-function evalMayWrite(session: HandlerSession, spec: CommandSpec, args: readonly Buffer[]): boolean {
-  if (args.length < 2) return (spec.flags & MAY_WRITE) !== 0;
-  const script = spec.name.startsWith('evalsha')
-    ? (args[1]!.length === 40 ? session.ctx.scripts.body(args[1]!.toString('latin1')) : undefined)
-    : args[1]!;
-  return script === undefined ? (spec.flags & MAY_WRITE) !== 0 : scriptMayWrite(spec, script);
-}
-
-/**
- * EVAL with a shebang: its flags replace the command's (Valkey's scriptFlagsToCmdFlags), so
- * `#!lua flags=no-writes` neither writes nor replicates; any other shebang writes.
- */
-function scriptMayWrite(spec: CommandSpec, script: Buffer): boolean {
-  if (script.length < 2 || script[0] !== 0x23 || script[1] !== 0x21) return (spec.flags & MAY_WRITE) !== 0;
-  const end = script.indexOf(0x0a);
-  const line = script.toString('utf8', 2, end < 0 ? script.length : end);
-  for (const part of line.trim().split(/\s+/)) {
-    if (part.startsWith('flags=') && part.slice(6).split(',').includes('no-writes')) return false;
-  }
-  return true;
 }

@@ -1,15 +1,16 @@
 import calculateSlot from 'cluster-key-slot';
 import { SLOT_COUNT } from '../cluster/topology.js';
-import type { ClusterEmulation, EmulatedNode } from '../cluster/emulation.js';
+import type { ClusterEmulation, EmulatedNode } from '../fleet/cluster-emulation.js';
 import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeMap, encodeVerbatim } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
+import { wrongArity } from '../commands/command-table.js';
 import { UpstreamCall } from '../routing/upstream-call.js';
-import type { Handler, HandlerSession } from './types.js';
+import type { Handler, HandlerSession } from '../client/handler-session.js';
 
 /**
  * Cluster emulation (the `cluster` family, config cluster.announce / cluster.peers / peersFrom):
  * respool answers the CLUSTER commands a cluster-aware client asks with its own picture
- * (cluster/emulation.ts) — respool, or each live member of its fleet, as a primary owning slot
+ * (fleet/cluster-emulation.ts) — respool, or each live member of its fleet, as a primary owning slot
  * runs at its announce address — in Valkey 8.0.1's formats (cluster.c, cluster_legacy.c),
  * so the client keeps all its traffic on respool, whether the upstream is a cluster or a
  * standalone server. CLUSTER COUNTKEYSINSLOT / GETKEYSINSLOT go to the slot's real owner.
@@ -43,8 +44,8 @@ export const LOCAL_CLUSTER_COMMANDS: ReadonlySet<string> = new Set([
 export function clusterReply(session: HandlerSession, command: string, args: Buffer[]): Buffer {
   const view = session.ctx.clusterView();
   const proto = session.state.protocol;
-  const arity = command === 'cluster|keyslot' || command === 'cluster|replicas' || command === 'cluster|slaves' ? 3 : 2;
-  if (args.length !== arity) return encodeError(ProxyError.wrongArity(command));
+  const spec = session.ctx.commands().get(command);
+  if (spec !== undefined && wrongArity(spec, args.length)) return encodeError(ProxyError.wrongArity(command));
   switch (command) {
     case 'cluster|slots':
       return slotsReply(view, proto);

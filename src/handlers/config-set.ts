@@ -7,7 +7,7 @@ import { fanOutTargets } from '../routing/fan-out.js';
 import { errorLine } from '../routing/redirect.js';
 import type { Router } from '../routing/router.js';
 import type { CallClient } from '../routing/upstream-call.js';
-import type { CommandRequest, HandlerSession } from './types.js';
+import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
 
 type Target = { node: ClusterNode; role: 'primary' | 'replica' };
 

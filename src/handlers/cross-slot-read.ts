@@ -6,8 +6,8 @@ import { ProxyError } from '../errors.js';
 import { formatSize } from '../config/values.js';
 import { TransactionBlock, type BlockOutcome } from '../routing/transaction-block.js';
 import { asRespoolClient, internalCall } from '../routing/internal-call.js';
-import type { ReplyEntry } from '../session/reply-queue.js';
-import type { CommandRequest, HandlerSession } from './types.js';
+import type { ReplyEntry } from '../client/reply-queue.js';
+import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
 
 /** Reads over several slots whose reply depends on every key together: run on copies. */
 export const COPY_READS: ReadonlySet<string> = new Set(['sunion', 'sinter', 'sdiff', 'sintercard', 'zunion', 'zinter', 'zdiff', 'zintercard', 'pfcount', 'lcs']);

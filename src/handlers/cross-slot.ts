@@ -1,10 +1,10 @@
 import { encodeError } from '../resp/encode.js';
-import type { ReplyEntry } from '../session/reply-queue.js';
+import type { ReplyEntry } from '../client/reply-queue.js';
 import { splitKeyWrite } from './split-key-writes.js';
 import { copyAndRun } from './cross-slot-read.js';
 import { listMoveCrossSlot } from './list-move.js';
 import { streamReadCrossSlot } from './stream-read-cross-slot.js';
-import type { CommandRequest, HandlerSession } from './types.js';
+import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
 
 /**
  * A keyed command whose keys hash to several slots (the router answered CROSSSLOT): carried out

@@ -1,8 +1,13 @@
 import { commandFamily, type CommandFamily } from '../commands/proxy-handling.js';
+import { CommandFlag } from '../commands/command-flags.js';
+import { wrongArity, type CommandSpec } from '../commands/command-table.js';
+import type { RequestFrame } from '../resp/request-framer.js';
+import { heldByPause } from '../client/client-pause.js';
 import { isRespoolCommand } from '../hotkeys/control.js';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
-import type { Handler, HandlerSession, CommandRequest } from './types.js';
+import type { DispatchedSession, Handler, HandlerSession, CommandRequest } from '../client/handler-session.js';
+import { runsOnWatchLane } from './client-modes.js';
 import { local } from './local.js';
 import { clientCommands } from './client-commands.js';
 import { info } from './info.js';
@@ -10,25 +15,23 @@ import { anyNode, keyed } from './keyed.js';
 import { cluster } from './cluster.js';
 import { multiKey } from './multi-key.js';
 import { script } from './script.js';
-import { noteScript } from './script-cache.js';
+import { noteScript } from '../scripts/script-cache.js';
 import { allShards } from './all-shards.js';
 import { refused } from './refused.js';
 import { respool } from './respool.js';
 import { transaction, queueInTransaction } from './transaction.js';
 import { onLane } from './leased-lane.js';
 import { blocking } from './blocking.js';
-import { monitor, refusedWhileMonitoring } from './monitor.js';
+import { feedMonitors, monitor, refusedWhileMonitoring } from './monitor.js';
 import { isCommandlogCommand, observeReply } from './observe.js';
 import { replication } from './replication.js';
-import { pubsub, allowedWhileSubscribed, refuseWhileSubscribed } from './pubsub.js';
+import { pubsub, refuseWhileSubscribed } from './pubsub.js';
+import { allowedWhileSubscribed } from './client-modes.js';
 import { tracking, onTrackingLane } from './tracking.js';
-import { ACL_DENIED_CMD, ACL_DENIED_KEY, aclErrorMessage, checkCommand, needsNodeCheck, wrongArity, type AclDenial } from '../acl/command-check.js';
+import { ACL_DENIED_CMD, ACL_DENIED_KEY, aclErrorMessage, checkCommand, needsNodeCheck, type AclDenial } from '../acl/command-check.js';
 import type { AclUser } from '../acl/rules.js';
 import { clientInfoLine } from './client-commands.js';
 import { touchesFleetKeys } from '../fleet/reserved-keys.js';
-
-/** Families that keep their own path while a WATCH lane is open (they would corrupt the lease's state). */
-const OFF_LANE: ReadonlySet<CommandFamily> = new Set(['pubsub', 'tracking', 'monitor', 'replication', 'refused', 'clients', 'cluster']);
 
 /** The one dispatch table: command family → the handler that owns its decisions. */
 const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
@@ -51,13 +54,65 @@ const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
 };
 
 /**
- * Hands one request to its handler. Session modes come first: after WATCH everything but the
- * subscribe family goes on the client's leased lane (leased-lane.ts); inside MULTI the transaction
- * handler queues everything but EXEC/DISCARD/MULTI/WATCH/QUIT/RESET; a RESP2 client with
- * subscriptions may only run the subscribe family, PING, QUIT and RESET (Valkey's rule); with
- * CLIENT TRACKING on, keyed and keyless commands go on the client's tracking lanes (tracking.ts).
+ * Admits one request and hands it to its handler: the one admission pipeline, in Valkey's
+ * processCommand order. The session (session/client-session.ts) keeps the order of requests;
+ * everything decided about one request is decided here:
+ *
+ *   lookup  : the command table, straight from the frame's bytes (commands/command-table.ts)
+ *   pause   : CLIENT PAUSE covers it (client/client-pause.ts heldByPause): false is returned, the
+ *             session keeps the request and dispatches it again when the pause ends
+ *   NOAUTH  : before AUTH only the command table's no_auth commands (AUTH, HELLO, QUIT, RESET)
+ *   family  : computed once (commands/proxy-handling.ts), handed to the session (its latency
+ *             series, the slow log) and to route()
+ *   then    : route() — the ACL, respool's reserved keys, the client's modes, the family's handler
+ *   after   : MONITOR's feed, the client's command count (CLIENT REPLY SKIP, tot-cmds)
+ *
+ * True when the request was handled (answered, queued, or on its way upstream).
  */
-export function dispatch(session: HandlerSession, req: CommandRequest): void {
+export function dispatch(session: DispatchedSession, frame: RequestFrame): boolean {
+  const ctx = session.ctx;
+  const state = session.state;
+  const spec = ctx.commands().lookupFrame(frame);
+  if (ctx.clientPause.active && heldByPause(session, spec, frame.args)) return false; // one boolean on the hot path
+  const command = spec?.name ?? frame.args[0]!.toString('latin1').toLowerCase();
+  state.lastCommand = spec === undefined ? 'NULL' : spec.name; // CLIENT LIST cmd=
+  if (state.user === null && !mayRunBeforeAuth(spec)) {
+    session.replyNow(encodeError(ProxyError.noAuth()));
+    return true;
+  }
+  const family: CommandFamily = spec === undefined ? 'keyed' : commandFamily(spec, frame);
+  const blocking = family === 'blocking' && command !== 'client|unblock';
+  const req = frame as RequestFrame<CommandSpec>; // the frame is the request: no wrapper per request
+  req.spec = spec;
+  req.command = command;
+  const monitored = ctx.monitors.active; // MONITOR: one boolean on the hot path
+  const tx = monitored ? state.transaction : null;
+  session.startRequest(req, family, blocking);
+  try {
+    route(session, req, family);
+  } finally {
+    session.endRequest();
+  }
+  if (monitored) feedMonitors(session, req, tx);
+  // Valkey counts a command once it ran: a blocking one when served, an unknown one never.
+  state.commandDone(spec !== undefined && !blocking, blocking);
+  return true;
+}
+
+/** Valkey's NOAUTH rule: before AUTH, only commands the table flags no_auth run (an unknown command does not). */
+function mayRunBeforeAuth(spec: CommandSpec | undefined): boolean {
+  return spec !== undefined && (spec.flags & CommandFlag.NO_AUTH) !== 0;
+}
+
+/**
+ * An admitted request to its handler. Session modes come first (client-modes.ts says which family
+ * runs where in each): after WATCH the request goes on the client's leased lane (leased-lane.ts);
+ * inside MULTI the transaction handler queues everything but EXEC/DISCARD/MULTI/WATCH/QUIT/RESET;
+ * a RESP2 client with subscriptions may only run the subscribe family, PING, QUIT and RESET
+ * (Valkey's rule); with CLIENT TRACKING on, the request goes on the client's tracking lanes
+ * (tracking.ts) unless its family keeps its own path.
+ */
+function route(session: HandlerSession, req: CommandRequest, family: CommandFamily): void {
   const spec = req.spec;
   const state = session.state;
   if (state.replicaStream) return; // a replica's REPLCONF ACK: Valkey answers a replica nothing (handlers/replication.ts)
@@ -76,15 +131,14 @@ export function dispatch(session: HandlerSession, req: CommandRequest): void {
     const refusal = refusedWhileMonitoring(spec);
     if (refusal !== null) return session.replyNow(refusal);
   }
-  const family = spec === undefined ? 'keyed' : commandFamily(spec, req);
-  if (family === 'script' || family === 'allShards') noteScript(session.ctx.scripts, req); // EVAL / SCRIPT LOAD bodies, on every path
+  if (family === 'script' || family === 'allShards') noteScript(session.ctx.scripts, req.command, req.args); // EVAL / SCRIPT LOAD bodies, on every path
   state.tracking?.noteCommand(req.command, state.transaction !== null);
-  if (state.lane !== null && !OFF_LANE.has(family) && onLane(session, state.lane, req)) return; // false: keys on another node, outside MULTI
+  if (state.lane !== null && runsOnWatchLane(family) && onLane(session, state.lane, req)) return; // false: keys on another node, outside MULTI
   if (state.transaction !== null && queueInTransaction(session, req)) return;
   if (spec === undefined && state.tracking === null) return keyed(session, req); // unknown to respool's table: the upstream answers (or refuses) it
   if (state.subscribedResp2 && !allowedWhileSubscribed(req.command)) {
     // Valkey checks the arity before the subscribed context.
-    if (spec !== undefined && ((spec.arity > 0 && spec.arity !== req.args.length) || req.args.length < -spec.arity)) return session.replyNow(encodeError(ProxyError.wrongArity(spec.name)));
+    if (spec !== undefined && wrongArity(spec, req.args.length)) return session.replyNow(encodeError(ProxyError.wrongArity(spec.name)));
     return refuseWhileSubscribed(session, req);
   }
   if (state.tracking !== null && onTrackingLane(session, state.tracking, req, family)) return; // tracking.ts

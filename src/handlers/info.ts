@@ -5,10 +5,10 @@ import { decodeReply, RespError } from '../resp/decode.js';
 import { Fragmented } from '../routing/fragmented.js';
 import type { CallOwner } from '../routing/upstream-call.js';
 import type { ClusterNode, Topology } from '../cluster/topology.js';
-import type { ServerContext } from '../session/server-context.js';
+import type { ServerContext } from '../client/server-context.js';
 import { ProxyError } from '../errors.js';
 import { RESPOOL_VERSION } from '../own-files.js';
-import type { Handler, HandlerSession } from './types.js';
+import type { Handler, HandlerSession } from '../client/handler-session.js';
 import {
   HEADERS, VALKEY_ORDER, fromOneNode, mergeCommandStats, mergeMemory, mergeErrorStats, mergeKeyspace, mergeStats, parseInfoRequest,
   parseSections, renderSections, upstreamArgs, wants, type InfoRequest, type InfoSection,

@@ -1,7 +1,7 @@
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { crossSlotKeyed } from './cross-slot.js';
-import type { Handler, HandlerSession } from './types.js';
+import type { Handler, HandlerSession } from '../client/handler-session.js';
 import { configGet } from './node-settings.js';
 
 /**

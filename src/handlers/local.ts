@@ -1,8 +1,7 @@
 import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeMap, encodeSimple, encodeVerbatim } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
-import type { ServerContext } from '../session/server-context.js';
-import type { ClientState } from '../session/client-state.js';
-import type { CommandRequest, Handler, HandlerSession } from './types.js';
+import type { ServerContext } from '../client/server-context.js';
+import type { CommandRequest, Handler, HandlerSession } from '../client/handler-session.js';
 import { infoClients } from './info.js';
 import { resetSubscriptions } from './pubsub.js';
 import { subscribedPong } from '../pubsub/replies.js';
@@ -13,9 +12,6 @@ import { clientCommandReply, clientInfoLine } from './client-commands.js';
 import { checkCredentials } from '../acl/rules.js';
 import { aclReply } from './acl.js';
 import { OBSERVE_COMMANDS, observeReply } from './observe.js';
-
-/** Commands a client may send before it has authenticated (as in Valkey). */
-export const AUTH_EXEMPT: ReadonlySet<string> = new Set(['auth', 'hello', 'quit', 'reset']);
 
 const OK = encodeSimple('OK');
 /** Valkey's validateClientAttr: every byte from '!' to '~'. */

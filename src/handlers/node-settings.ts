@@ -3,7 +3,7 @@ import { encodeBulk, encodeError, encodeMap, encodeSimple } from '../resp/encode
 import { ProxyError } from '../errors.js';
 import { globMatch } from '../util/glob.js';
 import type { CallOwner } from '../routing/upstream-call.js';
-import type { CommandRequest, HandlerSession } from './types.js';
+import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
 
 /**
  * CONFIG settings that are respool's, not the nodes':

@@ -1,8 +1,9 @@
 import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeMap, encodeSimple } from '../resp/encode.js';
+import { wrongArity } from '../commands/command-table.js';
 import { ProxyError } from '../errors.js';
 import type { CommandLog, CommandLogEntry, CommandLogType } from '../observe/command-log.js';
-import type { LatencyHistogram } from '../observe/latency-histogram.js';
-import type { HandlerSession } from './types.js';
+import type { LatencyHistogram } from '../metrics/latency-histogram.js';
+import type { HandlerSession } from '../client/handler-session.js';
 
 /**
  * SLOWLOG, COMMANDLOG (Valkey 8.1's) and LATENCY HISTOGRAM answered from respool's own logs and
@@ -87,7 +88,7 @@ export function observeReply(session: HandlerSession, command: string, args: rea
   const observer = session.ctx.observer;
   const protocol = session.state.protocol;
   const spec = session.ctx.commands().get(command);
-  if (spec !== undefined && ((spec.arity > 0 && spec.arity !== args.length) || args.length < -spec.arity)) {
+  if (spec !== undefined && wrongArity(spec, args.length)) {
     return encodeError(ProxyError.wrongArity(spec.name));
   }
   if (observer === undefined) return encodeError(ProxyError.notLocal(command));

@@ -1,4 +1,5 @@
 import calculateSlot from 'cluster-key-slot';
+import { wrongArity } from '../commands/command-table.js';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { ClientSubscriptions, keyName, nameKey } from '../pubsub/client-subscriptions.js';
@@ -10,8 +11,8 @@ import { encodeArray, encodeInteger } from '../resp/encode.js';
 import { splitAggregate } from '../resp/decode.js';
 import type { CallOwner } from '../routing/upstream-call.js';
 import type { ClusterNode } from '../cluster/topology.js';
-import type { CommandRequest, Handler, HandlerSession } from './types.js';
-import type { ReplyEntry } from '../session/reply-queue.js';
+import type { CommandRequest, Handler, HandlerSession } from '../client/handler-session.js';
+import type { ReplyEntry } from '../client/reply-queue.js';
 
 interface Operation {
   readonly kind: SubscriptionKind;
@@ -58,7 +59,7 @@ export const pubsub: Handler = (session, req) => {
   const op = OPERATIONS[req.command];
   if (op === undefined) return refused(session, req);
   const { args, spec } = req;
-  if (spec !== undefined && ((spec.arity > 0 && spec.arity !== args.length) || args.length < -spec.arity)) {
+  if (spec !== undefined && wrongArity(spec, args.length)) {
     return session.replyNow(encodeError(ProxyError.wrongArity(req.command)));
   }
   // Valkey checks the slots of SSUBSCRIBE / SUNSUBSCRIBE's channels before anything else (cluster.c getNodeByQuery).
@@ -210,15 +211,7 @@ export function resetSubscriptions(session: HandlerSession): void {
   subs.clear();
 }
 
-const ALLOWED_WHILE_SUBSCRIBED: ReadonlySet<string> = new Set([
-  'subscribe', 'psubscribe', 'ssubscribe', 'unsubscribe', 'punsubscribe', 'sunsubscribe', 'ping', 'quit', 'reset',
-]);
-
-/** In RESP2 subscribed mode, only these commands are allowed (Valkey's processCommand). */
-export function allowedWhileSubscribed(command: string): boolean {
-  return ALLOWED_WHILE_SUBSCRIBED.has(command);
-}
-
+/** In RESP2 subscribed mode, a command outside client-modes.ts' SUBSCRIBED_COMMANDS. */
 export const refuseWhileSubscribed: Handler = (session, req) => {
   session.replyNow(encodeError(ProxyError.subscribedContextOnly(req.command)));
 };

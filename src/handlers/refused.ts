@@ -1,7 +1,7 @@
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { refusalReason } from '../commands/proxy-handling.js';
-import type { Handler } from './types.js';
+import type { Handler } from '../client/handler-session.js';
 
 /** Commands a shared proxy cannot offer: an error naming the command and the reason. */
 export const refused: Handler = (session, req) => {

@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { ReplicationFeed, isSelect, type ReplicationFeedHandler } from '../upstream/replication-feed.js';
-import type { ServerContext } from '../session/server-context.js';
-import type { ReplyEntry } from '../session/reply-queue.js';
-import type { Handler, HandlerSession } from './types.js';
+import type { ServerContext } from '../client/server-context.js';
+import type { ReplyEntry } from '../client/reply-queue.js';
+import type { Handler, HandlerSession } from '../client/handler-session.js';
 
 /**
  * SYNC and PSYNC through respool: the client becomes a replica of the whole upstream.

@@ -2,8 +2,8 @@ import { encodeArray, encodeBulk, encodeCommand, encodeError, encodeInteger, enc
 import { ProxyError } from '../errors.js';
 import type { ClusterNode } from '../cluster/topology.js';
 import type { CommandLogEntry } from '../observe/command-log.js';
-import type { LatencySummary } from '../observe/latency-windows.js';
-import type { CommandRequest, HandlerSession } from './types.js';
+import type { LatencySummary } from '../metrics/latency-windows.js';
+import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
 
 /**
  * RESPOOL SLOWLOG, RESPOOL LATENCY and RESPOOL NODE: what SLOWLOG and LATENCY cannot say in

@@ -3,7 +3,7 @@ import { sharePeerCommand } from '../workers/peer-commands.js';
 import { inWorker, mergeWindowReports, requestWorkerReports } from '../workers/hot-key-reports.js';
 import { encodeArray, encodeError, encodeSimple } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
-import type { Handler } from './types.js';
+import type { Handler } from '../client/handler-session.js';
 import { fleetReply } from '../fleet/fleet-view.js';
 import { isObserveSubcommand, respoolObserve, RESPOOL_OBSERVE_HELP } from './respool-observe.js';
 

@@ -5,9 +5,9 @@ import { keyed } from './keyed.js';
 import { Link, type LinkRequest } from '../upstream/link.js';
 import { UpstreamCall, type CallFactory, type CallOwner } from '../routing/upstream-call.js';
 import type { Router } from '../routing/router.js';
-import type { ScriptCache } from './script-cache.js';
-import type { RunningScripts } from './running-scripts.js';
-import type { Handler, HandlerSession } from './types.js';
+import type { ScriptCache } from '../scripts/script-cache.js';
+import type { RunningScripts } from '../scripts/running-scripts.js';
+import type { Handler, HandlerSession } from '../client/handler-session.js';
 
 /**
  * EVAL/EVALSHA/FCALL (and the _RO forms): routed by their declared keys like any keyed command
@@ -117,7 +117,7 @@ export const scriptKill: Handler = (session, req) => {
   });
 };
 
-/** How to reach the node at `address` on a connection of its own (handlers/running-scripts.ts). */
+/** How to reach the node at `address` on a connection of its own (scripts/running-scripts.ts). */
 export function oneShotTo(session: HandlerSession, address: string): OneShotOptions {
   const config = session.ctx.config;
   const colon = address.lastIndexOf(':');

@@ -1,15 +1,16 @@
 import { encodeCommand, encodeError, encodeInteger, encodeSimple } from '../resp/encode.js';
+import { wrongArity } from '../commands/command-table.js';
 import { ProxyError } from '../errors.js';
-import { parseRedirect } from '../routing/redirect.js';
-import type { Topology } from '../cluster/topology.js';
 import type { CommandFamily } from '../commands/proxy-handling.js';
 import type { LinkRequest } from '../upstream/link.js';
 import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
-import type { ReplyEntry } from '../session/reply-queue.js';
-import type { CommandRequest, Handler, HandlerSession } from './types.js';
+import type { ReplyEntry } from '../client/reply-queue.js';
+import type { CommandRequest, Handler, HandlerSession } from '../client/handler-session.js';
 import { keyed } from './keyed.js';
+import { trackingPath } from './client-modes.js';
 import { allShards } from './all-shards.js';
-import { deliverInvalidation, encodeTrackingLine, redirBrokenPush, rewriteTrackingInfo, type TrackingLine } from './tracking-redirect.js';
+import { rewriteTrackingInfo, type TrackingLine } from '../client/tracking-redirect.js';
+import { TrackingLanes, ignored, request, type TrackingOptions } from '../client/tracking-lanes.js';
 
 /**
  * CLIENT TRACKING (client-side caching) with invalidations delivered as RESP3 pushes on the
@@ -58,7 +59,7 @@ import { deliverInvalidation, encodeTrackingLine, redirBrokenPush, rewriteTracki
 export const tracking: Handler = (session, req) => {
   const spec = req.spec!;
   const n = req.args.length;
-  if ((spec.arity > 0 && spec.arity !== n) || n < -spec.arity) return session.replyNow(encodeError(ProxyError.wrongArity(req.command)));
+  if (wrongArity(spec, n)) return session.replyNow(encodeError(ProxyError.wrongArity(req.command)));
   switch (req.command) {
     case 'client|tracking':
       return clientTracking(session, req);
@@ -76,27 +77,10 @@ export const tracking: Handler = (session, req) => {
 
 const OK = encodeSimple('OK');
 const MINUS_ONE = encodeInteger(-1);
-const ASKING = encodeCommand(['ASKING']);
 const PING = encodeCommand(['PING']);
 const TRACKINGINFO = encodeCommand(['CLIENT', 'TRACKINGINFO']);
-const CLIENT_ID = encodeCommand(['CLIENT', 'ID']);
 const CACHING_YES = encodeCommand(['CLIENT', 'CACHING', 'yes']);
 const CACHING_NO = encodeCommand(['CLIENT', 'CACHING', 'no']);
-/** Valkey's invalidation after FLUSHALL (tracking.c): a null key list = forget every key. */
-const INVALIDATE_ALL = Buffer.from('>2\r\n$10\r\ninvalidate\r\n_\r\n');
-/** How long a BCAST client waits before trying again a lane to a primary that could not be opened. */
-const BCAST_RETRY_MS = 1000;
-
-/** Families that keep their own paths while tracking is on (see the class comment). */
-const OWN_PATHS: ReadonlySet<CommandFamily> = new Set(['local', 'info', 'transaction', 'blocking', 'monitor', 'pubsub', 'refused', 'tracking', 'allShards', 'clients', 'cluster']);
-
-export interface TrackingOptions {
-  bcast: boolean;
-  optin: boolean;
-  optout: boolean;
-  noloop: boolean;
-  prefixes: Buffer[];
-}
 
 /**
  * CLIENT TRACKING ON|OFF [REDIRECT id] [BCAST] [PREFIX p …] [OPTIN] [OPTOUT] [NOLOOP], parsed in
@@ -134,349 +118,20 @@ export function parseTracking(
   return { on: mode === 'on', options, redirect, line: { args: args.map((a) => Buffer.from(a)), redirectAt } };
 }
 
-function ignored(): LinkRequest {
-  return { sentAt: 0, onReply() {}, onLinkFailure() {} };
-}
-
-/** One request on a lane, its reply copied; rejects when the lane fails first. */
-function request(conn: DedicatedConnection, raw: Buffer): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    conn.send(raw, { sentAt: 0, onReply: (frame) => resolve(Buffer.from(frame)), onLinkFailure: (error) => reject(new Error(error)) });
-  });
-}
-
-/** The error line of an error reply, without "-" and CRLF. */
-function errorText(reply: Buffer): string {
-  return reply.toString('utf8', 1, reply.length - 2);
-}
-
-/** A tracking client's lanes: one leased connection per node, all in the same tracking mode. */
-export class TrackingLanes {
-  /** The options of the last accepted ON (Valkey resets the flags at each ON). */
-  options: Omit<TrackingOptions, 'prefixes'>;
-  /** The protocol the lanes speak (the client's when they were opened). */
-  protocol: 2 | 3;
-  /** CLIENT CACHING given and not consumed yet: the line to send before the next command. */
-  caching: Buffer | null = null;
-  /** The CACHING line that applies to the command being dispatched now (noteCommand). */
-  current: Buffer | null = null;
-  /** The respool client REDIRECT names (0: none): its invalidations go there (tracking-redirect.ts). */
-  redirectTo = 0;
-  /** The redirect target has gone (Valkey's tracking_broken_redir, shown by TRACKINGINFO). */
-  brokenRedirect = false;
-  /** BCAST prefixes accepted so far (Valkey keeps adding them), latin1 → bytes. */
-  private readonly prefixes = new Map<string, Buffer>();
-  private readonly lanes = new Map<string, DedicatedConnection>();
-  /** Per node address: the connection a redirecting lane sends its invalidations to, and its upstream id. */
-  private readonly listeners = new Map<string, { conn: DedicatedConnection; id: number }>();
-  private readonly opening = new Map<string, Promise<DedicatedConnection>>();
-  private closed = false;
-  /** BCAST: the topology whose every primary has a lane (null: check again). */
-  private bcastComplete: Topology | null = null;
-  private readonly retryAt = new Map<string, number>();
-
-  constructor(
-    private readonly session: HandlerSession,
-    options: TrackingOptions,
-    redirect: number,
-  ) {
-    this.protocol = session.state.protocol;
-    this.options = { bcast: false, optin: false, optout: false, noloop: false };
-    this.accept(options, redirect);
-  }
-
-  /** An ON line Valkey accepted: its flags and redirect replace the old ones, its prefixes add to them. */
-  accept(options: TrackingOptions, redirect: number): void {
-    const { bcast, optin, optout, noloop } = options;
-    this.options = { bcast, optin, optout, noloop };
-    for (const p of options.prefixes) this.prefixes.set(p.toString('latin1'), p);
-    this.redirectTo = redirect;
-    this.brokenRedirect = false;
-  }
-
-  get laneCount(): number {
-    return this.lanes.size;
-  }
-
-  /** The ON line that puts a new lane in the client's tracking state. */
-  onLine(): TrackingLine {
-    const args: Buffer[] = [];
-    const push = (...words: Array<string | Buffer>) => words.forEach((w) => args.push(typeof w === 'string' ? Buffer.from(w) : w));
-    push('CLIENT', 'TRACKING', 'ON');
-    let redirectAt = -1;
-    if (this.redirectTo !== 0) {
-      push('REDIRECT', String(this.redirectTo));
-      redirectAt = args.length - 1;
-    }
-    const o = this.options;
-    if (o.bcast) {
-      push('BCAST');
-      // An empty prefix means every key: Valkey registers "" for BCAST without PREFIX too.
-      if (![...this.prefixes.values()].some((p) => p.length === 0)) for (const p of this.prefixes.values()) push('PREFIX', p);
-    }
-    if (o.optin) push('OPTIN');
-    if (o.optout) push('OPTOUT');
-    if (o.noloop) push('NOLOOP');
-    return { args, redirectAt };
-  }
-
-  /** `line` as this lane must receive it (REDIRECT to the lane's listener, opened if needed). */
-  async lineFor(conn: DedicatedConnection, line: TrackingLine): Promise<Buffer> {
-    if (line.redirectAt < 0) return encodeTrackingLine(line, null);
-    return encodeTrackingLine(line, await this.listen(conn.host, conn.port, conn.address));
-  }
-
-  /** The open lane to this node, if any. */
-  ready(address: string): DedicatedConnection | undefined {
-    return this.lanes.get(address);
-  }
-
-  /** Any open lane (keyless commands). */
-  anyLane(): DedicatedConnection | undefined {
-    for (const conn of this.lanes.values()) return conn;
-    return undefined;
-  }
-
-  openLanes(): DedicatedConnection[] {
-    return [...this.lanes.values()];
-  }
-
-  /** Lanes being opened now (a later ON waits for them, so it reaches them too). */
-  pendingOpens(): Array<Promise<unknown>> {
-    return [...this.opening.values()];
-  }
-
-  /** The lane to host:port: open, being opened (the same promise), or opened now with `first` (default: onLine()). */
-  lane(host: string, port: number, first?: TrackingLine): Promise<DedicatedConnection> {
-    const address = `${host}:${port}`;
-    const ready = this.lanes.get(address);
-    if (ready !== undefined) return Promise.resolve(ready);
-    let p = this.opening.get(address);
-    if (p === undefined) {
-      const opening = this.open(host, port, address, first ?? this.onLine());
-      p = opening;
-      this.opening.set(address, opening);
-      const done = () => {
-        if (this.opening.get(address) === opening) this.opening.delete(address);
-      };
-      opening.then(done, done);
-    }
-    return p;
-  }
-
-  private async open(host: string, port: number, address: string, first: TrackingLine): Promise<DedicatedConnection> {
-    const ctx = this.session.ctx;
-    const conn = await ctx.dedicated.acquire(host, port, this.protocol, 0, this.session.state.acl.upstream);
-    if (this.closed) {
-      ctx.dedicated.release(conn, false);
-      throw new Error(ProxyError.trackingTurnedOff());
-    }
-    conn.setDeadline(ctx.config.timeouts.commandMs);
-    let reply: Buffer;
-    try {
-      reply = await request(conn, await this.lineFor(conn, first));
-    } catch (err) {
-      ctx.dedicated.release(conn, false);
-      this.unlisten(address);
-      throw err;
-    }
-    if (reply[0] === 0x2d || this.closed) {
-      ctx.dedicated.release(conn, false);
-      this.unlisten(address);
-      throw new Error(reply[0] === 0x2d ? errorText(reply) : ProxyError.trackingTurnedOff());
-    }
-    conn.onPush = (frame) => {
-      // With REDIRECT the node sends this lane's invalidations to its listener instead.
-      if (this.redirectTo === 0 && this.session.state.protocol === 3) this.session.push(Buffer.from(frame));
-    };
-    conn.once('close', () => this.lost(address, conn));
-    this.lanes.set(address, conn);
-    this.retryAt.delete(address);
-    return conn;
-  }
-
-  /** A lane closed under the client: keys tracked there can no longer be invalidated. */
-  private lost(address: string, conn: DedicatedConnection): void {
-    if (this.lanes.get(address) !== conn) return; // closed by respool
-    this.lanes.delete(address);
-    this.unlisten(address);
-    this.bcastComplete = null;
-    this.session.ctx.dedicated.release(conn, false);
-    this.session.ctx.log.debug({ node: address, reason: conn.closeReason }, 'tracking lane lost');
-    if (this.closed) return;
-    if (this.redirectTo !== 0) this.invalidation(INVALIDATE_ALL);
-    else if (this.protocol === 3 && this.session.state.protocol === 3) this.session.push(INVALIDATE_ALL);
-  }
-
-  /** The listener on this node (opened now if there is none): its upstream client id. */
-  private async listen(host: string, port: number, address: string): Promise<number> {
-    const known = this.listeners.get(address);
-    if (known !== undefined) return known.id;
-    const ctx = this.session.ctx;
-    const conn = await ctx.dedicated.acquire(host, port, 3, 0, this.session.state.acl.upstream);
-    conn.setDeadline(ctx.config.timeouts.commandMs);
-    let reply: Buffer;
-    try {
-      reply = await request(conn, CLIENT_ID);
-    } catch (err) {
-      ctx.dedicated.release(conn, false);
-      throw err;
-    }
-    const raced = this.listeners.get(address); // two lines for one node at once: keep the first
-    if (raced !== undefined || this.closed || reply[0] !== 0x3a /* : */) {
-      ctx.dedicated.release(conn, false);
-      if (raced !== undefined) return raced.id;
-      throw new Error(this.closed ? ProxyError.trackingTurnedOff() : errorText(reply));
-    }
-    const id = Number(reply.toString('latin1', 1, reply.length - 2));
-    conn.onPush = (frame) => this.invalidation(frame);
-    conn.once('close', () => {
-      if (this.listeners.get(address)?.conn !== conn) return;
-      // The lane now redirects to an id that is gone: it can no longer invalidate anything.
-      const lane = this.lanes.get(address);
-      if (lane !== undefined) lane.close('its tracking listener closed');
-      else this.unlisten(address);
-    });
-    this.listeners.set(address, { conn, id });
-    return id;
-  }
-
-  private unlisten(address: string): void {
-    const listener = this.listeners.get(address);
-    if (listener === undefined) return;
-    this.listeners.delete(address);
-    listener.conn.onPush = null;
-    this.session.ctx.dedicated.release(listener.conn, false);
-  }
-
-  /** An invalidation for a redirecting client: to its target, or "redirect broken" (tracking-redirect.ts). */
-  private invalidation(push: Buffer): void {
-    if (this.closed || this.redirectTo === 0) return;
-    if (deliverInvalidation(this.session.ctx.sessionById(this.redirectTo), push)) return;
-    this.brokenRedirect = true;
-    if (this.session.state.protocol === 3) this.session.push(redirBrokenPush(this.redirectTo));
-  }
-
-  /** Closes a lane the client leaves; `graceful`: once its outstanding replies came back. */
-  drop(conn: DedicatedConnection, graceful: boolean): void {
-    if (this.lanes.get(conn.address) === conn) {
-      this.lanes.delete(conn.address);
-      this.unlisten(conn.address);
-    }
-    const dedicated = this.session.ctx.dedicated;
-    conn.onPush = null;
-    if (!graceful || conn.inflightCount === 0 || conn.state !== 'ready') return dedicated.release(conn, false);
-    const done = () => dedicated.release(conn, false);
-    conn.once('settled', done);
-    conn.once('close', done);
-  }
-
-  /** Tracking off (OFF, RESET, close): every lane closed, opens under way closed when they finish. */
-  close(graceful: boolean): void {
-    this.closed = true;
-    for (const conn of [...this.lanes.values()]) this.drop(conn, graceful);
-    for (const address of [...this.listeners.keys()]) this.unlisten(address);
-    this.caching = null;
-    this.current = null;
-  }
-
-  /**
-   * Called for every command of a tracking client before dispatch: follows a protocol change,
-   * and decides whether a pending CLIENT CACHING applies to this command (`current`) — Valkey
-   * clears its flag after any command but CLIENT ones, except between MULTI and EXEC/DISCARD.
-   */
-  noteCommand(command: string, inTransaction: boolean): void {
-    if (this.protocol !== this.session.state.protocol) {
-      // HELLO changed the protocol: the lanes reply in the old one. New lanes open lazily.
-      for (const conn of [...this.lanes.values()]) this.drop(conn, true);
-      this.protocol = this.session.state.protocol;
-      this.bcastComplete = null;
-    }
-    this.current = null;
-    if (this.caching === null || command === 'client' || command.startsWith('client|') || command === 'multi') return;
-    if (inTransaction && command !== 'exec' && command !== 'discard') return;
-    this.current = this.caching;
-    this.caching = null;
-  }
-
-  /** BCAST: every primary needs a lane (writes anywhere are broadcast); missing ones open in the background. */
-  ensureBcast(): void {
-    if (!this.options.bcast || this.closed) return;
-    const ctx = this.session.ctx;
-    const topology = ctx.router.topology();
-    if (topology === null || topology === this.bcastComplete) return;
-    let complete = true;
-    const now = Date.now();
-    for (const node of topology.primaries()) {
-      if (this.lanes.has(node.address)) continue;
-      complete = false;
-      if (this.opening.has(node.address) || (this.retryAt.get(node.address) ?? 0) > now) continue;
-      this.lane(node.host, node.port).catch((err: Error) => {
-        this.retryAt.set(node.address, Date.now() + BCAST_RETRY_MS);
-        ctx.log.debug({ node: node.address, error: err.message }, 'tracking lane (BCAST) not opened');
-      });
-    }
-    if (complete) this.bcastComplete = topology;
-  }
-
-  /**
-   * Sends one command on a lane (after the CACHING line that applies to it); its reply goes to
-   * `done`. MOVED and ASK are followed on the new owner's lane within cluster.maxRedirects.
-   */
-  send(conn: DedicatedConnection, raw: Buffer, caching: Buffer | null, command: string, done: (reply: Buffer) => void, redirects = 0): void {
-    if (caching !== null) conn.send(caching, ignored());
-    conn.send(raw, {
-      sentAt: 0,
-      onReply: (frame) => {
-        if (frame[0] === 0x2d && this.redirect(frame, conn, raw, caching, command, done, redirects)) return;
-        done(Buffer.from(frame));
-      },
-      onLinkFailure: (error) => done(encodeError(error)),
-    });
-  }
-
-  private redirect(frame: Buffer, conn: DedicatedConnection, raw: Buffer, caching: Buffer | null, command: string, done: (reply: Buffer) => void, redirects: number): boolean {
-    const redirect = parseRedirect(frame);
-    if (redirect === null || (redirect.kind !== 'moved' && redirect.kind !== 'ask')) return false;
-    const ctx = this.session.ctx;
-    const max = ctx.config.cluster.maxRedirects;
-    if (redirects >= max) {
-      done(encodeError(ProxyError.tooManyRedirects(command, max)));
-      return true;
-    }
-    if (redirect.kind === 'moved') ctx.router.learnRedirect(frame, conn.address);
-    else ctx.metrics?.redirectCounter('ask').inc();
-    const host = redirect.host || conn.host;
-    this.lane(host, redirect.port).then(
-      (next) => {
-        if (redirect.kind === 'moved') return this.send(next, raw, caching, command, done, redirects + 1);
-        // ASKING must come right before the command, and clears Valkey's CACHING flag: an OPTIN
-        // read that cannot be tracked is followed by "forget everything" instead.
-        next.send(ASKING, ignored());
-        this.send(next, raw, null, command, (reply) => {
-          done(reply);
-          if (caching !== null && this.options.optin && this.protocol === 3) this.session.push(INVALIDATE_ALL);
-        }, redirects + 1);
-      },
-      (err: Error) => done(encodeError(err.message)),
-    );
-    return true;
-  }
-}
-
 /**
  * Every request of a tracking client (dispatch, after the session modes): true when it went on a
  * lane (or waits for one); false when its family keeps its own path.
  */
 export function onTrackingLane(session: HandlerSession, lanes: TrackingLanes, req: CommandRequest, family: CommandFamily): boolean {
   const ctx = session.ctx;
-  if (family === 'allShards' && ctx.isCluster() && req.spec !== undefined) {
+  const path = trackingPath(family); // client-modes.ts
+  if (path === 'shared' && ctx.isCluster() && req.spec !== undefined) {
     // Fan-out on shared links, once the lanes have answered everything before it (order).
     const copy: CommandRequest = { ...req, args: req.args.map((a) => Buffer.from(a)), raw: Buffer.from(req.raw) };
     session.runExclusive(() => allShards(session, copy));
     return true;
   }
-  if (OWN_PATHS.has(family) && family !== 'allShards') return false;
+  if (path === 'own') return false;
   const slot = ctx.router.slotOf(req.spec, req.args, ctx.commands());
   if (typeof slot !== 'number') {
     session.replyNow(slot);

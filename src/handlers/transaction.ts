@@ -1,4 +1,5 @@
 import calculateSlot from 'cluster-key-slot';
+import { wrongArity } from '../commands/command-table.js';
 import { CommandFlag } from '../commands/command-flags.js';
 import { commandFamily, refusalReason, CLIENT_COMMANDS, LOCAL_COMMANDS, MULTI_KEY_COMMANDS, TRACKING_COMMANDS } from '../commands/proxy-handling.js';
 import { encodeArray, encodeCommand, encodeError, encodeSimple } from '../resp/encode.js';
@@ -6,16 +7,17 @@ import { splitAggregate } from '../resp/decode.js';
 import { ProxyError } from '../errors.js';
 import { blockItems, TransactionBlock, type BlockOutcome } from '../routing/transaction-block.js';
 import { execSplit } from './transaction-split.js';
-import { partsBySlot } from './multi-key.js';
-import type { ReplyEntry } from '../session/reply-queue.js';
+import { partsBySlot } from '../routing/slot-parts.js';
+import type { ReplyEntry } from '../client/reply-queue.js';
 import { localReply, NO_REPLY, parseDbIndex } from './local.js';
 import { oneShotTo } from './script.js';
 import { LOCAL_CLUSTER_COMMANDS } from './cluster.js';
 import { publishNode, publishReply, unsubscribeNow } from './pubsub.js';
-import { Transaction, type QueuedCommand } from './transaction-state.js';
-import { LeasedLane, watchCrossSlotError } from './leased-lane.js';
+import { Transaction, type QueuedCommand } from '../client/transaction-state.js';
+import { watchCrossSlotError } from './leased-lane.js';
+import { LeasedLane } from '../client/leased-lane.js';
 import { sendBlockOnTrackingLane } from './tracking.js';
-import type { CommandRequest, Handler, HandlerSession } from './types.js';
+import type { CommandRequest, Handler, HandlerSession } from '../client/handler-session.js';
 
 const OK = encodeSimple('OK');
 const QUEUED = encodeSimple('QUEUED');
@@ -223,7 +225,7 @@ function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRe
   if (spec.subcommands !== undefined && args.length > 1 && spec.name.indexOf('|') < 0) {
     return ProxyError.unknownSubcommand(args[1]!.toString('utf8'), spec.name);
   }
-  if ((spec.arity > 0 && spec.arity !== args.length) || args.length < -spec.arity) return ProxyError.wrongArity(spec.name);
+  if (wrongArity(spec, args.length)) return ProxyError.wrongArity(spec.name);
   if (spec.flags & CommandFlag.NO_MULTI) return ProxyError.notAllowedInMulti();
   if (TRACKING_COMMANDS.has(spec.name)) return ProxyError.trackingInMulti(spec.name);
   // What respool holds for the client (subscriptions, MONITOR's leases) or refuses outright must

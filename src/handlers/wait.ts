@@ -1,5 +1,5 @@
 import { encodeCommand } from '../resp/encode.js';
-import type { CommandRequest, Handler } from './types.js';
+import type { CommandRequest, Handler } from '../client/handler-session.js';
 import { keyed } from './keyed.js';
 
 /**

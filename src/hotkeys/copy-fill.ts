@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { Metrics } from '../admin/metrics.js';
-import type { SplitFillOutcome } from '../admin/metric-definitions.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { SplitFillOutcome } from '../metrics/metric-definitions.js';
 import type { FleetState } from '../fleet/fleet-state.js';
 import type { FleetStore } from '../fleet/fleet-store.js';
 import { displayKey } from './detector.js';

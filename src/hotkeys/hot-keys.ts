@@ -5,8 +5,7 @@ import type { CommandSpec } from '../commands/command-table.js';
 import type { TopologyRefresher } from '../cluster/topology-refresher.js';
 import { SLOT_COUNT, type Topology } from '../cluster/topology.js';
 import type { HotKeysConfig } from '../config/types.js';
-import type { Metrics } from '../admin/metrics.js';
-import { decodeReply, RespError } from '../resp/decode.js';
+import type { Metrics } from '../metrics/metrics.js';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { UpstreamCall, type CallOwner } from '../routing/upstream-call.js';
@@ -16,23 +15,17 @@ import type { UpstreamPools } from '../upstream/upstream-pools.js';
 import { needsNodeCheck } from '../acl/command-check.js';
 import { HotKeyDetector, displayKey, type WindowReport } from './detector.js';
 import { globMatch } from '../util/glob.js';
-import { bandCopies, placeCopies } from './placement.js';
-import { checkRule, makeCopy, MAX_AUTO_SPLIT, MAX_RULES, pickCopy, rewriteKey, SplitKey, type SplitCopy, type SplitRule, type SplitRuleInput, type SplitRuleKind } from './split-key.js';
+import { bandCopies } from './placement.js';
+import { checkRule, COPY_MARKER, makeCopy, MAX_RULES, pickCopy, rewriteKey, SplitKey, type SplitCopy, type SplitRule, type SplitRuleInput, type SplitRuleKind } from './split-key.js';
 import { SplitRead, SplitWrite, isEmptyReply, type SplitOwner } from './split-requests.js';
 import { CopyFills, type FillHost, type FleetFillDeps } from './copy-fill.js';
 import { FleetHotKeys } from './fleet-hot-keys.js';
 import { FleetRules } from './fleet-rules.js';
+import { CopyPlacement, REPLACE_DELAY_MS, type PlacementHost } from './copy-placement.js';
+import { DetectionWindows, type WindowsHost } from './detection-windows.js';
 
 /** Concrete split keys kept at most (prefix/pattern rules materialize keys as they are seen). */
 const MAX_SPLIT_KEYS = 10_000;
-/** Sampled requests a key needs in a window before auto-split trusts its share. */
-const AUTO_SPLIT_MIN_SAMPLES = 50;
-/** Repair rounds before giving up while writes keep racing it. */
-const REPAIR_ATTEMPTS = 5;
-/** Debounce of topology changes (MOVED installs many snapshots in a burst). */
-const REPLACE_DELAY_MS = 50;
-/** Marker of copy names: keys containing it are never split themselves. */
-const COPY_MARKER = Buffer.from('{rpcopy:');
 
 export interface HotKeysDeps {
   config: HotKeysConfig;
@@ -60,11 +53,13 @@ export type { SplitRuleInput } from './split-key.js';
  * wait for this member's lease on the fleet's state.
  *
  * The router calls `route()` for every keyed request in cluster mode, but only while
- * `router.hotKeys` is set: this object sets it when detection is on, any split rule exists or
- * the fleet's state is in use, and clears it otherwise, so an idle feature costs the hot path
- * one null check.
+ * `router.keyedHook` is set (routing/hooks.ts): this object sets it when detection is on, any
+ * split rule exists or the fleet's state is in use, and clears it otherwise, so an idle feature
+ * costs the hot path one null check. This file is the hook and the rules; copy-placement.ts places
+ * and repairs copies, copy-fill.ts fills them with writes held, detection-windows.ts closes the
+ * detection windows and makes the automatic splits.
  */
-export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
+export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementHost, WindowsHost {
   readonly detector: HotKeyDetector | null;
   /** Fills of split copies with writes held (copy-fill.ts). */
   readonly fills: CopyFills;
@@ -81,9 +76,9 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
   private readonly keys = new Map<string, SplitKey>();
   private ruleCount = 0;
   private readonly random: boolean;
-  private windowTimer: NodeJS.Timeout | null = null;
-  private replaceTimer: NodeJS.Timeout | null = null;
-  private stopped = false;
+  /** Where copies live and their repair (copy-placement.ts); the detection windows (detection-windows.ts). */
+  private readonly placement: CopyPlacement;
+  private readonly windows: DetectionWindows;
   private warnedFull = false;
   readonly stats = { reads: 0, fallbacks: 0, writes: 0, partialFailures: 0, repairs: 0, repairFailures: 0, refused: 0 };
 
@@ -95,34 +90,22 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
     this.fills = new CopyFills(this, this.fleet, deps.log, deps.metrics);
     this.fleetHotKeys = this.fleet !== null && this.detector !== null ? new FleetHotKeys(this.fleet.state, detection.windowMs, detection.topK) : null;
     this.fleetRules = this.fleet === null ? null : new FleetRules(this, this.fleet.state, deps.refresher, deps.log);
+    this.placement = new CopyPlacement(this, deps);
+    this.windows = new DetectionWindows(this, this.detector, this.fleetHotKeys, deps);
     if (this.fleet === null) for (const rule of deps.config.split) this.addRule(rule);
     this.updateHook();
   }
 
   start(): void {
-    const detector = this.detector;
-    if (detector !== null && this.fleetHotKeys !== null) {
-      // A fleet's windows end on the clock's boundaries, every member's at once (fleet-hot-keys.ts).
-      const first = setTimeout(() => {
-        this.closeWindow();
-        this.windowTimer = setInterval(() => this.closeWindow(), detector.options.windowMs);
-        this.windowTimer.unref();
-      }, this.fleetHotKeys.untilNextWindow());
-      first.unref();
-      this.windowTimer = first;
-    } else if (detector !== null) {
-      this.windowTimer = setInterval(() => this.closeWindow(), detector.options.windowMs);
-      this.windowTimer.unref();
-    }
-    this.deps.refresher.onChange(() => this.scheduleReplace());
-    if (this.deps.refresher.current !== null) this.scheduleReplace();
+    this.windows.start();
+    this.deps.refresher.onChange(() => this.placement.scheduleReplace());
+    if (this.deps.refresher.current !== null) this.placement.scheduleReplace();
     this.fleetRules?.start();
   }
 
   stop(): void {
-    this.stopped = true;
-    if (this.windowTimer) clearInterval(this.windowTimer);
-    if (this.replaceTimer) clearTimeout(this.replaceTimer);
+    this.windows.stop();
+    this.placement.stop();
     this.fleetRules?.stop();
     this.fills.stop();
   }
@@ -528,196 +511,41 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
     return this.deps.config.maxCopyAge;
   }
 
-  // ---- placement and repair ---------------------------------------------------------------------
-
-  private scheduleReplace(): void {
-    if (this.stopped || this.replaceTimer !== null) return;
-    this.replaceTimer = setTimeout(() => {
-      this.replaceTimer = null;
-      for (const rule of this.exact.values()) {
-        const id = rule.bytes.toString('latin1');
-        if (!this.keys.has(id)) this.materialize(rule, rule.bytes, id);
-      }
-      if (this.fleet !== null) this.checkCopyNodes();
-      else for (const split of this.keys.values()) void this.place(split);
-    }, REPLACE_DELAY_MS);
-    this.replaceTimer.unref();
-  }
-
-  /**
-   * A fleet does not move copies (every member must name them alike), but a copy whose slot now
-   * has another primary (a failover, a migration) may have lost writes: it is not read until a
-   * fill has made it equal to the original again.
-   */
-  private checkCopyNodes(): void {
-    const topology = this.deps.refresher.current;
-    if (topology === null) return;
-    for (const split of this.keys.values()) {
-      let moved = false;
-      for (const c of split.active) {
-        const owner = topology.primaryForSlot(c.slot)?.address ?? '';
-        if (owner !== c.node) {
-          if (c.node !== '') moved = true;
-          c.node = owner;
-        }
-      }
-      if (moved) {
-        split.readableUntil = 0;
-        this.fills.ask(split);
-      }
+  /** Exact rules whose key has no split key yet get one (a topology is known now). */
+  materializeExact(): void {
+    for (const rule of this.exact.values()) {
+      const id = rule.bytes.toString('latin1');
+      if (!this.keys.has(id)) this.materialize(rule, rule.bytes, id);
     }
   }
+
+  // ---- copies: placement and repair (copy-placement.ts) ------------------------------------------
 
   /** Places (or re-places) a split key's copies on the current topology and populates new ones. */
-  async place(split: SplitKey): Promise<void> {
-    const topology = this.deps.refresher.current;
-    if (topology === null || topology.mode !== 'cluster' || this.stopped) return;
-    const placedAt = Date.now();
-    const primaries = topology.primaries().map((n) => n.address).sort();
-    const ownerOf = (slot: number) => topology.primaryForSlot(slot)?.address;
-    const previous = [...split.active, ...split.pending].filter((c) => c !== split.original).map((c) => c.name);
-    const placement = placeCopies(split.key, split.wanted(primaries.length), primaries, ownerOf, previous);
-    const signature = placement.map((p) => `${p.name.toString('latin1')}@${p.node}`).join(',');
-    if (signature === split.signature) return;
-    split.signature = signature;
-    const generation = ++split.generation;
-
-    const known = new Map<string, SplitCopy>();
-    for (const c of [...split.active, ...split.pending]) known.set(c.id, c);
-    const next: SplitCopy[] = [];
-    const toRepair: SplitCopy[] = [];
-    for (const p of placement) {
-      const id = p.name.toString('latin1');
-      const old = known.get(id);
-      if (old === split.original) {
-        split.original.node = p.node;
-        next.push(split.original);
-        continue;
-      }
-      // A kept copy whose node changed (failover, migration) may have lost recent writes: repair it.
-      const copy = old !== undefined && old.node === p.node && split.active.includes(old) ? old : makeCopy(p.name, p.node);
-      if (copy !== old) toRepair.push(copy);
-      next.push(copy);
-    }
-    const nextIds = new Set(next.map((c) => c.id));
-    // Writes reach old and new copies while the new ones are filled; reads stay on the old ones.
-    split.pending = toRepair;
-    await Promise.all(toRepair.map((c) => this.repairCopy(split, c)));
-    if (generation !== split.generation || this.keys.get(split.id) !== split) return;
-    const retired = [...split.active].filter((c) => !nextIds.has(c.id) && c !== split.original);
-    split.active = next;
-    // Read for maxCopyAge from this placement (the new copies were filled after it began); a
-    // copy kept from before keeps the bound it had.
-    const readable = this.deps.config.maxCopyAge > 0 ? placedAt + this.deps.config.maxCopyAge : Infinity;
-    split.readableUntil = split.readableUntil === 0 ? readable : Math.min(split.readableUntil, readable);
-    split.pending = [];
-    split.cursor = 0;
-    for (const c of retired) {
-      if (!nextIds.has(c.id)) await this.call(c.slot, ['UNLINK', c.name]).catch(() => {});
-    }
-    this.deps.log.debug({ key: displayKey(split.id), copies: next.map((c) => `${displayKey(c.id)}@${c.node}`) }, 'split key placed');
+  place(split: SplitKey): Promise<void> {
+    return this.placement.place(split);
   }
 
-  /**
-   * Makes `copy` equal to the original: DUMP + PTTL of the original, RESTORE … REPLACE on the copy
-   * (or DEL when the original does not exist). Valid only if no write started meanwhile; else
-   * it runs again (bounded). One repair per copy at a time.
-   */
-  async repairCopy(split: SplitKey, copy: SplitCopy): Promise<boolean> {
-    if (copy === split.original || split.repairing.has(copy.id)) return false;
-    split.repairing.add(copy.id);
-    try {
-      for (let attempt = 0; attempt < REPAIR_ATTEMPTS; attempt++) {
-        for (let wait = 0; split.inflightWrites > 0 && wait < 200; wait++) await sleep(2);
-        const seq = split.writeSeq;
-        try {
-          const [dump, pttl] = await Promise.all([
-            this.call(split.original.slot, ['DUMP', split.key]),
-            this.call(split.original.slot, ['PTTL', split.key]),
-          ]);
-          if (dump === null || pttl === -2) {
-            await this.call(copy.slot, ['DEL', copy.name]);
-          } else {
-            const ttl = typeof pttl === 'number' && pttl > 0 ? pttl : 0;
-            await this.call(copy.slot, ['RESTORE', copy.name, ttl, dump as Buffer, 'REPLACE']);
-          }
-        } catch (err) {
-          this.deps.log.debug({ err: (err as Error).message, copy: displayKey(copy.id) }, 'split copy repair failed');
-          await sleep(50 * (attempt + 1));
-          continue;
-        }
-        if (seq === split.writeSeq && split.inflightWrites === 0) {
-          this.stats.repairs++;
-          this.deps.metrics?.raw.split_repairs_total.labels('ok').inc();
-          return true;
-        }
-      }
-      this.stats.repairFailures++;
-      this.deps.metrics?.raw.split_repairs_total.labels('failed').inc();
-      return false;
-    } finally {
-      split.repairing.delete(copy.id);
-    }
+  /** Makes `copy` equal to the original (DUMP / RESTORE); false when it could not. */
+  repairCopy(split: SplitKey, copy: SplitCopy): Promise<boolean> {
+    return this.placement.repairCopy(split, copy);
   }
 
   /** Control-plane command on the primary serving `slot`; the decoded reply (errors throw). */
-  async call(slot: number, args: Array<string | Buffer | number>): Promise<unknown> {
-    const topology = this.deps.refresher.current;
-    const node = topology?.primaryForSlot(slot);
-    if (node === undefined) throw new Error(`slot ${slot} not served`);
-    const frame = await this.deps.pools.forNode(node, 2, 'primary').call(args);
-    const reply = decodeReply(frame);
-    if (reply instanceof RespError) {
-      if (/^(MOVED|ASK) /.test(reply.message)) this.deps.refresher.requestRefresh('moved');
-      throw new Error(reply.message);
-    }
-    return reply;
+  call(slot: number, args: Array<string | Buffer | number>): Promise<unknown> {
+    return this.placement.call(slot, args);
   }
 
-  // ---- detection windows ----------------------------------------------------------------------
+  // ---- detection windows (detection-windows.ts) ---------------------------------------------------
 
   /** Closes the detection window now (the timer does it every windowMs). */
   closeWindow(): WindowReport | null {
-    const detector = this.detector;
-    if (detector === null) return null;
-    const topology = this.deps.refresher.current;
-    const report = detector.rotate(topology);
-    this.exportWindow(report);
-    const fleet = this.fleetHotKeys;
-    if (fleet === null) {
-      this.autoSplit(report);
-      return report;
-    }
-    // The fleet's members publish their windows at the same moment: decide once theirs arrived.
-    const w = fleet.share(report);
-    const settle = setTimeout(() => {
-      const merged = fleet.merged(w);
-      if (merged !== null && !this.stopped) this.autoSplit(merged);
-    }, Math.min(1000, detector.options.windowMs / 4));
-    settle.unref();
-    return report;
+    return this.windows.closeWindow();
   }
 
   /** A fleet: the last window merged over its members (with this instance's own rates); null alone. */
   fleetWindow(): WindowReport | null {
-    return this.fleetHotKeys?.merged() ?? null;
-  }
-
-  private exportWindow(report: WindowReport): void {
-    const raw = this.deps.metrics?.raw;
-    if (raw === undefined) return;
-    raw.hotkeys_node_request_share.reset();
-    for (const n of report.nodes) raw.hotkeys_node_request_share.labels(n.node).set(n.share);
-    raw.hotkeys_top_key_share.reset();
-    raw.hotkeys_top_key_requests_per_second.reset();
-    // Key names are label values only when the operator turned it on, and at most 20 ranks.
-    const names = this.deps.config.detection.keyNamesInMetrics === true;
-    report.topKeys.slice(0, 20).forEach((k, i) => {
-      const key = !names ? '' : k.key.length > 100 ? `${k.key.slice(0, 100)}…` : k.key;
-      raw.hotkeys_top_key_share.labels(String(i + 1), key).set(k.share);
-      raw.hotkeys_top_key_requests_per_second.labels(String(i + 1), key).set(k.requestsPerSecond);
-    });
-    raw.hotkeys_requests_per_second.set(report.requestsPerSecond);
+    return this.windows.fleetWindow();
   }
 
   /** Told of each sampled request (server.ts: measures its reply for big keys). */
@@ -726,40 +554,14 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
   /** Told of each automatic split (workers pass it to the other workers: src/workers/peer-commands.ts). */
   onAutoSplit: ((key: string, copies: number | null) => void) | null = null;
 
-  private autoSplit(report: WindowReport): void {
-    const auto = this.deps.config.autoSplit;
-    if (!auto.enabled || this.deps.refresher.current?.mode !== 'cluster') return;
-    const autoCount = this.rules().filter((r) => r.auto).length;
-    let room = MAX_AUTO_SPLIT - autoCount;
-    for (const k of report.topKeys) {
-      if (room <= 0) break;
-      if (k.share < auto.share || k.share * report.sampled < AUTO_SPLIT_MIN_SAMPLES) continue;
-      if (k.key.includes('\\x') || this.findRule('key', k.key) !== undefined) continue;
-      if (Buffer.from(k.key, 'utf8').includes(COPY_MARKER)) continue;
-      room--;
-      if (this.fleet !== null) {
-        // Once for the whole fleet: the rule goes into the shared state unless a member put it there first.
-        const share = k.share;
-        void this.split({ key: k.key, copies: auto.copies }, true).then(
-          ({ added }) => { if (added) this.deps.log.info({ event: 'auto_split', key: k.key, share }, 'auto-split a hot key for the fleet'); },
-          (err: Error) => this.deps.log.warn({ key: k.key, err: err.message }, 'fleet: auto-split not made'),
-        );
-        continue;
-      }
-      this.addRule({ key: k.key, copies: auto.copies }, true);
-      this.onAutoSplit?.(k.key, auto.copies);
-      this.deps.log.info({ event: 'auto_split', key: k.key, share: k.share }, 'auto-split a hot key');
-    }
-  }
-
   // ---- reports ----------------------------------------------------------------------------------
 
   lastWindow(): WindowReport | null {
-    return this.detector?.lastWindow ?? null;
+    return this.windows.lastWindow();
   }
 
   currentWindow(): WindowReport {
-    return this.detector!.current(this.deps.refresher.current);
+    return this.windows.currentWindow();
   }
 
   /** The /hotkeys JSON. */
@@ -802,7 +604,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost {
     const deadline = Date.now() + timeoutMs;
     await sleep(REPLACE_DELAY_MS + 10);
     while (Date.now() < deadline) {
-      const busy = this.replaceTimer !== null || [...this.keys.values()].some((s) => s.pending.length > 0 || s.repairing.size > 0);
+      const busy = this.placement.busy || [...this.keys.values()].some((s) => s.pending.length > 0 || s.repairing.size > 0);
       if (!busy) return;
       await sleep(20);
     }

@@ -10,6 +10,8 @@ export type SplitRuleInput = { key?: string; prefix?: string; pattern?: string; 
 export const MAX_RULES = 1_000;
 /** Keys auto-split adds at most. */
 export const MAX_AUTO_SPLIT = 16;
+/** Marker of copy names (placement.ts names copies `…{rpcopy:…}…`): keys containing it are never split themselves. */
+export const COPY_MARKER = Buffer.from('{rpcopy:');
 
 
 /** One configured (or added at run time) split rule. */

@@ -1,6 +1,6 @@
 import type { Gauge } from 'prom-client';
 import type { Topology } from '../cluster/topology.js';
-import type { Metrics } from '../admin/metrics.js';
+import type { Metrics } from '../metrics/metrics.js';
 import { displayKey } from '../hotkeys/detector.js';
 
 /** One big key as RESPOOL BIGKEYS and /bigkeys show it. */

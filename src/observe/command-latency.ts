@@ -1,5 +1,5 @@
 import type { CommandSpec } from '../commands/command-table.js';
-import { LatencyHistogram } from './latency-histogram.js';
+import { LatencyHistogram } from '../metrics/latency-histogram.js';
 
 /** A command's histogram, cached on its spec for the tracker that made it (several proxies may share a table in one process). */
 interface CachedHistogram extends LatencyHistogram {

@@ -2,8 +2,8 @@ import type { Logger } from 'pino';
 import type { Gauge } from 'prom-client';
 import type { RespoolConfig } from '../config/types.js';
 import type { ClusterNode, Topology } from '../cluster/topology.js';
-import type { Metrics } from '../admin/metrics.js';
-import type { LatencyWindows } from './latency-windows.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { LatencyWindows } from '../metrics/latency-windows.js';
 
 /** Fewer requests than this in a node's last minute say nothing about its p99. */
 export const MIN_CALLS_FOR_P99 = 20;

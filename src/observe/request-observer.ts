@@ -1,17 +1,31 @@
 import type { RespoolConfig } from '../config/types.js';
-import type { Metrics } from '../admin/metrics.js';
+import type { Metrics } from '../metrics/metrics.js';
 import type { CommandSpec } from '../commands/command-table.js';
-import { commandFamily } from '../commands/proxy-handling.js';
+import type { CommandFamily } from '../commands/proxy-handling.js';
 import type { RequestFrame } from '../resp/request-framer.js';
-import type { ReplyEntry } from '../session/reply-queue.js';
-import type { HandlerSession } from '../handlers/types.js';
-import { clientAddr, type ListedClient } from '../handlers/client-commands.js';
-import { shownArgs } from '../handlers/redact.js';
+import { shownArgs } from './redact.js';
 import { CommandLog, cutArgs, type CommandLogEntry, type CommandLogType } from './command-log.js';
 import { CommandLatency } from './command-latency.js';
 
+/** What the observer reads of a reply-queue entry once its reply is written (client/reply-queue.ts ReplyEntry). */
+export interface ObservedReply {
+  /** The request it answers (null: not timed) and its family (dispatch computed it). */
+  readonly request: RequestFrame | null;
+  readonly family: CommandFamily | null;
+  readonly silent: boolean;
+  readonly reply: Buffer | null;
+  /** The node(s) its call went to and the time there (RESPOOL SLOWLOG's split). */
+  readonly node: string;
+  readonly upstreamMs: number;
+  /** The client that sent it, as `describe` (the constructor's) knows it. */
+  readonly client: object;
+}
+
+/** Who sent a logged request, as SLOWLOG / COMMANDLOG show it: its address and name. */
+export type DescribeClient = (client: object) => { readonly addr: string; readonly name: string };
+
 /**
- * What happens when a request's reply is written (session/reply-queue.ts drainHead, one call per
+ * What happens when a request's reply is written (client/reply-queue.ts drainHead, one call per
  * timed entry): its time at respool — from the arrival of the chunk that held it to the write of
  * its reply — goes into its command's histogram (LATENCY HISTOGRAM, INFO latencystats), and the
  * request goes into the slow log when that time reaches slowlog.thresholdUs, into the
@@ -33,18 +47,19 @@ export class RequestObserver {
 
   constructor(
     private readonly config: RespoolConfig,
-    private readonly metrics?: Metrics,
+    private readonly metrics: Metrics | undefined,
+    private readonly describe: DescribeClient,
   ) {
     this.commands = new CommandLatency(config.latency.tracking);
   }
 
   /** respool_slowlog_entries_total{log}: counted as an entry is made. */
-  private made(type: CommandLogType, entry: ReplyEntry, request: RequestFrame, spec: CommandSpec, value: number): Omit<CommandLogEntry, 'id'> {
+  private made(type: CommandLogType, entry: ObservedReply, request: RequestFrame, spec: CommandSpec, value: number): Omit<CommandLogEntry, 'id'> {
     this.metrics?.raw.slowlog_entries_total.labels(type).inc();
-    return logEntry(entry, request, spec, value);
+    return logEntry(entry, request, spec, value, this.describe);
   }
 
-  requestDone(entry: ReplyEntry, ms: number): void {
+  requestDone(entry: ObservedReply, ms: number): void {
     const request = entry.request;
     if (request === null) return;
     const spec = request.spec as CommandSpec | undefined;
@@ -52,7 +67,7 @@ export class RequestObserver {
     if (this.commands.enabled) this.commands.recordMs(spec, ms);
     const { slowlog, commandlog } = this.config;
     const us = Math.round(ms * 1000);
-    if (slowlog.thresholdUs >= 0 && us >= slowlog.thresholdUs && commandFamily(spec, request) !== 'blocking') {
+    if (slowlog.thresholdUs >= 0 && us >= slowlog.thresholdUs && entry.family !== 'blocking') {
       this.logs.slow.offer(us, slowlog.thresholdUs, slowlog.maxLen, () => this.made('slow', entry, request, spec, us));
     }
     if (commandlog.largeRequestBytes >= 0 && request.raw.length >= commandlog.largeRequestBytes) {
@@ -65,14 +80,14 @@ export class RequestObserver {
   }
 }
 
-function logEntry(entry: ReplyEntry, request: RequestFrame, spec: CommandSpec, value: number): Omit<CommandLogEntry, 'id'> {
-  const session = entry.client as unknown as HandlerSession;
+function logEntry(entry: ObservedReply, request: RequestFrame, spec: CommandSpec, value: number, describe: DescribeClient): Omit<CommandLogEntry, 'id'> {
+  const client = describe(entry.client);
   return {
     time: Math.floor(Date.now() / 1000),
     value,
     args: cutArgs(shownArgs(spec.name, request.args)),
-    client: clientAddr(session as unknown as ListedClient),
-    clientName: session.state?.name ?? '',
+    client: client.addr,
+    clientName: client.name,
     node: entry.node,
     nodeUs: Math.round(entry.upstreamMs * 1000),
   };

@@ -14,13 +14,17 @@
  *             or a desync, and a desync closes the connection (the hub then re-subscribes).
  *   messages: `message` / `pmessage` / `smessage` pushes go to the handler as views of the read
  *             buffer, valid until the handler returns.
+ *   outbox  : UNSUBSCRIBEs asked for during one turn (unsubscribeLater) leave together at its end,
+ *             and before any SUBSCRIBE sent on this connection meanwhile, so a name released and
+ *             wanted again in one turn ends subscribed.
+ *   socket  : set up as every long-lived upstream socket is (upstream/upstream-socket.ts: dial,
+ *             keepalive, the connect deadline through HELLO, reads through the shared buffer).
  *   liveness: the oldest pending command may wait timeouts.commandMs while nothing arrives; an
  *             idle connection is PINGed every pingIntervalMs so a black-holed node is noticed
  *             too. A node that keeps sending pushes is alive even if a reply waits behind them
  *             (a fan-out of millions of messages): closing it then would lose messages.
  */
-import type net from 'node:net';
-import { dialUpstream } from '../upstream/dial.js';
+import { openUpstreamSocket, type OpenUpstreamSocket, type UpstreamConnectionSocket } from '../upstream/upstream-socket.js';
 import type { UpstreamTlsConfig } from '../config/tls-config.js';
 import { handshakeCommands } from '../upstream/handshake.js';
 import { performance } from 'node:perf_hooks';
@@ -45,6 +49,8 @@ export interface SubscriberConnectionOptions {
   framerLimits?: Partial<FramerLimits>;
   /** config.upstreamTls: TLS to the node when enabled (upstream/dial.ts). */
   tls?: UpstreamTlsConfig | null;
+  /** How the socket is opened (upstream/upstream-socket.ts); a test may give a fake. */
+  openSocket?: OpenUpstreamSocket;
 }
 
 export interface SubscriberConnectionHandler {
@@ -57,6 +63,8 @@ export interface SubscriberConnectionHandler {
   /** Valkey sent `sunsubscribe <channel>` that no command of ours asked for. */
   shardChannelDropped(conn: SubscriberConnection, channel: string): void;
   closed(conn: SubscriberConnection, reason: string): void;
+  /** The node refused an UNSUBSCRIBE sent from the outbox (logged by the owner). */
+  unsubscribeRefused?(conn: SubscriberConnection, command: UpstreamSubscribeCommand, error: string): void;
 }
 
 /** What a (un)subscribe command reports back, per name and for the whole command. */
@@ -87,13 +95,14 @@ export class SubscriberConnection {
   readonly address: string;
   state: 'connecting' | 'ready' | 'closed' = 'connecting';
   closeReason = '';
-  private readonly socket: net.Socket;
+  private readonly conn: UpstreamConnectionSocket;
   private readonly writer: BatchedWriter;
   private readonly framer: ReplyFramer;
   private readonly pending = new FifoQueue<Pending>();
   /** Commands issued before the handshake finished, written once it does. */
   private readonly queued: Array<{ data: Buffer; pending: Pending }> = [];
-  private connectTimer: NodeJS.Timeout | null = null;
+  /** UNSUBSCRIBEs to write at the end of this turn, by command (see `outbox` above). */
+  private outbox: Map<UpstreamSubscribeCommand, Buffer[]> | null = null;
   private tickTimer: NodeJS.Timeout | null = null;
   private lastWriteAt = performance.now();
   /** When bytes last arrived (pushes count: they prove the node alive). */
@@ -105,15 +114,12 @@ export class SubscriberConnection {
   ) {
     this.address = `${options.host}:${options.port}`;
     this.framer = new ReplyFramer(options.framerLimits);
-    const { socket, openEvent } = dialUpstream(options.host, options.port, options.tls);
-    this.socket = socket;
-    this.socket.setKeepAlive(true, 10_000);
-    this.writer = new BatchedWriter(this.socket, 'immediate');
-    this.connectTimer = setTimeout(() => this.close(`connect timeout after ${options.connectTimeoutMs} ms`), options.connectTimeoutMs);
-    this.socket.once(openEvent, () => this.handshake());
-    this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
-    this.socket.on('error', (err: Error) => this.close(err.message));
-    this.socket.on('close', () => this.close('connection closed by upstream'));
+    this.conn = (options.openSocket ?? openUpstreamSocket)(options, {
+      open: () => this.handshake(),
+      data: (chunk) => this.onData(chunk),
+      fail: (reason) => this.close(reason),
+    });
+    this.writer = new BatchedWriter(this.conn.socket, 'immediate');
   }
 
   isClosed(): boolean {
@@ -125,8 +131,9 @@ export class SubscriberConnection {
     return this.pending.length + this.queued.length;
   }
 
-  /** Sends one (un)subscribe command for `names` (at most MAX_NAMES_PER_COMMAND, at least one). */
+  /** Sends one (un)subscribe command for `names` (at most MAX_NAMES_PER_COMMAND, at least one); UNSUBSCRIBEs queued this turn go first. */
   send(kind: UpstreamSubscribeCommand, names: Buffer[], callbacks: CommandCallbacks): void {
+    if (this.outbox !== null) this.flushOutbox();
     if (this.state === 'closed') {
       callbacks.failed(`connection to ${this.address} is closed (${this.closeReason})`, true);
       return;
@@ -137,14 +144,43 @@ export class SubscriberConnection {
     else this.queued.push({ data, pending });
   }
 
+  /** `command` (an UNSUBSCRIBE kind) of `name`, written with the others asked for this turn at its end. */
+  unsubscribeLater(command: UpstreamSubscribeCommand, name: Buffer): void {
+    if (this.state === 'closed') return;
+    let outbox = this.outbox;
+    if (outbox === null) {
+      outbox = this.outbox = new Map();
+      queueMicrotask(() => this.flushOutbox());
+    }
+    let names = outbox.get(command);
+    if (names === undefined) outbox.set(command, (names = []));
+    names.push(name);
+  }
+
+  private flushOutbox(): void {
+    const outbox = this.outbox;
+    this.outbox = null;
+    if (outbox === null || this.state === 'closed') return;
+    for (const [command, names] of outbox) {
+      for (let i = 0; i < names.length; i += MAX_NAMES_PER_COMMAND) {
+        this.send(command, names.slice(i, i + MAX_NAMES_PER_COMMAND), {
+          confirmed: () => {},
+          failed: (error, lost) => {
+            if (!lost) this.handler.unsubscribeRefused?.(this, command, error);
+          },
+        });
+      }
+    }
+  }
+
   close(reason = 'closed by respool'): void {
     if (this.state === 'closed') return;
     this.state = 'closed';
     this.closeReason = reason;
-    if (this.connectTimer) clearTimeout(this.connectTimer);
+    this.outbox = null;
     if (this.tickTimer) clearInterval(this.tickTimer);
     this.writer.discard();
-    this.socket.destroy();
+    this.conn.destroy();
     const error = `connection to upstream ${this.address} was lost (${reason})`;
     for (const p of this.pending.drain()) p.callbacks?.failed(error, true);
     for (const { pending } of this.queued.splice(0)) pending.callbacks?.failed(error, true);
@@ -164,8 +200,7 @@ export class SubscriberConnection {
 
   private becomeReady(): void {
     if (this.state !== 'connecting') return;
-    if (this.connectTimer) clearTimeout(this.connectTimer);
-    this.connectTimer = null;
+    this.conn.connectDone();
     this.state = 'ready';
     const tick = Math.max(50, Math.min(1000, Math.floor(this.options.commandTimeoutMs / 4)));
     this.tickTimer = setInterval(() => this.tick(), tick);

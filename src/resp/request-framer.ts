@@ -14,7 +14,7 @@ import { ProtocolError } from './protocol-error.js';
  * `argStart`/`argEnd` walk `raw`'s headers, which the framer has already checked, and `args`
  * makes views on first use.
  *
- * It is also the request handlers get (handlers/types.ts CommandRequest): the session sets `spec`
+ * It is also the request handlers get (client/handler-session.ts CommandRequest): the session sets `spec`
  * and `command` from the command table, so no wrapper object is made per request.
  */
 export class RequestFrame<Spec = unknown> {

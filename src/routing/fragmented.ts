@@ -4,7 +4,8 @@ import { ProxyError } from '../errors.js';
 
 /**
  * One client command carried out as N upstream calls (Envoy's FragmentedRequest): whole-data-set
- * fan-out, hot-key writes to every copy, and — next — cross-slot multi-key commands. Each child is
+ * fan-out (fan-out.ts), hot-key writes to every copy (hotkeys/split-requests.ts), and multi-key
+ * commands over several slots (handlers/multi-key.ts: one part per slot). Each child is
  * an UpstreamCall with `index` set and this object as its owner, sent through the router, so it
  * follows MOVED/ASK and retries like any other call. When the last child answers, `merge` turns
  * the children's replies (copied, in index order) into the one reply handed to `owner` — a

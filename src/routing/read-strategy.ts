@@ -25,9 +25,9 @@
 import type { Logger } from 'pino';
 import type { Counter } from 'prom-client';
 import type { ClusterNode, Shard } from '../cluster/topology.js';
-import type { Metrics } from '../admin/metrics.js';
+import type { Metrics } from '../metrics/metrics.js';
 import type { ReadsConfig, ReadStrategyName } from '../config/types.js';
-import type { ReadOutcome } from '../admin/metric-definitions.js';
+import type { ReadOutcome } from '../metrics/metric-definitions.js';
 
 /**
  * How long a replica that failed a read (link failure, LOADING) is skipped by every request;

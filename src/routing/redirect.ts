@@ -18,7 +18,11 @@ export function parseRedirect(frame: Buffer): Redirect | null {
   // Cheap first-letter filter: most error replies are ERR/WRONGTYPE and skip all parsing.
   const first = frame[1];
   if (first !== M && first !== A && first !== T && first !== C && first !== L) return null;
-  const line = frame.toString('latin1', 1, Math.min(frame.length, 300));
+  return parseRedirectText(frame.toString('latin1', 1, Math.min(frame.length, 300)));
+}
+
+/** As parseRedirect, from an error's text without the "-" (a subscriber connection's refusal, pubsub/shard-subscribers.ts). */
+export function parseRedirectText(line: string): Redirect | null {
   if (line.startsWith('MOVED ') || line.startsWith('ASK ')) {
     const match = /^(MOVED|ASK) (\d+) (\S*):(\d+)/.exec(line);
     if (!match) return null;

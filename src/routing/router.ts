@@ -7,18 +7,28 @@ import type { TopologyRefresher } from '../cluster/topology-refresher.js';
 import type { ClusterNode, Shard, Topology } from '../cluster/topology.js';
 import type { UpstreamPools } from '../upstream/upstream-pools.js';
 import type { Link, LinkFailureCause, LinkRequest } from '../upstream/link.js';
-import type { Metrics } from '../admin/metrics.js';
+import type { Metrics } from '../metrics/metrics.js';
 import { encodeCommand, encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { UpstreamCall, type CallClient, type CallFactory, type CallOwner } from './upstream-call.js';
 import type { KeyedRouteHook } from './hooks.js';
-import { parseRedirect, errorLine } from './redirect.js';
+import { parseRedirect, errorLine, type Redirect } from './redirect.js';
 import { CommandFlag } from '../commands/command-flags.js';
 import type { ReadRouting } from './read-strategy.js';
 import { fullJitterDelay } from '../upstream/backoff.js';
 import { ClusterScan, FanOut, fanOutTargets } from './fan-out.js';
 import { responsePolicy } from '../commands/proxy-handling.js';
 import type { UpstreamIdentity } from '../acl/upstream-identity.js';
+
+/** Where a MOVED / ASK sends a request next (Router.followRedirect), or the error once it was redirected too often. */
+export type RedirectStep =
+  | { readonly kind: 'moved' | 'ask'; readonly slot: number; readonly host: string; readonly port: number }
+  | { readonly kind: 'limit'; readonly error: Buffer };
+
+/** "host:port" → host. */
+function hostOf(address: string): string {
+  return address.slice(0, address.lastIndexOf(':'));
+}
 
 export interface RouterOptions {
   maxRedirects: number;
@@ -163,11 +173,39 @@ export class Router {
     const redirect = parseRedirect(frame);
     if (redirect === null || redirect.kind !== 'moved') return null;
     this.metrics?.redirectCounter('moved').inc();
-    const host = redirect.host || fromAddress.slice(0, fromAddress.lastIndexOf(':'));
-    const current = this.refresher.current;
-    if (current) this.refresher.install(current.withSlotOwner(redirect.slot, host, redirect.port), 'moved');
-    this.refresher.requestRefresh('moved');
+    this.movedTo(redirect.slot, redirect.host || hostOf(fromAddress), redirect.port);
     return redirect.slot;
+  }
+
+  /**
+   * MOVED or ASK met by a request that was sent `redirects` times already from `fromAddress`: the
+   * one rule for following a redirect, on shared links (handleErrorReply) and on connections of
+   * a client's own (tracking lanes). Counted; past cluster.maxRedirects the error to answer;
+   * MOVED patches the topology and asks for a refresh; "MOVED 3999 :6381" (no host) means the
+   * replying node's host. Null when the reply is no MOVED or ASK.
+   */
+  followRedirect(frame: Buffer, fromAddress: string, redirects: number, command: string): RedirectStep | null {
+    const redirect = parseRedirect(frame);
+    if (redirect === null || (redirect.kind !== 'moved' && redirect.kind !== 'ask')) return null;
+    return this.follow(redirect, fromAddress, redirects, command);
+  }
+
+  private follow(redirect: Redirect & { kind: 'moved' | 'ask' }, fromAddress: string, redirects: number, command: string): RedirectStep {
+    this.metrics?.redirectCounter(redirect.kind).inc();
+    if (redirects >= this.options.maxRedirects) {
+      this.metrics?.commandErrorCounter(command, 'redirect_limit').inc();
+      return { kind: 'limit', error: encodeError(ProxyError.tooManyRedirects(command.toUpperCase(), this.options.maxRedirects)) };
+    }
+    const host = redirect.host || hostOf(fromAddress);
+    if (redirect.kind === 'moved') this.movedTo(redirect.slot, host, redirect.port);
+    return { kind: redirect.kind, slot: redirect.slot, host, port: redirect.port };
+  }
+
+  /** MOVED: the slot's new owner goes into the current topology now; a refresh is asked for. */
+  private movedTo(slot: number, host: string, port: number): void {
+    const current = this.refresher.current;
+    if (current) this.refresher.install(current.withSlotOwner(slot, host, port), 'moved');
+    this.refresher.requestRefresh('moved');
   }
 
   /** The current topology snapshot (null until the first discovery). */
@@ -280,25 +318,17 @@ export class Router {
       return true;
     }
     if (redirect.kind === 'moved' || redirect.kind === 'ask') {
-      this.metrics?.redirectCounter(redirect.kind).inc();
-      if (++req.redirects > this.options.maxRedirects) {
-        this.metrics?.commandErrorCounter(req.command, 'redirect_limit').inc();
-        req.finish(encodeError(ProxyError.tooManyRedirects(req.command.toUpperCase(), this.options.maxRedirects)));
-        return true;
-      }
-      // "MOVED 3999 :6381" (empty host) means the replying node's own host.
-      const host = redirect.host || link.address.slice(0, link.address.lastIndexOf(':'));
-      if (redirect.kind === 'moved') {
-        const current = this.refresher.current;
-        if (current) this.refresher.install(current.withSlotOwner(redirect.slot, host, redirect.port), 'moved');
-        this.refresher.requestRefresh('moved');
-        req.slot = redirect.slot;
+      const step = this.follow(redirect as Redirect & { kind: 'moved' | 'ask' }, link.address, req.redirects++, req.command);
+      if (step.kind === 'limit') {
+        req.finish(step.error);
+      } else if (step.kind === 'moved') {
+        req.slot = step.slot;
         const error = this.send(req, this.refresher.current!);
         if (error) req.finish(error);
       } else {
-        req.node = `${host}:${redirect.port}`;
+        req.node = `${step.host}:${step.port}`;
         const client = req.client;
-        const pool = this.pools.get(host, redirect.port, client.protocol, 'primary', client.db, req.asRespool ? null : client.identity);
+        const pool = this.pools.get(step.host, step.port, client.protocol, 'primary', client.db, req.asRespool ? null : client.identity);
         pool.sendBlock([{ data: ASKING, req: IGNORE_REPLY }, { data: req.raw, req }], pool.placeFor(client));
       }
       return true;

@@ -26,7 +26,7 @@ export interface CallClient {
 }
 
 /**
- * Where a call's one reply goes: a reply-queue entry (session/reply-queue.ts), a fragmented
+ * Where a call's one reply goes: a reply-queue entry (client/reply-queue.ts), a fragmented
  * request collecting its children (fragmented.ts), or a hot-key read waiting for its fallback.
  * `reply` may be a view into a link's read buffer: copy it to keep it past the call.
  */

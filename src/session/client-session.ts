@@ -3,20 +3,16 @@ import { RequestFramer, RequestFrame } from '../resp/request-framer.js';
 import { ProtocolError } from '../resp/protocol-error.js';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
-import { AUTH_EXEMPT } from '../handlers/local.js';
 import { dispatch } from '../handlers/index.js';
-import { commandFamily } from '../commands/proxy-handling.js';
-import type { ClientBuffers, HandlerSession } from '../handlers/types.js';
-import type { CommandSpec } from '../commands/command-table.js';
-import type { ServerContext } from './server-context.js';
+import type { CommandFamily } from '../commands/proxy-handling.js';
+import type { ClientBuffers, DispatchedSession } from '../client/handler-session.js';
+import type { ServerContext } from '../client/server-context.js';
 import { BatchedWriter } from '../util/batched-writer.js';
 import { FifoQueue } from '../util/fifo-queue.js';
-import { ReplyEntry, ReplyQueue } from './reply-queue.js';
-import { ClientState } from './client-state.js';
+import { ReplyEntry, ReplyQueue } from '../client/reply-queue.js';
+import { ClientState } from '../client/client-state.js';
 import type { UpstreamIdentity } from '../acl/upstream-identity.js';
-import { heldByPause } from '../handlers/client-commands.js';
 import { readClientSocket } from './shared-reads.js';
-import { feedMonitors } from '../handlers/monitor.js';
 
 /**
  * What a session costs before and between requests (a connection storm, idle clients): one
@@ -38,8 +34,9 @@ function argvBytesOf(frame: RequestFrame): number {
 function ignoreSocketError(): void {}
 
 /**
- * One client connection: frames its requests, hands each to its family's handler
- * (handlers/index.ts), and writes replies back strictly in request order (reply-queue.ts).
+ * One client connection: frames its requests, hands each to dispatch (handlers/index.ts: admission,
+ * then its family's handler), and writes replies back strictly in request order (reply-queue.ts).
+ * What it decides is the order: which request is handed on next, and when.
  *
  *   replies  : one entry per request, in the order the requests arrived (ReplyQueue)
  *   barrier  : while a handler runs exclusively (a leased connection: WATCH, blocking commands),
@@ -55,7 +52,7 @@ function ignoreSocketError(): void {}
  *   idle     : clients.idleTimeoutMs without traffic and nothing pending closes the connection.
  *   close    : a client that closes its side with nothing owed is closed at once (onEnd).
  */
-export class ClientSession implements HandlerSession {
+export class ClientSession implements DispatchedSession {
   readonly id: number;
   readonly state: ClientState;
   closed = false;
@@ -276,8 +273,7 @@ export class ClientSession implements HandlerSession {
       if (this.held !== null && !this.releaseHeld()) return;
       let frame: RequestFrame | null;
       while (this.replies.length < maxPendingPerClient && !this.closeWhenFlushed && !this.barrier && (frame = this.framer.next()) !== null) {
-        if (this.ctx.clientPause.active && this.holdForPause(frame)) return; // CLIENT PAUSE: one boolean on the hot path
-        this.handle(frame);
+        if (!dispatch(this, frame)) return this.holdForPause(frame); // CLIENT PAUSE holds it
       }
     } catch (err) {
       if (!(err instanceof ProtocolError)) throw err;
@@ -295,26 +291,23 @@ export class ClientSession implements HandlerSession {
     if (this.replies.length >= maxPendingPerClient) this.pauseReading();
   }
 
-  /** CLIENT PAUSE covers this request: keep it (copied), stop reading until the pause ends. */
-  private holdForPause(frame: RequestFrame): boolean {
-    if (!heldByPause(this, this.ctx.commands().lookup(frame.args), frame.args)) return false;
+  /** CLIENT PAUSE holds this request (dispatch said so): keep it (copied), stop reading until the pause ends. */
+  private holdForPause(frame: RequestFrame): void {
     this.held = RequestFrame.of(frame.args.map((a) => Buffer.from(a)), Buffer.from(frame.raw));
     this.state.pausedHeld = true;
     this.pauseReading();
     this.ctx.clientPause.hold(this);
-    return true;
   }
 
-  /** Handles the held request unless the pause still covers it; false while it is still held. */
+  /** Dispatches the held request again; false while the pause still holds it. */
   private releaseHeld(): boolean {
     const frame = this.held!;
-    if (this.ctx.clientPause.active && heldByPause(this, this.ctx.commands().lookup(frame.args), frame.args)) {
+    if (!dispatch(this, frame)) {
       this.ctx.clientPause.hold(this);
       return false;
     }
     this.held = null;
     this.state.pausedHeld = false;
-    this.handle(frame);
     return true;
   }
 
@@ -325,40 +318,24 @@ export class ClientSession implements HandlerSession {
     this.maybeResumeReading();
   }
 
-  private handle(frame: RequestFrame): void {
-    const spec = this.ctx.commands().lookupFrame(frame);
-    const command = spec?.name ?? frame.args[0]!.toString('latin1').toLowerCase();
-    this.state.lastCommand = spec === undefined ? 'NULL' : spec.name; // CLIENT LIST cmd=
-    if (this.state.user === null && !AUTH_EXEMPT.has(command)) {
-      this.replyNow(encodeError(ProxyError.noAuth()));
-      return;
-    }
+  startRequest(frame: RequestFrame, family: CommandFamily, blocking: boolean): void {
     // Entries this request pushes are timed from its chunk's arrival to their write (reply-queue.ts).
     const metrics = this.ctx.metrics;
-    const family = spec === undefined ? 'keyed' : commandFamily(spec, frame);
-    const blocking = family === 'blocking' && command !== 'client|unblock';
     if (metrics !== undefined) {
-      this.replies.stamp = this.state.lastInteraction;
-      this.replies.series = metrics.clientLatency(family);
-      this.replies.request = frame;
+      const replies = this.replies;
+      replies.stamp = this.state.lastInteraction;
+      replies.series = metrics.clientLatency(family);
+      replies.request = frame;
+      replies.family = family;
     }
     this.handling = frame;
     if (blocking) this.blockingArgvBytes = argvBytesOf(frame);
-    const req = frame as RequestFrame<CommandSpec>; // the frame is the request: no wrapper per request
-    const monitored = this.ctx.monitors.active; // MONITOR: one boolean on the hot path
-    const tx = monitored ? this.state.transaction : null;
-    try {
-      req.spec = spec;
-      req.command = command;
-      dispatch(this, req);
-    } finally {
-      this.replies.series = null; // later pushes (pub/sub messages) are not this request's
-      this.replies.request = null;
-      this.handling = null;
-    }
-    if (monitored) feedMonitors(this, req, tx);
-    // Valkey counts a command once it ran: a blocking one when served, an unknown one never.
-    this.state.commandDone(spec !== undefined && !blocking, blocking);
+  }
+
+  endRequest(): void {
+    this.replies.series = null; // later pushes (pub/sub messages) are not this request's
+    this.replies.request = null;
+    this.handling = null;
   }
 
   buffers(): ClientBuffers {

@@ -1,6 +1,7 @@
 import cluster from 'node:cluster';
-import { chmodSync, lstatSync, unlinkSync } from 'node:fs';
+import { chmodSync } from 'node:fs';
 import net from 'node:net';
+import { removeSocket, replaceStale } from '../util/socket-file.js';
 
 /**
  * A Unix domain socket clients connect to (config.unixSocket): the cheaper hop for a sidecar's
@@ -29,32 +30,4 @@ export async function listenUnix(path: string, mode: number, accept: (socket: ne
       if (!cluster.isWorker) removeSocket(path);
     },
   };
-}
-
-/** Removes `path` if it is a socket file nobody answers on; throws when a server does. */
-export async function replaceStale(path: string): Promise<void> {
-  let isSocket: boolean;
-  try {
-    isSocket = lstatSync(path).isSocket();
-  } catch {
-    return; // nothing there
-  }
-  if (!isSocket) throw new Error(`unixSocket ${path} exists and is not a socket; respool leaves it alone`);
-  const live = await new Promise<boolean>((resolve) => {
-    const probe = net.connect({ path }, () => {
-      probe.destroy();
-      resolve(true);
-    });
-    probe.once('error', () => resolve(false));
-  });
-  if (live) throw new Error(`unixSocket ${path} is in use: another server answers on it`);
-  unlinkSync(path);
-}
-
-export function removeSocket(path: string): void {
-  try {
-    if (lstatSync(path).isSocket()) unlinkSync(path);
-  } catch {
-    /* already gone */
-  }
 }

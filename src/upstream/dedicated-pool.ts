@@ -3,10 +3,11 @@ import { UNBOUNDED_NESTING } from '../resp/limits.js';
 import { DedicatedConnection } from './dedicated-connection.js';
 import { ProxyError } from '../errors.js';
 import type { RespoolConfig } from '../config/types.js';
-import type { Metrics } from '../admin/metrics.js';
-import type { LeaseRefusalReason } from '../admin/metric-definitions.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { LeaseRefusalReason } from '../metrics/metric-definitions.js';
 import type { UpstreamIdentity } from '../acl/upstream-identity.js';
 import type { IdentityHooks } from './upstream-pools.js';
+import { LeaseGate } from './lease-gate.js';
 
 /** What DedicatedPools reads from the configuration (the server passes its RespoolConfig). */
 export type DedicatedPoolsConfig = Pick<RespoolConfig, 'dedicated' | 'upstreamAuth' | 'timeouts' | 'limits'> & Partial<Pick<RespoolConfig, 'upstreamTls'>>;
@@ -42,17 +43,7 @@ export interface LeaseStats {
   refusals: Record<LeaseRefusalReason, number>;
 }
 
-/** An acquire() parked at a bound. */
-interface Waiter {
-  resolve(conn: DedicatedConnection): void;
-  reject(err: Error): void;
-  /** Its acquireTimeoutMs timer while parked; null while granted (or re-queued, see onGranted). */
-  timer: NodeJS.Timeout | null;
-  /** The bound it last waited at (named in the error if no bound is in the way when it times out). */
-  blockedBy: 'max_per_node' | 'max_total';
-}
-
-/** One generic-pool (node address, protocol, database) and the acquires waiting for it. */
+/** One generic-pool (node address, protocol, database, identity). */
 interface NodeLeases {
   readonly key: string;
   readonly host: string;
@@ -64,10 +55,8 @@ interface NodeLeases {
   /** Whom its connections authenticate as: a user's upstream identity, or null for respool's own. */
   readonly identity: UpstreamIdentity | null;
   readonly pool: Pool<DedicatedConnection>;
-  /** acquire() calls parked at a bound, oldest first (timed-out ones are removed). */
-  readonly waiters: Waiter[];
-  /** pool.acquire() calls made for a granted acquire and not yet resolved. */
-  granting: number;
+  /** Its dials waiting at the process-wide gate (dedicated.maxTotal): what a timed-out acquire names. */
+  gateWaits: number;
 }
 
 interface Lease {
@@ -110,30 +99,35 @@ const { Deque, PriorityQueue } = genericPool as unknown as { Deque: unknown; Pri
 
 const ABANDON_GRACE_MS = 1000;
 
+/** generic-pool's options as it reads them at use (a reload may change dedicated.*). */
+interface LivePoolOptions {
+  max: number;
+  acquireTimeoutMillis: number;
+  idleTimeoutMillis: number;
+}
+
 /**
  * Leased upstream connections (WATCH … EXEC, blocking commands): one generic-pool per node
  * address, protocol, database (a standalone upstream's databases ≠ 0: connections opened
  * with SELECT n) and upstream identity (a user's own, src/acl/upstream-identity.ts), created on
- * demand, behind one admission gate for the whole process.
+ * demand, behind one gate for the whole process.
  *
- *   per pool   : leased (borrowed) + idle (available) + dialing (being created) ≤ maxPerNode
- *                (= generic-pool's max; pool.size counts all three). Pools are per node,
- *                protocol and database: a node leased in several databases may hold maxPerNode
- *                for each; maxTotal bounds them all
- *   per process: total = Σ pool.size ≤ maxTotal — `total` is counted in the factory: +1 when a
- *                dial starts, −1 when generic-pool destroys the connection
- *   admission  : acquire() is granted at once when its pool has an idle connection, or a dial
- *                fits both bounds; a granted acquire is the only kind that reaches
- *                pool.acquire(), so generic-pool never queues for capacity itself.
- *                Otherwise it waits in its pool's `waiters` (FIFO; a later acquire never
- *                overtakes an earlier one for the same pool) up to acquireTimeoutMs, then
- *                rejects with an error naming the bound — never a hang. A waiter blocked only by
- *                maxTotal makes another pool close one of its idle connections for it.
- *   wake-ups   : release, destroy and dial failure pump every pool's waiters (on a microtask).
- *   dials      : factory.create() never rejects (a rejected create makes generic-pool re-dial in
- *                a tight loop while anyone waits); it resolves with the connection, ready or
- *                failed, and the granted acquire that receives a failed one destroys it and
- *                rejects with ProxyError.upstreamUnavailable.
+ *   per pool   : generic-pool owns it — leased + idle + dialing ≤ max (dedicated.maxPerNode), its
+ *                FIFO of waiting acquires, each refused after acquireTimeoutMillis
+ *                (dedicated.acquireTimeoutMs) with an error naming the bound — never a hang.
+ *                Pools are per node, protocol and database: a node leased in several databases
+ *                may hold maxPerNode for each
+ *   per process: the LeaseGate (lease-gate.ts) — a dial takes one of dedicated.maxTotal places
+ *                before it starts (generic-pool's create waits for it, FIFO) and gives it back
+ *                when its connection is destroyed. A dial waiting there makes a pool nobody waits
+ *                on close one of its idle connections for it (reclaim); a dial granted after its
+ *                acquire gave up is not made
+ *   dials      : factory.create() rejects only for a dial no longer wanted (nobody waits, so
+ *                generic-pool does not dial again); a failed dial resolves with the failed
+ *                connection, which the acquire it reaches destroys and rejects with
+ *                ProxyError.upstreamUnavailable (a rejected create would make generic-pool re-dial
+ *                in a tight loop while anyone waits)
+ *   borrow     : testOnBorrow: an idle connection that closed is destroyed instead of lent
  *   leases     : every borrowed connection is in `leases` until release()/abandon() hands it
  *                back: clean and validated (ready, nothing in flight, still in its pool's
  *                database) → idle for reuse; else destroyed. Idle connections are evicted
@@ -144,10 +138,10 @@ export class DedicatedPools {
   private readonly leases = new Map<DedicatedConnection, Lease>();
   /** Every connection any pool holds (dialing, idle, leased), for closeAll(). */
   private readonly connections = new Set<DedicatedConnection>();
-  private total = 0;
+  private readonly gate: LeaseGate;
   /** Idle connections being closed to make room under maxTotal for another pool. */
   private reclaiming = 0;
-  private pumpScheduled = false;
+  private reclaimScheduled = false;
   private closed = false;
   private readonly refusals: Record<LeaseRefusalReason, number> = {
     max_per_node: 0,
@@ -167,6 +161,7 @@ export class DedicatedPools {
   ) {
     this.metrics = options.metrics;
     this.abandonGraceMs = options.abandonGraceMs ?? ABANDON_GRACE_MS;
+    this.gate = new LeaseGate(() => this.config.dedicated.maxTotal);
   }
 
   /**
@@ -183,20 +178,56 @@ export class DedicatedPools {
       this.refuse('shutting_down');
       return Promise.reject(new Error(ProxyError.shuttingDown()));
     }
-    const node = this.node(host, port, protocol, db, identity);
-    return new Promise<DedicatedConnection>((resolve, reject) => {
-      const waiter: Waiter = { resolve, reject, timer: null, blockedBy: 'max_per_node' };
-      if (node.waiters.length === 0) {
-        const blocked = this.blockedBy(node);
-        if (blocked === null) {
-          this.grant(node, waiter);
-          return;
-        }
-        waiter.blockedBy = blocked;
-      }
-      this.park(node, waiter);
-      this.schedulePump(); // a maxTotal waiter may reclaim an idle connection elsewhere
-    });
+    return this.lend(this.node(host, port, protocol, db, identity));
+  }
+
+  private lend(node: NodeLeases): Promise<DedicatedConnection> {
+    const lent = node.pool.acquire();
+    this.publish(node.address); // waiting, while it waits
+    return lent.then(
+      (conn) => this.onLent(node, conn),
+      (err: Error) => {
+        throw this.refusal(node, err);
+      },
+    );
+  }
+
+  private onLent(node: NodeLeases, conn: DedicatedConnection): DedicatedConnection | Promise<DedicatedConnection> {
+    if (this.closed) {
+      node.pool.destroy(conn).catch(() => {});
+      this.refuse('shutting_down');
+      throw new Error(ProxyError.shuttingDown());
+    }
+    if (conn.state === 'ready' && conn.inflightCount === 0) {
+      this.leases.set(conn, { node, abandoning: false });
+      this.publish(node.address);
+      return conn;
+    }
+    node.pool.destroy(conn).catch(() => {});
+    if (!conn.wasReady) {
+      // The dial failed (refused, connect timeout, handshake error).
+      this.refuse('upstream_unavailable');
+      throw new Error(ProxyError.upstreamUnavailable(node.address, conn.closeReason));
+    }
+    return this.lend(node); // it closed between its check and now: ask again
+  }
+
+  /** Why an acquire was refused: its bound after acquireTimeoutMs, or closing. */
+  private refusal(node: NodeLeases, err: Error): Error {
+    this.publish(node.address);
+    if (this.closed || err.name !== 'TimeoutError') {
+      this.refuse('shutting_down');
+      return new Error(this.closed ? ProxyError.shuttingDown() : ProxyError.upstreamUnavailable(node.address, err.message));
+    }
+    const { maxPerNode, maxTotal, acquireTimeoutMs } = this.config.dedicated;
+    // A dial of this pool waits at the process-wide gate: maxTotal was in the way, else the pool's own bound.
+    const reason = node.gateWaits > 0 ? 'max_total' : 'max_per_node';
+    this.refuse(reason);
+    return new Error(
+      reason === 'max_per_node'
+        ? ProxyError.leaseLimitReached(node.address, acquireTimeoutMs, 'dedicated.maxPerNode', maxPerNode)
+        : ProxyError.leaseLimitReached(node.address, acquireTimeoutMs, 'dedicated.maxTotal', maxTotal),
+    );
   }
 
   /**
@@ -219,7 +250,7 @@ export class DedicatedPools {
       pool.destroy(conn).catch(() => {});
     }
     this.publish(lease.node.address);
-    this.schedulePump();
+    this.scheduleReclaim(); // an idle connection now: a dial waiting at the gate may take its place
   }
 
   /**
@@ -284,20 +315,17 @@ export class DedicatedPools {
       const s = (byNode[node.address] ??= { inUse: 0, idle: 0, creating: 0, waiting: 0 });
       this.addNodeStats(node, s);
     }
-    return { total: this.total, byNode, refusals: { ...this.refusals } };
+    return { total: this.gate.used, byNode, refusals: { ...this.refusals } };
   }
 
   /** Closes every connection (leased ones too: their requests fail) and refuses every waiter. */
   async closeAll(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const node of this.nodes.values()) {
-      for (const waiter of node.waiters.splice(0)) {
-        this.settle(waiter);
-        this.refuse('shutting_down');
-        waiter.reject(new Error(ProxyError.shuttingDown()));
-      }
-    }
+    // Dials waiting at the gate go ahead: each opens a connection closed at once, which the acquire
+    // it reaches refuses (shutting down); acquires waiting at a pool's own bound are served that
+    // way once the leases below are destroyed.
+    this.gate.close();
     for (const conn of this.connections) conn.close('respool is closing');
     for (const [conn, lease] of this.leases) {
       lease.abandoning = false;
@@ -312,158 +340,84 @@ export class DedicatedPools {
     for (const address of new Set([...this.nodes.values()].map((n) => n.address))) this.publish(address);
   }
 
-  // ---- admission ------------------------------------------------------------------------------
+  // ---- pools and the gate ------------------------------------------------------------------------
 
   private node(host: string, port: number, protocol: 2 | 3, db: number, identity: UpstreamIdentity | null): NodeLeases {
     let key = db === 0 ? `${host}:${port}/${protocol}` : `${host}:${port}/${protocol}/${db}`;
     if (identity !== null) key += `#${identity.key}`;
     let node = this.nodes.get(key);
+    const { maxPerNode, idleMs, acquireTimeoutMs } = this.config.dedicated;
     if (node === undefined) {
       const address = `${host}:${port}`;
       const factory: Factory<DedicatedConnection> = {
-        create: () => this.dial(host, port, protocol, db, identity),
+        create: () => this.dial(node!),
         destroy: async (conn) => this.onDestroyed(conn, address),
+        // An idle connection that closed is not lent; a failed fresh dial is, so its acquire learns why.
+        validate: async (conn) => (conn.state === 'ready' ? conn.inflightCount === 0 : !conn.wasReady),
       };
-      const { maxPerNode, idleMs } = this.config.dedicated;
       const pool = new PoolWithEvictor(LeaseEvictor, Deque, PriorityQueue, factory, {
         max: maxPerNode,
         min: 0,
+        acquireTimeoutMillis: acquireTimeoutMs,
+        testOnBorrow: true,
         idleTimeoutMillis: idleMs,
         evictionRunIntervalMillis: Math.max(50, Math.min(1000, Math.floor(idleMs / 2))),
         numTestsPerEvictionRun: maxPerNode,
         fifo: false, // reuse the most recently released connection; older ones age out
       });
-      node = { key, host, port, address, protocol, db, identity, pool, waiters: [], granting: 0 };
+      node = { key, host, port, address, protocol, db, identity, pool, gateWaits: 0 };
       this.nodes.set(key, node);
+    } else {
+      // A reload may have changed dedicated.*: generic-pool reads these options at use.
+      const live = (node.pool as unknown as { _config: LivePoolOptions })._config;
+      live.max = maxPerNode;
+      live.acquireTimeoutMillis = acquireTimeoutMs;
+      live.idleTimeoutMillis = idleMs;
+      this.gate.admit(); // maxTotal may have grown
     }
     return node;
   }
 
-  /** Which bound stops a new lease on this pool now; null = grant it. */
-  private blockedBy(node: NodeLeases): 'max_per_node' | 'max_total' | null {
-    if (node.pool.available > 0) return null; // an idle connection: no new one needed
-    if (node.pool.size >= this.config.dedicated.maxPerNode) return 'max_per_node';
-    if (this.total >= this.config.dedicated.maxTotal) return 'max_total';
-    return null;
-  }
-
-  private park(node: NodeLeases, waiter: Waiter): void {
-    this.startWaiting(node, waiter);
-    node.waiters.push(waiter);
-    this.publish(node.address);
-  }
-
-  /** Starts the waiter's acquireTimeoutMs; at the end it is refused, naming the bound. */
-  private startWaiting(node: NodeLeases, waiter: Waiter): void {
-    const ms = this.config.dedicated.acquireTimeoutMs;
-    waiter.timer = setTimeout(() => {
-      const i = node.waiters.indexOf(waiter);
-      if (i >= 0) node.waiters.splice(i, 1);
-      this.settle(waiter);
-      // The bound in the way now (a waiter behind others waits at the head's bound).
-      const reason = this.blockedBy(node) ?? waiter.blockedBy;
-      const { maxPerNode, maxTotal } = this.config.dedicated;
-      this.refuse(reason);
-      waiter.reject(
-        new Error(
-          reason === 'max_per_node'
-            ? ProxyError.leaseLimitReached(node.address, ms, 'dedicated.maxPerNode', maxPerNode)
-            : ProxyError.leaseLimitReached(node.address, ms, 'dedicated.maxTotal', maxTotal),
-        ),
-      );
+  /**
+   * generic-pool's create: a place at the gate first (waiting, FIFO, past maxTotal), then the
+   * dial. Rejects only when the place came after every acquire of this pool gave up.
+   */
+  private dial(node: NodeLeases): Promise<DedicatedConnection> {
+    return new Promise<DedicatedConnection>((resolve, reject) => {
+      const granted = (): void => {
+        node.gateWaits--;
+        this.publish(node.address);
+        if (!this.closed && node.pool.pending === 0) {
+          this.gate.give(); // nobody waits for this dial any more: the place goes on
+          reject(new Error('lease no longer wanted'));
+          return;
+        }
+        resolve(this.open(node));
+      };
+      if (this.gate.take(granted)) return resolve(this.open(node));
+      node.gateWaits++;
       this.publish(node.address);
-      this.schedulePump();
-    }, ms);
-  }
-
-  private settle(waiter: Waiter): void {
-    if (waiter.timer !== null) clearTimeout(waiter.timer);
-    waiter.timer = null;
-  }
-
-  /** Takes an idle connection or starts a dial for `waiter` (the caller checked blockedBy). */
-  private grant(node: NodeLeases, waiter: Waiter): void {
-    this.settle(waiter);
-    node.granting++;
-    node.pool.acquire().then(
-      (conn) => {
-        node.granting--;
-        this.onGranted(node, conn, waiter);
-      },
-      (err: Error) => {
-        // Only when the pool is draining (closeAll).
-        node.granting--;
-        this.refuse('shutting_down');
-        waiter.reject(new Error(this.closed ? ProxyError.shuttingDown() : ProxyError.upstreamUnavailable(node.address, err.message)));
-      },
-    );
-  }
-
-  private onGranted(node: NodeLeases, conn: DedicatedConnection, waiter: Waiter): void {
-    if (this.closed) {
-      node.pool.destroy(conn).catch(() => {});
-      this.refuse('shutting_down');
-      waiter.reject(new Error(ProxyError.shuttingDown()));
-      return;
-    }
-    if (conn.state === 'ready' && conn.inflightCount === 0) {
-      this.leases.set(conn, { node, abandoning: false });
-      this.publish(node.address);
-      waiter.resolve(conn);
-      return;
-    }
-    node.pool.destroy(conn).catch(() => {});
-    if (!conn.wasReady) {
-      // The dial failed (refused, connect timeout, handshake error).
-      this.refuse('upstream_unavailable');
-      waiter.reject(new Error(ProxyError.upstreamUnavailable(node.address, conn.closeReason)));
-      return;
-    }
-    // An idle connection that died before the evictor saw it: try again, first in line.
-    node.waiters.unshift(waiter);
-    this.schedulePump();
-  }
-
-  private schedulePump(): void {
-    if (this.pumpScheduled || this.closed) return;
-    this.pumpScheduled = true;
-    // setImmediate, not a microtask: generic-pool files a new or returned connection as idle a
-    // few promise ticks after our factory/release call returns; the pump must see it.
-    setImmediate(() => {
-      this.pumpScheduled = false;
-      this.pump();
+      this.scheduleReclaim();
     });
   }
 
-  /** Grants what the bounds allow now, oldest waiter first per pool. */
-  private pump(): void {
-    if (this.closed) return;
-    let blockedByTotal = 0;
-    for (const node of this.nodes.values()) {
-      while (node.waiters.length > 0) {
-        const head = node.waiters[0]!;
-        const blocked = this.blockedBy(node);
-        if (blocked !== null) {
-          head.blockedBy = blocked;
-          // A re-queued waiter (see onGranted) that now has to wait: give it its full wait.
-          if (head.timer === null) this.startWaiting(node, head);
-          if (blocked === 'max_total') blockedByTotal++;
-          break;
-        }
-        node.waiters.shift();
-        this.grant(node, head);
-      }
-      this.publish(node.address);
-    }
-    // Idle connections of one pool must not keep another pool's waiters out under maxTotal.
-    while (this.reclaiming < blockedByTotal && this.reclaimIdle()) this.reclaiming++;
+  /** Dials waiting at the gate make pools nobody waits on close idle connections for them (one per dial). */
+  private scheduleReclaim(): void {
+    if (this.reclaimScheduled || this.closed || this.gate.queued === 0) return;
+    this.reclaimScheduled = true;
+    // setImmediate, not a microtask: generic-pool files a returned connection as idle a few
+    // promise ticks after release() returns; the reclaim must see it.
+    setImmediate(() => {
+      this.reclaimScheduled = false;
+      if (this.closed) return;
+      while (this.reclaiming < this.gate.queued && this.reclaimIdle()) this.reclaiming++;
+    });
   }
 
   /** Closes one idle connection of a pool nobody waits on; false if there is none. */
   private reclaimIdle(): boolean {
     for (const node of this.nodes.values()) {
-      if (node.waiters.length > 0 || node.pool.available === 0 || node.pool.pending > 0) continue;
-      // With an idle connection and nobody waiting, pool.acquire() lends it out synchronously.
+      if (node.pool.pending > 0 || node.pool.available === 0) continue;
       node.pool.acquire().then(
         (conn) => {
           this.reclaiming--;
@@ -480,9 +434,9 @@ export class DedicatedPools {
 
   // ---- the connections ------------------------------------------------------------------------
 
-  /** generic-pool's create: never rejects (see the class comment). */
-  private async dial(host: string, port: number, protocol: 2 | 3, db: number, identity: UpstreamIdentity | null): Promise<DedicatedConnection> {
-    this.total++;
+  /** The dial, once it holds a place at the gate: resolves with the connection, open or failed (never rejects). */
+  private async open(node: NodeLeases): Promise<DedicatedConnection> {
+    const { host, port, protocol, db, identity } = node;
     const hooks = this.identityHooks;
     const address = `${host}:${port}`;
     const conn = new DedicatedConnection({
@@ -515,18 +469,15 @@ export class DedicatedPools {
     } catch {
       this.metrics?.linkConnectCounter(address, conn.closeReason.startsWith('connect timeout') ? 'timeout' : 'failed').inc();
     }
-    // If a returned connection served the acquire this dial was for, this one goes idle: a waiter may take it.
-    this.schedulePump();
     return conn;
   }
 
   /** generic-pool's destroy: closes the socket and gives the connection's place back. */
   private onDestroyed(conn: DedicatedConnection, address: string): void {
     conn.close('lease closed by respool');
-    if (this.connections.delete(conn)) this.total--;
+    if (this.connections.delete(conn)) this.gate.give();
     this.leases.delete(conn);
     this.publish(address);
-    this.schedulePump();
   }
 
   // ---- counters -------------------------------------------------------------------------------
@@ -537,7 +488,7 @@ export class DedicatedPools {
     s.inUse += pool.borrowed;
     s.idle += pool.available;
     s.creating += creating;
-    s.waiting += node.waiters.length;
+    s.waiting += pool.pending;
   }
 
   private refuse(reason: LeaseRefusalReason): void {

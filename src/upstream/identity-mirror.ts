@@ -1,12 +1,18 @@
 import type { Logger } from 'pino';
 import { decodeReply } from '../resp/decode.js';
-import type { Topology } from '../cluster/topology.js';
 import type { RateLimitedLog } from '../util/rate-limited-log.js';
 import type { UserDirectory } from '../acl/user-directory.js';
 import { describeChannels, describeKeys, type AclUser } from '../acl/rules.js';
 import { passwordHash, type UpstreamIdentity } from '../acl/upstream-identity.js';
 import type { AclLogContext, AclLogReason } from '../acl/acl-log.js';
 import type { IdentityHooks, UpstreamPools } from './upstream-pools.js';
+
+/** A node as the mirror reads it from a topology snapshot (cluster/topology.ts ClusterNode). */
+interface TopologyNode {
+  readonly address: string;
+  readonly role: 'primary' | 'replica';
+  readonly runId?: string;
+}
 
 /** What the mirror knows of one node. */
 interface NodeRecord {
@@ -86,8 +92,8 @@ export class IdentityMirror implements IdentityHooks {
 
   // ---- keeping in step ------------------------------------------------------------------------
 
-  /** After each discovery: nodes that are new, restarted or behind get the mirrored users. */
-  onTopology(topology: Topology): void {
+  /** After each discovery (a cluster/topology.ts snapshot): nodes that are new, restarted or behind get the mirrored users. */
+  onTopology(topology: { allNodes(): Iterable<TopologyNode> }): void {
     for (const node of topology.allNodes()) {
       const record = this.record(node.address);
       record.role = node.role;

@@ -9,7 +9,8 @@ import { ProxyError } from '../errors.js';
 import { FifoQueue } from '../util/fifo-queue.js';
 import { BatchedWriter } from '../util/batched-writer.js';
 import type { ProcessLoad } from './process-load.js';
-import { UpstreamSocket } from './upstream-socket.js';
+import { openUpstreamSocket, type OpenUpstreamSocket, type UpstreamConnectionSocket } from './upstream-socket.js';
+import { DEV_CHECKS, invariant } from '../util/dev-checks.js';
 import type { UpstreamTlsConfig } from '../config/tls-config.js';
 
 /**
@@ -29,7 +30,7 @@ export interface ReplySource {
   readonly address: string;
 }
 
-/** Something waiting for one reply frame from a link. ProxyRequest implements it. */
+/** Something waiting for one reply frame from a link (routing/upstream-call.ts UpstreamCall, a lease's requests, control-plane calls). */
 export interface LinkRequest {
   /** Set by the link when the request's bytes are handed to the socket (performance.now()). */
   sentAt: number;
@@ -67,6 +68,8 @@ export interface LinkOptions {
   onAuthRefused?: () => void;
   /** A user's upstream identity: HELLO carries AUTH and SETNAME (handshake.ts), and no READONLY is sent. */
   identity?: boolean;
+  /** How the socket is opened (upstream-socket.ts); the unit tests give a fake. */
+  openSocket?: OpenUpstreamSocket;
 }
 
 export type LinkState = 'connecting' | 'ready' | 'closed';
@@ -89,7 +92,7 @@ export class Link extends EventEmitter implements ReplySource {
   closeReason = '';
   /** True once the handshake completed (a link that closes before that was a failed connect). */
   wasReady = false;
-  private readonly conn: UpstreamSocket;
+  private readonly conn: UpstreamConnectionSocket;
   private readonly socket: net.Socket;
   private readonly writer: BatchedWriter;
   private readonly framer: ReplyFramer;
@@ -107,7 +110,7 @@ export class Link extends EventEmitter implements ReplySource {
     super();
     this.address = `${options.host}:${options.port}`;
     this.framer = new ReplyFramer(options.framerLimits);
-    this.conn = new UpstreamSocket(options, {
+    this.conn = (options.openSocket ?? openUpstreamSocket)(options, {
       open: () => this.handshake(),
       data: (chunk) => this.onData(chunk),
       fail: (reason) => this.fail(reason),
@@ -167,6 +170,7 @@ export class Link extends EventEmitter implements ReplySource {
     const size = data.length;
     this.inflightSizes.push(size);
     this.inflightBytes += size;
+    if (DEV_CHECKS) invariant(this.inflightSizes.length === this.inflight.length, 'a link keeps one size per in-flight request');
     const load = this.options.load;
     if (load !== undefined) {
       load.requests++;
@@ -245,6 +249,7 @@ export class Link extends EventEmitter implements ReplySource {
           return;
         }
         this.settleOldest();
+        if (DEV_CHECKS) invariant(this.inflightSizes.length === this.inflight.length && this.inflightBytes >= 0, 'a reply settles exactly the oldest request');
         req.onReply(frame, this);
       }
     } catch (err) {

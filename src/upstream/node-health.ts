@@ -1,4 +1,4 @@
-import type { Metrics } from '../admin/metrics.js';
+import type { Metrics } from '../metrics/metrics.js';
 import type { ResilienceConfig } from '../config/types.js';
 import { CircuitBreaker, CIRCUIT_STATE_VALUE } from './circuit-breaker.js';
 import type { RateLimitedLog } from '../util/rate-limited-log.js';

@@ -1,8 +1,8 @@
 import { Link, type LinkOptions, type LinkRequest } from './link.js';
 import { ProxyError } from '../errors.js';
 import { FifoQueue } from '../util/fifo-queue.js';
-import type { Metrics } from '../admin/metrics.js';
-import type { ShedReason } from '../admin/metric-definitions.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { ShedReason } from '../metrics/metric-definitions.js';
 import type { NodeHealth } from './node-health.js';
 import type { ProcessLoad } from './process-load.js';
 

@@ -3,12 +3,17 @@ import { UNBOUNDED_NESTING } from '../resp/limits.js';
 import { NodeHealth } from './node-health.js';
 import { ProcessLoad } from './process-load.js';
 import type { RespoolConfig } from '../config/types.js';
-import type { Metrics } from '../admin/metrics.js';
+import type { Metrics } from '../metrics/metrics.js';
 import type { RateLimitedLog } from '../util/rate-limited-log.js';
-import type { ClusterNode } from '../cluster/topology.js';
 import type { UpstreamIdentity } from '../acl/upstream-identity.js';
 
 export type NodeRole = 'primary' | 'replica';
+
+/** A node of a topology snapshot (cluster/topology.ts ClusterNode): its pools are cached on the object, which snapshots never change. */
+export interface PoolNode {
+  readonly host: string;
+  readonly port: number;
+}
 
 /** What identity connections need before and after their handshake (upstream/identity-mirror.ts). */
 export interface IdentityHooks {
@@ -35,11 +40,11 @@ export interface IdentityHooks {
 export class UpstreamPools {
   private readonly pools = new Map<string, NodePool>();
   /** Hot-path cache: node object → its db-0 pools by [protocol 2|3][role], no string building. */
-  private readonly byNode = new WeakMap<ClusterNode, Array<NodePool | undefined>>();
+  private readonly byNode = new WeakMap<PoolNode, Array<NodePool | undefined>>();
   /** The same for databases ≠ 0 (standalone upstreams only): node → db → pools as in byNode. */
-  private readonly byNodeDb = new WeakMap<ClusterNode, Map<number, Array<NodePool | undefined>>>();
+  private readonly byNodeDb = new WeakMap<PoolNode, Map<number, Array<NodePool | undefined>>>();
   /** Pools of upstream identities: node → identity → db → pools as in byNode (no string built per request). */
-  private readonly byNodeIdentity = new WeakMap<ClusterNode, Map<UpstreamIdentity, Array<Array<NodePool | undefined>>>>();
+  private readonly byNodeIdentity = new WeakMap<PoolNode, Map<UpstreamIdentity, Array<Array<NodePool | undefined>>>>();
   /** Identity pools, with the request count seen at the last idle sweep. */
   private readonly identityPools = new Map<NodePool, { identity: UpstreamIdentity; sentAtSweep: number }>();
   private identitySweep: NodeJS.Timeout | null = null;
@@ -200,7 +205,7 @@ export class UpstreamPools {
    * (every cluster, and most standalone clients) is one array lookup; other databases go through
    * forNodeDb.
    */
-  forNode(node: ClusterNode, protocol: 2 | 3, role: NodeRole, db = 0, identity: UpstreamIdentity | null = null): NodePool {
+  forNode(node: PoolNode, protocol: 2 | 3, role: NodeRole, db = 0, identity: UpstreamIdentity | null = null): NodePool {
     if (identity !== null) return this.forNodeIdentity(node, protocol, role, db, identity);
     if (db !== 0) return this.forNodeDb(node, protocol, role, db);
     let cached = this.byNode.get(node);
@@ -218,7 +223,7 @@ export class UpstreamPools {
   }
 
   /** forNode for a database ≠ 0: a second map level (node → db → pools). */
-  private forNodeDb(node: ClusterNode, protocol: 2 | 3, role: NodeRole, db: number): NodePool {
+  private forNodeDb(node: PoolNode, protocol: 2 | 3, role: NodeRole, db: number): NodePool {
     let byDb = this.byNodeDb.get(node);
     if (byDb === undefined) {
       byDb = new Map();
@@ -239,7 +244,7 @@ export class UpstreamPools {
   }
 
   /** forNode for an upstream identity: node → identity → db → pools. */
-  private forNodeIdentity(node: ClusterNode, protocol: 2 | 3, role: NodeRole, db: number, identity: UpstreamIdentity): NodePool {
+  private forNodeIdentity(node: PoolNode, protocol: 2 | 3, role: NodeRole, db: number, identity: UpstreamIdentity): NodePool {
     let byIdentity = this.byNodeIdentity.get(node);
     if (byIdentity === undefined) {
       byIdentity = new Map();

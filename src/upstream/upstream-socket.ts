@@ -26,13 +26,28 @@ export interface UpstreamSocketHooks {
   fail(reason: string): void;
 }
 
+/** What an owner (a Link, a lease, a feed) uses of its socket: UpstreamSocket, or a test's fake. */
+export interface UpstreamConnectionSocket {
+  readonly socket: net.Socket;
+  connectDone(): void;
+  destroy(): void;
+}
+
+/**
+ * Opens the socket of a long-lived connection and reports to `hooks`: UpstreamSocket, unless the
+ * owner was given another (the unit tests drive a Link or a NodePool through a fake socket).
+ */
+export type OpenUpstreamSocket = (options: UpstreamSocketOptions, hooks: UpstreamSocketHooks) => UpstreamConnectionSocket;
+
+export const openUpstreamSocket: OpenUpstreamSocket = (options, hooks) => new UpstreamSocket(options, hooks);
+
 /**
  * The socket set-up every long-lived connection to a node shares — shared links (link.ts), leased
  * connections (dedicated-connection.ts), replication feeds (replication-feed.ts): the dial, TCP
  * keepalive (a lease may sit in BLPOP … 0 for hours; keepalive finds a peer that vanished
  * meanwhile), a connect deadline that covers the owner's handshake, and the socket's ends.
  */
-export class UpstreamSocket {
+export class UpstreamSocket implements UpstreamConnectionSocket {
   readonly socket: net.Socket;
   private connectTimer: NodeJS.Timeout | null;
   private destroyed = false;

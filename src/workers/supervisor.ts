@@ -1,6 +1,6 @@
 import cluster, { type Worker } from 'node:cluster';
 import { randomBytes } from 'node:crypto';
-import { removeSocket, replaceStale } from '../session/unix-listener.js';
+import { removeSocket, replaceStale } from '../util/socket-file.js';
 import { createServer, request as httpRequest, type IncomingMessage } from 'node:http';
 import os from 'node:os';
 import { AggregatorRegistry, type RegistryContentType } from 'prom-client';
@@ -142,7 +142,7 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
   const admin = config.admin === null ? null : await serveAdmin(config.admin, slots, aggregator, log, splitLog, fleetShared);
 
   // The workers share one Unix socket through this process: it replaces a stale file before they
-  // listen and removes the file when it exits (session/unix-listener.ts).
+  // listen and removes the file when it exits (util/socket-file.ts).
   const unixSocket = config.unixSocket;
   if (unixSocket !== null) process.on('exit', () => removeSocket(unixSocket));
 

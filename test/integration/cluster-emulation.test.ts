@@ -16,7 +16,7 @@ import type { RespoolProxy } from '../../src/server.js';
 import { startTestProxy } from '../helpers/proxy.js';
 import { connect } from '../helpers/transcript.js';
 import { waitFor } from '../helpers/wait.js';
-import { nodeId } from '../../src/cluster/emulation.js';
+import { nodeId } from '../../src/fleet/cluster-emulation.js';
 import { divideSlots } from '../../src/fleet/slot-division.js';
 
 const run = promisify(execFile);

@@ -8,7 +8,7 @@ import { DedicatedConnection } from '../../src/upstream/dedicated-connection.js'
 import type { LinkFailureCause } from '../../src/upstream/link.js';
 import { encodeCommand } from '../../src/resp/encode.js';
 import { decodeReply, type RespValue } from '../../src/resp/decode.js';
-import { Metrics } from '../../src/admin/metrics.js';
+import { Metrics } from '../../src/metrics/metrics.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 /** A failure as a LinkRequest saw it. */

@@ -5,7 +5,7 @@ import { request } from 'undici';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 
 import { bearerMatches, isLoopback, startAdminServer, type AdminServer } from '../../src/admin/admin-server.js';
-import { Metrics } from '../../src/admin/metrics.js';
+import { Metrics } from '../../src/metrics/metrics.js';
 import { ConfigError, parseCommandLine, type RespoolConfig } from '../../src/config/load-config.js';
 
 const TOKEN = 'a-very-secret-admin-token-0123456789';

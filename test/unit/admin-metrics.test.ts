@@ -5,8 +5,8 @@ import {
   METRIC_DEFINITIONS,
   METRIC_KEYS,
   metricName,
-} from '../../src/admin/metric-definitions.js';
-import { Metrics, commandLabelFor } from '../../src/admin/metrics.js';
+} from '../../src/metrics/metric-definitions.js';
+import { Metrics, commandLabelFor } from '../../src/metrics/metrics.js';
 
 async function valueOf(m: Metrics, key: keyof typeof METRIC_DEFINITIONS, labels: Record<string, string>): Promise<number | undefined> {
   const data = await m.registry.getSingleMetric(metricName(key))!.get();

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { startAdminServer, type AdminServer, type AdminState } from '../../src/admin/admin-server.js';
-import { METRIC_KEYS, metricName } from '../../src/admin/metric-definitions.js';
-import { Metrics } from '../../src/admin/metrics.js';
+import { METRIC_KEYS, metricName } from '../../src/metrics/metric-definitions.js';
+import { Metrics } from '../../src/metrics/metrics.js';
 
 class FakeState implements AdminState {
   ready = false;

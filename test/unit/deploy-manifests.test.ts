@@ -21,8 +21,8 @@ import { Script } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
 
-import { METRIC_DEFINITIONS, METRIC_PREFIX } from '../../src/admin/metric-definitions.js';
-import { Metrics } from '../../src/admin/metrics.js';
+import { METRIC_DEFINITIONS, METRIC_PREFIX } from '../../src/metrics/metric-definitions.js';
+import { Metrics } from '../../src/metrics/metrics.js';
 import { envSettings } from '../../src/config/env-config.js';
 import { FLAGS } from '../../src/config/flags.js';
 import { parseCommandLine, type RespoolConfig } from '../../src/config/load-config.js';

@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import net from 'node:net';
 import { pino } from 'pino';
 import { Membership, type Member } from '../../src/fleet/membership.js';
-import { nodeId } from '../../src/cluster/emulation.js';
+import { nodeId } from '../../src/fleet/cluster-emulation.js';
 import { RateLimitedLog } from '../../src/util/rate-limited-log.js';
 import { waitFor } from '../helpers/wait.js';
 

@@ -2,7 +2,7 @@
 // ids, covering every slot once, moving only a lost member's slots, spreading them evenly enough.
 import { describe, expect, it } from 'vitest';
 import { divideSlots, formatRuns, RANGE_SIZE, rangeOwners, RANGES, slotCount } from '../../src/fleet/slot-division.js';
-import { ClusterEmulation, nodeId } from '../../src/cluster/emulation.js';
+import { ClusterEmulation, nodeId } from '../../src/fleet/cluster-emulation.js';
 
 const ids = (n: number) => Array.from({ length: n }, (_, i) => nodeId({ host: '10.0.0.' + (i + 1), port: 6380 }));
 

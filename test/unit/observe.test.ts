@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { LatencyHistogram } from '../../src/observe/latency-histogram.js';
+import { LatencyHistogram } from '../../src/metrics/latency-histogram.js';
 import { CommandLog, cutArgs } from '../../src/observe/command-log.js';
-import { LatencyWindows } from '../../src/observe/latency-windows.js';
+import { LatencyWindows } from '../../src/metrics/latency-windows.js';
 import { mainThreadCpu, NodeSaturation } from '../../src/observe/node-saturation.js';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import type { RespoolConfig } from '../../src/config/types.js';

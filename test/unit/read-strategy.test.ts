@@ -4,7 +4,7 @@ import { Topology, type ClusterNode, type Shard } from '../../src/cluster/topolo
 import { ReadRouting, REPLICA_HOLD_MS, type ReadStrategy } from '../../src/routing/read-strategy.js';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import type { ReadsConfig, ReadStrategyName } from '../../src/config/types.js';
-import { Metrics } from '../../src/admin/metrics.js';
+import { Metrics } from '../../src/metrics/metrics.js';
 
 const silent = pino({ level: 'silent' });
 

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { ScriptCache, noteScript, SCRIPT_CACHE_MAX_BYTES, SCRIPT_CACHE_MAX_COUNT } from '../../src/handlers/script-cache.js';
-import type { CommandRequest } from '../../src/handlers/types.js';
+import { ScriptCache, noteScript, SCRIPT_CACHE_MAX_BYTES, SCRIPT_CACHE_MAX_COUNT } from '../../src/scripts/script-cache.js';
 
 const sha1 = (s: string) => createHash('sha1').update(s).digest('hex');
 
@@ -55,13 +54,13 @@ describe('ScriptCache (bodies of scripts seen, by SHA1, least recently used out)
 
   it('notes EVAL / EVAL_RO and SCRIPT LOAD bodies, nothing else', () => {
     const cache = new ScriptCache();
-    const req = (command: string, ...args: string[]): CommandRequest => ({ command, args: args.map((a) => Buffer.from(a)), raw: Buffer.alloc(0), spec: undefined });
-    noteScript(cache, req('eval', 'eval', 'return 1', '0'));
-    noteScript(cache, req('eval_ro', 'eval_ro', 'return 2', '0'));
-    noteScript(cache, req('script|load', 'script', 'load', 'return 3'));
-    noteScript(cache, req('evalsha', 'evalsha', 'return 4', '0'));
-    noteScript(cache, req('eval', 'eval', 'return 5')); // wrong arity: Valkey refuses it
-    noteScript(cache, req('dbsize', 'dbsize'));
+    const note = (command: string, ...args: string[]) => noteScript(cache, command, args.map((a) => Buffer.from(a)));
+    note('eval', 'eval', 'return 1', '0');
+    note('eval_ro', 'eval_ro', 'return 2', '0');
+    note('script|load', 'script', 'load', 'return 3');
+    note('evalsha', 'evalsha', 'return 4', '0');
+    note('eval', 'eval', 'return 5'); // wrong arity: Valkey refuses it
+    note('dbsize', 'dbsize');
     expect(cache.size).toBe(3);
     for (const s of ['return 1', 'return 2', 'return 3']) expect(cache.body(sha1(s))?.toString()).toBe(s);
   });

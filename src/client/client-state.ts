@@ -1,6 +1,6 @@
-import type { Transaction } from '../handlers/transaction-state.js';
-import type { LeasedLane } from '../handlers/leased-lane.js';
-import type { TrackingLanes } from '../handlers/tracking.js';
+import type { Transaction } from './transaction-state.js';
+import type { LeasedLane } from './leased-lane.js';
+import type { TrackingLanes } from './tracking-lanes.js';
 import type { ClientSubscriptions } from '../pubsub/client-subscriptions.js';
 import type { AclUser } from '../acl/rules.js';
 
@@ -50,11 +50,11 @@ export class ClientState {
   blockedKeys: readonly string[] = NO_KEYS;
   /** It also unblocks when its key is deleted (XREADGROUP: total_blocking_keys_on_nokey). */
   blockedOnNoKey = false;
-  /** WATCH … EXEC: every command goes on this leased connection (handlers/leased-lane.ts). */
+  /** WATCH … EXEC: every command goes on this leased connection (leased-lane.ts; which ones: handlers/leased-lane.ts). */
   lane: LeasedLane | null = null;
   /** The leased connection in use, if any: what to do with it if the client goes away. */
   lease: { abandon(): void; unblock?(how: 'timeout' | 'error'): Promise<boolean> } | null = null;
-  /** CLIENT TRACKING ON: the client's leased connections, one per node (handlers/tracking.ts). */
+  /** CLIENT TRACKING ON: the client's leased connections, one per node (tracking-lanes.ts). */
   tracking: TrackingLanes | null = null;
   /** CLIENT LIST / INFO: the last command's table name ("client|list"), 'NULL' before any or for an unknown one. */
   lastCommand = 'NULL';
@@ -71,7 +71,7 @@ export class ClientState {
   replicaStream = false;
   /** A request is held back by CLIENT PAUSE (INFO clients counts it blocked, as Valkey's postponed clients). */
   pausedHeld = false;
-  /** MONITOR: the client gets every command's line (handlers/monitor.ts) until RESET or close. */
+  /** MONITOR: the client gets every command's line (monitor-feed.ts) until RESET or close. */
   monitoring = false;
 
   /** CLIENT REPLY OFF / SKIP (Valkey's reply_off, reply_skip_next, reply_skip flags). */

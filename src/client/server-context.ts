@@ -2,18 +2,18 @@ import type { Logger } from 'pino';
 import type { RespoolConfig } from '../config/types.js';
 import type { CommandTable } from '../commands/command-table.js';
 import type { Router } from '../routing/router.js';
-import type { Metrics } from '../admin/metrics.js';
-import type { ClientSession } from './client-session.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { HandlerSession } from './handler-session.js';
 import type { HotKeys } from '../hotkeys/hot-keys.js';
 import type { DedicatedPools } from '../upstream/dedicated-pool.js';
 import type { PubSubHub } from '../pubsub/hub.js';
-import type { ClusterEmulation } from '../cluster/emulation.js';
-import type { ScriptCache } from '../handlers/script-cache.js';
-import type { RunningScripts } from '../handlers/running-scripts.js';
+import type { ClusterEmulation } from '../fleet/cluster-emulation.js';
+import type { ScriptCache } from '../scripts/script-cache.js';
+import type { RunningScripts } from '../scripts/running-scripts.js';
 import type { ClientPause } from './client-pause.js';
 import type { UserDirectory } from '../acl/user-directory.js';
 import type { FleetView } from '../fleet/fleet-view.js';
-import type { MonitorFeed } from '../handlers/monitor.js';
+import type { MonitorFeed } from './monitor-feed.js';
 import type { RequestObserver } from '../observe/request-observer.js';
 import type { NodeSaturation } from '../observe/node-saturation.js';
 import type { BigKeys } from '../observe/big-keys.js';
@@ -36,13 +36,13 @@ export interface ServerContext {
   readonly pubsub: PubSubHub;
   /** Script bodies seen (EVAL, SCRIPT LOAD), to reload a script on a node that answers NOSCRIPT. */
   readonly scripts: ScriptCache;
-  /** Scripts in flight: PING reflects a node busy running one (handlers/running-scripts.ts). */
+  /** Scripts in flight: PING reflects a node busy running one (scripts/running-scripts.ts). */
   readonly runningScripts: RunningScripts;
   /** CLIENT UNBLOCK of a leased connection, sent on a shared link to its node; true if it was blocked. */
   unblockLease(host: string, port: number, clientId: number, how: 'timeout' | 'error'): Promise<boolean>;
-  /** CLIENT PAUSE over respool's own clients: sessions check `active` before each request. */
+  /** CLIENT PAUSE over respool's own clients: dispatch checks `active` before each request. */
   readonly clientPause: ClientPause;
-  /** MONITOR's clients: sessions feed them each request while `active` (handlers/monitor.ts). */
+  /** MONITOR's clients: dispatch feeds them each request while `active` (monitor-feed.ts, handlers/monitor.ts). */
   readonly monitors: MonitorFeed;
   /** Slow log, command log and per-command latency, told of every reply written (observe/request-observer.ts). */
   readonly observer?: RequestObserver;
@@ -51,9 +51,9 @@ export interface ServerContext {
   /** The largest keys by reply size in the hot-key sampler's sample; null when bigKeys.enabled is off. */
   readonly bigKeys?: BigKeys | null;
   /** Every open client session (INFO clients counts them). */
-  sessions(): Iterable<ClientSession>;
+  sessions(): Iterable<HandlerSession>;
   /** The open session with this CLIENT ID (CLIENT TRACKING … REDIRECT). */
-  sessionById(id: number): ClientSession | undefined;
+  sessionById(id: number): HandlerSession | undefined;
   /** The current command table (built-in until the upstream's COMMAND reply replaces it). */
   commands(): CommandTable;
   /** True when the upstream is a cluster (decides SELECT and fan-out answers). */
@@ -71,7 +71,7 @@ export interface ServerContext {
   /** The upstream's version, reported in HELLO. */
   serverVersion(): string;
   nextClientId(): number;
-  onSessionClosed(session: ClientSession): void;
+  onSessionClosed(session: HandlerSession): void;
   /** What respool's own INFO reports about the running proxy (handlers/info.ts); absent in stand-in contexts. */
   readonly facts?: ProxyFacts;
 }

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { HostPort, RespoolConfig } from '../config/types.js';
-import { divideSlots, type SlotRun } from '../fleet/slot-division.js';
+import { divideSlots, type SlotRun } from './slot-division.js';
 
 /**
  * The cluster respool shows its clients (CLUSTER SLOTS / SHARDS / NODES / INFO / MYID …,

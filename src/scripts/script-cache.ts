@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import type { CommandRequest } from './types.js';
 import { encodeArray, encodeInteger } from '../resp/encode.js';
 
 /** Scripts respool remembers at most (least recently used out first). */
@@ -82,11 +81,10 @@ export class ScriptCache {
  * (shared links, a WATCH or tracking lane, a transaction). SCRIPT FLUSH forgets them all: after
  * it, an EVALSHA must meet NOSCRIPT as it would on one server.
  */
-export function noteScript(cache: ScriptCache, req: CommandRequest): void {
-  const command = req.command;
-  if ((command === 'eval' || command === 'eval_ro') && req.args.length >= 3) cache.remember(req.args[1]!);
-  else if (command === 'script|load' && req.args.length === 3) cache.remember(req.args[2]!);
-  else if (command === 'script|flush' && req.args.length <= 3) cache.clear();
+export function noteScript(cache: ScriptCache, command: string, args: readonly Buffer[]): void {
+  if ((command === 'eval' || command === 'eval_ro') && args.length >= 3) cache.remember(args[1]!);
+  else if (command === 'script|load' && args.length === 3) cache.remember(args[2]!);
+  else if (command === 'script|flush' && args.length <= 3) cache.clear();
 }
 
 /**

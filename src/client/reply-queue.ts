@@ -1,9 +1,15 @@
 import { performance } from 'node:perf_hooks';
 import { FifoQueue } from '../util/fifo-queue.js';
-import type { HistogramSeries } from '../admin/fast-histogram.js';
+import { DEV_CHECKS, invariant } from '../util/dev-checks.js';
+import type { HistogramSeries } from '../metrics/fast-histogram.js';
 import type { CallClient, CallOwner } from '../routing/upstream-call.js';
 import type { RequestFrame } from '../resp/request-framer.js';
-import type { RequestObserver } from '../observe/request-observer.js';
+import type { CommandFamily } from '../commands/proxy-handling.js';
+
+/** Told about every timed entry as its reply is written (observe/request-observer.ts: slow log, per-command latency). */
+export interface ReplyObserver {
+  requestDone(entry: ReplyEntry, ms: number): void;
+}
 
 /** What an entry reports to: the session that owns the queue. */
 export interface EntryClient extends CallClient {
@@ -21,11 +27,14 @@ export class ReplyEntry implements CallOwner {
   /** When its request arrived (performance.now() of the chunk) and its family's latency series; null for pushes. */
   startedAt = 0;
   series: HistogramSeries | null = null;
-  /** The request it answers (timed entries only): the slow log and per-command latency read it when the reply is written. */
+  /** The request it answers and its family (timed entries only): the slow log and per-command latency read them when the reply is written. */
   request: RequestFrame | null = null;
+  family: CommandFamily | null = null;
   /** The node(s) its call went to and the time there, send → reply (RESPOOL SLOWLOG's split). */
   node = '';
   upstreamMs = 0;
+  /** Its place in its queue, counted in development builds (ReplyQueue checks replies leave in that order). */
+  seq = 0;
   /** Set for a request the hot-key sampler picked: told the reply's size (observe/big-keys.ts). */
   private sizeListener: ((bytes: number) => void) | null = null;
 
@@ -71,8 +80,12 @@ export class ReplyQueue {
   stamp = 0;
   series: HistogramSeries | null = null;
   request: RequestFrame | null = null;
+  family: CommandFamily | null = null;
   /** Told about every timed entry as it is written (slow log, per-command latency); null in stand-in sessions. */
-  observer: RequestObserver | null = null;
+  observer: ReplyObserver | null = null;
+  /** Development builds: entries pushed and written so far (the order check in drainHead). */
+  private pushed = 0;
+  private written = 0;
 
   get length(): number {
     return this.entries.length;
@@ -83,6 +96,11 @@ export class ReplyQueue {
       entry.startedAt = this.stamp;
       entry.series = this.series;
       entry.request = this.request;
+      entry.family = this.family;
+    }
+    if (DEV_CHECKS) {
+      invariant(entry.seq === 0, 'an entry is queued once');
+      entry.seq = ++this.pushed;
     }
     this.entries.push(entry);
   }
@@ -109,6 +127,7 @@ export class ReplyQueue {
     let now = -1; // one clock read per drain, only when a timed entry leaves
     while (head !== undefined && head.reply !== null) {
       this.entries.shift();
+      if (DEV_CHECKS) invariant(head.seq === ++this.written, 'replies leave in the order their entries were queued');
       if (!head.silent) sink.writeReply(head.reply);
       if (head.series !== null) {
         if (now < 0) now = performance.now();

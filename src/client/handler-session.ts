@@ -1,7 +1,9 @@
 import type { CommandSpec } from '../commands/command-table.js';
-import type { ClientState } from '../session/client-state.js';
-import type { EntryClient, ReplyEntry } from '../session/reply-queue.js';
-import type { ServerContext } from '../session/server-context.js';
+import type { CommandFamily } from '../commands/proxy-handling.js';
+import type { RequestFrame } from '../resp/request-framer.js';
+import type { ClientState } from './client-state.js';
+import type { EntryClient, ReplyEntry } from './reply-queue.js';
+import type { ServerContext } from './server-context.js';
 
 /** One framed client request, as the handlers see it. */
 export interface CommandRequest {
@@ -72,3 +74,14 @@ export interface HandlerSession extends EntryClient {
 }
 
 export type Handler = (session: HandlerSession, req: CommandRequest) => void;
+
+/** What dispatch (handlers/index.ts) tells the session around one request it admitted (ClientSession). */
+export interface DispatchedSession extends HandlerSession {
+  /**
+   * `frame` was admitted as `family` and its handler runs now: the entries it pushes are timed for
+   * that family (client/reply-queue.ts); `blocking`: it may wait on a lease (CLIENT LIST argv-mem).
+   */
+  startRequest(frame: RequestFrame, family: CommandFamily, blocking: boolean): void;
+  /** Its handler returned: later entries (pub/sub pushes) are not this request's. */
+  endRequest(): void;
+}

@@ -1,5 +1,5 @@
 import { encodeCommand } from '../resp/encode.js';
-import type { HandlerSession } from './types.js';
+import type { HandlerSession } from './handler-session.js';
 
 /**
  * CLIENT TRACKING … REDIRECT <id> through respool. The id names a respool client (CLIENT ID

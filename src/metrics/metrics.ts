@@ -14,7 +14,7 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { LabeledHistogram, type HistogramSeries } from './fast-histogram.js';
 import { RESPOOL_VERSION } from '../own-files.js';
-import { LatencyWindows, type WindowedHistogram } from '../observe/latency-windows.js';
+import { LatencyWindows, type WindowedHistogram } from './latency-windows.js';
 
 /** A histogram series that also records into a last-minute window (RESPOOL LATENCY, saturation). */
 class WindowedSeries implements HistogramSeries {
@@ -231,7 +231,7 @@ export class Metrics {
       for (const [label, count] of this.commandCounts) c.labels(label).inc(count.value);
     };
     counterFrom(this.raw.client_bytes_total, () => ({ in: this.traffic.clientIn, out: this.traffic.clientOut }));
-    // Last-minute quantiles, computed from the windows at scrape time (observe/latency-windows.ts).
+    // Last-minute quantiles, computed from the windows at scrape time (metrics/latency-windows.ts).
     const quantiles = (gauge: Gauge<string>, summaries: () => Array<{ name: string; calls: number; p50Us: number; p99Us: number; p999Us: number }>) => {
       (gauge as unknown as { collect: () => void }).collect = () => {
         gauge.reset();

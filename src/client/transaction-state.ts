@@ -1,4 +1,4 @@
-import type { SlotPart } from './multi-key.js';
+import type { SlotPart } from '../routing/slot-parts.js';
 
 /** One command queued inside MULTI, as respool will send (or answer) it at EXEC. */
 export interface QueuedCommand {

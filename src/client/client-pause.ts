@@ -1,0 +1,149 @@
+import { CommandFlag } from '../commands/command-flags.js';
+import { wrongArity, type CommandSpec } from '../commands/command-table.js';
+import { RequestFrame } from '../resp/request-framer.js';
+import type { HandlerSession } from './handler-session.js';
+
+/** A session whose next request CLIENT PAUSE holds back (ClientSession). */
+export interface PausedClient {
+  /** The pause ended (or loosened): handle the held request, or hold it again. */
+  resumeAfterPause(): void;
+}
+
+/**
+ * CLIENT PAUSE over respool's own clients (Valkey 8.0.1 networking.c pauseClientsByClient,
+ * pauseActions, updatePausedActions): one server-wide state that dispatch (handlers/index.ts)
+ * consults before each request — one boolean (`active`) on the hot path — and `heldByPause`
+ * below, the rule for which request it holds. The session keeps a held request until the end.
+ *
+ *   pause   : the later end wins; ALL stays ALL when a WRITE pause comes while ALL is in force
+ *   end     : a timer at the end time resumes the held clients, in the order they were held
+ *   unpause : ends it at once
+ */
+export class ClientPause {
+  /** True while a pause is in force. */
+  active = false;
+  /** ALL (every command) rather than WRITE (commands that may write or replicate). */
+  all = false;
+  /** When it ends (Date.now() ms). */
+  private end = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private readonly held = new Set<PausedClient>();
+
+  /** CLIENT PAUSE `timeoutMs` [WRITE|ALL]. */
+  pause(timeoutMs: number, all: boolean): void {
+    const now = Date.now();
+    if (this.end <= now) this.reset(); // an expired pause leaves nothing behind
+    const wasAll = this.all;
+    this.all = all || wasAll;
+    if (timeoutMs > 0 && now + timeoutMs > this.end) this.end = now + timeoutMs;
+    this.active = this.end > now;
+    if (!this.active) {
+      this.reset();
+      return;
+    }
+    this.schedule();
+    // A pause that got less restrictive would re-process the held clients (Valkey); ALL → WRITE never happens here.
+  }
+
+  /** CLIENT UNPAUSE. */
+  unpause(): void {
+    this.reset();
+    this.resumeHeld();
+  }
+
+  hold(client: PausedClient): void {
+    this.held.add(client);
+  }
+
+  /** The client went away while held. */
+  forget(client: PausedClient): void {
+    this.held.delete(client);
+  }
+
+  private schedule(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.onTimer(), Math.max(1, this.end - Date.now()));
+    this.timer.unref();
+  }
+
+  private onTimer(): void {
+    this.timer = null;
+    if (this.active && Date.now() < this.end) return this.schedule();
+    this.reset();
+    this.resumeHeld();
+  }
+
+  private reset(): void {
+    this.active = false;
+    this.all = false;
+    this.end = 0;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  private resumeHeld(): void {
+    const held = [...this.held];
+    this.held.clear();
+    for (const client of held) client.resumeAfterPause();
+  }
+}
+
+/**
+ * Whether CLIENT PAUSE holds this request (called only while a pause is active). Valkey's
+ * processCommand order: unknown commands, wrong arity and NOAUTH are answered at once; then ALL
+ * holds everything, WRITE what may write or replicate (EXEC: any queued command that may).
+ */
+export function heldByPause(session: HandlerSession, spec: CommandSpec | undefined, args: readonly Buffer[]): boolean {
+  const pause = session.ctx.clientPause;
+  if (!pause.active || spec === undefined) return false;
+  if (wrongArity(spec, args.length)) return false;
+  if (spec.subcommands !== undefined && args.length > 1 && spec.name.indexOf('|') < 0) return false; // unknown subcommand
+  if (session.state.user === null && !(spec.flags & CommandFlag.NO_AUTH)) return false;
+  if (pause.all) return true;
+  return mayReplicate(session, spec, args);
+}
+
+const MAY_WRITE = CommandFlag.WRITE | CommandFlag.MAY_REPLICATE;
+
+/** Commands whose flags a script's shebang replaces (Valkey's evalGetCommandFlags). */
+const EVAL_COMMANDS: ReadonlySet<string> = new Set(['eval', 'eval_ro', 'evalsha', 'evalsha_ro']);
+
+function mayReplicate(session: HandlerSession, spec: CommandSpec, args: readonly Buffer[]): boolean {
+  if (spec.name === 'exec') {
+    const tx = session.state.transaction;
+    if (tx === null) return false;
+    const table = session.ctx.commands();
+    return tx.queued.some((q) => {
+      const s = table.get(q.command);
+      return s !== undefined && (EVAL_COMMANDS.has(q.command) ? evalMayWrite(session, s, new RequestFrame(q.raw).args) : (s.flags & MAY_WRITE) !== 0);
+    });
+  }
+  if (EVAL_COMMANDS.has(spec.name)) return evalMayWrite(session, spec, args);
+  return (spec.flags & MAY_WRITE) !== 0;
+}
+
+/**
+ * EVAL's script is its argument; EVALSHA's the body respool remembers for that sha (the node's
+ * script cache in Valkey): unknown, the command's own flags decide.
+ */
+function evalMayWrite(session: HandlerSession, spec: CommandSpec, args: readonly Buffer[]): boolean {
+  if (args.length < 2) return (spec.flags & MAY_WRITE) !== 0;
+  const script = spec.name.startsWith('evalsha')
+    ? (args[1]!.length === 40 ? session.ctx.scripts.body(args[1]!.toString('latin1')) : undefined)
+    : args[1]!;
+  return script === undefined ? (spec.flags & MAY_WRITE) !== 0 : scriptMayWrite(spec, script);
+}
+
+/**
+ * EVAL with a shebang: its flags replace the command's (Valkey's scriptFlagsToCmdFlags), so
+ * `#!lua flags=no-writes` neither writes nor replicates; any other shebang writes.
+ */
+function scriptMayWrite(spec: CommandSpec, script: Buffer): boolean {
+  if (script.length < 2 || script[0] !== 0x23 || script[1] !== 0x21) return (spec.flags & MAY_WRITE) !== 0;
+  const end = script.indexOf(0x0a);
+  const line = script.toString('utf8', 2, end < 0 ? script.length : end);
+  for (const part of line.trim().split(/\s+/)) {
+    if (part.startsWith('flags=') && part.slice(6).split(',').includes('no-writes')) return false;
+  }
+  return true;
+}

@@ -1,0 +1,63 @@
+import { clientAddr, type ListedClient } from './client-address.js';
+import { shownArgs } from '../observe/redact.js';
+import type { HandlerSession } from './handler-session.js';
+
+/**
+ * MONITOR, answered by respool from what its clients send: each command once, as the client sent
+ * it (its case, its arguments, secrets redacted as Valkey does), with the client's own address
+ * and database, in Valkey 8.0.1's line format (replicationFeedMonitors):
+ *
+ *   +1700000000.123456 [0 127.0.0.1:53422] "set" "k" "v"
+ *
+ * Nothing respool sends on its own (topology refreshes, INFO for a client's INFO, MULTI … EXEC
+ * blocks, replicas' copies of writes) appears, since no node is monitored. Valkey's rules for
+ * what is shown: not unknown commands or wrong arities (rejected before they run), not commands
+ * flagged admin or skip_monitor (CONFIG, MONITOR, …), commands queued in MULTI when EXEC runs
+ * them, then EXEC. Commands a script runs on a node ("[0 lua]" lines) are not shown.
+ */
+export class MonitorFeed {
+  private readonly clients = new Set<HandlerSession>();
+
+  /** True while someone monitors: the one test every request pays. */
+  get active(): boolean {
+    return this.clients.size > 0;
+  }
+
+  add(session: HandlerSession): void {
+    this.clients.add(session);
+  }
+
+  remove(session: HandlerSession): void {
+    this.clients.delete(session);
+  }
+
+  /** One line for `args`, sent by `from`, to every monitoring client. */
+  feed(from: HandlerSession, command: string, args: readonly Buffer[]): void {
+    const line = monitorLine(from.state.db, clientAddr(from as ListedClient), shownArgs(command, args));
+    for (const client of this.clients) client.push(line);
+  }
+}
+
+/** Valkey's sdscatrepr: quoted, `\\ \" \n \r \t \a \b` escaped, other non-printable bytes as \xHH. */
+export function repr(arg: Buffer): string {
+  let out = '"';
+  for (const c of arg) {
+    if (c === 0x5c) out += '\\\\';
+    else if (c === 0x22) out += '\\"';
+    else if (c === 0x0a) out += '\\n';
+    else if (c === 0x0d) out += '\\r';
+    else if (c === 0x09) out += '\\t';
+    else if (c === 0x07) out += '\\a';
+    else if (c === 0x08) out += '\\b';
+    else if (c >= 0x20 && c < 0x7f) out += String.fromCharCode(c);
+    else out += `\\x${c.toString(16).padStart(2, '0')}`;
+  }
+  return `${out}"`;
+}
+
+/** One MONITOR line, `+<seconds>.<microseconds> [<db> <addr>] "arg" …\r\n`. */
+export function monitorLine(db: number, addr: string, args: readonly Buffer[]): Buffer {
+  const micros = Math.floor((performance.timeOrigin + performance.now()) * 1000);
+  const seconds = Math.floor(micros / 1_000_000);
+  return Buffer.from(`+${seconds}.${String(micros % 1_000_000).padStart(6, '0')} [${db} ${addr}] ${args.map(repr).join(' ')}\r\n`, 'latin1');
+}
