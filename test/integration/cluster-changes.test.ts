@@ -73,6 +73,18 @@ describe('respool follows a changing cluster', () => {
     const { slot, keys } = keysInOneSlot('failover', 5);
     for (const k of keys) await client.set(k, 'before');
     const victim = await cluster.primaryForSlot(slot);
+    // Replication is asynchronous: a write acknowledged just before a SIGKILL may never reach the
+    // replica (Valkey's semantics, not respool's). Kill only once the shard's replicas have it.
+    const shard = (await cluster.shards()).find((s) => s.primary.port === victim.port)!;
+    const offset = async (node: typeof victim) => {
+      const info = String(await cluster.call(node, 'INFO', 'replication'));
+      return Number(/(?:^|\n)master_repl_offset:(\d+)/.exec(info)?.[1] ?? -1);
+    };
+    const written = await offset(victim);
+    for (const replica of shard.replicas) {
+      const since = Date.now();
+      while ((await offset(replica)) < written && Date.now() - since < 5000) await new Promise((r) => setTimeout(r, 20));
+    }
     await cluster.killNode(victim);
 
     // Other shards are unaffected meanwhile.
@@ -82,12 +94,13 @@ describe('respool follows a changing cluster', () => {
 
     const started = Date.now();
     let value: string | null = null;
+    let lastError = '';
     while (Date.now() - started < 30_000) {
-      value = await client.get(keys[0]!).catch((e: Error) => (process.env.DEBUG_TEST && console.log(Date.now() - started, e.message), null));
+      value = await client.get(keys[0]!).catch((e: Error) => ((lastError = `${Date.now() - started} ms: ${e.message}`), null));
       if (value === 'before') break;
       await new Promise((r) => setTimeout(r, 200));
     }
-    expect(value).toBe('before');
+    expect(value, `last error: ${lastError}`).toBe('before');
     const promoted = await cluster.primaryForSlot(slot);
     expect(promoted.port).not.toBe(victim.port);
     expect(await client.set(keys[1]!, 'after')).toBe('OK');
