@@ -12,7 +12,7 @@ import { OBSERVABILITY_SWITCHES } from './observability-config.js';
 import { CONFIG_VALIDATOR_FILE } from '../own-files.js';
 import { CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type ReadStrategyName } from './types.js';
 import { ValueProblem, show, suggest, toEnum, toHostPort, toWorkers } from './values.js';
-import { convertListen, toSocketMode, toAdminAddress, readTokenFile, toAnnounced, toPeersFrom, toZone, toHttpUrl, toNumber, dedupe } from './setting-converters.js';
+import { convertListen, toSocketMode, toAdminAddress, readTokenFile, readFirstLine, toAnnounced, toPeersFrom, toZone, toHttpUrl, toNumber, dedupe } from './setting-converters.js';
 
 // The YAML config file (and the RESPOOL_<PATH> variables, env-config.ts, through the same schema
 // and conversions) → a flat map of settings, every problem collected, each naming its field.
@@ -243,14 +243,7 @@ function readUserUpstream(raw: unknown, env: NodeJS.ProcessEnv): UpstreamSetting
 
 /** A secret read from a file: its first line, trimmed, not empty. */
 function readSecretFile(file: string): string {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw new ValueProblem(`cannot read ${file} (${code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied' : (e as Error).message})`);
-  }
-  const secret = (text.split(/\r?\n/)[0] ?? '').trim();
+  const secret = readFirstLine(file);
   if (secret === '') throw new ValueProblem(`${file} holds no secret on its first line`);
   return secret;
 }

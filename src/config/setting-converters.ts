@@ -41,8 +41,8 @@ export function toAdminAddress(v: unknown): HostPort {
   return toHostPort(v, true);
 }
 
-/** An admin token read from a file: its first line, trimmed; at least 16 characters. */
-export function readTokenFile(file: string): string {
+/** The first line of a secret-holding file, trimmed; a clear problem when it cannot be read. */
+export function readFirstLine(file: string): string {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -50,7 +50,12 @@ export function readTokenFile(file: string): string {
     const code = (e as NodeJS.ErrnoException).code;
     throw new ValueProblem(`cannot read ${file} (${code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied' : (e as Error).message})`);
   }
-  const token = (text.split(/\r?\n/)[0] ?? '').trim();
+  return (text.split(/\r?\n/)[0] ?? '').trim();
+}
+
+/** An admin token read from a file: its first line, trimmed; at least 16 characters. */
+export function readTokenFile(file: string): string {
+  const token = readFirstLine(file);
   if (token.length < 16) throw new ValueProblem(`the token in ${file} must be at least 16 characters on its first line`);
   return token;
 }

@@ -213,13 +213,7 @@ export class UpstreamPools {
       cached = [];
       this.byNode.set(node, cached);
     }
-    const index = (protocol - 2) * 2 + (role === 'primary' ? 0 : 1);
-    let pool = cached[index];
-    if (pool === undefined || pool.isClosed) {
-      pool = this.get(node.host, node.port, protocol, role);
-      cached[index] = pool;
-    }
-    return pool;
+    return this.cachedPool(cached, node, protocol, role, 0, null);
   }
 
   /** forNode for a database ≠ 0: a second map level (node → db → pools). */
@@ -234,13 +228,7 @@ export class UpstreamPools {
       cached = [];
       byDb.set(db, cached);
     }
-    const index = (protocol - 2) * 2 + (role === 'primary' ? 0 : 1);
-    let pool = cached[index];
-    if (pool === undefined || pool.isClosed) {
-      pool = this.get(node.host, node.port, protocol, role, db);
-      cached[index] = pool;
-    }
-    return pool;
+    return this.cachedPool(cached, node, protocol, role, db, null);
   }
 
   /** forNode for an upstream identity: node → identity → db → pools. */
@@ -255,7 +243,11 @@ export class UpstreamPools {
       byDb = [];
       byIdentity.set(identity, byDb);
     }
-    const cached = (byDb[db] ??= []);
+    return this.cachedPool((byDb[db] ??= []), node, protocol, role, db, identity);
+  }
+
+  /** A cache array holds one pool per (protocol, role); a closed one is replaced. */
+  private cachedPool(cached: Array<NodePool | undefined>, node: PoolNode, protocol: 2 | 3, role: NodeRole, db: number, identity: UpstreamIdentity | null): NodePool {
     const index = (protocol - 2) * 2 + (role === 'primary' ? 0 : 1);
     let pool = cached[index];
     if (pool === undefined || pool.isClosed) {
