@@ -10,6 +10,7 @@ import { Router } from './routing/router.js';
 import { RunningScripts } from './scripts/running-scripts.js';
 import { ScriptCache } from './scripts/script-cache.js';
 import { ClientSession } from './session/client-session.js';
+import { acceptReadingShared } from './session/shared-reads.js';
 import type { ServerContext } from './client/server-context.js';
 import { Metrics } from './metrics/metrics.js';
 import { isLoopback, startAdminServer, type AdminServer } from './admin/admin-server.js';
@@ -405,6 +406,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
       server.listen({ port: listen.port, host: listen.host, backlog: 4096 }, () => {
         server.off('error', reject);
         socketOptions.apply();
+        acceptReadingShared(server); // one socket per connection, reading through the shared buffer
         resolve();
       });
     });

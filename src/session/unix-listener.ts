@@ -2,6 +2,7 @@ import cluster from 'node:cluster';
 import { chmodSync } from 'node:fs';
 import net from 'node:net';
 import { removeSocket, replaceStale } from '../util/socket-file.js';
+import { acceptReadingShared } from './shared-reads.js';
 
 /**
  * A Unix domain socket clients connect to (config.unixSocket): the cheaper hop for a sidecar's
@@ -24,6 +25,7 @@ export async function listenUnix(path: string, mode: number, accept: (socket: ne
     });
   });
   chmodSync(path, mode);
+  acceptReadingShared(server);
   return {
     close() {
       server.close();

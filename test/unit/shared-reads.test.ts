@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { readClientSocket } from '../../src/session/shared-reads.js';
+import { acceptReadingShared, readClientSocket } from '../../src/session/shared-reads.js';
 import { copyOut } from '../../src/util/shared-read-buffer.js';
 
 function onChunk(this: net.Socket, chunk: Buffer): void {
@@ -9,17 +9,20 @@ function onChunk(this: net.Socket, chunk: Buffer): void {
 }
 
 /** A server whose accepted sockets go through readClientSocket; every chunk is recorded. */
-async function server(): Promise<{ srv: net.Server; port: number; accepted: Array<{ socket: net.Socket; chunks: Buffer[] }> }> {
-  const accepted: Array<{ socket: net.Socket; chunks: Buffer[] }> = [];
-  const srv = net.createServer({ pauseOnConnect: true, noDelay: true }, (raw) => {
+async function server(opts: { straight?: boolean; maxConnections?: number } = {}): Promise<{ srv: net.Server; port: number; accepted: Array<{ socket: net.Socket; chunks: Buffer[]; raw: net.Socket }> }> {
+  const accepted: Array<{ socket: net.Socket; chunks: Buffer[]; raw: net.Socket }> = [];
+  // noDelay as a listener option makes acceptReadingShared leave accepting to Node (re-wrap path).
+  const srv = net.createServer({ pauseOnConnect: true, noDelay: opts.straight !== true }, (raw) => {
     const chunks: Buffer[] = [];
     const socket = readClientSocket(raw, onChunk);
     (socket as net.Socket & { chunks: Buffer[] }).chunks = chunks;
-    accepted.push({ socket, chunks });
+    accepted.push({ socket, chunks, raw });
     socket.on('error', () => {});
     socket.resume();
   });
+  if (opts.maxConnections !== undefined) srv.maxConnections = opts.maxConnections;
   await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  if (opts.straight === true) acceptReadingShared(srv);
   return { srv, port: (srv.address() as net.AddressInfo).port, accepted };
 }
 
@@ -61,6 +64,42 @@ describe('shared-buffer client reads', () => {
     const closed = new Promise<void>((resolve) => srv.close(() => resolve()));
     client.end();
     await once(socket, 'close');
+    await closed;
+  });
+
+  it('accepts straight into a shared-reading socket: one socket per connection, counted by the server, bytes intact', async () => {
+    const { srv, port, accepted } = await server({ straight: true });
+    const client = net.connect(port, '127.0.0.1');
+    await once(client, 'connect');
+    const sent = Buffer.from('*1\r\n$4\r\nPING\r\n'.repeat(500));
+    for (let i = 0; i < sent.length; i += 1000) client.write(sent.subarray(i, i + 1000));
+    await expect.poll(() => accepted[0]?.chunks.reduce((n, c) => n + c.length, 0) ?? 0).toBe(sent.length);
+    const { socket, chunks, raw } = accepted[0]!;
+    expect(socket).toBe(raw); // not re-wrapped: the listener built it reading through the shared buffer
+    expect(Buffer.concat(chunks).equals(sent)).toBe(true);
+    expect(await new Promise((r) => srv.getConnections((_e, n) => r(n)))).toBe(1);
+    socket.write('+PONG\r\n');
+    const [reply] = (await once(client, 'data')) as [Buffer];
+    expect(reply.toString()).toBe('+PONG\r\n');
+    const closed = new Promise<void>((resolve) => srv.close(() => resolve()));
+    client.end();
+    await once(socket, 'close');
+    await closed; // its close was counted down
+  });
+
+  it('leaves accepting to Node when the listener has a setting only Node applies (maxConnections): re-wrapped then', async () => {
+    const { srv, port, accepted } = await server({ straight: true, maxConnections: 1 });
+    const first = net.connect(port, '127.0.0.1');
+    await once(first, 'connect');
+    first.write('PING\r\n');
+    await expect.poll(() => accepted[0]?.chunks.length ?? 0).toBe(1);
+    expect(accepted[0]!.socket).not.toBe(accepted[0]!.raw);
+    const second = net.connect(port, '127.0.0.1');
+    second.on('error', () => {});
+    await once(second, 'close'); // over maxConnections: Node's own path closed it
+    expect(accepted).toHaveLength(1);
+    const closed = new Promise<void>((resolve) => srv.close(() => resolve()));
+    first.end();
     await closed;
   });
 
