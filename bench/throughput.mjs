@@ -348,6 +348,7 @@ function summarize(result) {
         };
         if (runs.some((r) => r.respoolMetrics)) {
           const m = runs.map((r) => r.respoolMetrics).filter(Boolean);
+          cell.upstreamIo = { perWrite: stat(m.map((x) => x.upstreamIo?.perWrite)), perRead: stat(m.map((x) => x.upstreamIo?.perRead)) };
           cell.promEld = {
             p50LateMs: stat(m.map((x) => x.eld.p50LateMs)), p99LateMs: stat(m.map((x) => x.eld.p99LateMs)), maxLateMs: stat(m.map((x) => x.eld.maxLateMs)),
           };
@@ -548,6 +549,17 @@ function markdown(result) {
       const tw = cell('twemproxy', p, t);
       const d = cell('direct', p, t);
       return [t, p, mm(r?.cpuUsPerReq), mm(tw?.cpuUsPerReq), mm(d?.cpuUsPerReq), mm(r?.valkeyCpuUsPerReq), mm(tw?.valkeyCpuUsPerReq), mm(r?.totalCpuUsPerReq), mm(tw?.totalCpuUsPerReq)];
+    })));
+  out.push('');
+
+  out.push('### Requests per upstream write and read (respool)');
+  out.push('');
+  out.push('How many requests each of respool\'s writes to valkey-server carried, and how many replies each read from it brought (the growth of `respool_upstream_io_total{op=requests|writes|reads}` over the run, from its /metrics). More per write and per read means fewer system calls on the server for the same requests: its CPU per request above.');
+  out.push('');
+  out.push(mdTable(['test', 'P', 'requests per upstream write', 'requests per upstream read'],
+    rowsBy((p, t) => {
+      const r = cell('respool', p, t);
+      return [t, p, mm(r?.upstreamIo?.perWrite), mm(r?.upstreamIo?.perRead)];
     })));
   out.push('');
 

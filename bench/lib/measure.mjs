@@ -160,7 +160,12 @@ export function respoolMetricsDelta(before, after) {
   const maxPauseAtMostMs = anyGc ? bounds.find((b) => b > maxBucketLe) * 1000 : null;
   const count = Object.values(byKind).reduce((a, g) => a + g.count, 0);
   const ms = Object.values(byKind).reduce((a, g) => a + g.ms, 0);
-  return { eld, gc: { count, ms, byKind, maxPauseAtMostMs } };
+  // Requests per upstream write and per upstream read (respool_upstream_io_total): how full
+  // respool's writes to the node and the node's replies are.
+  const io = (op) => (after.get(`respool_upstream_io_total{op="${op}"}`) ?? NaN) - (before.get(`respool_upstream_io_total{op="${op}"}`) ?? 0);
+  const [requests, writes, reads] = [io('requests'), io('writes'), io('reads')];
+  const upstreamIo = { requests, writes, reads, perWrite: writes > 0 ? requests / writes : null, perRead: reads > 0 ? requests / reads : null };
+  return { eld, gc: { count, ms, byKind, maxPauseAtMostMs }, upstreamIo };
 }
 
 // ---------------------------------------------------------------- strace -c
