@@ -147,10 +147,13 @@ export class FleetStore {
           },
         });
       },
-      message: (_conn, _kind, _pattern, _channel, frame) => {
-        const value = decodeReply(frame);
-        const payload = Array.isArray(value) ? value[2] : undefined;
-        if (Buffer.isBuffer(payload)) this.onMessage?.(payload);
+      // A run of one or more messages (pubsub/message-run.ts): each frame from its offset to the next.
+      message: (_conn, _kind, _pattern, _channel, frames, starts) => {
+        for (let i = 0; i < starts.length; i++) {
+          const value = decodeReply(frames.subarray(starts[i]!, i + 1 < starts.length ? starts[i + 1]! : frames.length));
+          const payload = Array.isArray(value) ? value[2] : undefined;
+          if (Buffer.isBuffer(payload)) this.onMessage?.(payload);
+        }
       },
       shardChannelDropped: () => {},
       closed: (_conn, reason) => {

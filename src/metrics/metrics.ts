@@ -412,7 +412,16 @@ export class Metrics {
     return series.child;
   }
 
-  /** `respool_leased_connections{node,state}` child (set by the dedicated pools on every change). */
+  /**
+   * Runs `update` when the registry is read (before respool_leased_connections is collected): the
+   * dedicated pools set the gauges of the nodes that changed since then, not on every lease and
+   * return (three label hashes per acquire and per release were on the blocking wake path).
+   */
+  leasedConnectionsAtScrape(update: () => void): void {
+    (this.raw.leased_connections as unknown as { collect: () => void }).collect = update;
+  }
+
+  /** `respool_leased_connections{node,state}` child (set by the dedicated pools for the nodes that changed, at scrape time). */
   leasedConnectionsGauge(node: string, state: LeaseState): Gauge.Internal<'node' | 'state'> {
     const key = `${node}\0${state}`;
     let series = this.leased.get(key);

@@ -24,7 +24,7 @@ export class ClassicSubscriber {
 
   private readonly handler: SubscriberConnectionHandler = {
     ready: (conn) => this.onReady(conn),
-    message: (conn, kind, pattern, channel, frame) => this.hub.onMessage(conn, kind, pattern, channel, frame),
+    message: (conn, kind, pattern, channel, frames, starts) => this.hub.onMessage(conn, kind, pattern, channel, frames, starts),
     shardChannelDropped: () => {},
     closed: (conn, reason) => this.onClosed(conn, reason),
     unsubscribeRefused: (conn, command, error) => this.hub.log.warn({ node: conn.address, command, error }, 'pub/sub: upstream refused an unsubscribe'),

@@ -12,6 +12,7 @@ import { isKeyspaceChannel, SUBSCRIBE_COMMAND, UNSUBSCRIBE_COMMAND, type Entry, 
 import { ClassicSubscriber } from './classic-subscriber.js';
 import { NodeSubscribers } from './node-subscribers.js';
 import { ShardSubscribers } from './shard-subscribers.js';
+import { ONE_FRAME } from './message-run.js';
 
 export type { Subscriber, SubscriptionKind } from './subscription-entry.js';
 export { isKeyspaceChannel } from './subscription-entry.js';
@@ -437,22 +438,27 @@ export class PubSubHub implements HubCore {
 
   // ---- messages ------------------------------------------------------------------------------
 
-  onMessage(conn: SubscriberConnection, kind: MessageKind, pattern: string | null, channel: string, frame: Buffer): void {
+  onMessage(conn: SubscriberConnection, kind: MessageKind, pattern: string | null, channel: string, frames: Buffer, starts: readonly number[]): void {
     const e = kind === 'message' ? this.channels.get(channel) : kind === 'pmessage' ? this.patterns.get(pattern!) : this.shards.get(channel);
     if (e === undefined || e.conn !== conn || e.receivers.size === 0) return;
-    this.fanOut(e, frame);
+    this.fanOut(e, frames, starts);
   }
 
-  fanOut(e: Entry, frame: Buffer): void {
+  /**
+   * One run of messages (message-run.ts) to every receiver: encoded once per protocol, not per
+   * subscriber, and written to each at once (ClientSession.push), so the first subscriber does not
+   * wait for the last one's copy to be queued.
+   */
+  fanOut(e: Entry, frames: Buffer, starts: readonly number[] = ONE_FRAME): void {
     let resp2: Buffer | null = null;
     for (const sub of e.receivers) {
       if (sub.closed) continue;
       if (sub.protocol === 3) {
-        sub.deliver(frame);
+        sub.deliver(frames);
       } else {
         if (resp2 === null) {
-          resp2 = Buffer.from(frame);
-          resp2[0] = 0x2a; // '>' push → '*' array: the rest of the frame is the same in RESP2
+          resp2 = Buffer.from(frames);
+          for (const at of starts) resp2[at] = 0x2a; // '>' push → '*' array: the rest of each frame is the same in RESP2
         }
         sub.deliver(resp2);
       }

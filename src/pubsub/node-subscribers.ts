@@ -114,7 +114,7 @@ export class NodeSubscribers {
       ready: () => {
         if (x.conn === conn) x.attempt = 0;
       },
-      message: (c, kind, pattern, channel, frame) => this.onMessage(x, c, kind, pattern, channel, frame),
+      message: (c, kind, pattern, channel, frames, starts) => this.onMessage(x, c, kind, pattern, channel, frames, starts),
       shardChannelDropped: () => {},
       closed: (c, reason) => this.onClosed(x, c, reason),
       unsubscribeRefused: (c, command, error) => this.hub.log.warn({ node: c.address, command, error }, 'pub/sub: upstream refused an unsubscribe'),
@@ -219,11 +219,11 @@ export class NodeSubscribers {
   }
 
   /** A message from a node connection: only keyspace notifications (that node's keys); PUBLISH comes from the classic connection. */
-  private onMessage(x: NodeSubscriber, conn: SubscriberConnection, kind: MessageKind, pattern: string | null, channel: string, frame: Buffer): void {
+  private onMessage(x: NodeSubscriber, conn: SubscriberConnection, kind: MessageKind, pattern: string | null, channel: string, frames: Buffer, starts: readonly number[]): void {
     if (x.conn !== conn || kind === 'smessage' || !isKeyspaceChannel(channel)) return;
     const e = kind === 'message' ? this.hub.entries('channel').get(channel) : this.hub.entries('pattern').get(pattern!);
     if (e === undefined || !x.held.has(e) || e.receivers.size === 0) return;
-    this.hub.fanOut(e, frame);
+    this.hub.fanOut(e, frames, starts);
   }
 
   /** No node-wide entry left: each node connection closes after `idleCloseMs`. */

@@ -23,7 +23,7 @@ export class ShardSubscribers {
 
   private readonly handler: SubscriberConnectionHandler = {
     ready: () => {},
-    message: (conn, kind, pattern, channel, frame) => this.hub.onMessage(conn, kind, pattern, channel, frame),
+    message: (conn, kind, pattern, channel, frames, starts) => this.hub.onMessage(conn, kind, pattern, channel, frames, starts),
     shardChannelDropped: (conn, channel) => this.onDropped(conn, channel),
     closed: (conn, reason) => this.onClosed(conn, reason),
     unsubscribeRefused: (conn, command, error) => this.hub.log.warn({ node: conn.address, command, error }, 'pub/sub: upstream refused an unsubscribe'),

@@ -13,7 +13,8 @@
  *             shard channel: slot moved, node demoted — cluster_legacy.c removeChannelsInSlot)
  *             or a desync, and a desync closes the connection (the hub then re-subscribes).
  *   messages: `message` / `pmessage` / `smessage` pushes go to the handler as views of the read
- *             buffer, valid until the handler returns.
+ *             buffer, valid until the handler returns; consecutive ones for one name in one read
+ *             go as one run (message-run.ts), handed on before anything else is handled.
  *   outbox  : UNSUBSCRIBEs asked for during one turn (unsubscribeLater) leave together at its end,
  *             and before any SUBSCRIBE sent on this connection meanwhile, so a name released and
  *             wanted again in one turn ends subscribed.
@@ -33,6 +34,7 @@ import { encodeCommand } from '../resp/encode.js';
 import type { FramerLimits } from '../resp/limits.js';
 import { BatchedWriter } from '../util/batched-writer.js';
 import { FifoQueue } from '../util/fifo-queue.js';
+import { MessageRun } from './message-run.js';
 
 export type UpstreamSubscribeCommand = 'subscribe' | 'psubscribe' | 'ssubscribe' | 'unsubscribe' | 'punsubscribe' | 'sunsubscribe';
 export type MessageKind = 'message' | 'pmessage' | 'smessage';
@@ -56,10 +58,11 @@ export interface SubscriberConnectionOptions {
 export interface SubscriberConnectionHandler {
   ready(conn: SubscriberConnection): void;
   /**
-   * A message push. `channel`/`pattern` are latin1 keys of the names; `frame` is the whole push
-   * (a view). `pattern` is null unless kind is 'pmessage'.
+   * Message pushes for one name: a run of one or more that arrived together (message-run.ts).
+   * `channel`/`pattern` are latin1 keys of the names; `frames` holds the whole pushes back to back
+   * (a view), `starts` the offset of each. `pattern` is null unless kind is 'pmessage'.
    */
-  message(conn: SubscriberConnection, kind: MessageKind, pattern: string | null, channel: string, frame: Buffer): void;
+  message(conn: SubscriberConnection, kind: MessageKind, pattern: string | null, channel: string, frames: Buffer, starts: readonly number[]): void;
   /** Valkey sent `sunsubscribe <channel>` that no command of ours asked for. */
   shardChannelDropped(conn: SubscriberConnection, channel: string): void;
   closed(conn: SubscriberConnection, reason: string): void;
@@ -107,6 +110,8 @@ export class SubscriberConnection {
   private lastWriteAt = performance.now();
   /** When bytes last arrived (pushes count: they prove the node alive). */
   private lastReadAt = performance.now();
+  /** Messages of this read not handed on yet (message-run.ts). */
+  private readonly run: MessageRun;
 
   constructor(
     private readonly options: SubscriberConnectionOptions,
@@ -114,6 +119,7 @@ export class SubscriberConnection {
   ) {
     this.address = `${options.host}:${options.port}`;
     this.framer = new ReplyFramer(options.framerLimits);
+    this.run = new MessageRun((kind, pattern, channel, frames, starts) => this.handler.message(this, kind, pattern, channel, frames, starts));
     this.conn = (options.openSocket ?? openUpstreamSocket)(options, {
       open: () => this.handshake(),
       data: (chunk) => this.onData(chunk),
@@ -175,6 +181,7 @@ export class SubscriberConnection {
 
   close(reason = 'closed by respool'): void {
     if (this.state === 'closed') return;
+    this.run.flush(); // what arrived before the close is delivered, as before it
     this.state = 'closed';
     this.closeReason = reason;
     this.outbox = null;
@@ -230,12 +237,17 @@ export class SubscriberConnection {
     try {
       // A handler may close the connection mid-loop: stop reading its frames then.
       while (!this.isClosed() && (frame = this.framer.next()) !== null) {
-        if (frame[0] === PUSH) this.onPush(frame);
-        else this.onReply(frame);
+        if (frame[0] === PUSH) {
+          this.onPush(frame);
+        } else {
+          this.run.flush();
+          this.onReply(frame);
+        }
       }
     } catch (err) {
       this.close(`unreadable reply from upstream: ${(err as Error).message}`);
     }
+    this.run.flush();
   }
 
   /** A non-push reply: HELLO's, PING's, or an error refusing the oldest command whole. */
@@ -270,15 +282,16 @@ export class SubscriberConnection {
     const kind = reader.string();
     if (kind === 'message' || kind === 'smessage') {
       const channel = reader.string();
-      if (channel !== null) this.handler.message(this, kind, null, channel, frame);
+      if (channel !== null) this.run.add(kind, null, channel, frame);
       return;
     }
     if (kind === 'pmessage') {
       const pattern = reader.string();
       const channel = reader.string();
-      if (pattern !== null && channel !== null) this.handler.message(this, kind, pattern, channel, frame);
+      if (pattern !== null && channel !== null) this.run.add(kind, pattern, channel, frame);
       return;
     }
+    this.run.flush(); // a confirmation (or anything else) comes after the messages before it
     if (kind === null || !CONFIRMATION_KINDS.has(kind)) return; // other pushes (none expected) are ignored
     const name = reader.string();
     const head = this.pending.peek();

@@ -15,11 +15,11 @@ export interface Subscriber {
   readonly protocol: 2 | 3;
   readonly closed: boolean;
   /**
-   * One complete message frame, already in this subscriber's protocol (RESP2 `*3 message ch
-   * payload` / `*4 pmessage pat ch payload` / `*3 smessage ch payload`; RESP3 the same as `>`
-   * pushes). A view: copy to keep.
+   * One or more complete message frames (a run: message-run.ts), already in this subscriber's
+   * protocol (RESP2 `*3 message ch payload` / `*4 pmessage pat ch payload` / `*3 smessage ch
+   * payload`; RESP3 the same as `>` pushes). A view: copy to keep.
    */
-  deliver(frame: Buffer): void;
+  deliver(frames: Buffer): void;
   /** Valkey dropped a sharded channel (its slot moved, failover): respool's upstream subscription is gone. */
   shardChannelLost(channel: Buffer): void;
 }
@@ -110,10 +110,10 @@ export interface HubCore {
   forget(e: Entry): void;
   /** Respool no longer holds shard channel e: dropped, every receiver told. */
   lose(e: Entry, unsubscribe: boolean): void;
-  /** A message from `conn` for the entry it names: fanned out to its receivers. */
-  onMessage(conn: SubscriberConnection, kind: MessageKind, pattern: string | null, channel: string, frame: Buffer): void;
-  /** A message for `e`, to every receiver (node connections: keyspace events). */
-  fanOut(e: Entry, frame: Buffer): void;
+  /** A run of messages from `conn` for the entry it names (message-run.ts): fanned out to its receivers. */
+  onMessage(conn: SubscriberConnection, kind: MessageKind, pattern: string | null, channel: string, frames: Buffer, starts: readonly number[]): void;
+  /** A run of messages for `e` (`starts`: each frame's offset), to every receiver (node connections: keyspace events). */
+  fanOut(e: Entry, frames: Buffer, starts?: readonly number[]): void;
   /** Dials a subscriber connection with the hub's settings. */
   connect(host: string, port: number, handler: SubscriberConnectionHandler): SubscriberConnection;
   /** Connections with nothing subscribed: closed after PubSubHub.idleCloseMs. */

@@ -178,8 +178,9 @@ export class ClientSession implements DispatchedSession {
   }
 
   /**
-   * A pub/sub push (message, or a confirmation respool sends on its own): written now when no
-   * reply is owed, else queued behind every reply owed (copied: the frame is a view into a
+   * A pub/sub push (one or more messages, or a confirmation respool sends on its own): written
+   * now when no reply is owed — straight to the kernel unless replies of this turn are still
+   * batched before it — else queued behind every reply owed (copied: the frame is a view into a
    * subscriber connection's read buffer). Bounded like Valkey's client-output-buffer-limit
    * pubsub: unread bytes (socket + batch + pushes still queued) past
    * pubsub.maxOutputBytesPerClient disconnect this client at once — no waiting, no timer, so
@@ -196,7 +197,7 @@ export class ClientSession implements DispatchedSession {
         this.queuedPushSizes!.drain();
         this.queuedPushBytes = 0;
       }
-      this.write(frame);
+      this.write(frame, true); // now, not at the end of the fan-out loop (BatchedWriter.writeNow)
       if (this.closed) return; // past clients.maxOutputBytesPerClient: already dropped
     } else {
       const sizes = (this.queuedPushSizes ??= new FifoQueue<number>());
@@ -378,9 +379,10 @@ export class ClientSession implements DispatchedSession {
     if (!this.closed) this.write(reply);
   }
 
-  /** Replies produced while handling one upstream chunk leave in one write (BatchedWriter). */
-  private write(data: Buffer): void {
-    this.writer.write(data);
+  /** Replies produced while handling one upstream chunk leave in one write (BatchedWriter); `now`: a push, sent at once when nothing is batched before it. */
+  private write(data: Buffer, now = false): void {
+    if (now) this.writer.writeNow(data);
+    else this.writer.write(data);
     this.bytesOut += data.length;
     if (this.ctx.metrics !== undefined) this.ctx.metrics.traffic.clientOut += data.length;
     const unread = this.writer.unsentBytes;

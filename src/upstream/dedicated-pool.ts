@@ -150,6 +150,8 @@ export class DedicatedPools {
     shutting_down: 0,
   };
   private readonly metrics: Metrics | undefined;
+  /** Nodes whose lease counts changed since the gauges were last set (publishChanged, at scrape time). */
+  private readonly changed = new Set<string>();
   private readonly abandonGraceMs: number;
   /** Set by the server: the identity mirror (identity connections make sure their user exists first). */
   identityHooks: IdentityHooks | null = null;
@@ -162,6 +164,7 @@ export class DedicatedPools {
     this.metrics = options.metrics;
     this.abandonGraceMs = options.abandonGraceMs ?? ABANDON_GRACE_MS;
     this.gate = new LeaseGate(() => this.config.dedicated.maxTotal);
+    this.metrics?.leasedConnectionsAtScrape(() => this.publishChanged());
   }
 
   /**
@@ -496,8 +499,18 @@ export class DedicatedPools {
     this.metrics?.leaseRefusalCounter(reason).inc();
   }
 
-  /** Sets the node's leased_connections gauges (both protocols summed). */
+  /** The node's leased_connections gauges (both protocols summed) are due: set at the next scrape (publishChanged). */
   private publish(address: string): void {
+    if (this.metrics !== undefined) this.changed.add(address);
+  }
+
+  /** At scrape time: the gauges of every node whose leases changed since the last one. */
+  private publishChanged(): void {
+    for (const address of this.changed) this.publishNow(address);
+    this.changed.clear();
+  }
+
+  private publishNow(address: string): void {
     const metrics = this.metrics;
     if (metrics === undefined) return;
     const s: LeaseNodeStats = { inUse: 0, idle: 0, creating: 0, waiting: 0 };

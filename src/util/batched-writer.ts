@@ -146,6 +146,23 @@ export class BatchedWriter implements DirectWriteOwner {
     due[this.when].add(this);
   }
 
+  /**
+   * `data` to the kernel now, when nothing is batched before it; otherwise behind the batch (order
+   * first). For pub/sub fan-out: one message to 10,000 subscribers must not wait until the last
+   * subscriber's copy is queued before the first one leaves (the microtask batch would hold every
+   * write until the whole loop ran); the caller has already joined what one read carried.
+   */
+  writeNow(data: Buffer): void {
+    if (this.first !== null) {
+      this.write(data);
+      return;
+    }
+    this.batches++;
+    if (this.socket.destroyed) return;
+    this.send(data);
+    if (this.sentWaiters !== null) this.checkSent();
+  }
+
   flush(): void {
     this.scheduled = false;
     const first = this.first;

@@ -199,6 +199,10 @@ describe('leased upstream connections (DedicatedPools) against a real valkey-ser
     expect(await third).toBe(c1);
     expect(p.stats().byNode[a.address]).toMatchObject({ inUse: 2, waiting: 0 });
     expect(p.stats().total).toBe(2);
+    // The gauges are set at scrape time from what changed since the last one (not on every lease).
+    const after = await metrics.render();
+    expect(after).toContain(`respool_leased_connections{node="${a.address}",state="waiting"} 0`);
+    expect(after).toContain(`respool_leased_connections{node="${a.address}",state="in_use"} 2`);
 
     // a dirty release frees a place too: the waiter gets a new connection
     const fourth = p.acquire(a.host, a.port, 2);

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import calculateSlot from 'cluster-key-slot';
 import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
-import { rawPipeline } from '../harness/raw-client.js';
+import { RespDecoder, rawPipeline } from '../harness/raw-client.js';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import type { RespoolConfig } from '../../src/config/types.js';
 import { UpstreamPools } from '../../src/upstream/upstream-pools.js';
@@ -15,6 +15,7 @@ import { waitFor } from '../helpers/wait.js';
 
 const log = pino({ level: process.env['RESPOOL_TEST_LOG'] ?? 'silent' });
 let nextId = 1;
+const KIND_END = Buffer.from('message\r\n');
 
 class FakeSubscriber implements Subscriber {
   readonly id = nextId++;
@@ -26,9 +27,20 @@ class FakeSubscriber implements Subscriber {
     readonly protocol: 2 | 3,
     private readonly keep = true,
   ) {}
-  deliver(frame: Buffer): void {
-    this.deliveries++;
-    if (this.keep) this.frames.push(Buffer.from(frame));
+  /** A delivery may hold a run of several messages (pubsub/message-run.ts): counted and kept one frame each. */
+  deliver(frames: Buffer): void {
+    if (!this.keep) {
+      // Count only: each message frame names its kind once ("message", "pmessage", "smessage").
+      for (let at = frames.indexOf(KIND_END); at >= 0; at = frames.indexOf(KIND_END, at + KIND_END.length)) this.deliveries++;
+      return;
+    }
+    const decoder = new RespDecoder();
+    decoder.push(frames);
+    let f: { raw: Buffer } | undefined;
+    while ((f = decoder.nextFrame()) !== undefined) {
+      this.deliveries++;
+      if (this.keep) this.frames.push(Buffer.from(f.raw));
+    }
   }
   shardChannelLost(channel: Buffer): void {
     this.lost.push(channel.toString());

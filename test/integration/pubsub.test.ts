@@ -134,6 +134,42 @@ describe('pub/sub through respool, standalone', () => {
     expect(proxied).toBe(direct);
   });
 
+  it('a burst over two channels and a pattern, interleaved: every message in publish order, same bytes as valkey-server (RESP2 and RESP3)', async () => {
+    // The publisher's pipeline reaches respool's subscriber connection in few reads: runs of one
+    // channel are joined (message-run.ts), and must not overtake the other channel's messages.
+    const N = 400;
+    const publishes: Command[] = [];
+    for (let i = 0; i < N; i++) publishes.push(['PUBLISH', i % 7 === 3 ? 'burst:b' : i % 11 === 5 ? 'burst:xyz' : 'burst:a', `m${i}`]);
+    const listen = async (port: number, protocol: 2 | 3) => {
+      const c = await RawConnection.connect(port);
+      if (protocol === 3) {
+        c.send('HELLO', '3');
+        await c.read();
+      }
+      c.send('SUBSCRIBE', 'burst:a', 'burst:b');
+      c.send('PSUBSCRIBE', 'burst:x*');
+      for (let i = 0; i < 3; i++) await c.read();
+      return c;
+    };
+    const subs = [await listen(server.port, 2), await listen(proxy.address.port, 2), await listen(server.port, 3), await listen(proxy.address.port, 3)];
+    const publisher = await RawConnection.connect(server.port);
+    publisher.write(Buffer.concat(publishes.map((c) => encodeCommand(c))));
+    const expectedFrames = N; // one frame a PUBLISH: a message, or the pattern's pmessage for burst:xyz
+    const streams = await Promise.all(subs.map(async (c) => {
+      const frames: string[] = [];
+      for (let i = 0; i < expectedFrames; i++) frames.push(await c.read(10_000));
+      c.close();
+      return frames;
+    }));
+    publisher.close();
+    const [direct2, proxied2, direct3, proxied3] = streams;
+    expect(direct2!.filter((f) => f.includes('message')).length).toBe(expectedFrames);
+    expect(proxied2).toEqual(direct2);
+    expect(proxied3).toEqual(direct3);
+    expect(direct3![0]!.startsWith('>')).toBe(true);
+    expect(direct2![0]!.startsWith('*')).toBe(true);
+  });
+
   it('works with iovalkey as the subscriber (RESP2 subscriber mode)', async () => {
     const sub = client();
     const got: string[] = [];

@@ -77,6 +77,34 @@ describe('BatchedWriter', () => {
     expect((await readBytes(peer, expected.length)).equals(expected)).toBe(true);
   });
 
+  it('writeNow sends at once when nothing is batched, and keeps order behind a batch', async () => {
+    const { local, peer } = await pair();
+    const writer = new BatchedWriter(local, 'microtask');
+    writer.writeNow(Buffer.from('+first\r\n'));
+    expect(writer.unsentBytes).toBe(0); // already with the kernel: no turn waited for
+    expect(writer.batches).toBe(1);
+    writer.write(Buffer.from('+reply\r\n')); // batched for the microtask
+    writer.writeNow(Buffer.from('+push\r\n')); // must not overtake the batched reply
+    expect(writer.batchedBytes).toBe('+reply\r\n+push\r\n'.length);
+    await settle();
+    expect(writer.unsentBytes).toBe(0);
+    const expected = '+first\r\n+reply\r\n+push\r\n';
+    expect((await readBytes(peer, expected.length)).toString()).toBe(expected);
+  });
+
+  it('writeNow behind a write libuv queued goes through the Writable, in order', async () => {
+    const { local, peer } = await pair();
+    const writer = new BatchedWriter(local, 'microtask');
+    const big = Buffer.alloc(8 * 1024 * 1024, 0x61); // more than the kernel takes from a paused peer
+    writer.writeNow(big);
+    expect(writer.unsentBytes).toBeGreaterThan(0);
+    const tail = Buffer.from('+after\r\n');
+    writer.writeNow(tail);
+    const got = await readBytes(peer, big.length + tail.length);
+    expect(got.subarray(big.length).toString()).toBe('+after\r\n');
+    expect(got.subarray(0, big.length).equals(big)).toBe(true);
+  });
+
   it('counts a write libuv had to queue, keeps later writes behind it, and reports when all is sent', async () => {
     const { local, peer } = await pair();
     const writer = new BatchedWriter(local, 'microtask');
