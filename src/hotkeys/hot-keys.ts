@@ -174,6 +174,17 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementH
     return this.refuse(command, split, 'it involves other keys or is neither a plain read nor a plain write');
   }
 
+  passPart(args: readonly Buffer[], keys: readonly number[], order: Int32Array, from: number, to: number, slot: number, spec: CommandSpec): boolean {
+    const fleet = this.fleet;
+    if (fleet !== null && (spec.flags & CommandFlag.WRITE) !== 0 && !fleet.state.writable(Date.now())) return false;
+    if (this.ruleCount !== 0) {
+      for (let i = from; i < to; i++) if (this.match(args[keys[order[i]!]!]!, slot) !== null) return false;
+    }
+    const detector = this.detector;
+    if (detector !== null && detector.shouldSample()) detector.record(args[keys[order[from]!]!]!.toString('latin1'), slot);
+    return true;
+  }
+
   refuseInTransaction(args: Buffer[], keys: number[], slot: number, command: string, why = 'a transaction runs on one node, so its copies would not be written'): string | null {
     const fleet = this.fleet;
     if (fleet !== null) {
