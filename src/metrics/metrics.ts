@@ -174,6 +174,8 @@ export class Metrics {
   private readonly seenCommands = new Set<string>();
   /** `respool_commands_total` children: plain numbers per label, copied into the metric at scrape time. */
   private readonly commandCounts = new Map<string, CommandCount>();
+  /** respool_split_reads_total by outcome: plain numbers on the hot path (one per split read), read at scrape time. */
+  readonly splitReads = { original: 0, copy: 0, fallback: 0 };
   private readonly commandErrors = new Map<string, Record<CommandErrorKind, Counter.Internal | undefined>>();
 
   // node-labelled children
@@ -229,6 +231,11 @@ export class Metrics {
       const c = this.raw.commands_total;
       c.reset();
       for (const [label, count] of this.commandCounts) c.labels(label).inc(count.value);
+    };
+    (this.raw.split_reads_total as unknown as { collect: () => void }).collect = () => {
+      const c = this.raw.split_reads_total;
+      c.reset();
+      for (const outcome of ['original', 'copy', 'fallback'] as const) c.labels(outcome).inc(this.splitReads[outcome]);
     };
     counterFrom(this.raw.client_bytes_total, () => ({ in: this.traffic.clientIn, out: this.traffic.clientOut }));
     // Last-minute quantiles, computed from the windows at scrape time (metrics/latency-windows.ts).

@@ -210,3 +210,28 @@ export function encodeDouble(d: number, proto: 2 | 3): Buffer {
   const text = Number.isNaN(d) ? 'nan' : d === Infinity ? 'inf' : d === -Infinity ? '-inf' : Object.is(d, -0) ? '-0' : String(d);
   return proto === 3 ? Buffer.from(`,${text}\r\n`, 'latin1') : encodeBulk(text, 2);
 }
+
+/** Bytes of a RESP bulk string of `n` bytes (`$n\r\n…\r\n`): sizing a command written in place. */
+export function bulkSize(n: number): number {
+  return n + 5 + decimalLength(n);
+}
+
+/** Bytes of an aggregate header (`*n\r\n`). */
+export function arrayHeaderSize(n: number): number {
+  return 3 + decimalLength(n);
+}
+
+/** Writes `*n\r\n` at `off`; returns the offset after it. */
+export function writeArrayHeader(out: Buffer, off: number, n: number): number {
+  return writeHeader(out, off, STAR, n);
+}
+
+/** Writes `b` as a bulk string at `off`; returns the offset after it. */
+export function writeBulk(out: Buffer, off: number, b: Buffer): number {
+  off = writeHeader(out, off, DOLLAR, b.length);
+  out.set(b, off);
+  off += b.length;
+  out[off] = CR;
+  out[off + 1] = LF;
+  return off + 2;
+}

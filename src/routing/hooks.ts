@@ -14,6 +14,13 @@ export interface KeyedRouteHook {
    */
   route(owner: CallOwner, raw: Buffer, args: Buffer[], spec: CommandSpec, keys: number[], slot: number, command: string, isScript: boolean): Buffer | true | null;
   /**
+   * A part of a command split by slot (routing/split-command.ts), before it is sent with the
+   * other parts for its node: its keys are args[keys[order[i]]] for i in [from, to), all in
+   * `slot`. True when route() would let it go unchanged — it is then recorded as route() records
+   * a call (detection sampling); false when it must go through route() (nothing recorded yet).
+   */
+  passPart(args: readonly Buffer[], keys: readonly number[], order: Int32Array, from: number, to: number, slot: number, spec: CommandSpec): boolean;
+  /**
    * A keyed command queued inside MULTI runs as it is, on one node, at EXEC: the error text that
    * refuses it when the hook could not apply its rules there (a split key), else null. `why`:
    * the reason given instead of a transaction's (a store or move over several slots also writes

@@ -18,6 +18,7 @@ import type { ReadRouting } from './read-strategy.js';
 import { fullJitterDelay } from '../upstream/backoff.js';
 import { ClusterScan, FanOut, fanOutTargets } from './fan-out.js';
 import { responsePolicy } from '../commands/proxy-handling.js';
+import { NodeBatch, type SplitCommand } from './split-command.js';
 import type { UpstreamIdentity } from '../acl/upstream-identity.js';
 
 /** Where a MOVED / ASK sends a request next (Router.followRedirect), or the error once it was redirected too often. */
@@ -112,6 +113,82 @@ export class Router {
     }
     this.metrics?.commandCounter(command).inc();
     return this.send(call, topology);
+  }
+
+  /**
+   * Parts [from, to) of a command split by slot (split-command.ts): each part's node is its
+   * slot's primary, and the parts for one node leave as one buffer on the client's link (one
+   * NodeBatch, no call per part). A part goes through routeKeyed alone when something must look
+   * at it first: the read strategy (a read-only command while one is active) or the hot-key
+   * hook (a split key among its keys, a fleet write). Parts that cannot be sent are answered
+   * with the error routeKeyed would give.
+   */
+  sendSplit(split: SplitCommand, from: number, to: number): void {
+    const topology = this.refresher.current;
+    if (topology === null) {
+      for (let p = from; p < to; p++) split.partDone(p, encodeError(ProxyError.topologyUnknown()));
+      return;
+    }
+    const client = split.client;
+    const reads = this.reads;
+    const alone = split.readOnly && reads !== undefined && reads.active && (client.identity?.replicaReads ?? true);
+    const hook = this.keyedHook;
+    const nodes: ClusterNode[] = [];
+    const groups: number[][] = [];
+    let sent = 0;
+    for (let p = from; p < to; p++) {
+      const slot = split.slots[p]!;
+      if (alone || (hook !== null && !hook.passPart(split.args, split.keys, split.order, split.start[p]!, split.start[p + 1]!, slot, split.spec))) {
+        split.routeAlone(this, p);
+        continue;
+      }
+      const node = topology.primaryForSlot(slot);
+      if (node === undefined) {
+        split.partDone(p, encodeError(ProxyError.slotNotServed(slot)));
+        continue;
+      }
+      let g = nodes.indexOf(node);
+      if (g < 0) {
+        g = nodes.length;
+        nodes.push(node);
+        groups.push([]);
+      }
+      groups[g]!.push(p);
+      sent++;
+    }
+    if (sent > 0) this.metrics?.commandCounter(split.command).inc(sent);
+    for (let g = 0; g < nodes.length; g++) {
+      const node = nodes[g]!;
+      const parts = groups[g]!;
+      const offsets = new Int32Array(parts.length + 1);
+      let size = 0;
+      for (let i = 0; i < parts.length; i++) {
+        offsets[i] = size;
+        size += split.partSize(parts[i]!);
+      }
+      offsets[parts.length] = size;
+      const data = Buffer.allocUnsafe(size);
+      for (let i = 0; i < parts.length; i++) split.writePart(parts[i]!, data, offsets[i]!);
+      const batch = new NodeBatch(split, this, node.address, parts, offsets, data);
+      const pool = this.pools.forNode(node, client.protocol, 'primary', client.db, client.identity);
+      const place = pool.placeFor(client);
+      if (pool.sendParts(data, batch, parts.length, place)) continue;
+      // No open link with room (or requests waiting for one): each part on its own, in order.
+      for (let i = 0; i < parts.length; i++) {
+        const call = batch.callFor(i);
+        call.sentAt = 0;
+        pool.send(call.raw, call, place);
+      }
+    }
+  }
+
+  /** A split command's part was answered by `node` (its batch written at `sentAt`): as observeReply for a call. */
+  observePart(split: SplitCommand, node: string, sentAt: number): void {
+    const metrics = this.metrics;
+    if (metrics === undefined) return;
+    const ms = performance.now() - sentAt;
+    metrics.latencyHistogram(node).observe(ms / 1000);
+    split.upstreamTimed(node, ms);
   }
 
   /**

@@ -149,6 +149,32 @@ export class Link extends EventEmitter implements ReplySource {
     }
   }
 
+  /**
+   * Writes `count` complete requests laid out one after the other in `data`, every reply going
+   * to `req` in order (NodePool.sendParts: a split command's parts for this node). The link
+   * must be ready. `req` is queued once per request, so the n-th reply frame after the earlier
+   * requests' is its n-th; its bytes count against the last of them.
+   */
+  sendMany(data: Buffer, req: LinkRequest, count: number): void {
+    req.sentAt = performance.now();
+    const size = data.length;
+    for (let i = 1; i < count; i++) {
+      this.inflight.push(req);
+      this.inflightSizes.push(0);
+    }
+    this.inflight.push(req);
+    this.inflightSizes.push(size);
+    this.inflightBytes += size;
+    const load = this.options.load;
+    if (load !== undefined) {
+      load.requests += count;
+      load.bytes += size;
+      load.sentBytes += size;
+      load.sentRequests += count;
+    }
+    this.writer.write(data);
+  }
+
   /** Control-plane helper: one command, its decoded-later reply frame (copied). */
   call(args: ReadonlyArray<string | Buffer | number>): Promise<Buffer> {
     return new Promise((resolve, reject) => {

@@ -143,6 +143,24 @@ export class NodePool {
   }
 
   /**
+   * Sends `count` requests written one after the other in `data`, all answered to `req` in
+   * order (a split command's parts for this node, routing/split-command.ts), on the link
+   * `affinity` picks. Only when that link is open and has room for all of them and nothing waits
+   * for a link; false otherwise, with nothing sent (the caller sends them one by one, so they
+   * queue and are bounded as any request is).
+   */
+  sendParts(data: Buffer, req: LinkRequest, count: number, affinity: number): boolean {
+    if (this.waiting.length > 0) return false;
+    const link = this.pick(affinity);
+    if (link === null || link.state !== 'ready' || !this.hasRoom(link, data.length, count)) return false;
+    this.sent += count;
+    const budget = this.health.retryBudget;
+    for (let i = 0; i < count; i++) budget.deposit();
+    link.sendMany(data, req, count);
+    return true;
+  }
+
+  /**
    * Sends requests back to back on one link, in one write, so nothing can interleave (ASKING +
    * the command; MULTI … EXEC). A link still connecting takes them in order too. When no link is
    * open or the link has no room, every one fails unsent (the caller may retry).
@@ -206,9 +224,9 @@ export class NodePool {
     link.send(data, req);
   }
 
-  private hasRoom(link: Link, size: number): boolean {
+  private hasRoom(link: Link, size: number, count = 1): boolean {
     const { limits } = this;
-    if (link.inflightCount >= limits.maxInflightPerLink) return false;
+    if (link.inflightCount + count > limits.maxInflightPerLink) return false;
     if (link.inflightBytes + size > limits.maxInflightBytesPerLink && link.inflightCount > 0) return false;
     const load = this.options.load;
     return load === undefined || !load.full(size);

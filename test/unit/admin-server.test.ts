@@ -63,7 +63,7 @@ function touchEverything(m: Metrics): void {
   // leased connections (issue 8)
   m.leasedConnectionsGauge('127.0.0.1:7000', 'in_use').set(1);
   m.raw.split_keys.set(1);
-  m.raw.split_reads_total.labels('copy').inc();
+  m.splitReads.copy++;
   m.raw.upstream_identity_links.labels('app').set(2);
   m.raw.acl_denials_total.labels('app', 'key').inc();
   m.raw.split_writes_total.labels('ok').inc();
