@@ -145,13 +145,16 @@ describe('one instance', () => {
     const { host, calls } = fakeHost(split);
     const fills = new CopyFills(host, null, log);
     const sent: string[] = [];
+    const startedAt = Date.now();
     const outcome = fills.fill(split);
     expect(split.holds.size).toBe(1);
     fills.park(split, () => sent.push('SET'));
     expect(await outcome).toBe('ok');
     expect(sent).toEqual(['SET']);
     expect(calls.sort()).toEqual(['DUMP', 'PTTL', 'RESTORE', 'RESTORE']);
-    expect(split.readableUntil).toBeGreaterThan(Date.now() + 500);
+    // maxCopyAge (1000 ms) from the fill, which ended after startedAt (however slow the machine).
+    expect(split.readableUntil).toBeGreaterThanOrEqual(startedAt + 1000);
+    expect(split.readableUntil).toBeLessThanOrEqual(Date.now() + 1000);
     fills.stop();
   });
 });

@@ -73,7 +73,8 @@ describe('fleet membership', () => {
     await peer.stop();
     const stoppedAt = Date.now();
     await waitFor(() => member().state === 'fail', 'fail', 2000, 5);
-    expect(Date.now() - stoppedAt).toBeLessThan(500); // refused: no waiting for peerDownAfterMs (1 s here)
+    // refused: no waiting for peerDownAfterMs (1 s here); the margin is for a loaded machine's probe timer
+    expect(Date.now() - stoppedAt).toBeLessThan(900);
     expect(m.liveIds()).toHaveLength(1);
     expect(events.filter((e) => e.event === 'member_down').map((e) => e.member)).toEqual([`127.0.0.1:${peer.port}`]);
 
