@@ -14,6 +14,15 @@ import { ProxyError } from '../errors.js';
  *   replies  : one slot per child, null until that child answered
  *   invariant: `owner` gets exactly one reply, after every child answered
  */
+/** The client's reply merged from its parts' replies; a reply respool cannot take apart is this client's error, never the link's. */
+export function mergeOrError(command: string, replies: Buffer[], merge: (replies: Buffer[]) => Buffer): Buffer {
+  try {
+    return merge(replies);
+  } catch (err) {
+    return encodeError(ProxyError.cannotMerge(command, (err as Error).message));
+  }
+}
+
 export abstract class Fragmented implements CallOwner {
   protected readonly replies: Array<Buffer | null>;
   private remaining: number;
@@ -43,14 +52,7 @@ export abstract class Fragmented implements CallOwner {
     if (this.replies[index] !== null) return;
     this.replies[index] = Buffer.from(reply); // link read buffers are not ours to keep
     if (--this.remaining > 0) return;
-    let merged: Buffer;
-    try {
-      merged = this.merge(this.replies as Buffer[]);
-    } catch (err) {
-      // A reply respool cannot take apart is this client's error, never the link's.
-      merged = encodeError(ProxyError.cannotMerge(this.command, (err as Error).message));
-    }
-    this.owner.onCallDone(merged, this.index);
+    this.owner.onCallDone(mergeOrError(this.command, this.replies as Buffer[], (r) => this.merge(r)), this.index);
   }
 
   /** The client's reply from the children's replies, in index order. */

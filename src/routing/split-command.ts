@@ -1,10 +1,10 @@
 import type { CommandSpec, CommandTable } from '../commands/command-table.js';
 import type { Link, LinkFailureCause, LinkRequest } from '../upstream/link.js';
-import { arrayHeaderSize, bulkSize, encodeCommand, encodeError, writeArrayHeader, writeBulk } from '../resp/encode.js';
-import { ProxyError } from '../errors.js';
+import { arrayHeaderSize, bulkSize, encodeCommand, writeArrayHeader, writeBulk } from '../resp/encode.js';
 import { CommandFlag } from '../commands/command-flags.js';
 import { UpstreamCall, type CallClient, type CallOwner } from './upstream-call.js';
 import type { Router } from './router.js';
+import { mergeOrError } from './fragmented.js';
 
 /**
  * One client command split by hash slot (handlers/multi-key.ts: MGET, MSET, DEL, …), carried as
@@ -72,14 +72,7 @@ export abstract class SplitCommand implements CallOwner {
     if (this.replies[p] !== null) return;
     this.replies[p] = reply;
     if (--this.remaining > 0) return;
-    let merged: Buffer;
-    try {
-      merged = this.merge(this.replies as Buffer[]);
-    } catch (err) {
-      // A reply respool cannot take apart is this client's error, never the link's.
-      merged = encodeError(ProxyError.cannotMerge(this.command, (err as Error).message));
-    }
-    this.owner.onCallDone(merged, 0);
+    this.owner.onCallDone(mergeOrError(this.command, this.replies as Buffer[], (r) => this.merge(r)), 0);
   }
 
   /** The client's reply from the parts' replies, in part order. */
