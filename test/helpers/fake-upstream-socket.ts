@@ -1,6 +1,7 @@
 import { Writable } from 'node:stream';
 import type net from 'node:net';
 import type { OpenUpstreamSocket, UpstreamSocketHooks, UpstreamSocketOptions } from '../../src/upstream/upstream-socket.js';
+import type { LinkFailureCause, LinkRequest } from '../../src/upstream/link.js';
 
 /**
  * A stand-in for the socket of an upstream connection (upstream/upstream-socket.ts), for unit
@@ -77,4 +78,27 @@ export const flushWrites = (): Promise<void> => new Promise((resolve) => setImme
 /** One RESP request as a link writes it. */
 export function resp(...args: string[]): string {
   return `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
+}
+
+/** A request that records its replies and failures, and logs `name:reply` / `name:failed` in the order they happen. */
+export interface RecordedRequest extends LinkRequest {
+  replies: string[];
+  failures: Array<{ error: string; written: boolean; cause: LinkFailureCause | undefined }>;
+}
+
+export function recordedRequest(name: string, log: string[]): RecordedRequest {
+  const r: RecordedRequest = {
+    sentAt: 0,
+    replies: [],
+    failures: [],
+    onReply(frame) {
+      r.replies.push(frame.toString('latin1'));
+      log.push(`${name}:${frame.toString('latin1').trim()}`);
+    },
+    onLinkFailure(error, written, cause) {
+      r.failures.push({ error, written, cause });
+      log.push(`${name}:failed`);
+    },
+  };
+  return r;
 }

@@ -1,34 +1,12 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { Link, type LinkFailureCause, type LinkOptions, type LinkRequest } from '../../src/upstream/link.js';
+import { Link, type LinkOptions } from '../../src/upstream/link.js';
 import { ProcessLoad } from '../../src/upstream/process-load.js';
 import { ProxyError } from '../../src/errors.js';
-import { fakeSockets, flushWrites, resp, type FakeUpstreamSocket } from '../helpers/fake-upstream-socket.js';
+import { fakeSockets, flushWrites, recordedRequest, resp, type FakeUpstreamSocket } from '../helpers/fake-upstream-socket.js';
 
 // Link against a fake socket (no server): the order replies are matched in, why requests fail
 // (written or not, the cause), the in-flight counts, the command timeout. In the style of
 // Envoy's conn_pool_impl_test.cc: each test plays the node by hand.
-
-interface Outcome {
-  replies: string[];
-  failures: Array<{ error: string; written: boolean; cause: LinkFailureCause | undefined }>;
-}
-
-function recorder(name: string, log: string[]): LinkRequest & Outcome {
-  const r: LinkRequest & Outcome = {
-    sentAt: 0,
-    replies: [],
-    failures: [],
-    onReply(frame) {
-      r.replies.push(frame.toString('latin1'));
-      log.push(`${name}:${frame.toString('latin1').trim()}`);
-    },
-    onLinkFailure(error, written, cause) {
-      r.failures.push({ error, written, cause });
-      log.push(`${name}:failed`);
-    },
-  };
-  return r;
-}
 
 function newLink(over: Partial<LinkOptions> = {}): { link: Link; socket: FakeUpstreamSocket } {
   const fake = fakeSockets();
@@ -64,8 +42,8 @@ describe('Link (fake socket, no server)', () => {
   it('holds requests until the handshake is answered, then writes them in order behind it', async () => {
     const { link, socket } = newLink();
     const log: string[] = [];
-    const a = recorder('a', log);
-    const b = recorder('b', log);
+    const a = recordedRequest('a', log);
+    const b = recordedRequest('b', log);
     link.send(Buffer.from(resp('GET', 'a')), a);
     link.send(Buffer.from(resp('GET', 'b')), b);
     expect(link.inflightCount).toBe(2); // waiting counts as in flight for the pool's bound
@@ -82,7 +60,7 @@ describe('Link (fake socket, no server)', () => {
     const { link, socket } = newLink();
     await ready(link, socket);
     const log: string[] = [];
-    const reqs = ['a', 'b', 'c'].map((n) => recorder(n, log));
+    const reqs = ['a', 'b', 'c'].map((n) => recordedRequest(n, log));
     for (const [i, r] of reqs.entries()) link.send(Buffer.from(resp('GET', `k${i}`)), r);
     socket.reply('$1\r\n1\r\n$1\r'); // one whole frame and part of the next
     socket.reply('\n2\r\n:3\r\n'); // the rest, and a third frame in the same chunk
@@ -95,7 +73,7 @@ describe('Link (fake socket, no server)', () => {
     const { link, socket } = newLink();
     await ready(link, socket);
     const log: string[] = [];
-    link.send(Buffer.from(resp('GET', 'k')), recorder('a', log));
+    link.send(Buffer.from(resp('GET', 'k')), recordedRequest('a', log));
     socket.reply('>2\r\n$10\r\ninvalidate\r\n_\r\n$1\r\nv\r\n');
     expect(log).toEqual(['a:$1\r\nv']);
   });
@@ -104,7 +82,7 @@ describe('Link (fake socket, no server)', () => {
     const { link, socket } = newLink();
     await ready(link, socket);
     const log: string[] = [];
-    const written = recorder('w', log);
+    const written = recordedRequest('w', log);
     link.send(Buffer.from(resp('INCR', 'n')), written);
     socket.fail('read ECONNRESET');
     expect(written.failures).toEqual([{ error: ProxyError.connectionLost('10.0.0.1:6379'), written: true, cause: undefined }]);
@@ -112,12 +90,12 @@ describe('Link (fake socket, no server)', () => {
     expect(link.closeReason).toBe('read ECONNRESET');
     expect(socket.destroyed).toBe(true);
     // After close: refused at once, not written.
-    const late = recorder('late', log);
+    const late = recordedRequest('late', log);
     link.send(Buffer.from(resp('GET', 'k')), late);
     expect(late.failures).toEqual([{ error: ProxyError.upstreamUnavailable('10.0.0.1:6379', 'read ECONNRESET'), written: false, cause: undefined }]);
 
     const second = newLink();
-    const waiting = recorder('waiting', log);
+    const waiting = recordedRequest('waiting', log);
     second.link.send(Buffer.from(resp('GET', 'k')), waiting);
     second.socket.fail('connect ECONNREFUSED 10.0.0.1:6379');
     expect(waiting.failures).toEqual([{ error: ProxyError.upstreamUnavailable('10.0.0.1:6379', 'connect ECONNREFUSED 10.0.0.1:6379'), written: false, cause: undefined }]);
@@ -129,8 +107,8 @@ describe('Link (fake socket, no server)', () => {
     const { link, socket } = newLink({ commandTimeoutMs: 400 });
     await ready(link, socket);
     const log: string[] = [];
-    const slow = recorder('slow', log);
-    const behind = recorder('behind', log);
+    const slow = recordedRequest('slow', log);
+    const behind = recordedRequest('behind', log);
     link.send(Buffer.from(resp('BLPOP', 'q', '0')), slow);
     link.send(Buffer.from(resp('GET', 'k')), behind);
     vi.advanceTimersByTime(300);
@@ -161,7 +139,7 @@ describe('Link (fake socket, no server)', () => {
     let refused = 0;
     const { link, socket } = newLink({ auth: { username: 'app', password: 'bad' }, onAuthRefused: () => refused++ });
     const log: string[] = [];
-    const req = recorder('r', log);
+    const req = recordedRequest('r', log);
     link.send(Buffer.from(resp('GET', 'k')), req);
     socket.open();
     socket.reply('-WRONGPASS invalid username-password pair or user is disabled.\r\n');
@@ -176,8 +154,8 @@ describe('Link (fake socket, no server)', () => {
     await ready(link, socket);
     const log: string[] = [];
     const get = Buffer.from(resp('GET', 'k'));
-    link.send(get, recorder('a', log));
-    link.send(get, recorder('b', log));
+    link.send(get, recordedRequest('a', log));
+    link.send(get, recordedRequest('b', log));
     expect([link.inflightCount, link.inflightBytes]).toEqual([2, 2 * get.length]);
     expect([load.requests, load.bytes]).toEqual([2, 2 * get.length]);
     socket.reply('$-1\r\n');

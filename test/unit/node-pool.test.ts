@@ -2,10 +2,9 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { NodePool, type NodePoolLimits } from '../../src/upstream/node-pool.js';
 import { NodeHealth } from '../../src/upstream/node-health.js';
 import { ProcessLoad } from '../../src/upstream/process-load.js';
-import type { LinkFailureCause, LinkRequest } from '../../src/upstream/link.js';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import { ProxyError } from '../../src/errors.js';
-import { fakeSockets, flushWrites, resp, type FakeUpstreamSocket } from '../helpers/fake-upstream-socket.js';
+import { fakeSockets, flushWrites, recordedRequest, resp, type FakeUpstreamSocket, type RecordedRequest } from '../helpers/fake-upstream-socket.js';
 
 // NodePool against fake sockets (no server): which link a client's requests take, the order of
 // requests that waited for a link, every bound (in flight per link, waiting, process-wide) and
@@ -13,28 +12,6 @@ import { fakeSockets, flushWrites, resp, type FakeUpstreamSocket } from '../help
 
 const ADDRESS = '10.0.0.2:6379';
 const LIMITS: NodePoolLimits = { queueWindowMs: 250, maxQueued: 100, maxQueuedBytes: 1 << 20, maxInflightPerLink: 100, maxInflightBytesPerLink: 1 << 20 };
-
-interface Recorded extends LinkRequest {
-  replies: string[];
-  failures: Array<{ error: string; written: boolean; cause: LinkFailureCause | undefined }>;
-}
-
-function request(log: string[], name: string): Recorded {
-  const r: Recorded = {
-    sentAt: 0,
-    replies: [],
-    failures: [],
-    onReply(frame) {
-      r.replies.push(frame.toString('latin1'));
-      log.push(`${name}:${frame.toString('latin1').trim()}`);
-    },
-    onLinkFailure(error, written, cause) {
-      r.failures.push({ error, written, cause });
-      log.push(`${name}:failed`);
-    },
-  };
-  return r;
-}
 
 function newPool(size: number, limits: Partial<NodePoolLimits> = {}, load?: ProcessLoad): { pool: NodePool; sockets: FakeUpstreamSocket[] } {
   const fake = fakeSockets();
@@ -73,16 +50,16 @@ describe('NodePool (fake sockets, no server)', () => {
   it('dials a place only when a request is placed on it, never more than `size` links, each place\'s requests on its own link in order', async () => {
     const { pool, sockets } = newPool(2);
     const log: string[] = [];
-    pool.send(GET('warm'), request(log, 'warm'), -1); // no place asked for: the first place only
+    pool.send(GET('warm'), recordedRequest('warm', log), -1); // no place asked for: the first place only
     expect(sockets.length).toBe(1);
     await openLink(sockets[0]!);
     await flushWrites();
     expect(sockets[0]!.takeWritten()).toBe(resp('GET', 'warm'));
     sockets[0]!.reply('+w\r\n');
-    pool.send(GET('p1'), request(log, 'p1'), 1); // place 1: dialed now
+    pool.send(GET('p1'), recordedRequest('p1', log), 1); // place 1: dialed now
     expect(sockets.length).toBe(2);
     await openLink(sockets[1]!);
-    for (let i = 0; i < 20; i++) pool.send(GET(`c${i % 4}`), request(log, `c${i % 4}`), i % 4);
+    for (let i = 0; i < 20; i++) pool.send(GET(`c${i % 4}`), recordedRequest(`c${i % 4}`, log), i % 4);
     await flushWrites();
     expect(sockets.length).toBe(2);
     // Places 0 and 2 share link 0, places 1 and 3 link 1: each place's commands on one link, in order.
@@ -106,7 +83,7 @@ describe('NodePool (fake sockets, no server)', () => {
   it('requests that arrive with no open link wait, then leave in arrival order once one opens', async () => {
     const { pool, sockets } = newPool(1);
     const log: string[] = [];
-    const reqs = ['a', 'b', 'c'].map((n) => request(log, n));
+    const reqs = ['a', 'b', 'c'].map((n) => recordedRequest(n, log));
     for (const [i, r] of reqs.entries()) pool.send(GET(`k${i}`), r, i);
     expect(pool.waitingCount).toBe(3);
     await openLink(sockets[0]!);
@@ -121,7 +98,7 @@ describe('NodePool (fake sockets, no server)', () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
     const { pool, sockets } = newPool(1, { queueWindowMs: 250 });
     const log: string[] = [];
-    const r = request(log, 'r');
+    const r = recordedRequest('r', log);
     pool.send(GET('k'), r, 0);
     vi.advanceTimersByTime(249);
     expect(r.failures).toEqual([]);
@@ -134,7 +111,7 @@ describe('NodePool (fake sockets, no server)', () => {
   it('fails what waits at once when the only dial fails, with the dial\'s error', () => {
     const { pool, sockets } = newPool(1);
     const log: string[] = [];
-    const r = request(log, 'r');
+    const r = recordedRequest('r', log);
     pool.send(GET('k'), r, 0);
     sockets[0]!.fail('connect ECONNREFUSED 10.0.0.2:6379');
     expect(r.failures).toEqual([{ error: ProxyError.upstreamUnavailable(ADDRESS, 'connect ECONNREFUSED 10.0.0.2:6379'), written: false, cause: undefined }]);
@@ -143,9 +120,9 @@ describe('NodePool (fake sockets, no server)', () => {
   it('sheds past maxInflightPerLink: an error reply, cause "shed", nothing written', async () => {
     const { pool, sockets } = newPool(1, { maxInflightPerLink: 2 });
     const log: string[] = [];
-    pool.send(GET('warm'), request(log, 'warm'));
+    pool.send(GET('warm'), recordedRequest('warm', log));
     await openLink(sockets[0]!);
-    const more = [request(log, 'b'), request(log, 'c')];
+    const more = [recordedRequest('b', log), recordedRequest('c', log)];
     pool.send(GET('b'), more[0]!);
     pool.send(GET('c'), more[1]!);
     expect(more[0]!.failures).toEqual([]);
@@ -157,14 +134,14 @@ describe('NodePool (fake sockets, no server)', () => {
   it('sheds past maxQueued and maxQueuedBytes while no link is open', () => {
     const counted = newPool(1, { maxQueued: 2 });
     const log: string[] = [];
-    const reqs = [0, 1, 2].map((i) => request(log, `r${i}`));
+    const reqs = [0, 1, 2].map((i) => recordedRequest(`r${i}`, log));
     for (const r of reqs) counted.pool.send(GET('k'), r);
     expect(counted.pool.waitingCount).toBe(2);
     expect(reqs[2]!.failures).toEqual([{ error: ProxyError.shed(ADDRESS, 'too many requests waiting for a connection'), written: false, cause: 'shed' }]);
 
     const sized = newPool(1, { maxQueuedBytes: 2 * GET('k').length });
-    const big = request(log, 'big');
-    sized.pool.send(GET('k'), request(log, 'small'));
+    const big = recordedRequest('big', log);
+    sized.pool.send(GET('k'), recordedRequest('small', log));
     sized.pool.send(Buffer.from(resp('SET', 'k', 'x'.repeat(100))), big);
     expect(big.failures[0]!.cause).toBe('shed');
     expect(sized.pool.waitingCount).toBe(1);
@@ -174,13 +151,13 @@ describe('NodePool (fake sockets, no server)', () => {
     const load = new ProcessLoad(1, 1 << 20);
     const { pool, sockets } = newPool(1, {}, load);
     const log: string[] = [];
-    pool.send(GET('a'), request(log, 'a'));
+    pool.send(GET('a'), recordedRequest('a', log));
     await openLink(sockets[0]!);
-    const b = request(log, 'b');
+    const b = recordedRequest('b', log);
     pool.send(GET('b'), b);
     expect(b.failures).toEqual([{ error: ProxyError.shed(ADDRESS, 'respool has too many requests in flight'), written: false, cause: 'shed' }]);
     sockets[0]!.reply('+a\r\n');
-    const c = request(log, 'c');
+    const c = recordedRequest('c', log);
     pool.send(GET('c'), c); // room again once a's reply came
     expect(c.failures).toEqual([]);
   });
@@ -188,7 +165,7 @@ describe('NodePool (fake sockets, no server)', () => {
   it('with queueWindowMs 0 a request for a node with no open link fails at once', () => {
     const { pool } = newPool(1, { queueWindowMs: 0 });
     const log: string[] = [];
-    const r = request(log, 'r');
+    const r = recordedRequest('r', log);
     pool.send(GET('k'), r);
     expect(r.failures.length).toBe(1);
     expect(r.failures[0]!.written).toBe(false);
@@ -198,7 +175,7 @@ describe('NodePool (fake sockets, no server)', () => {
   it('sendBlock writes every item on one link, back to back, or fails them all unsent', async () => {
     const { pool, sockets } = newPool(2);
     const log: string[] = [];
-    const items = ['MULTI', 'EXEC'].map((c) => ({ data: Buffer.from(resp(c)), req: request(log, c) }));
+    const items = ['MULTI', 'EXEC'].map((c) => ({ data: Buffer.from(resp(c)), req: recordedRequest(c, log) }));
     pool.sendBlock(items, 1); // links still connecting: the block waits on one of them, in order
     for (const s of sockets) await openLink(s);
     await flushWrites();
@@ -207,8 +184,8 @@ describe('NodePool (fake sockets, no server)', () => {
 
     const closed = newPool(1);
     closed.pool.close();
-    const lost = [{ data: Buffer.from(resp('ASKING')), req: request(log, 'x') }, { data: GET('k'), req: request(log, 'y') }];
+    const lost = [{ data: Buffer.from(resp('ASKING')), req: recordedRequest('x', log) }, { data: GET('k'), req: recordedRequest('y', log) }];
     closed.pool.sendBlock(lost);
-    for (const { req } of lost) expect((req as Recorded).failures[0]!.written).toBe(false);
+    for (const { req } of lost) expect((req as RecordedRequest).failures[0]!.written).toBe(false);
   });
 });
