@@ -30,6 +30,20 @@ export async function startTestProxy(
   return startProxy(config, { ...start, log });
 }
 
+/**
+ * One member of a fleet on 127.0.0.1: respool listening on `port`, with every one of `ports` as
+ * its cluster.peers (itself included, as a fleet's members are configured alike).
+ */
+export function startFleetMember(
+  upstreams: Array<{ host: string; port: number }>,
+  ports: number[],
+  port: number,
+  overrides: DeepPartial<RespoolConfig> = {},
+): Promise<RespoolProxy> {
+  const at = (p: number) => ({ host: '127.0.0.1', port: p });
+  return startTestProxy(upstreams, { ...overrides, listen: at(port), cluster: { ...overrides.cluster, peers: ports.map(at) } as never });
+}
+
 /** An iovalkey client (a plain, non-cluster client) pointed at the proxy. */
 export function clientFor(proxy: RespoolProxy, options: RedisOptions = {}): Valkey {
   return new Valkey({

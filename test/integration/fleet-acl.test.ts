@@ -5,10 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, startCluster, type ValkeyCluster } from '../harness/valkey-processes.js';
 import { RawConnection } from '../helpers/raw-resp.js';
 import type { RespoolProxy } from '../../src/server.js';
-import { startTestProxy } from '../helpers/proxy.js';
+import { startFleetMember } from '../helpers/proxy.js';
 import { waitFor } from '../helpers/wait.js';
 
-const at = (port: number) => ({ host: '127.0.0.1', port });
 
 async function auth(port: number, user: string, password: string): Promise<string> {
   const c = await RawConnection.connect(port);
@@ -29,7 +28,7 @@ describe('users changed at run time reach the whole fleet', () => {
     cluster = await startCluster({ primaries: 3, replicasPerPrimary: 1 });
     ports = [await freePort(), await freePort(), await freePort()];
     seed = [{ host: cluster.nodes[0]!.host, port: cluster.nodes[0]!.port }];
-    for (const port of ports.slice(0, 2)) proxies.push(await startTestProxy(seed, { listen: at(port), cluster: { peers: ports.map(at) } as never }));
+    for (const port of ports.slice(0, 2)) proxies.push(await startFleetMember(seed, ports, port));
     await waitFor(() => proxies.every((p) => p.fleetState!.liveMembers().length === 2), 'both members registered', 10_000);
   }, 60_000);
 
@@ -49,7 +48,7 @@ describe('users changed at run time reach the whole fleet', () => {
     const onB = await RawConnection.connect(b.address.port);
     expect(await onB.call('ACL', 'GETUSER', 'fleetuser')).toBe(await admin.call('ACL', 'GETUSER', 'fleetuser'));
     // A member started after the change has the user from the shared state.
-    const c = await startTestProxy(seed, { listen: at(ports[2]!), cluster: { peers: ports.map(at) } as never });
+    const c = await startFleetMember(seed, ports, ports[2]!);
     proxies.push(c);
     await waitFor(async () => (await auth(c.address.port, 'fleetuser', 'fpw')) === '+OK\r\n', 'fleetuser on C', 5000);
     // DELUSER through A: B's client of that user is closed, nobody can AUTH as it any more.

@@ -7,10 +7,9 @@ import { freePort, startCluster, type ValkeyCluster } from '../harness/valkey-pr
 import { RawClient, type RespReply } from '../harness/raw-client.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { DEFAULT_HOT_KEYS } from '../../src/config/hot-keys-config.js';
-import { startTestProxy } from '../helpers/proxy.js';
+import { startFleetMember } from '../helpers/proxy.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
-const at = (port: number) => ({ host: '127.0.0.1', port });
 
 /** RESPOOL HOTKEYS' entries as field → value maps. */
 function entries(reply: RespReply): Array<Record<string, string>> {
@@ -30,9 +29,7 @@ describe('fleet-wide hot keys over three instances', () => {
     const ports = [await freePort(), await freePort(), await freePort()];
     const seed = [{ host: cluster.nodes[0]!.host, port: cluster.nodes[0]!.port }];
     for (const port of ports) {
-      proxies.push(await startTestProxy(seed, {
-        listen: at(port),
-        cluster: { peers: ports.map(at) } as never,
+      proxies.push(await startFleetMember(seed, ports, port, {
         hotKeys: {
           ...structuredClone(DEFAULT_HOT_KEYS),
           detection: { enabled: true, sampleRate: 1, windowMs: 1000, topK: 10, keyNamesInMetrics: false },

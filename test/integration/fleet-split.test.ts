@@ -10,11 +10,10 @@ import { freePort, startCluster, type ValkeyCluster } from '../harness/valkey-pr
 import { RawClient, ReplyError } from '../harness/raw-client.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { DEFAULT_HOT_KEYS } from '../../src/config/hot-keys-config.js';
-import { startTestProxy } from '../helpers/proxy.js';
+import { startFleetMember } from '../helpers/proxy.js';
 import { RespoolProcess, stopAll } from '../helpers/respool-process.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
-const at = (port: number) => ({ host: '127.0.0.1', port });
 
 async function splitReads(proxy: RespoolProxy, outcome: string): Promise<number> {
   const m = new RegExp(`^respool_split_reads_total\\{outcome="${outcome}"\\} (\\d+)`, 'm').exec(await proxy.metrics.render());
@@ -31,9 +30,7 @@ describe('split keys across a fleet of three in front of a 3+3 cluster', () => {
     const ports = [await freePort(), await freePort(), await freePort()];
     const seed = [{ host: cluster.nodes[0]!.host, port: cluster.nodes[0]!.port }];
     for (const port of ports) {
-      proxies.push(await startTestProxy(seed, {
-        listen: at(port),
-        cluster: { peers: ports.map(at) } as never,
+      proxies.push(await startFleetMember(seed, ports, port, {
         // Fills every ~0.75 s, so many run while the trials write and read.
         hotKeys: { ...structuredClone(DEFAULT_HOT_KEYS), maxCopyAge: 1000 },
       }));
@@ -224,7 +221,7 @@ describe('an instance that misses the split (paused) neither blocks it nor write
     cluster = await startCluster({ primaries: 3, replicasPerPrimary: 0 });
     const ports = [await freePort(), await freePort(), await freePort()];
     const seed = { host: cluster.nodes[0]!.host, port: cluster.nodes[0]!.port };
-    [a, b] = await Promise.all([0, 1].map((i) => startTestProxy([seed], { listen: at(ports[i]!), cluster: { peers: ports.map(at) } as never })));
+    [a, b] = await Promise.all([0, 1].map((i) => startFleetMember([seed], ports, ports[i]!)));
     c = await RespoolProcess.start(ports[2]!, ['--upstream', `${seed.host}:${seed.port}`, '--cluster-peer', ports.map((p) => `127.0.0.1:${p}`).join(','), '--log-level', 'info']);
     await waitFor(() => a.fleetState!.liveMembers().length === 3, 'three registered members', 10_000);
   }, 60_000);
