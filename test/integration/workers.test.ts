@@ -36,6 +36,18 @@ async function servingPid(port: number): Promise<number> {
   }
 }
 
+/** `--workers 2` in front of the cluster `seed` belongs to, with `extra` flags; resolves once both workers serve. */
+async function startTwoWorkers(seed: ValkeyNode, extra: string[]): Promise<{ child: ChildProcess; port: number }> {
+  const port = await freePort();
+  const child = spawn('node', [BIN, '--workers', '2', '--listen', `127.0.0.1:${port}`, '--upstream', `${seed.host}:${seed.port}`, '--log-level', 'warn', ...extra], { stdio: 'ignore' });
+  await until('two workers serving', async () => {
+    const pids = new Set<number>();
+    for (let i = 0; i < 4; i++) pids.add(await servingPid(port));
+    return pids.size === 2 ? true : undefined;
+  });
+  return { child, port };
+}
+
 describe('workers: 2 processes share the listen socket; the supervisor sums metrics and replaces a crashed worker', () => {
   let server: ValkeyNode;
   let child: ChildProcess;
@@ -143,15 +155,7 @@ describe('workers in front of a cluster: RESPOOL SPLIT changes and hot-key repor
 
   beforeAll(async () => {
     cluster = await startCluster({ primaries: 3, replicasPerPrimary: 0 });
-    port = await freePort();
-    const seed = cluster.nodes[0]!;
-    child = spawn('node', [BIN, '--workers', '2', '--listen', `127.0.0.1:${port}`, '--upstream', `${seed.host}:${seed.port}`, '--log-level', 'warn',
-      '--hot-keys-sample-rate', '1', '--hot-keys-window', '30s'], { stdio: 'ignore' });
-    await until('two workers serving', async () => {
-      const pids = new Set<number>();
-      for (let i = 0; i < 4; i++) pids.add(await servingPid(port));
-      return pids.size === 2 ? true : undefined;
-    });
+    ({ child, port } = await startTwoWorkers(cluster.nodes[0]!, ['--hot-keys-sample-rate', '1', '--hot-keys-window', '30s']));
   }, 60_000);
 
   afterAll(async () => {
@@ -217,15 +221,7 @@ describe('workers with the fleet\'s shared state (--fleet-state upstream): every
 
   beforeAll(async () => {
     cluster = await startCluster({ primaries: 3, replicasPerPrimary: 0 });
-    port = await freePort();
-    const seed = cluster.nodes[0]!;
-    child = spawn('node', [BIN, '--workers', '2', '--listen', `127.0.0.1:${port}`, '--upstream', `${seed.host}:${seed.port}`, '--log-level', 'warn',
-      '--fleet-state', 'upstream'], { stdio: 'ignore' });
-    await until('two workers serving', async () => {
-      const pids = new Set<number>();
-      for (let i = 0; i < 4; i++) pids.add(await servingPid(port));
-      return pids.size === 2 ? true : undefined;
-    });
+    ({ child, port } = await startTwoWorkers(cluster.nodes[0]!, ['--fleet-state', 'upstream']));
   }, 60_000);
 
   afterAll(async () => {
