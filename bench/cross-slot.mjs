@@ -72,29 +72,8 @@ function transaction(keys, round) {
   return { cmds, check };
 }
 
-async function driveTx(port, keys, round, seconds) {
-  const conns = await Promise.all(Array.from({ length: CLIENTS }, () => RespConn.connect(port)));
-  const { cmds, check } = transaction(keys, round);
-  const lat = [];
-  let txs = 0;
-  let bad = 0;
-  const t0 = performance.now();
-  const deadline = t0 + seconds * 1000;
-  await Promise.all(conns.map(async (c) => {
-    while (performance.now() < deadline) {
-      const a = performance.now();
-      const replies = await Promise.all([c.call('MULTI'), ...cmds.map((cmd) => c.call(...cmd)), c.call('EXEC')]);
-      lat.push(performance.now() - a);
-      txs++;
-      if (!check(replies[replies.length - 1])) bad++;
-    }
-  }));
-  const s = (performance.now() - t0) / 1000;
-  for (const c of conns) c.close();
-  return { txs, perS: txs / s, p50: percentile(lat, 50), p99: percentile(lat, 99), bad, seconds: s };
-}
-
-async function driveSunion(port, keys, seconds) {
+/** CLIENTS connections each running `op(conn)` back to back for `seconds`; `ok(result)` checks each answer. */
+async function driveClosedLoop(port, seconds, op, ok) {
   const conns = await Promise.all(Array.from({ length: CLIENTS }, () => RespConn.connect(port)));
   const lat = [];
   let n = 0;
@@ -104,15 +83,26 @@ async function driveSunion(port, keys, seconds) {
   await Promise.all(conns.map(async (c) => {
     while (performance.now() < deadline) {
       const a = performance.now();
-      const reply = await c.call('SUNION', ...keys);
+      const result = await op(c);
       lat.push(performance.now() - a);
       n++;
-      if (!Array.isArray(reply) || reply.length !== 40) bad++;
+      if (!ok(result)) bad++;
     }
   }));
   const s = (performance.now() - t0) / 1000;
   for (const c of conns) c.close();
-  return { reads: n, perS: n / s, p50: percentile(lat, 50), p99: percentile(lat, 99), bad, seconds: s };
+  return { n, perS: n / s, p50: percentile(lat, 50), p99: percentile(lat, 99), bad, seconds: s };
+}
+
+function driveTx(port, keys, round, seconds) {
+  const { cmds, check } = transaction(keys, round);
+  return driveClosedLoop(port, seconds,
+    (c) => Promise.all([c.call('MULTI'), ...cmds.map((cmd) => c.call(...cmd)), c.call('EXEC')]),
+    (replies) => check(replies[replies.length - 1]));
+}
+
+function driveSunion(port, keys, seconds) {
+  return driveClosedLoop(port, seconds, (c) => c.call('SUNION', ...keys), (reply) => Array.isArray(reply) && reply.length === 40);
 }
 
 /** WAKES times: BLPOP over `lists` (blocked), then one RPUSH to a random one; wake latency per wake. */
@@ -189,9 +179,9 @@ async function main() {
       log(`round ${round}/${ROUNDS} (load ${loadavg()})`);
       const runs = {};
       for (const kind of ['several', 'one']) {
-        runs[`tx-${kind}`] = await cpuPer(() => driveTx(port, tx[kind], round, RUN_S), (r) => r.txs);
+        runs[`tx-${kind}`] = await cpuPer(() => driveTx(port, tx[kind], round, RUN_S), (r) => r.n);
         runs[`wake-${kind}`] = await cpuPer(() => driveWake(port, wake[kind], () => nodeBlocked(kind === 'several' ? 5 : 1)), (r) => r.wakes);
-        runs[`sunion-${kind}`] = await cpuPer(() => driveSunion(port, sets[kind], RUN_S), (r) => r.reads);
+        runs[`sunion-${kind}`] = await cpuPer(() => driveSunion(port, sets[kind], RUN_S), (r) => r.n);
         for (const name of [`tx-${kind}`, `wake-${kind}`, `sunion-${kind}`]) {
           const r = runs[name];
           log(`  ${name.padEnd(14)} ${r.perS ? `${fmtInt(r.perS)}/s ` : ''}p50 ${fmt(r.p50, 3)} ms p99 ${fmt(r.p99, 3)} ms respool CPU ${fmt(r.cpuUs, 1)} µs each; bad ${r.bad}`);
