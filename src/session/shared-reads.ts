@@ -1,6 +1,6 @@
 import { channel } from 'node:diagnostics_channel';
 import net from 'node:net';
-import { readsThroughSharedBuffer, type SharedReadOption } from '../util/shared-read-buffer.js';
+import { readsThroughSharedBuffer } from '../util/shared-read-buffer.js';
 
 // Accepted plain client sockets read through the shared buffer (util/shared-read-buffer.ts).
 // Node passes `onread` only to sockets built with it, and its listener builds its sockets
@@ -22,25 +22,13 @@ interface AcceptedSocket extends net.Socket {
 
 type ChunkListener = (this: net.Socket, chunk: Buffer) => void;
 
-/** One onread option per listener function, shared by every socket (`this` is the socket). */
-const readOptions = new Map<ChunkListener, SharedReadOption>();
-
-function readOptionFor(onChunk: ChunkListener): SharedReadOption {
-  let option = readOptions.get(onChunk);
-  if (option === undefined) {
-    option = readsThroughSharedBuffer(onChunk);
-    readOptions.set(onChunk, option);
-  }
-  return option;
-}
-
-/** On sockets accepted by acceptReadingShared: the chunk listener, set by readClientSocket. */
+/** On sockets reading through the shared buffer: the chunk listener (null until readClientSocket sets it). */
 const kOnChunk = Symbol('respool.onChunk');
 interface SharedSocket extends AcceptedSocket {
   [kOnChunk]: ChunkListener | null;
 }
 
-/** One onread option for every socket acceptReadingShared builds: the socket's own listener gets the bytes. */
+/** The one onread option of every such socket, accepted straight or re-wrapped: the socket's own listener gets the bytes. */
 const lateBound = readsThroughSharedBuffer(function (this: net.Socket, chunk: Buffer) {
   const onChunk = (this as SharedSocket)[kOnChunk];
   if (onChunk !== null) onChunk.call(this, chunk); // else a socket refused before it had a session: dropped
@@ -115,8 +103,9 @@ export function readClientSocket(socket: net.Socket, onChunk: ChunkListener): ne
     readable: true,
     writable: true,
     pauseOnCreate: true,
-    onread: readOptionFor(onChunk),
-  } as net.SocketConstructorOpts) as AcceptedSocket;
+    onread: lateBound,
+  } as net.SocketConstructorOpts) as SharedSocket;
+  fresh[kOnChunk] = onChunk;
   fresh._server = server;
   fresh.server = server;
   return fresh;
