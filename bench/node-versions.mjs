@@ -17,10 +17,12 @@ import {
 import { cpuSeconds, parseBenchmarkText } from './lib/measure.mjs';
 import { writeSection } from './lib/results-file.mjs';
 import { respoolBuildLabel } from './lib/respool-build.mjs';
+import { cpuMicros, fdCount, rssBytes, runStormChild, waitFdsBack } from './lib/storm-run.mjs';
 
 const QUICK = envFlag('BENCH_QUICK');
 const ROUNDS = envInt('BENCH_ROUNDS', QUICK ? 1 : 5);
 const N = envInt('BENCH_N', QUICK ? 20_000 : 100_000);
+const STORM = envInt('BENCH_STORM_CONNECTIONS', QUICK ? 2000 : 10_000);
 const node24 = path.join(execFileSync('bash', [path.join(ROOT_DIR, 'scripts/install-node24.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim(), 'node');
 const runtimes = [
   { name: `Node ${process.versions.node}`, bin: process.execPath },
@@ -96,6 +98,49 @@ for (let r = 0; r < ROUNDS; r++) {
   }
   log(`round ${r + 1} done`);
 }
+
+// Storm: STORM connections at once to each runtime's respool and to its bare Node server
+// (bench/lib/node-floor.mjs), as bench/storm.mjs's cost phase: each connection PINGs once and
+// closes at its PONG; CPU per connection (less the idle rate), and RSS per connection held idle.
+results.storm = {};
+async function stormCost(name, pid, port) {
+  const target = { name, pids: () => [pid] };
+  const base = fdCount([pid]);
+  await stop((await runStormChild(port, 'cycle', Math.min(STORM, 2000))).child); // warm-up
+  await waitFdsBack(target, base);
+  const rss0 = rssBytes([pid]);
+  const held = await runStormChild(port, 'hold', STORM);
+  await sleep(1000);
+  const rssPerIdleClient = (rssBytes([pid]) - rss0) / STORM;
+  await stop(held.child);
+  await waitFdsBack(target, base);
+  const i0 = cpuMicros([pid]);
+  const it0 = performance.now();
+  await sleep(1000);
+  const idleRate = (cpuMicros([pid]) - i0) / (performance.now() - it0);
+  const c0 = cpuMicros([pid]);
+  const t0 = performance.now();
+  const cycle = await runStormChild(port, 'cycle', STORM);
+  await waitFdsBack(target, base);
+  await sleep(300);
+  const elapsed = performance.now() - t0;
+  const perConnUs = (cpuMicros([pid]) - c0 - idleRate * elapsed) / STORM;
+  await stop(cycle.child);
+  if (cycle.result.ponged !== STORM) throw new Error(`${name}: ${cycle.result.ponged} of ${STORM} connections answered`);
+  return { perConnUs, rssPerIdleClient, acceptMs: cycle.result.acceptMs };
+}
+for (let r = 0; r < Math.min(ROUNDS, 3); r++) {
+  for (const p of r % 2 === 0 ? procs : [...procs].reverse()) {
+    const fport = await uniquePort();
+    const floor = spawn(p.rt.bin, ['bench/lib/node-floor.mjs', String(fport)], { match: `${p.rt.bin} bench/lib/node-floor.mjs` });
+    await waitForPing(fport, { child: floor, what: `${p.rt.name} floor` });
+    const respool = await stormCost(`${p.rt.name} respool`, p.child.pid, p.port);
+    const bare = await stormCost(`${p.rt.name} floor`, floor.pid, fport);
+    await stop(floor);
+    (results.storm[p.rt.name] ??= []).push({ respool, floor: bare });
+    log(`${p.rt.name} storm: respool ${fmt(respool.perConnUs, 1)} µs/connection, floor ${fmt(bare.perConnUs, 1)}`);
+  }
+}
 for (const p of procs) await stop(p.child);
 await stop(valkey.child);
 
@@ -114,6 +159,13 @@ const fp = runtimes.map((rt) => {
   const m = (k) => median(f.map((x) => x[k]));
   return [rt.name, fmt(m('rss'), 1), fmt(m('floorRss'), 1), fmt(m('rss') - m('floorRss'), 1), fmt(m('pong'), 0), fmt(m('floorPong'), 0)];
 });
+const st = runtimes.map((rt) => {
+  const x = results.storm[rt.name];
+  const m = (f) => median(x.map(f));
+  return [rt.name, fmt(m((v) => v.respool.perConnUs), 1), fmt(m((v) => v.floor.perConnUs), 1), `${fmt(m((v) => v.respool.perConnUs / v.floor.perConnUs), 2)}×`,
+    fmtInt(m((v) => v.respool.acceptMs)), fmtInt(m((v) => v.floor.acceptMs)),
+    fmt(m((v) => v.respool.rssPerIdleClient / 1024), 2), fmt(m((v) => v.floor.rssPerIdleClient / 1024), 2)];
+});
 const md = [
   '## node-versions — respool on Node 20 and Node 24 LTS',
   '',
@@ -124,6 +176,10 @@ const md = [
   'Idle footprint (admin on, standalone upstream, 3 s after the first PONG; floor: a bare `net.createServer()` on the same runtime):',
   '',
   mdTable(['runtime', 'respool RSS MiB', 'floor RSS MiB', 'above the floor', 'first PONG ms', 'floor first PONG ms'], fp),
+  '',
+  `Connection storm (${fmtInt(STORM)} connections opened at once, each PING then close at its PONG; the same storm held open for RSS; floor: bench/lib/node-floor.mjs on the same runtime; ${Math.min(ROUNDS, 3)} rounds; CPU less the idle rate):`,
+  '',
+  mdTable(['runtime', 'respool CPU µs per connect + PING + close', 'floor µs', 'respool ÷ floor (per round)', 'respool: all answered after ms', 'floor ms', 'respool RSS per idle connection KiB', 'floor KiB'], st),
 ].join('\n');
 writeOutputs('node-versions', results, md);
 writeSection('node-versions', md);

@@ -50,6 +50,7 @@ import {
 import { writeSection } from './lib/results-file.mjs';
 import { lineCharts, writeChart } from './lib/svg-chart.mjs';
 import { RESPOOL_BIN, respoolBuildLabel } from './lib/respool-build.mjs';
+import { cpuMicros, fdCount, rssBytes, runStormChild, waitFdsBack } from './lib/storm-run.mjs';
 
 const QUICK = envFlag('BENCH_QUICK');
 const STORM = envInt('BENCH_STORM_CONNECTIONS', QUICK ? 2000 : 10_000);
@@ -72,7 +73,6 @@ const TARGETS = (process.env.BENCH_STORM_TARGETS ?? `respool,direct${WORKERS > 1
 const { startCluster, startStandalone } = await import(path.join(ROOT_DIR, 'build/harness/valkey-processes.js'));
 const calculateSlot = (await import('cluster-key-slot')).default;
 const PROBE = pathToFileURL(path.join(BENCH_DIR, 'lib', 'loop-delay-probe.mjs')).href;
-const CLK_TCK = 100; // USER_HZ on Linux: /proc/<pid>/stat times are in 1/100 s
 
 // ---------------------------------------------------------------- latency timeline
 
@@ -116,60 +116,6 @@ function timelineChart(rounds) {
 function openFileLimit() {
   const m = /Max open files\s+(\d+)/.exec(fs.readFileSync('/proc/self/limits', 'utf8'));
   return m ? Number(m[1]) : NaN;
-}
-
-function statFields(pid) {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-}
-
-/** utime + stime of these processes (every thread), in µs. */
-function cpuMicros(pids) {
-  let ticks = 0;
-  for (const pid of pids) {
-    try {
-      const f = statFields(pid);
-      ticks += Number(f[11]) + Number(f[12]);
-    } catch {
-      /* gone */
-    }
-  }
-  return (ticks * 1e6) / CLK_TCK;
-}
-
-function rssBytes(pids) {
-  let sum = 0;
-  for (const pid of pids) {
-    const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-    sum += m ? Number(m[1]) * 1024 : NaN;
-  }
-  return sum;
-}
-
-function fdCount(pids) {
-  let n = 0;
-  for (const pid of pids) {
-    try {
-      n += fs.readdirSync(`/proc/${pid}/fd`).length;
-    } catch {
-      /* gone */
-    }
-  }
-  return n;
-}
-
-/** Until the target's fd count is at most `base` (the storm's sockets closed), or timeout. */
-async function waitFdsBack(target, base, timeoutMs = 30_000) {
-  const t0 = performance.now();
-  for (;;) {
-    const n = fdCount(target.pids());
-    if (n <= base) return true;
-    if (performance.now() - t0 > timeoutMs) {
-      log(`${target.name}: still ${n} fds (base ${base}) after ${timeoutMs} ms`);
-      return false;
-    }
-    await sleep(25);
-  }
 }
 
 // ---------------------------------------------------------------- event-loop delay
@@ -293,19 +239,7 @@ function sampleUpstreamLinks(nodes) {
 }
 
 /** A storm child (normal priority unless BENCH_STORM_NICE); resolves with its result line. */
-async function runStorm(port, mode, count = STORM) {
-  const nodeArgs = ['bench/lib/storm-child.mjs', JSON.stringify({ port, count, mode })];
-  const child = NICE !== 0
-    ? spawn('nice', ['-n', String(NICE), process.execPath, ...nodeArgs], { match: `${process.execPath} bench/lib/storm-child.mjs` })
-    : spawn(process.execPath, nodeArgs, { match: `${process.execPath} bench/lib/storm-child.mjs` });
-  const t0 = Date.now();
-  while (!child.out.includes('\n')) {
-    if (child.exitCode !== null) throw new Error(`storm child exited: ${child.err}`);
-    if (Date.now() - t0 > 120_000) throw new Error('storm did not finish in 120 s');
-    await sleep(10);
-  }
-  return { child, result: JSON.parse(child.out.trim().split('\n')[0]) };
-}
+const runStorm = (port, mode, count = STORM) => runStormChild(port, mode, count, { nice: NICE });
 
 // ---------------------------------------------------------------- targets
 
