@@ -13,6 +13,7 @@
 //   an ENTRYPOINT respool accepts.
 // `promtool check rules` / `promtool test rules` run in scripts/check-deploy.sh (CI).
 
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, posix, relative } from 'node:path';
@@ -186,7 +187,19 @@ const expand = (s: string, env: Record<string, string>) => s.replace(/\$\(([A-Za
  * temporary copy of that ConfigMap's key, so parseCommandLine reads the real file.
  */
 function respoolArgv(ct: Container, docs: Doc[]): string[] {
-  expect(ct.c['command'], `${ct.doc.file}: respool container keeps the image's ENTRYPOINT`).toBeUndefined();
+  const command = ct.c['command'];
+  if (command !== undefined) {
+    // Allowed only to give node flags (V8 sizing) before the image's own script and flags.
+    const argv = asArray(command).map(String);
+    const ep = JSON.parse(dockerfile().filter((i) => i.op === 'ENTRYPOINT').pop()!.args) as string[];
+    const script = ep.findIndex((a) => a.endsWith('bin/respool.js'));
+    expect(argv[0], `${ct.doc.file}: the command runs the image's node`).toBe(ep[0]);
+    expect(argv.slice(-(ep.length - script)), `${ct.doc.file}: the command ends as the image's ENTRYPOINT does`).toEqual(ep.slice(script));
+    const nodeFlags = argv.slice(1, argv.length - (ep.length - script));
+    for (const f of nodeFlags) expect(f, `${ct.doc.file}: ${f} is a node flag`).toMatch(/^--[a-z0-9-]+(=\S+)?$/);
+    const run = spawnSync(process.execPath, [...nodeFlags, '-e', '0'], { encoding: 'utf8' });
+    expect(run.status, `${ct.doc.file}: node accepts ${nodeFlags.join(' ')}: ${run.stderr}`).toBe(0);
+  }
   const env = containerEnv(ct.c);
   const args = [...entrypointFlags(), ...asArray(ct.c['args']).map((a) => expand(String(a), env))];
   const i = args.indexOf('--config');
