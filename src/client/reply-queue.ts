@@ -1,4 +1,4 @@
-import { performance } from 'node:perf_hooks';
+import { clockNow } from '../util/read-clock.js';
 import { FifoQueue } from '../util/fifo-queue.js';
 import { DEV_CHECKS, invariant } from '../util/dev-checks.js';
 import type { HistogramSeries } from '../metrics/fast-histogram.js';
@@ -130,7 +130,7 @@ export class ReplyQueue {
       if (DEV_CHECKS) invariant(head.seq === ++this.written, 'replies leave in the order their entries were queued');
       if (!head.silent) sink.writeReply(head.reply);
       if (head.series !== null) {
-        if (now < 0) now = performance.now();
+        if (now < 0) now = clockNow();
         const ms = now - head.startedAt;
         head.series.observe(ms / 1000); // respool_client_request_duration_seconds{family}
         if (this.observer !== null) this.observer.requestDone(head, ms);

@@ -1,6 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
 import type { Logger } from 'pino';
-import { performance } from 'node:perf_hooks';
+import { clockNow } from '../util/read-clock.js';
 import type { CommandSpec } from '../commands/command-table.js';
 import type { CommandTable } from '../commands/command-table.js';
 import type { TopologyRefresher } from '../cluster/topology-refresher.js';
@@ -186,7 +186,7 @@ export class Router {
   observePart(split: SplitCommand, node: string, sentAt: number): void {
     const metrics = this.metrics;
     if (metrics === undefined) return;
-    const ms = performance.now() - sentAt;
+    const ms = clockNow() - sentAt;
     metrics.latencyHistogram(node).observe(ms / 1000);
     split.upstreamTimed(node, ms);
   }
@@ -459,7 +459,7 @@ export class Router {
       if (choice.role === 'replica' && !isError) this.reads!.markServed(choice.node.address);
     }
     if (this.metrics === undefined) return;
-    const ms = performance.now() - req.sentAt;
+    const ms = clockNow() - req.sentAt;
     this.metrics.latencyHistogram(req.node).observe(ms / 1000);
     const owner = req.owner;
     if (owner.upstreamTimed !== undefined) owner.upstreamTimed(req.node, ms); // the slow log's node and split

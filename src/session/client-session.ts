@@ -13,6 +13,7 @@ import { ReplyEntry, ReplyQueue } from '../client/reply-queue.js';
 import { ClientState } from '../client/client-state.js';
 import type { UpstreamIdentity } from '../acl/upstream-identity.js';
 import { readClientSocket } from './shared-reads.js';
+import { holdClock, releaseClock } from '../util/read-clock.js';
 
 /**
  * What a session costs before and between requests (a connection storm, idle clients): one
@@ -261,11 +262,15 @@ export class ClientSession implements DispatchedSession {
 
   private onData(chunk: Buffer): void {
     if (this.closeWhenFlushed) return;
-    this.state.lastInteraction = performance.now(); // CLIENT LIST idle (once per chunk); client latency start
-    this.bytesIn += chunk.length;
-    if (this.ctx.metrics !== undefined) this.ctx.metrics.traffic.clientIn += chunk.length;
-    this.framer.push(chunk);
-    this.processFrames();
+    this.state.lastInteraction = holdClock(); // CLIENT LIST idle (once per chunk); client latency start
+    try {
+      this.bytesIn += chunk.length;
+      if (this.ctx.metrics !== undefined) this.ctx.metrics.traffic.clientIn += chunk.length;
+      this.framer.push(chunk);
+      this.processFrames();
+    } finally {
+      releaseClock();
+    }
   }
 
   private processFrames(): void {

@@ -11,6 +11,7 @@ import { BatchedWriter } from '../util/batched-writer.js';
 import type { ProcessLoad } from './process-load.js';
 import { openUpstreamSocket, type OpenUpstreamSocket, type UpstreamConnectionSocket } from './upstream-socket.js';
 import { DEV_CHECKS, invariant } from '../util/dev-checks.js';
+import { clockNow, holdClock, releaseClock } from '../util/read-clock.js';
 import type { UpstreamTlsConfig } from '../config/tls-config.js';
 
 /**
@@ -32,7 +33,7 @@ export interface ReplySource {
 
 /** Something waiting for one reply frame from a link (routing/upstream-call.ts UpstreamCall, a lease's requests, control-plane calls). */
 export interface LinkRequest {
-  /** Set by the link when the request's bytes are handed to the socket (performance.now()). */
+  /** Set by the link when the request is queued to be written (util/read-clock.ts: clockNow). */
   sentAt: number;
   /** The reply frame (a view into the link's read buffer: copy it to keep it past the call). */
   onReply(frame: Buffer, link: ReplySource): void;
@@ -156,7 +157,7 @@ export class Link extends EventEmitter implements ReplySource {
    * requests' is its n-th; its bytes count against the last of them.
    */
   sendMany(data: Buffer, req: LinkRequest, count: number): void {
-    req.sentAt = performance.now();
+    req.sentAt = clockNow();
     const size = data.length;
     for (let i = 1; i < count; i++) {
       this.inflight.push(req);
@@ -191,7 +192,7 @@ export class Link extends EventEmitter implements ReplySource {
   }
 
   private writeNow(data: Buffer, req: LinkRequest): void {
-    req.sentAt = performance.now();
+    req.sentAt = clockNow();
     this.inflight.push(req);
     const size = data.length;
     this.inflightSizes.push(size);
@@ -259,6 +260,15 @@ export class Link extends EventEmitter implements ReplySource {
   }
 
   private onData(chunk: Buffer): void {
+    holdClock(); // every reply in this chunk arrived now (util/read-clock.ts)
+    try {
+      this.readChunk(chunk);
+    } finally {
+      releaseClock();
+    }
+  }
+
+  private readChunk(chunk: Buffer): void {
     const load = this.options.load;
     if (load !== undefined) {
       load.receivedBytes += chunk.length;
