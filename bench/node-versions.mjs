@@ -177,7 +177,7 @@ const md = [
   '',
   mdTable(['runtime', 'respool RSS MiB', 'floor RSS MiB', 'above the floor', 'first PONG ms', 'floor first PONG ms'], fp),
   '',
-  `Connection storm (${fmtInt(STORM)} connections opened at once, each PING then close at its PONG; the same storm held open for RSS; floor: bench/lib/node-floor.mjs on the same runtime; ${Math.min(ROUNDS, 3)} rounds; CPU less the idle rate):`,
+  `Connection storm (${fmtInt(STORM)} connections opened at once, each PING then close at its PONG; the same storm held open for RSS; floor: bench/lib/node-floor.mjs on the same runtime; ${Math.min(ROUNDS, 3)} rounds; CPU less the idle rate; respool's RSS per idle connection reads low because the throughput rounds before it left room in its heap, where the floor starts fresh):`,
   '',
   mdTable(['runtime', 'respool CPU µs per connect + PING + close', 'floor µs', 'respool ÷ floor (per round)', 'respool: all answered after ms', 'floor ms', 'respool RSS per idle connection KiB', 'floor KiB'], st),
 ].join('\n');
