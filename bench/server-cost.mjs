@@ -9,13 +9,22 @@
 // Env: BENCH_QUICK=1, BENCH_ROUNDS (5), BENCH_N (100,000 requests per run), BENCH_BUILDS
 //      (extra respool checkouts to compare, comma-separated directories with bin/respool.js: an
 //      A/B of builds in the same rounds), BENCH_TWEMPROXY_CONNECTIONS (2), BENCH_QUOTA_US (25000
-//      of a 100000 µs period), BENCH_SKIP_CAPPED=1, BENCH_SKIP_UNIX=1.
+//      of a 100000 µs period), BENCH_SKIP_CAPPED=1, BENCH_SKIP_UNIX=1, BENCH_PIN (1 on a machine
+//      of 2+ cores; 0: no pinning).
+//
+// Pinning: valkey-server and the proxies run on core 0, valkey-benchmark on core 1 (taskset).
+// Unpinned on this 2-core machine, the scheduler places the three busy processes one of two ways
+// at random, run to run, and requests/s follow the placement more than the proxy: with the proxy
+// and valkey-server sharing a core (each runs while the other waits) every upstream write carries
+// ~12 requests and GET P=1 through respool reads ~110k/s; with the proxy alone on a core ~7 and
+// ~60k/s (`taskset` by hand, 4 runs each, 2026-12-01 16:31); twemproxy flips the same way.
 //
 // Every run is valkey-benchmark -t get|set -d 100 -r 100000 against one target; targets run back
 // to back in an order rotated every round. Per run: requests/s, and CPU (utime+stime,
 // /proc/PID/stat) of valkey-server and of the proxy ÷ requests. Medians over rounds; ratios are
 // per round, then their median.
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import {
   HOST, OUT_DIR, RespConn, envFlag, envInt, fmt, fmtInt, log, makeTmpRoot, mdTable, median, run, shellLine, sleep, spawn,
@@ -33,10 +42,16 @@ const QUOTA = envInt('BENCH_QUOTA_US', 25_000);
 const PERIOD = 100_000;
 const BUILDS = (process.env.BENCH_BUILDS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
 const CGROUP = '/sys/fs/cgroup/cpu';
+const PIN = (process.env.BENCH_PIN ?? (os.cpus().length >= 2 ? '1' : '0')) === '1';
+/** Every thread of `pid` onto core 0 (valkey-server and the proxies), when pinning. */
+async function pinToServerCore(pid) {
+  if (PIN) await run('taskset', ['-a', '-p', '-c', '0', String(pid)]);
+}
 
 const tmp = makeTmpRoot('server-cost-');
 const valkey = await startValkey({ tmpRoot: tmp });
 const vpid = valkey.child.pid;
+await pinToServerCore(vpid);
 
 /** A cgroup v1 cpu group holding valkey-server, quota set per phase; null when not writable. */
 let group = null;
@@ -58,12 +73,15 @@ async function startTwemproxy(listen) {
   fs.writeFileSync(conf, ['b:', `  listen: ${listen}`, '  redis: true', '  preconnect: true', `  server_connections: ${TW_CONNS}`,
     '  auto_eject_hosts: false', '  hash: fnv1a_64', '  distribution: ketama', '  servers:', `    - ${HOST}:${valkey.port}:1`, ''].join('\n'));
   const child = spawn('nutcracker', ['-c', conf, '-o', path.join(dir, 'nutcracker.log'), '-s', String(await uniquePort())]);
+  await pinToServerCore(child.pid);
   return child;
 }
 
 async function startRespool(bin, listenArg, admin) {
   const args = [bin, '--listen', listenArg, '--upstream', `${HOST}:${valkey.port}`, '--mode', 'standalone', '--log-level', 'warn', '--admin', `${HOST}:${admin}`];
   const child = spawn(process.execPath, args, { logFile: path.join(OUT_DIR, `server-cost-respool-${admin}.log`) });
+  await sleep(200); // its threads started, so that every one is pinned
+  await pinToServerCore(child.pid);
   return { child, cmd: shellLine('node', args) };
 }
 
@@ -110,7 +128,7 @@ async function runOne(t, test, clients, pipeline) {
   const s0 = cpuSeconds(vpid);
   const p0 = t.pid ? cpuSeconds(t.pid) : 0;
   const io0 = await ioCounts(t);
-  const { out } = await run('valkey-benchmark', args, { timeoutMs: 600_000 });
+  const { out } = PIN ? await run('taskset', ['-c', '1', 'valkey-benchmark', ...args], { timeoutMs: 600_000 }) : await run('valkey-benchmark', args, { timeoutMs: 600_000 });
   const s1 = cpuSeconds(vpid);
   const p1 = t.pid ? cpuSeconds(t.pid) : 0;
   const io1 = await ioCounts(t);
@@ -183,7 +201,7 @@ const md = [
   '## server-cost — what a proxy costs the server behind it',
   '',
   `${new Date().toISOString().slice(0, 16)}Z, respool ${respoolBuildLabel()}${BUILDS.length ? ` and ${BUILDS.join(', ')}` : ''}, ${ROUNDS} rounds of ${fmtInt(N)} requests per run, medians (ratios: median of per-round ratios). \`npm run bench:server-cost\`.`,
-  `valkey-benchmark -d 100 -r 100000 against one valkey-server: directly, through twemproxy (server_connections ${TW_CONNS}) and through respool (connectionsPerNode 2). The capped phase puts valkey-server in a cgroup with cpu.cfs_quota_us ${QUOTA} of ${PERIOD}.`,
+  `valkey-benchmark -d 100 -r 100000 against one valkey-server: directly, through twemproxy (server_connections ${TW_CONNS}) and through respool (connectionsPerNode 2). The capped phase puts valkey-server in a cgroup with cpu.cfs_quota_us ${QUOTA} of ${PERIOD}. ${PIN ? 'Pinned: valkey-server and the proxies on core 0, valkey-benchmark on core 1 (taskset; unpinned, the scheduler\'s placement of the three flips the results run to run: see the script\'s header).' : 'Not pinned (BENCH_PIN=0).'}`,
   '',
   ...sections,
 ].join('\n');
