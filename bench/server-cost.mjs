@@ -17,7 +17,7 @@
 // at random, run to run, and requests/s follow the placement more than the proxy: with the proxy
 // and valkey-server sharing a core (each runs while the other waits) every upstream write carries
 // ~12 requests and GET P=1 through respool reads ~110k/s; with the proxy alone on a core ~7 and
-// ~60k/s (`taskset` by hand, 4 runs each, 2026-12-01 16:31); twemproxy flips the same way.
+// ~60k/s (`taskset` by hand, 4 runs each, 2026-12-01 16:27); twemproxy flips the same way.
 //
 // Every run is valkey-benchmark -t get|set -d 100 -r 100000 against one target; targets run back
 // to back in an order rotated every round. Per run: requests/s, and CPU (utime+stime,
