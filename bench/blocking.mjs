@@ -68,10 +68,12 @@ async function main() {
   const started = new Date();
   const cluster = await startCluster({ primaries: 3, replicasPerPrimary: 0, args: ['--maxclients', String(BLOCKED * 2 + 1000)] });
   let respool;
+  const relays = []; // bench/lib/node-relay.mjs, one per primary: the floor of a Node hop
   const monitors = [];
   let keys; // blk:<i>, one per blocked client
   let nodeOfKey; // key → the primary serving its slot
-  let pusher; // { respool: () => conn, node: (key) => conn }
+  let pusher; // { respool: () => conn, node: (key) => conn, relay: (key) => conn }
+  let relayPortOf; // key → the port of the relay in front of its primary
   const result = { bench: 'blocking', started: started.toISOString(), loadavgStart: loadavg(), quick: QUICK,
     config: { rounds: ROUNDS, blocked: BLOCKED, pushes: PUSHES, getN: GET_N, getClients: GET_CLIENTS, pool: POOL },
     rounds: [], errors: [] };
@@ -113,7 +115,17 @@ async function main() {
     const viaRespool = await RespConn.connect(port);
     const direct = new Map();
     for (const n of primaries) direct.set(n.port, await RespConn.connect(n.port));
-    pusher = { respool: () => viaRespool, node: (k) => direct.get(nodeOfKey(k).port) };
+    // A bare Node relay in front of each primary, and a pusher through each.
+    const relayOf = new Map();
+    for (const n of primaries) {
+      const rport = await uniquePort();
+      const child = spawn(process.execPath, ['bench/lib/node-relay.mjs', String(rport), String(n.port)], { match: `${process.execPath} bench/lib/node-relay.mjs` });
+      relays.push(child);
+      await waitForPing(rport, { child, what: `node relay to ${n.port}` });
+      relayOf.set(n.port, { port: rport, conn: await RespConn.connect(rport) });
+    }
+    relayPortOf = (k) => relayOf.get(nodeOfKey(k).port).port;
+    pusher = { respool: () => viaRespool, node: (k) => direct.get(nodeOfKey(k).port), relay: (k) => relayOf.get(nodeOfKey(k).port).conn };
     // valkey-benchmark's key (no -r: the literal "key:__rand_int__") holds a 100-byte value.
     await viaRespool.callT(3000, 'SET', 'key:__rand_int__', 'x'.repeat(100));
 
@@ -128,6 +140,7 @@ async function main() {
       const phases = [
         async () => { Object.assign(r, await respoolPhase(ctx, round % 2 === 1)); },
         async () => { r.direct = await directPhase(ctx); },
+        async () => { r.relay = await relayPhase(); },
       ];
       for (const p of round % 2 ? phases : phases.reverse()) {
         await p();
@@ -137,8 +150,10 @@ async function main() {
     }
     viaRespool.close();
     for (const c of direct.values()) c.close();
+    for (const r of relayOf.values()) r.conn.close();
   } finally {
     for (const m of monitors) m.conn.close();
+    for (const child of relays) await stop(child);
     await stop(respool);
     await cluster.stop();
   }
@@ -278,6 +293,17 @@ async function main() {
     await waitBlocked(0, 30_000);
     return { connectMs, allBlockedMs, whileBlocked, latency };
   }
+
+  /** The same through a bare Node relay per node (BLPOP and LPUSH both through it): the hops respool's path has, with nothing but Node doing them. */
+  async function relayPhase() {
+    log(`bare Node relay: ${BLOCKED} clients → BLPOP through the relay in front of their key's node`);
+    const { clients } = await blockClients((k) => relayPortOf(k));
+    await sleep(200);
+    const latency = await pushLatency(clients, pusher.relay, 'bare Node relay (LPUSH through it too)');
+    await closeClients(clients);
+    await waitBlocked(0, 30_000);
+    return { latency };
+  }
 }
 
 function benchArgs(port) {
@@ -304,6 +330,7 @@ function report(result) {
     ['respool: BLPOP and LPUSH through respool', (r) => r.latencyRespool],
     ['respool: BLPOP through respool, LPUSH to the node', (r) => r.latencyRespoolPushDirect],
     ['direct: BLPOP and LPUSH on the node', (r) => r.direct.latency],
+    ['bare Node relay per node (bench/lib/node-relay.mjs): BLPOP and LPUSH through it', (r) => r.relay.latency],
   ].map(([name, f]) => [
     name,
     fmt(med((r) => f(r).p50), 3), fmt(med((r) => f(r).p99), 3), fmt(med((r) => f(r).max), 3),
@@ -389,6 +416,11 @@ function report(result) {
     'From writing `LPUSH <key> <value>` (one more client) until the blocked client has `[key, value]`; the client then blocks again. Timed in the bench process, which holds both ends.',
     '',
     latTable,
+    '',
+    ...['p50', 'p99'].map((q) => `${q} ÷ direct's in the same round, per round: through respool ${R.map((r) => fmt(r.latencyRespool[q] / r.direct.latency[q])).join(' / ')} (median ${fmt(median(R.map((r) => r.latencyRespool[q] / r.direct.latency[q])))}); ` +
+      `through the bare Node relay ${R.map((r) => fmt(r.relay.latency[q] / r.direct.latency[q])).join(' / ')} (median ${fmt(median(R.map((r) => r.relay.latency[q] / r.direct.latency[q])))}).`),
+    '',
+    'The relay has the hops respool\'s path has (client → a Node process → the node, and the wake back through it) and does nothing else (`socket.pipe` both ways, a connection to the node per client): what it adds above direct is what putting any Node process on the path costs; what respool adds above the relay is its own work. Its tail (p99) is a naive relay\'s, Node streams with a connection per client; its median is the hops\' cost.',
     '',
     `### GET throughput of other clients through respool (\`${result.getBenchCmd}\`)`,
     '',
