@@ -16,7 +16,8 @@ export function touchesFleetKeys(table: CommandTable, spec: CommandSpec, args: r
   for (const i of table.keyIndexes(spec, args)) {
     const key = args[i]!;
     const open = key.indexOf(0x7b /* { */);
-    if (open >= 0 && key.compare(TAG, 0, TAG.length, open, open + TAG.length) === 0) return true;
+    // A key too short to hold the tag after its first '{' (Buffer.compare would throw on the range).
+    if (open >= 0 && key.length - open >= TAG.length && key.compare(TAG, 0, TAG.length, open, open + TAG.length) === 0) return true;
   }
   return false;
 }

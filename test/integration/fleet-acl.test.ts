@@ -71,6 +71,10 @@ describe('users changed at run time reach the whole fleet', () => {
     expect(await conn.call('SET', '{respool-fleet}:state', 'x')).toBe(refused);
     expect(await conn.call('EXEC')).toMatch(/^-EXECABORT/);
     expect(await conn.call('SET', 'respool-fleet-not-a-tag', 'x')).toBe('+OK\r\n');
+    // A '{' too near the key's end to hold the tag: served, and the proxy keeps serving.
+    expect(await conn.call('SET', 'short{key', 'x')).toBe('+OK\r\n');
+    expect(await conn.call('SET', 'x{respool-flee', 'y')).toBe('+OK\r\n');
+    expect(await conn.call('GET', 'short{key')).toBe('$1\r\nx\r\n');
     conn.close();
   });
 });
