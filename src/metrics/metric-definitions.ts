@@ -270,7 +270,7 @@ export const METRIC_DEFINITIONS = {
   },
   client_disconnects_total: {
     type: 'counter',
-    help: 'Client connections closed by respool (idle timeout, output buffer limit, drain deadline, pub/sub output limit).',
+    help: 'Client connections closed by respool (idle timeout, output buffer limit, drain deadline, pub/sub output limit, internal_error: handling a request failed in respool itself).',
     labelNames: ['reason'],
   },
   queue_depth: {

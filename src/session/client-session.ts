@@ -282,7 +282,7 @@ export class ClientSession implements DispatchedSession {
         if (!dispatch(this, frame)) return this.holdForPause(frame); // CLIENT PAUSE holds it
       }
     } catch (err) {
-      if (!(err instanceof ProtocolError)) throw err;
+      if (!(err instanceof ProtocolError)) return this.failInternally(err);
       this.ctx.metrics?.protocolErrors.inc();
       this.replyNow(encodeError(err.message.startsWith('Protocol error') ? `ERR ${err.message}` : err.message));
       this.closeAfterReplies();
@@ -295,6 +295,18 @@ export class ClientSession implements DispatchedSession {
       return;
     }
     if (this.replies.length >= maxPendingPerClient) this.pauseReading();
+  }
+
+  /**
+   * Handling a request threw: a bug in respool, not the client's fault. Only this client pays:
+   * it is disconnected (its requests owed get no reply rather than one that may belong to another
+   * of them), the error is logged with its stack, and the process keeps serving everyone else.
+   */
+  private failInternally(err: unknown): void {
+    this.ctx.metrics?.raw.client_disconnects_total.labels('internal_error').inc();
+    this.ctx.log.error({ err, client: this.address, command: this.handling?.args[0]?.toString('latin1') ?? null }, 'respool failed handling a request; the client is disconnected');
+    this.writer.discard();
+    this.destroy();
   }
 
   /** CLIENT PAUSE holds this request (dispatch said so): keep it (copied), stop reading until the pause ends. */

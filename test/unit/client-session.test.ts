@@ -148,6 +148,36 @@ describe('ClientSession (fake socket, fake pools, no server)', () => {
     expect(closed.length).toBe(1);
   });
 
+  it('a request whose handling throws (a bug in respool) disconnects that client only, logged, and nothing escapes', async () => {
+    const { socket, pools, closed, ctx } = newSession();
+    const logged: unknown[] = [];
+    (ctx as unknown as { log: { error: (o: unknown) => void } }).log = { error: (o: unknown) => logged.push(o) } as never;
+    const send = pools.forNode().send;
+    pools.forNode = () => ({
+      placeFor: (client: { id: number }) => client.id,
+      send: (raw: Buffer, req: LinkRequest): number => {
+        if (raw.includes('boom')) throw new RangeError('a bug');
+        return send(raw, req);
+      },
+    });
+    expect(() => socket.send(cmd('GET', 'a') + cmd('GET', 'boom') + cmd('GET', 'c'))).not.toThrow();
+    await turn();
+    expect(closed.length).toBe(1);
+    expect(logged.length).toBe(1);
+    expect(pools.sent.map((s) => s.raw)).toEqual([cmd('GET', 'a')]); // nothing after the failed request is sent
+    pools.answer(0, '$1\r\nA\r\n'); // a reply arriving for the gone client is dropped
+    await turn();
+    expect(socket.text()).toBe('');
+    // Another client of the same server is served as before.
+    const otherSocket = new FakeClientSocket();
+    new ClientSession(otherSocket as unknown as net.Socket, ctx);
+    otherSocket.send(cmd('GET', 'd'));
+    expect(pools.sent.map((s) => s.raw)).toEqual([cmd('GET', 'a'), cmd('GET', 'd')]);
+    pools.answer(1, '$1\r\nD\r\n');
+    await turn();
+    expect(otherSocket.text()).toBe('$1\r\nD\r\n');
+  });
+
   it('a protocol error is answered after the replies owed, then the connection closes', async () => {
     const { socket, pools } = newSession();
     socket.send(cmd('GET', 'a') + '*1\r\n$x\r\n');
