@@ -5,7 +5,7 @@ import { ProxyError } from '../errors.js';
 /**
  * One client command carried out as N upstream calls (Envoy's FragmentedRequest): whole-data-set
  * fan-out (fan-out.ts), hot-key writes to every copy (hotkeys/split-requests.ts), and multi-key
- * commands over several slots (handlers/multi-key.ts: one part per slot). Each child is
+ * commands over several slots (routing/split-command.ts: one part per slot). Each child is
  * an UpstreamCall with `index` set and this object as its owner, sent through the router, so it
  * follows MOVED/ASK and retries like any other call. When the last child answers, `merge` turns
  * the children's replies (copied, in index order) into the one reply handed to `owner` — a
@@ -14,15 +14,6 @@ import { ProxyError } from '../errors.js';
  *   replies  : one slot per child, null until that child answered
  *   invariant: `owner` gets exactly one reply, after every child answered
  */
-/** The client's reply merged from its parts' replies; a reply respool cannot take apart is this client's error, never the link's. */
-export function mergeOrError(command: string, replies: Buffer[], merge: (replies: Buffer[]) => Buffer): Buffer {
-  try {
-    return merge(replies);
-  } catch (err) {
-    return encodeError(ProxyError.cannotMerge(command, (err as Error).message));
-  }
-}
-
 export abstract class Fragmented implements CallOwner {
   protected readonly replies: Array<Buffer | null>;
   private remaining: number;
@@ -49,10 +40,22 @@ export abstract class Fragmented implements CallOwner {
   }
 
   onCallDone(reply: Buffer, index: number): void {
+    this.settle(index, Buffer.from(reply)); // link read buffers are not ours to keep
+  }
+
+  /** Child `index`'s reply, kept as it is (the caller copied it, or owns it); the merge runs after the last. */
+  protected settle(index: number, reply: Buffer): void {
     if (this.replies[index] !== null) return;
-    this.replies[index] = Buffer.from(reply); // link read buffers are not ours to keep
+    this.replies[index] = reply;
     if (--this.remaining > 0) return;
-    this.owner.onCallDone(mergeOrError(this.command, this.replies as Buffer[], (r) => this.merge(r)), this.index);
+    let merged: Buffer;
+    try {
+      merged = this.merge(this.replies as Buffer[]);
+    } catch (err) {
+      // A reply respool cannot take apart is this client's error, never the link's.
+      merged = encodeError(ProxyError.cannotMerge(this.command, (err as Error).message));
+    }
+    this.owner.onCallDone(merged, this.index);
   }
 
   /** The client's reply from the children's replies, in index order. */

@@ -4,7 +4,7 @@ import { arrayHeaderSize, bulkSize, encodeCommand, writeArrayHeader, writeBulk }
 import { CommandFlag } from '../commands/command-flags.js';
 import { UpstreamCall, type CallClient, type CallOwner } from './upstream-call.js';
 import type { Router } from './router.js';
-import { mergeOrError } from './fragmented.js';
+import { Fragmented } from './fragmented.js';
 
 /**
  * One client command split by hash slot (handlers/multi-key.ts: MGET, MSET, DEL, …), carried as
@@ -19,18 +19,16 @@ import { mergeOrError } from './fragmented.js';
  *   keys    : the key positions in `args`, in the client's order (key j = args[keys[j]])
  *   order   : key ordinals grouped by part: part p's keys are order[start[p] .. start[p + 1])
  *   slots   : part p's slot (parts in the order their first key comes)
- *   replies : one per part, null until it answered; `merge` runs once the last one did
+ *   replies : one per part (Fragmented), null until it answered; `merge` runs once the last one did
  *   invariant: `owner` gets exactly one reply, after every part answered
  */
-export abstract class SplitCommand implements CallOwner {
-  readonly replies: Array<Buffer | null>;
-  private remaining: number;
+export abstract class SplitCommand extends Fragmented {
   readonly readOnly: boolean;
 
   constructor(
-    readonly owner: CallOwner,
+    owner: CallOwner,
     /** Lower-case command name, for metrics and errors. */
-    readonly command: string,
+    command: string,
     readonly spec: CommandSpec,
     readonly table: CommandTable,
     readonly args: readonly Buffer[],
@@ -41,42 +39,18 @@ export abstract class SplitCommand implements CallOwner {
     readonly order: Int32Array,
     readonly start: Int32Array,
   ) {
-    this.replies = new Array<Buffer | null>(slots.length).fill(null);
-    this.remaining = slots.length;
+    super(owner, command, slots.length);
     this.readOnly = (spec.flags & CommandFlag.READONLY) !== 0;
-  }
-
-  get client(): CallClient {
-    return this.owner.client;
-  }
-
-  get partCount(): number {
-    return this.slots.length;
-  }
-
-  /** Passed up: the entry keeps every node and the slowest time (the parts run side by side). */
-  upstreamTimed(node: string, ms: number): void {
-    this.owner.upstreamTimed?.(node, ms);
-  }
-
-  /** A part routed as a call of its own finished (UpstreamCall.index is the part). */
-  onCallDone(reply: Buffer, index: number): void {
-    this.partDone(index, Buffer.from(reply)); // a call's reply may be a view of someone else's buffer
   }
 
   /**
    * Part `p`'s reply. A frame from a link may be kept as it is: links frame replies out of
    * buffers that are never written again (util/shared-read-buffer.ts, a TLS 'data' chunk).
+   * A part routed as a call of its own ends in onCallDone (UpstreamCall.index is the part), which copies.
    */
   partDone(p: number, reply: Buffer): void {
-    if (this.replies[p] !== null) return;
-    this.replies[p] = reply;
-    if (--this.remaining > 0) return;
-    this.owner.onCallDone(mergeOrError(this.command, this.replies as Buffer[], (r) => this.merge(r)), 0);
+    this.settle(p, reply);
   }
-
-  /** The client's reply from the parts' replies, in part order. */
-  protected abstract merge(replies: Buffer[]): Buffer;
 
   /** Bytes of part p as a command. */
   partSize(p: number): number {
