@@ -218,13 +218,13 @@ export class Metrics {
     // process_resident_memory_bytes, nodejs_eventloop_lag_seconds, ...), as every Node.js exporter.
     if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
     this.raw.build_info.labels(RESPOOL_VERSION, process.version).set(1);
-    // Byte counters are plain numbers on the hot path, read at scrape time.
-    const counterFrom = (c: Counter<'direction'>, read: () => { in: number; out: number }) => {
+    // Counters kept as plain numbers on the hot path (bytes, split reads, upstream I/O): copied
+    // into the metric at scrape time, one child per key of what `read` returns.
+    const counterFrom = (c: Counter<string>, read: () => Record<string, number>) => {
       (c as unknown as { collect: () => void }).collect = () => {
         const v = read();
         c.reset();
-        c.labels('in').inc(v.in);
-        c.labels('out').inc(v.out);
+        for (const label in v) c.labels(label).inc(v[label]!);
       };
     };
     (this.raw.commands_total as unknown as { collect: () => void }).collect = () => {
@@ -232,11 +232,7 @@ export class Metrics {
       c.reset();
       for (const [label, count] of this.commandCounts) c.labels(label).inc(count.value);
     };
-    (this.raw.split_reads_total as unknown as { collect: () => void }).collect = () => {
-      const c = this.raw.split_reads_total;
-      c.reset();
-      for (const outcome of ['original', 'copy', 'fallback'] as const) c.labels(outcome).inc(this.splitReads[outcome]);
-    };
+    counterFrom(this.raw.split_reads_total, () => this.splitReads);
     counterFrom(this.raw.client_bytes_total, () => ({ in: this.traffic.clientIn, out: this.traffic.clientOut }));
     // Last-minute quantiles, computed from the windows at scrape time (metrics/latency-windows.ts).
     const quantiles = (gauge: Gauge<string>, summaries: () => Array<{ name: string; calls: number; p50Us: number; p99Us: number; p999Us: number }>) => {
@@ -253,14 +249,10 @@ export class Metrics {
     quantiles(this.raw.upstream_latency_last_minute_seconds as Gauge<string>, () => this.windows.nodeSummaries());
     quantiles(this.raw.client_latency_last_minute_seconds as Gauge<string>, () => this.windows.familySummaries());
     counterFrom(this.raw.upstream_bytes_total, () => ({ in: this.upstreamTraffic?.receivedBytes ?? 0, out: this.upstreamTraffic?.sentBytes ?? 0 }));
-    (this.raw.upstream_io_total as unknown as { collect: () => void }).collect = () => {
-      const c = this.raw.upstream_io_total;
+    counterFrom(this.raw.upstream_io_total, () => {
       const t = this.upstreamTraffic;
-      c.reset();
-      c.labels('requests').inc(t?.sentRequests ?? 0);
-      c.labels('writes').inc(t?.writes() ?? 0);
-      c.labels('reads').inc(t?.reads ?? 0);
-    };
+      return { requests: t?.sentRequests ?? 0, writes: t?.writes() ?? 0, reads: t?.reads ?? 0 };
+    });
     this.raw.config_last_reload_successful.set(1);
     this.raw.config_last_reload_success_timestamp_seconds.set(Date.now() / 1000);
 
