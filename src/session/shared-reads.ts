@@ -63,18 +63,8 @@ export function acceptReadingShared(server: net.Server): void {
       nodes.call(this, err, clientHandle);
       return;
     }
-    const socket = new net.Socket({
-      handle: clientHandle,
-      allowHalfOpen: listening.allowHalfOpen === true,
-      pauseOnCreate: true,
-      readable: true,
-      writable: true,
-      onread: lateBound,
-    } as net.SocketConstructorOpts) as SharedSocket;
-    socket[kOnChunk] = null;
+    const socket = sharedSocket(clientHandle, listening, null, listening.allowHalfOpen === true);
     listening._connections++;
-    socket.server = listening;
-    socket._server = listening;
     listening.emit('connection', socket);
   };
 }
@@ -98,17 +88,23 @@ export function readClientSocket(socket: net.Socket, onChunk: ChunkListener): ne
   const server = accepted._server;
   accepted._handle = null; // the old object no longer owns the fd
   accepted._server = null; // nor counts as the server's connection
-  const fresh = new net.Socket({
-    handle: handle as never,
+  return sharedSocket(handle, server, onChunk, false);
+}
+
+/** A paused net.Socket over an accepted `handle`, reading through the shared buffer into `onChunk`, counted as `server`'s. */
+function sharedSocket(handle: unknown, server: net.Server | null, onChunk: ChunkListener | null, allowHalfOpen: boolean): SharedSocket {
+  const socket = new net.Socket({
+    handle,
+    allowHalfOpen,
+    pauseOnCreate: true,
     readable: true,
     writable: true,
-    pauseOnCreate: true,
     onread: lateBound,
   } as net.SocketConstructorOpts) as SharedSocket;
-  fresh[kOnChunk] = onChunk;
-  fresh._server = server;
-  fresh.server = server;
-  return fresh;
+  socket[kOnChunk] = onChunk;
+  socket._server = server;
+  socket.server = server;
+  return socket;
 }
 
 /** A plain TCP socket accepted by a net.Server (TLS sockets wrap theirs; keep them as they are). */
