@@ -26,6 +26,17 @@ async function server(opts: { straight?: boolean; maxConnections?: number } = {}
   return { srv, port: (srv.address() as net.AddressInfo).port, accepted };
 }
 
+/** `socket` answers the client, and the server's close() completes once the client ends: the socket was counted as its connection. */
+async function answersThenCountsItsClose(srv: net.Server, client: net.Socket, socket: net.Socket): Promise<void> {
+  socket.write('+PONG\r\n');
+  const [reply] = (await once(client, 'data')) as [Buffer];
+  expect(reply.toString()).toBe('+PONG\r\n');
+  const closed = new Promise<void>((resolve) => srv.close(() => resolve()));
+  client.end();
+  await once(socket, 'close');
+  await closed;
+}
+
 describe('shared-buffer client reads', () => {
   it('re-wraps an accepted TCP socket: bytes arrive intact, chunks stay valid after later reads', async () => {
     const { srv, port, accepted } = await server();
@@ -56,15 +67,8 @@ describe('shared-buffer client reads', () => {
     expect(Buffer.concat(chunks).length).toBe(expected.length);
     socket.resume();
     await expect.poll(() => Buffer.concat(chunks).length).toBe(expected.length + 4);
-    socket.write('+PONG\r\n');
-    const [reply] = (await once(client, 'data')) as [Buffer];
-    expect(reply.toString()).toBe('+PONG\r\n');
-
-    // The re-wrapped socket counts as the server's connection: close() completes once it ends.
-    const closed = new Promise<void>((resolve) => srv.close(() => resolve()));
-    client.end();
-    await once(socket, 'close');
-    await closed;
+    // The re-wrapped socket writes, and counts as the server's connection: close() completes once it ends.
+    await answersThenCountsItsClose(srv, client, socket);
   });
 
   it('accepts straight into a shared-reading socket: one socket per connection, counted by the server, bytes intact', async () => {
@@ -78,13 +82,7 @@ describe('shared-buffer client reads', () => {
     expect(socket).toBe(raw); // not re-wrapped: the listener built it reading through the shared buffer
     expect(Buffer.concat(chunks).equals(sent)).toBe(true);
     expect(await new Promise((r) => srv.getConnections((_e, n) => r(n)))).toBe(1);
-    socket.write('+PONG\r\n');
-    const [reply] = (await once(client, 'data')) as [Buffer];
-    expect(reply.toString()).toBe('+PONG\r\n');
-    const closed = new Promise<void>((resolve) => srv.close(() => resolve()));
-    client.end();
-    await once(socket, 'close');
-    await closed; // its close was counted down
+    await answersThenCountsItsClose(srv, client, socket); // its close was counted down
   });
 
   it('leaves accepting to Node when the listener has a setting only Node applies (maxConnections): re-wrapped then', async () => {
