@@ -17,7 +17,7 @@ import {
 import { cpuSeconds, parseBenchmarkText } from './lib/measure.mjs';
 import { writeSection } from './lib/results-file.mjs';
 import { respoolBuildLabel } from './lib/respool-build.mjs';
-import { cpuMicros, fdCount, rssBytes, runStormChild, waitFdsBack } from './lib/storm-run.mjs';
+import { heldRssPerConnection, stormCpuPerConnection } from './lib/storm-run.mjs';
 
 const QUICK = envFlag('BENCH_QUICK');
 const ROUNDS = envInt('BENCH_ROUNDS', QUICK ? 1 : 5);
@@ -104,30 +104,11 @@ for (let r = 0; r < ROUNDS; r++) {
 // closes at its PONG; CPU per connection (less the idle rate), and RSS per connection held idle.
 results.storm = {};
 async function stormCost(name, pid, port) {
-  const target = { name, pids: () => [pid] };
-  const base = fdCount([pid]);
-  await stop((await runStormChild(port, 'cycle', Math.min(STORM, 2000))).child); // warm-up
-  await waitFdsBack(target, base);
-  const rss0 = rssBytes([pid]);
-  const held = await runStormChild(port, 'hold', STORM);
-  await sleep(1000);
-  const rssPerIdleClient = (rssBytes([pid]) - rss0) / STORM;
-  await stop(held.child);
-  await waitFdsBack(target, base);
-  const i0 = cpuMicros([pid]);
-  const it0 = performance.now();
-  await sleep(1000);
-  const idleRate = (cpuMicros([pid]) - i0) / (performance.now() - it0);
-  const c0 = cpuMicros([pid]);
-  const t0 = performance.now();
-  const cycle = await runStormChild(port, 'cycle', STORM);
-  await waitFdsBack(target, base);
-  await sleep(300);
-  const elapsed = performance.now() - t0;
-  const perConnUs = (cpuMicros([pid]) - c0 - idleRate * elapsed) / STORM;
-  await stop(cycle.child);
+  const target = { name, port, pids: () => [pid] };
+  const rssPerIdleClient = await heldRssPerConnection(target, STORM, 1000);
+  const { cycle, cpu } = await stormCpuPerConnection(target, STORM);
   if (cycle.result.ponged !== STORM) throw new Error(`${name}: ${cycle.result.ponged} of ${STORM} connections answered`);
-  return { perConnUs, rssPerIdleClient, acceptMs: cycle.result.acceptMs };
+  return { perConnUs: cpu.perConnUs, rssPerIdleClient, acceptMs: cycle.result.acceptMs };
 }
 for (let r = 0; r < Math.min(ROUNDS, 3); r++) {
   for (const p of r % 2 === 0 ? procs : [...procs].reverse()) {

@@ -50,7 +50,7 @@ import {
 import { writeSection } from './lib/results-file.mjs';
 import { lineCharts, writeChart } from './lib/svg-chart.mjs';
 import { RESPOOL_BIN, respoolBuildLabel } from './lib/respool-build.mjs';
-import { cpuMicros, fdCount, rssBytes, runStormChild, waitFdsBack } from './lib/storm-run.mjs';
+import { fdCount, heldRssPerConnection, rssBytes, runStormChild, stormCpuPerConnection, waitFdsBack } from './lib/storm-run.mjs';
 
 const QUICK = envFlag('BENCH_QUICK');
 const STORM = envInt('BENCH_STORM_CONNECTIONS', QUICK ? 2000 : 10_000);
@@ -326,47 +326,16 @@ async function startDirectTarget(name, keys, limit) {
 
 // ---------------------------------------------------------------- one target, one round
 
-/**
- * CPU per connection: a storm of STORM connections, each closed after its PONG, nothing else
- * running; the target's CPU (all its processes) until it closed them all, less its idle rate.
- */
-async function costPhase(target) {
-  await sleep(500);
-  const pids = target.pids();
-  const fdBase = fdCount(pids);
-  const i0 = cpuMicros(pids);
-  const it0 = performance.now();
-  await sleep(1000);
-  const idleRate = (cpuMicros(pids) - i0) / (performance.now() - it0); // µs per ms
-  log(`${target.name}: storm of ${STORM} connections (connect + PING + close), idle CPU ${fmt(idleRate * 100 / 1000, 1)}%`);
-  const c0 = cpuMicros(pids);
-  const t0 = performance.now();
-  const cycle = await runStorm(target.port, 'cycle');
-  await waitFdsBack(target, fdBase);
-  await sleep(300);
-  const c1 = cpuMicros(pids);
-  const elapsed = performance.now() - t0;
-  await stop(cycle.child);
-  const perConnUs = (c1 - c0 - idleRate * elapsed) / STORM;
-  return { cycle, cpu: { perConnUs, totalMs: (c1 - c0) / 1000, idleRatePct: (idleRate * 100) / 1000, elapsedMs: elapsed } };
-}
+/** CPU per connection (bench/lib/storm-run.mjs), at BENCH_STORM_NICE. */
+const costPhase = (target) => stormCpuPerConnection(target, STORM, { nice: NICE });
 
 /**
  * Node's own floor (bench/lib/node-floor.mjs): the cost phase, and the RSS a bare Node server
- * holds per idle client (the same storm held open, measured as for respool: no GC forced).
+ * holds per idle client (the same storm held open, after a warm-up as respool and valkey-server
+ * get from the latency phase; no GC forced).
  */
 async function measureFloor(target) {
-  // Warmed up first, as respool and valkey-server are by the latency phase (JIT-compiled paths).
-  const base = fdCount(target.pids());
-  const warm = await runStorm(target.port, 'cycle', Math.min(STORM, 3000));
-  await stop(warm.child);
-  await waitFdsBack(target, base);
-  const rss0 = rssBytes(target.pids());
-  const held = await runStorm(target.port, 'hold');
-  await sleep(SETTLE_MS);
-  const rssPerIdleClient = (rssBytes(target.pids()) - rss0) / STORM;
-  await stop(held.child);
-  await waitFdsBack(target, base);
+  const rssPerIdleClient = await heldRssPerConnection(target, STORM, SETTLE_MS, { nice: NICE });
   const { cycle, cpu } = await costPhase(target);
   log(`${target.name}: ${fmt(cpu.perConnUs, 1)} µs CPU per connect+PING+close, ${fmt(rssPerIdleClient / 1024)} KiB RSS per idle client`);
   return { target: target.name, floor: true, cycle: cycle.result, cpu, rssPerIdleClient };
