@@ -139,8 +139,8 @@ async function main() {
       // after the clients leave (even rounds), so each with/without pair is measured back to back.
       const phases = [
         async () => { Object.assign(r, await respoolPhase(ctx, round % 2 === 1)); },
-        async () => { r.direct = await directPhase(ctx); },
-        async () => { r.relay = await relayPhase(); },
+        async () => { r.direct = await pathPhase('direct, on their key\'s node', (k) => nodeOfKey(k).port, pusher.node, 'direct (LPUSH to the node)'); },
+        async () => { r.relay = await pathPhase('bare Node relay in front of their key\'s node', relayPortOf, pusher.relay, 'bare Node relay (LPUSH through it too)'); },
       ];
       for (const p of round % 2 ? phases : phases.reverse()) {
         await p();
@@ -283,26 +283,20 @@ async function main() {
     return out;
   }
 
-  async function directPhase() {
-    log(`direct: ${BLOCKED} clients → BLPOP on their key's node`);
-    const { clients, connectMs, allBlockedMs } = await blockClients((k) => nodeOfKey(k).port);
+  /**
+   * BLOCKED clients blocked through `portOfKey`, then pushes through `pushVia` one at a time:
+   * directly on the nodes, or through a bare Node relay per node (the hops respool's path has,
+   * with nothing but Node doing them).
+   */
+  async function pathPhase(what, portOfKey, pushVia, pushLabel) {
+    log(`${what}: ${BLOCKED} clients → BLPOP`);
+    const { clients, connectMs, allBlockedMs } = await blockClients(portOfKey);
     await sleep(200);
     const whileBlocked = await census(null);
-    const latency = await pushLatency(clients, pusher.node, 'direct (LPUSH to the node)');
+    const latency = await pushLatency(clients, pushVia, pushLabel);
     await closeClients(clients);
     await waitBlocked(0, 30_000);
     return { connectMs, allBlockedMs, whileBlocked, latency };
-  }
-
-  /** The same through a bare Node relay per node (BLPOP and LPUSH both through it): the hops respool's path has, with nothing but Node doing them. */
-  async function relayPhase() {
-    log(`bare Node relay: ${BLOCKED} clients → BLPOP through the relay in front of their key's node`);
-    const { clients } = await blockClients((k) => relayPortOf(k));
-    await sleep(200);
-    const latency = await pushLatency(clients, pusher.relay, 'bare Node relay (LPUSH through it too)');
-    await closeClients(clients);
-    await waitBlocked(0, 30_000);
-    return { latency };
   }
 }
 
