@@ -122,7 +122,7 @@ function report(targets, args) {
       sidecarMs: med(sidecar, (v) => v.msPerOp), floorMs: med(floorT, (v) => v.msPerOp), tlsMs: med(tls, (v) => v.msPerOp),
     };
     sections.push(`### ${procs} PHP process${procs === 1 ? '' : 'es'}`, '', mdTable(
-      ['target', 'ms per operation (median; per round)', 'p50 / p99 ms', 'operations/s', 'CPU µs per operation of the process answering', 'direct TLS ÷ this (per-round median)'],
+      ['target', 'ms per operation (median; per round)', 'p50 (median of the processes) / p99 (the worst process) ms', 'operations/s', 'CPU µs per operation of the process answering', 'direct TLS ÷ this (per-round median)'],
       targets.map((t) => [t.name,
         `${fmt(med(t.name, (v) => v.msPerOp), 3)} (${rs.map((x) => fmt(x.results[t.name].msPerOp, 3)).join(' / ')})`,
         `${fmt(med(t.name, (v) => v.p50), 3)} / ${fmt(med(t.name, (v) => v.p99), 3)}`,
