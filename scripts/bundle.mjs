@@ -8,6 +8,11 @@
 //     starts faster (bench/footprint.mjs). Dependencies stay in node_modules (--packages=external);
 //     names are kept (no identifier minifying) and dist/respool.js.map maps back to src/ for
 //     `node --enable-source-maps`.
+//  3. Node's own modules (node:http, node:fs, …) are taken with require(), not imported as ES
+//     modules: an ES import of a builtin builds its module namespace from every export, which
+//     runs the builtin's lazy getters — node:http's WebSocket loads all of undici on Node 24,
+//     node:fs's promises loads fs/promises and readline — code and heap a proxy never uses
+//     (bench/footprint.mjs measured the difference).
 
 import { copyFileSync, mkdirSync, readdirSync } from 'node:fs';
 import path from 'node:path';
@@ -21,6 +26,15 @@ copyFileSync(at('src/config/config-validator.cjs'), at('dist/config/config-valid
 // the status page (src/admin/status-page.ts serves these files as they are: no build step)
 mkdirSync(at('dist/admin/status'), { recursive: true });
 for (const f of readdirSync(at('src/admin/status'))) copyFileSync(at(`src/admin/status/${f}`), at(`dist/admin/status/${f}`));
+/** `import … from 'node:x'` in src/ becomes `require('node:x')` in the bundle (see 3. above). */
+const builtinsByRequire = {
+  name: 'builtins-by-require',
+  setup(b) {
+    b.onResolve({ filter: /^node:/ }, (args) => (args.kind === 'import-statement' && args.namespace === 'file' ? { path: args.path, namespace: 'builtin-by-require' } : undefined));
+    b.onLoad({ filter: /.*/, namespace: 'builtin-by-require' }, (args) => ({ contents: `module.exports = require(${JSON.stringify(args.path)});`, loader: 'js' }));
+  },
+};
+
 await build({
   entryPoints: [at('dist/main.js')],
   outfile: at('dist/respool.js'),
@@ -35,4 +49,7 @@ await build({
   // Development checks (src/util/dev-checks.ts) compiled out of the bundle.
   define: { 'process.env.RESPOOL_DEV_CHECKS': '"0"', 'process.env.VITEST': 'undefined' },
   logLevel: 'warning',
+  plugins: [builtinsByRequire],
+  // the require() those builtins are taken with (an ES module has none of its own)
+  banner: { js: "import { createRequire as __respoolCreateRequire } from 'node:module'; const require = __respoolCreateRequire(import.meta.url);" },
 });

@@ -2,7 +2,7 @@ import { parseCommandLine, ConfigError } from './config/load-config.js';
 import { startProxy } from './server.js';
 import { createLogger } from './util/logger.js';
 import cluster from 'node:cluster';
-import { AggregatorRegistry } from 'prom-client';
+import { aggregatorRegistry } from './metrics/prom-client-parts.js';
 import { runSupervisor, workerCount, WORKER_ADMIN_MESSAGE } from './workers/supervisor.js';
 import { isPeerAcl, onPeerCommand, shareAutoSplit } from './workers/peer-commands.js';
 import { applyAclChange } from './handlers/acl.js';
@@ -47,6 +47,7 @@ export async function main(argv: string[]): Promise<void> {
   if (inWorker) {
     // The supervisor's /metrics sums the workers': constructing an AggregatorRegistry installs
     // prom-client's worker-side IPC listener, which answers with these registries.
+    const AggregatorRegistry = aggregatorRegistry();
     AggregatorRegistry.setRegistries([proxy.metrics.registry]);
     new AggregatorRegistry();
     process.send?.({ type: WORKER_ADMIN_MESSAGE, admin: proxy.adminAddress });

@@ -182,8 +182,12 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   let clientIds = 0;
   let serverVersion = '8.0.0';
   // The cluster clients are shown (handlers/cluster.ts): this instance alone until the fleet's
-  // membership (src/fleet) is known, once listening (its port is the bound one).
-  let emulation = ClusterEmulation.ofPeers(announceAddress(config, config.listen?.port ?? 0), []);
+  // membership (src/fleet) is known, once listening (its port is the bound one). Built when first
+  // asked for: its node ids are SHA-1s, and a sidecar no client asks CLUSTER … of never loads
+  // node:crypto (util/lazy-builtins.ts).
+  let emulationOf = () => ClusterEmulation.ofPeers(announceAddress(config, config.listen?.port ?? 0), []);
+  let emulation: ClusterEmulation | null = null;
+  const currentEmulation = () => (emulation ??= emulationOf());
   let membership: Membership | null = null;
   let topologyEpoch = 0;
   // The standalone upstream's `databases` (SELECT's bound), learned on the first SELECT n ≠ 0.
@@ -262,8 +266,8 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
         databasesLookup = null;
       }));
     },
-    clusterView: () => emulation,
-    fleetView: () => fleetView(membership, emulation, fleetState),
+    clusterView: currentEmulation,
+    fleetView: () => fleetView(membership, currentEmulation(), fleetState),
     serverVersion: () => serverVersion,
     nextClientId: () => ++clientIds,
     onSessionClosed: (session) => {
@@ -417,7 +421,8 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   const tlsAddress = tlsListener === null ? null : await tlsListener.listen();
   const address = { host: listen?.host ?? '127.0.0.1', port: bound.port };
   const announce = announceAddress(config, bound.port);
-  emulation = ClusterEmulation.ofPeers(announce, []);
+  emulationOf = () => ClusterEmulation.ofPeers(announce, []);
+  emulation = null;
   if (fleetState !== null && !fleetStarted) await startFleetState(announce);
   // A fleet (cluster.peers, cluster.peersFrom): members are checked on their announce addresses
   // and the slots divided among the live ones (fleet/membership.ts, fleet/slot-division.ts).
@@ -472,7 +477,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     for (const r of hotKeyRoutes(hotKeys)) admin.registerRoute(r.method, r.path, r.handler);
     admin.registerRoute('GET', '/config', configRoute(config)); // the running config, secrets redacted
     // The fleet's members (state, last seen, slots, shared-state version), as RESPOOL FLEET.
-    admin.registerRoute('GET', '/fleet', () => ({ status: 200, body: fleetView(membership, emulation, fleetState) }));
+    admin.registerRoute('GET', '/fleet', () => ({ status: 200, body: fleetView(membership, currentEmulation(), fleetState) }));
     const nodes = {
       topology: () => refresher.current,
       links: () => pools.openLinksByNode(),

@@ -9,7 +9,7 @@
 // key and channel patterns and an `unrestricted` flag, so the dispatch path pays one branch for a
 // user with +@all ~* &* (and nothing else) — see checkCommand() in command-check.ts.
 
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { nodeCrypto } from '../util/lazy-builtins.js';
 import { CommandTable, type CommandSpec } from '../commands/command-table.js';
 import type { UpstreamIdentity } from './upstream-identity.js';
 
@@ -95,7 +95,7 @@ const ERR_EBADMSG = 'The password hash must be exactly 64 characters and contain
 const ERR_ECHILD = 'Allowing first-arg of a subcommand is not supported';
 
 export function hashPassword(password: string | Buffer): string {
-  return createHash('sha256').update(password).digest('hex');
+  return nodeCrypto().createHash('sha256').update(password).digest('hex');
 }
 
 /** A user as ACL SETUSER creates it: off, sanitize-payload, no passwords, no keys, no channels, -@all. */
@@ -424,6 +424,6 @@ export function checkCredentials(u: AclUser | undefined, password: string | Buff
   if (u.nopass) return true;
   const hashed = Buffer.from(hashPassword(password));
   let ok = false;
-  for (const p of u.passwords) if (timingSafeEqual(hashed, Buffer.from(p))) ok = true;
+  for (const p of u.passwords) if (nodeCrypto().timingSafeEqual(hashed, Buffer.from(p))) ok = true;
   return ok;
 }

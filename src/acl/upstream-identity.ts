@@ -7,7 +7,7 @@
 //   mirror : respool keeps a user `<acl.mirrorPrefix><name>` with the same rules on every node
 //            (src/upstream/identity-mirror.ts), with a password derived from acl.mirrorSecret
 
-import { createHash, createHmac, randomBytes } from 'node:crypto';
+import { nodeCrypto, onFirstUse } from '../util/lazy-builtins.js';
 
 export type IdentityMode = 'mapped' | 'mirror';
 
@@ -40,7 +40,7 @@ export function mappedIdentity(user: string, username: string, password: string)
  * instance's ACL SETUSER lock the others' new links out).
  */
 export function mirrorPassword(secret: string, user: string): string {
-  return createHmac('sha256', secret).update(`respool-mirror:${user}`).digest('hex');
+  return nodeCrypto().createHmac('sha256', secret).update(`respool-mirror:${user}`).digest('hex');
 }
 
 export function mirrorIdentity(user: string, prefix: string, secret: string): UpstreamIdentity {
@@ -50,14 +50,14 @@ export function mirrorIdentity(user: string, prefix: string, secret: string): Up
 
 /** The secret mirrored passwords derive from: acl.mirrorSecret, else upstreamAuth's password, else one made per process. */
 export function mirrorSecretOf(config: { acl: { mirrorSecret: string | null }; upstreamAuth: { password: string } | null }): string {
-  return config.acl.mirrorSecret ?? config.upstreamAuth?.password ?? PROCESS_SECRET;
+  return config.acl.mirrorSecret ?? config.upstreamAuth?.password ?? processSecret();
 }
 
-const PROCESS_SECRET = randomBytes(32).toString('hex');
+const processSecret = onFirstUse(() => nodeCrypto().randomBytes(32).toString('hex'));
 
 /** SHA-256 hex, as `#<hash>` rules give a password to ACL SETUSER (the plaintext never travels). */
 export function passwordHash(password: string): string {
-  return createHash('sha256').update(password).digest('hex');
+  return nodeCrypto().createHash('sha256').update(password).digest('hex');
 }
 
 /**

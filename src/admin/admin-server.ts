@@ -7,7 +7,7 @@
  * answers 404. HEAD is served wherever GET is, without a body. A handler that throws or rejects
  * produces a 500 JSON reply; nothing escapes to the process.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { nodeCrypto } from '../util/lazy-builtins.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { isIP, type AddressInfo } from 'node:net';
 
@@ -79,9 +79,9 @@ const NO_TOKEN_MESSAGE =
 /** Does the request carry the token? Constant time in the token's content (digests of equal length). */
 export function bearerMatches(header: string | undefined, token: string): boolean {
   const m = header === undefined ? null : /^Bearer[ \t]+(\S+)\s*$/i.exec(header);
-  const given = createHash('sha256').update(m?.[1] ?? '').digest();
-  const wanted = createHash('sha256').update(token).digest();
-  return timingSafeEqual(given, wanted) && m !== null;
+  const given = nodeCrypto().createHash('sha256').update(m?.[1] ?? '').digest();
+  const wanted = nodeCrypto().createHash('sha256').update(token).digest();
+  return nodeCrypto().timingSafeEqual(given, wanted) && m !== null;
 }
 
 /** True for 127.0.0.0/8, ::1, localhost: an address only this machine can reach. */

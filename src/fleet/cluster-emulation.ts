@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { nodeCrypto } from '../util/lazy-builtins.js';
 import type { HostPort, RespoolConfig } from '../config/types.js';
 import { divideSlots, type SlotRun } from './slot-division.js';
 
@@ -120,5 +120,5 @@ export function addressOf(hp: HostPort): string {
 }
 
 function sha1Hex(text: string): string {
-  return createHash('sha1').update(text).digest('hex');
+  return nodeCrypto().createHash('sha1').update(text).digest('hex');
 }

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { nodeCrypto } from '../util/lazy-builtins.js';
 import type { Logger } from 'pino';
 import type { Metrics } from '../metrics/metrics.js';
 import type { RespoolConfig } from '../config/types.js';
@@ -83,7 +83,7 @@ type BusHandler = (message: Record<string, unknown>) => void;
 export class FleetState {
   version = 0;
   doc: FleetDoc = { rules: [] };
-  readonly incarnation = randomBytes(4).toString('hex');
+  readonly incarnation = nodeCrypto().randomBytes(4).toString('hex');
   private beats = 0;
   /** When the last beat that succeeded was sent. */
   private confirmedAt = -Infinity;

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { nodeCrypto } from '../util/lazy-builtins.js';
 import { SLOT_COUNT } from '../cluster/topology.js';
 
 /**
@@ -72,5 +72,5 @@ export function slotCount(runs: readonly SlotRun[]): number {
 }
 
 function weight(memberId: string, range: number): number {
-  return createHash('sha1').update(`${memberId}/${range}`).digest().readUInt32BE(0);
+  return nodeCrypto().createHash('sha1').update(`${memberId}/${range}`).digest().readUInt32BE(0);
 }

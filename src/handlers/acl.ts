@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { nodeCrypto } from '../util/lazy-builtins.js';
 import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeMap, encodeSet, encodeSimple } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { ACL_CATEGORIES, RESPOOL_ADMIN_CATEGORY, describeChannels, describeCommands, describeKeys, describeUser, type AclUser } from '../acl/rules.js';
@@ -65,7 +65,7 @@ export function aclReply(session: HandlerSession, command: string, args: Buffer[
         if (!Number.isInteger(bits) || bits <= 0 || bits > 4096) return encodeError(ProxyError.aclGenpassBits());
       }
       const chars = Math.floor((bits + 3) / 4);
-      return encodeBulk(randomBytes(Math.ceil(chars / 2)).toString('hex').slice(0, chars), proto);
+      return encodeBulk(nodeCrypto().randomBytes(Math.ceil(chars / 2)).toString('hex').slice(0, chars), proto);
     }
     case 'getuser': {
       const user = users.get(args[2]!.toString());

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { nodeCrypto, onFirstUse } from '../util/lazy-builtins.js';
 import calculateSlot from 'cluster-key-slot';
 import { encodeCommand, encodeError } from '../resp/encode.js';
 import { splitAggregate } from '../resp/decode.js';
@@ -22,7 +22,7 @@ export const COPY_STORES: ReadonlyMap<string, number> = new Map([
 const READS_DESTINATION: ReadonlySet<string> = new Set(['pfmerge']);
 
 /** Makes the copies' names unique to this process, so respool processes sharing a cluster never meet. */
-const PROCESS_TAG = randomBytes(6).toString('hex');
+const processTag = onFirstUse(() => nodeCrypto().randomBytes(6).toString('hex'));
 let nextCopy = 0;
 
 /** A hash tag whose slot the primary at `address` owns, per primary (checked again at each use). */
@@ -101,7 +101,7 @@ class CopyRun {
     if (node === undefined) return encodeError(ProxyError.topologyUnknown());
     const tag = tagOn(this.session, node.address);
     if (tag === null) return encodeError(ProxyError.topologyUnknown());
-    const copy = `{${tag}}:${PROCESS_TAG}:${nextCopy++}:`;
+    const copy = `{${tag}}:${processTag()}:${nextCopy++}:`;
     const copyName = (i: number) => `${copy}${i}`;
     // 1. DUMP of every input (the destination of a …STORE only when it is read too).
     const destName = this.destination >= 0 ? this.nameOf.get(this.destination)! : -1;

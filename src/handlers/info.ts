@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { nodeCrypto, onFirstUse } from '../util/lazy-builtins.js';
 import os from 'node:os';
 import { encodeCommand, encodeError, encodeVerbatim } from '../resp/encode.js';
 import { decodeReply, RespError } from '../resp/decode.js';
@@ -218,7 +218,7 @@ async function ownCounters(ctx: ServerContext): Promise<Map<string, number>> {
 }
 
 /** Valkey's run_id: random per process. */
-const RUN_ID = randomBytes(20).toString('hex');
+const runId = onFirstUse(() => nodeCrypto().randomBytes(20).toString('hex'));
 const PROCESS_STARTED = Date.now() - Math.round(process.uptime() * 1000);
 
 function field(section: InfoSection | undefined, name: string): string | undefined {
@@ -253,7 +253,7 @@ function serverSection(session: HandlerSession, upstream: InfoSection | undefine
       'gcc_version:0.0.0',
       `process_id:${process.pid}`,
       'process_supervised:no',
-      `run_id:${RUN_ID}`,
+      `run_id:${runId()}`,
       `tcp_port:${port}`,
       `server_time_usec:${now * 1000}`,
       `uptime_in_seconds:${uptime}`,

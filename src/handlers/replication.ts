@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { nodeCrypto } from '../util/lazy-builtins.js';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { ReplicationFeed, isSelect, type ReplicationFeedHandler } from '../upstream/replication-feed.js';
@@ -128,7 +128,7 @@ class ReplicaStream implements ReplicationFeedHandler {
   }
 
   private fullResyncLine(): string {
-    return this.psync ? `+FULLRESYNC ${randomBytes(20).toString('hex')} 0\r\n` : '';
+    return this.psync ? `+FULLRESYNC ${nodeCrypto().randomBytes(20).toString('hex')} 0\r\n` : '';
   }
 
   private goLive(header: Buffer): void {

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { nodeCrypto } from '../util/lazy-builtins.js';
 import type { Logger } from 'pino';
 import type { Metrics } from '../metrics/metrics.js';
 import type { SplitFillOutcome } from '../metrics/metric-definitions.js';
@@ -125,7 +125,7 @@ export class CopyFills {
   // ---- one instance -----------------------------------------------------------------------------
 
   private async localFill(split: SplitKey): Promise<SplitFillOutcome> {
-    const id = randomBytes(6).toString('hex');
+    const id = nodeCrypto().randomBytes(6).toString('hex');
     const startedAt = Date.now();
     this.hold(split, id, startedAt, false);
     try {
@@ -145,8 +145,8 @@ export class CopyFills {
 
   private async fleetFill(split: SplitKey, { state, store }: FleetFillDeps): Promise<SplitFillOutcome | 'busy'> {
     if (!state.subscribed || !state.confirmed(Date.now())) return 'aborted';
-    const id = `${state.memberId}/${randomBytes(6).toString('hex')}`;
-    const lock = createHash('sha1').update(split.key).digest('hex');
+    const id = `${state.memberId}/${nodeCrypto().randomBytes(6).toString('hex')}`;
+    const lock = nodeCrypto().createHash('sha1').update(split.key).digest('hex');
     if (!(await store.tryLock(lock, id, LOCK_MS).catch(() => false))) return 'busy';
     const key = split.key.toString('base64');
     let announced = false;
@@ -259,7 +259,7 @@ export class CopyFills {
 
 /** The copy names of a split key, hashed: members hold only for a fill of the names they write. */
 export function namesHash(split: SplitKey): string {
-  const h = createHash('sha1');
+  const h = nodeCrypto().createHash('sha1');
   for (const c of split.active) h.update(c.name).update('\u0000');
   return h.digest('hex').slice(0, 16);
 }

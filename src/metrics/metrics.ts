@@ -11,7 +11,8 @@
  * the definitions; the `command` label is limited to known command names (see `commandLabel`);
  * `node` is bounded by the topology, and `forgetNode` drops a node's series when it leaves.
  */
-import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Counter, Gauge, Registry } from 'prom-client';
+import { PromCounter, PromGauge, PromRegistry, collectDefaultMetrics } from './prom-client-parts.js';
 import { LabeledHistogram, type HistogramSeries } from './fast-histogram.js';
 import { RESPOOL_VERSION } from '../own-files.js';
 import { LatencyWindows, type WindowedHistogram } from './latency-windows.js';
@@ -122,9 +123,9 @@ function buildMetric(key: MetricKey, def: MetricDefinition, registry: Registry):
   };
   switch (def.type) {
     case 'counter':
-      return new Counter(common);
+      return new PromCounter(common);
     case 'gauge':
-      return new Gauge(common);
+      return new PromGauge(common);
     case 'histogram':
       // one label at most (see fast-histogram.ts for why not prom-client's Histogram)
       return new LabeledHistogram(common.name, common.help, common.labelNames[0] ?? 'node', [...(def.buckets ?? [])], [registry]);
@@ -209,7 +210,7 @@ export class Metrics {
   }
 
   constructor(opts: MetricsOptions = {}) {
-    this.registry = new Registry();
+    this.registry = new PromRegistry();
     const raw: Record<string, unknown> = {};
     for (const key of METRIC_KEYS) raw[key] = buildMetric(key, METRIC_DEFINITIONS[key], this.registry);
     this.raw = raw as MetricHandles;

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { nodeCrypto } from '../util/lazy-builtins.js';
 import { encodeArray, encodeInteger } from '../resp/encode.js';
 
 /** Scripts respool remembers at most (least recently used out first). */
@@ -35,7 +35,7 @@ export class ScriptCache {
 
   /** Remembers `body` (copied; the argument may be a view) as the most recent; returns its sha. */
   remember(body: Buffer): string {
-    const sha = createHash('sha1').update(body).digest('hex');
+    const sha = nodeCrypto().createHash('sha1').update(body).digest('hex');
     const known = this.bodies.get(sha);
     if (known !== undefined) {
       this.bodies.delete(sha);

@@ -12,7 +12,8 @@
 // does not parse throws and the old certificate stays.
 
 import type net from 'node:net';
-import tls from 'node:tls';
+import type tls from 'node:tls';
+import { nodeTls } from '../util/lazy-builtins.js';
 import type { Logger } from 'pino';
 import type { RespoolConfig } from '../config/types.js';
 import { secureContextOptions } from '../util/tls-files.js';
@@ -37,7 +38,7 @@ export function createTlsListener(
 ): TlsListener {
   const listenAt = config.listenTls!;
   const contextOptions = () => secureContextOptions({ ...config.tls });
-  const server = tls.createServer({
+  const server = nodeTls().createServer({
     ...contextOptions(),
     requestCert: config.tls.requireClientCert,
     rejectUnauthorized: config.tls.requireClientCert,

@@ -8,7 +8,8 @@
 // "upstream host:port is unavailable (…)" says what went wrong.
 
 import net from 'node:net';
-import tls from 'node:tls';
+import type tls from 'node:tls';
+import { nodeTls } from '../util/lazy-builtins.js';
 import type { UpstreamTlsConfig } from '../config/tls-config.js';
 import { secureContextFor } from '../util/tls-files.js';
 import { readsThroughSharedBuffer } from '../util/shared-read-buffer.js';
@@ -57,7 +58,7 @@ export function dialUpstream(
     return { socket: net.connect({ host, port, noDelay: true, ...(onread ? { onread } : {}) }), openEvent: 'connect' };
   }
   const servername = tlsConfig.servername ?? (net.isIP(host) === 0 ? host : undefined);
-  const socket = tls.connect({
+  const socket = nodeTls().connect({
     host,
     port,
     secureContext: contextFor(tlsConfig),

@@ -2,7 +2,8 @@
 // reload). Used by the client listener (server.ts) and the upstream dialer (upstream/dial.ts).
 
 import { readFileSync } from 'node:fs';
-import tls from 'node:tls';
+import type tls from 'node:tls';
+import { nodeTls } from './lazy-builtins.js';
 
 interface TlsFiles {
   cert: string | null;
@@ -25,5 +26,5 @@ export function secureContextOptions(files: TlsFiles): tls.SecureContextOptions 
 
 /** A SecureContext from the files as they are now (throws when they do not parse or match). */
 export function secureContextFor(files: TlsFiles): tls.SecureContext {
-  return tls.createSecureContext(secureContextOptions(files));
+  return nodeTls().createSecureContext(secureContextOptions(files));
 }

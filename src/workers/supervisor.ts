@@ -1,9 +1,10 @@
 import cluster, { type Worker } from 'node:cluster';
-import { randomBytes } from 'node:crypto';
+import { nodeCrypto } from '../util/lazy-builtins.js';
 import { removeSocket, replaceStale } from '../util/socket-file.js';
 import { createServer, request as httpRequest, type IncomingMessage } from 'node:http';
 import os from 'node:os';
-import { AggregatorRegistry, type RegistryContentType } from 'prom-client';
+import type { AggregatorRegistry, RegistryContentType } from 'prom-client';
+import { aggregatorRegistry } from '../metrics/prom-client-parts.js';
 import type { Logger } from 'pino';
 import type { HostPort, RespoolConfig } from '../config/types.js';
 import { PEER_COMMAND_MESSAGE } from './peer-commands.js';
@@ -67,7 +68,7 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
   // configured, the workers must still share one, or each would lock the others' links out.
   if (config.unixSocket !== null) await replaceStale(config.unixSocket);
   const mirrorSecretEnv: Record<string, string> = config.acl.mirrorSecret === null && config.upstreamAuth === null
-    ? { RESPOOL_ACL_MIRROR_SECRET: randomBytes(32).toString('hex') }
+    ? { RESPOOL_ACL_MIRROR_SECRET: nodeCrypto().randomBytes(32).toString('hex') }
     : {};
   const slots: WorkerSlot[] = [];
   const crashes: number[] = [];
@@ -135,7 +136,7 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
   for (let i = 0; i < count; i++) fork(i);
   log.info({ workers: count }, 'respool supervisor started its workers');
 
-  const aggregator = new AggregatorRegistry();
+  const aggregator = new (aggregatorRegistry())();
   // A fleet's shared state carries split changes to every worker (and to workers started later):
   // a mutation goes to one worker, and nothing is kept for replay (it could undo a later change).
   const fleetShared = usesFleetState(config);
