@@ -1,11 +1,22 @@
 #!/usr/bin/env bash
 # Installs valkey-server and valkey-tools 8 from Debian's bookworm-backports when they are
-# missing. Idempotent; needs root (or sudo) and the Debian mirror. Optional: --with-twemproxy
-# also installs Debian's nutcracker (used only by bench/).
+# missing. Idempotent; needs root (or sudo) and the Debian mirror. Options:
+#   --with-twemproxy     also Debian's nutcracker (used only by bench/);
+#   --with-test-clients  also what test/integration/other-clients.test.ts and redis7-upstream
+#                        run: Redis 7 (redis-server, redis-tools) as an upstream, and the clients
+#                        users run in other languages: redis-py (python3-redis), redis-rb
+#                        (ruby-redis) and phpredis (php-cli, php-redis).
 set -euo pipefail
 
 want_twemproxy=0
-[[ "${1:-}" == "--with-twemproxy" ]] && want_twemproxy=1
+want_test_clients=0
+for arg in "$@"; do
+  case "$arg" in
+    --with-twemproxy) want_twemproxy=1 ;;
+    --with-test-clients) want_test_clients=1 ;;
+    *) echo "install-valkey.sh: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
 
 SUDO=""
 if [[ "$(id -u)" != "0" ]]; then SUDO="sudo"; fi
@@ -14,6 +25,12 @@ need=()
 command -v valkey-server >/dev/null 2>&1 || need+=(valkey-server)
 command -v valkey-cli >/dev/null 2>&1 || need+=(valkey-tools)
 if [[ $want_twemproxy == 1 ]] && ! command -v nutcracker >/dev/null 2>&1; then need+=(nutcracker); fi
+if [[ $want_test_clients == 1 ]]; then
+  command -v redis-server >/dev/null 2>&1 || need+=(redis-server redis-tools)
+  /usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || need+=(python3-redis)
+  ruby -e 'require "redis"' >/dev/null 2>&1 || need+=(ruby-redis)
+  php -r 'exit(extension_loaded("redis") ? 0 : 1);' >/dev/null 2>&1 || need+=(php-cli php-redis)
+fi
 if [[ ${#need[@]} -eq 0 ]]; then exit 0; fi
 
 list=/etc/apt/sources.list.d/respool-backports.sources
@@ -36,7 +53,7 @@ for p in "${need[@]}"; do
     *) pkgs+=("$p") ;;
   esac
 done
-# The Debian packages would start system services (valkey-server on 6379, nutcracker) through
+# The Debian packages would start system services (valkey-server or redis-server on 6379, nutcracker) through
 # invoke-rc.d; respool's tests start their own servers. A policy-rc.d that denies starting
 # services for the length of this install keeps them from ever running, so nothing needs to be
 # stopped afterwards, and no process this script did not start is touched.
@@ -52,5 +69,6 @@ $SUDO apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
 # On a systemd machine the units stay disabled, so they do not start at the next boot either.
 if command -v systemctl >/dev/null 2>&1 && [[ -d /run/systemd/system ]]; then
   $SUDO systemctl disable --now valkey-server >/dev/null 2>&1 || true
+  $SUDO systemctl disable --now redis-server >/dev/null 2>&1 || true
 fi
 valkey-server --version >&2

@@ -77,9 +77,10 @@ function ageSeconds(c: ListedClient, nowMs: number): number {
  * blocked), multi-mem the commands queued in MULTI, obl the reply batch not yet handed to the
  * socket, oll / omem the replies waiting behind an unanswered one plus what the kernel has not
  * taken, tot-mem their sum, events r while respool reads the socket and w while output waits.
- * Fields without a respool counterpart are left out rather than shown as constants: qbuf-free
- * (respool's reads go to shared slabs, not a per-client buffer with spare room), rbs and rbp
- * (no fixed per-client reply buffer).
+ * qbuf-free is 0, what Valkey shows for a client without a query buffer of its own (it reads
+ * into the shared one; respool's reads go to shared slabs); clients parse it (redis-py 4.3's
+ * client_info() fails on a line without it). rbs and rbp are left out rather than shown as
+ * constants: no fixed per-client reply buffer.
  */
 export function clientInfoLine(c: ListedClient): string {
   const state = c.state;
@@ -108,7 +109,7 @@ export function clientInfoLine(c: ListedClient): string {
     `idle=${Math.max(0, Math.floor((performance.now() - state.lastInteraction) / 1000))} flags=${flags} db=${state.db} ` +
     `sub=${subs?.channels.size ?? 0} psub=${subs?.patterns.size ?? 0} ssub=${subs?.shardChannels.size ?? 0} ` +
     `multi=${tx !== null ? tx.queued.length : inMulti ? 0 : -1} watch=${state.lane?.watched.size ?? 0} ` +
-    `qbuf=${io.queryBytes} argv-mem=${io.argvBytes} multi-mem=${multiMem} obl=${io.batchedBytes} oll=${io.heldReplies} ` +
+    `qbuf=${io.queryBytes} qbuf-free=0 argv-mem=${io.argvBytes} multi-mem=${multiMem} obl=${io.batchedBytes} oll=${io.heldReplies} ` +
     `omem=${omem} tot-mem=${io.queryBytes + io.argvBytes + multiMem + io.batchedBytes + omem} events=${events} ` +
     `cmd=${state.lastCommand} user=${state.user ?? 'default'} redir=${state.tracking !== null ? 0 : -1} ` +
     `resp=${state.protocol} lib-name=${state.libName} lib-ver=${state.libVersion} ` +

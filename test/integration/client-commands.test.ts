@@ -33,7 +33,7 @@ async function client(port = proxy.address.port): Promise<RawClient> {
 
 const keysOf = (line: string) => line.split(' ').map((kv) => kv.slice(0, kv.indexOf('=')));
 /** A direct server's fields less those respool leaves out (no counterpart: client-commands.ts clientInfoLine). */
-const respoolKeysOf = (line: string) => keysOf(line).filter((k) => !['qbuf-free', 'rbs', 'rbp'].includes(k));
+const respoolKeysOf = (line: string) => keysOf(line).filter((k) => !['rbs', 'rbp'].includes(k));
 const field = (line: string, key: string) => line.split(' ').find((kv) => kv.startsWith(`${key}=`))!.slice(key.length + 1);
 const lines = (reply: RespReply) => String(reply).split('\n').filter((l) => l !== '');
 const errorText = (r: RespReply) => (r instanceof ReplyError ? `ERR:${r.message}` : r);
