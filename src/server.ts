@@ -181,6 +181,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   const sessionsById = new Map<number, ClientSession>();
   let clientIds = 0;
   let serverVersion = '8.0.0';
+  let serverName = 'valkey';
   // The cluster clients are shown (handlers/cluster.ts): this instance alone until the fleet's
   // membership (src/fleet) is known, once listening (its port is the bound one). Built when first
   // asked for: its node ids are SHA-1s, and a sidecar no client asks CLUSTER … of never loads
@@ -269,6 +270,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     clusterView: currentEmulation,
     fleetView: () => fleetView(membership, currentEmulation(), fleetState),
     serverVersion: () => serverVersion,
+    serverName: () => serverName,
     nextClientId: () => ++clientIds,
     onSessionClosed: (session) => {
       ctx.monitors.remove(session);
@@ -286,7 +288,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     },
   };
 
-  // After each discovery: drop pools of nodes that left; take the upstream's version (read by
+  // After each discovery: drop pools of nodes that left; take the upstream's version and name (read by
   // discovery's INFO); learn its own command table when the first primary changed. A MOVED
   // patch removes no node and keeps the first shard, so it needs none of this (and MOVED
   // storms must stay cheap).
@@ -298,6 +300,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     pools.retainOnly(new Set(topology.allNodes().map((n) => n.address)));
     const primary = topology.shards[0]?.primary;
     if (primary?.version) serverVersion = primary.version;
+    if (primary?.serverName) serverName = primary.serverName;
     if (!primary || primary.address === learnedFrom) return;
     learnedFrom = primary.address;
     const pool = pools.get(primary.host, primary.port, 2, 'primary');

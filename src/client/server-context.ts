@@ -70,6 +70,8 @@ export interface ServerContext {
   fleetView?(): FleetView;
   /** The upstream's version, reported in HELLO. */
   serverVersion(): string;
+  /** The upstream's server name ("valkey", or "redis" in front of Redis), reported in HELLO and INFO server. */
+  serverName(): string;
   nextClientId(): number;
   onSessionClosed(session: HandlerSession): void;
   /** What respool's own INFO reports about the running proxy (handlers/info.ts); absent in stand-in contexts. */

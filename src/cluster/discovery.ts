@@ -125,7 +125,7 @@ function nodeFromSlotsEntry(n: RespValue[], isPrimary: boolean, seedHost: string
 
 /**
  * Fills in what CLUSTER SHARDS may lack, from one `INFO server replication persistence` per node (in
- * parallel): the server's version, the zone from `availability_zone` (Valkey 8.0+) where CLUSTER SHARDS gave none
+ * parallel): the server's version and name, the zone from `availability_zone` (Valkey 8.0+) where CLUSTER SHARDS gave none
  * (it does from 9.1), and the replication offset from `master_repl_offset` (fresher than the
  * gossiped `replication-offset`; read strategies compare a replica's with its primary's for
  * reads.maxReplicaLagBytes), and a replica's health from its own view (loading / syncing /
@@ -146,8 +146,13 @@ async function withZones(topology: Topology, pools: UpstreamPools): Promise<Topo
       const match = /^availability_zone:(.*?)\s*$/m.exec(info);
       node.zone = match && match[1] ? match[1] : null;
     }
-    const version = /^(?:redis|valkey)_version:(\S+)/m.exec(info);
-    if (version) node.version = version[1]!;
+    // Valkey prints redis_version first (7.2.4, for clients that check it) and reports its own
+    // valkey_version in HELLO; Redis has only redis_version.
+    const version = /^valkey_version:(\S+)/m.exec(info) ?? /^redis_version:(\S+)/m.exec(info);
+    if (version) {
+      node.version = version[1]!;
+      node.serverName = /^server_name:(\S+)/m.exec(info)?.[1] ?? 'redis';
+    }
     const runId = /^run_id:(\S+)/m.exec(info);
     if (runId) node.runId = runId[1]!;
     const offset = /^master_repl_offset:(\d+)/m.exec(info);

@@ -14,8 +14,10 @@ export interface ClusterNode {
   zone: string | null;
   /** Replication offset (INFO replication master_repl_offset, else CLUSTER SHARDS), 0 when unknown. */
   replicationOffset: number;
-  /** The server's version from INFO server (redis_version, which is what Valkey reports in HELLO), when it answered. */
+  /** The server's version from INFO server, as its HELLO reports it (valkey_version, else Redis' redis_version), when it answered. */
   version?: string;
+  /** INFO server's server_name ("valkey"); "redis" when it answered without one (Redis has none). */
+  serverName?: string;
   /** INFO server's run_id, when it answered: a new one means the process restarted (its ACL users may be gone). */
   runId?: string;
 }

@@ -240,8 +240,10 @@ function serverSection(session: HandlerSession, upstream: InfoSection | undefine
     header: HEADERS.server,
     lines: [
       `redis_version:${field(upstream, 'redis_version') ?? version}`,
-      `server_name:${field(upstream, 'server_name') ?? 'valkey'}`,
-      `valkey_version:${field(upstream, 'valkey_version') ?? version}`,
+      // Valkey's own lines: Redis has neither, and respool in front of Redis must not claim Valkey.
+      ...(ctx.serverName() === 'redis'
+        ? []
+        : [`server_name:${field(upstream, 'server_name') ?? 'valkey'}`, `valkey_version:${field(upstream, 'valkey_version') ?? version}`]),
       'redis_git_sha1:00000000',
       'redis_git_dirty:0',
       'redis_build_id:0',

@@ -248,7 +248,7 @@ function hello(session: HandlerSession, ctx: ServerContext, args: Buffer[]): Buf
   const s = (v: string) => encodeBulk(v, protocol);
   return encodeMap(
     [
-      [s('server'), s('valkey')],
+      [s('server'), s(ctx.serverName())],
       [s('version'), s(ctx.serverVersion())],
       [s('proto'), encodeInteger(protocol)],
       [s('id'), encodeInteger(session.id)],

@@ -1,5 +1,6 @@
 /**
  * Real valkey-server processes for the integration tests, the demo and the benches.
+ * `server: 'redis'` starts redis-server (and uses redis-cli) instead, for Redis 7 upstreams.
  *
  * - Every server listens on 127.0.0.1 only, on a port from freePort() (its cluster bus port,
  *   port + 10000, is free as well), and lives in its own temp dir (os.tmpdir()/respool-test-*),
@@ -25,6 +26,21 @@ import { parseInfo, rawCall, rawPipeline, ReplyError, type RespArg, type RespRep
 
 export const VALKEY_SERVER = process.env['VALKEY_SERVER'] ?? 'valkey-server';
 export const VALKEY_CLI = process.env['VALKEY_CLI'] ?? 'valkey-cli';
+export const REDIS_SERVER = process.env['REDIS_SERVER'] ?? 'redis-server';
+export const REDIS_CLI = process.env['REDIS_CLI'] ?? 'redis-cli';
+
+/** Which server binary a node runs: valkey-server (the default) or redis-server (7.0+). */
+export type ServerKind = 'valkey' | 'redis';
+
+const SERVER_BINARY: Readonly<Record<ServerKind, { server: string; cli: string; label: string }>> = {
+  valkey: { server: VALKEY_SERVER, cli: VALKEY_CLI, label: 'valkey' },
+  redis: { server: REDIS_SERVER, cli: REDIS_CLI, label: 'redis' },
+};
+
+/** availability-zone is Valkey's (8.0+): redis-server refuses the option and the config name. */
+function refuseZoneOnRedis(server: ServerKind, what: string): void {
+  if (server === 'redis') throw new Error(`${what}: availability-zone is Valkey-only; redis-server does not accept it`);
+}
 
 export const CLUSTER_SLOTS = 16384;
 /** The cluster bus listens on port + this offset (Valkey's default). */
@@ -138,8 +154,10 @@ class StartError extends Error {
 export interface ValkeyNode {
   readonly host: '127.0.0.1';
   readonly port: number;
-  /** pid of the current valkey-server process (changes after restart()). */
+  /** pid of the current server process (changes after restart()). */
   readonly pid: number;
+  /** The binary it runs: 'valkey' (valkey-server) or 'redis' (redis-server). */
+  readonly server: ServerKind;
   /** Temp dir: working dir, nodes.conf, valkey.log. Removed by stop(). */
   readonly dir: string;
   /** availability-zone given to the server (INFO server availability_zone), if any. */
@@ -170,6 +188,7 @@ export interface ValkeyNode {
 }
 
 interface NodeSpec {
+  server: ServerKind;
   args: string[];
   password?: string;
   zone?: string;
@@ -197,6 +216,9 @@ class ValkeyProcess implements ValkeyNode {
 
   get pid(): number {
     return this.child?.pid ?? -1;
+  }
+  get server(): ServerKind {
+    return this.spec.server;
   }
   get zone(): string | undefined {
     return this.spec.zone;
@@ -232,7 +254,7 @@ class ValkeyProcess implements ValkeyNode {
     argv.push(...this.spec.args); // last, so callers can override any default above
 
     this.stderrTail = '';
-    const child = spawnTied(VALKEY_SERVER, argv, { cwd: this.dir, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawnTied(SERVER_BINARY[this.spec.server].server, argv, { cwd: this.dir, stdio: ['ignore', 'ignore', 'pipe'] });
     this.child = child;
     this.running = true;
     this.exitPromise = new Promise<void>((resolve) => {
@@ -263,7 +285,7 @@ class ValkeyProcess implements ValkeyNode {
       if (!this.running) {
         const logs = this.logs();
         throw new StartError(
-          `valkey-server on ${this.address} exited during startup:\n${logs}`,
+          `${SERVER_BINARY[this.spec.server].label}-server on ${this.address} exited during startup:\n${logs}`,
           /Address already in use/i.test(logs),
         );
       }
@@ -283,7 +305,7 @@ class ValkeyProcess implements ValkeyNode {
         this.kill('SIGKILL');
         await this.waitExit(5000);
         throw new StartError(
-          `valkey-server on ${this.address} not ready after ${this.spec.startTimeoutMs} ms (${last}):\n${this.logs()}`,
+          `${SERVER_BINARY[this.spec.server].label}-server on ${this.address} not ready after ${this.spec.startTimeoutMs} ms (${last}):\n${this.logs()}`,
           /another server|Address already in use/i.test(last + this.logs()),
         );
       }
@@ -358,6 +380,7 @@ class ValkeyProcess implements ValkeyNode {
   }
 
   async setZone(zone: string): Promise<void> {
+    refuseZoneOnRedis(this.spec.server, `${this.address}: setZone`);
     const r = await this.call('CONFIG', 'SET', 'availability-zone', zone);
     if (r instanceof ReplyError) throw new Error(`${this.address}: CONFIG SET availability-zone: ${r.message}`);
     this.spec = { ...this.spec, zone };
@@ -441,19 +464,24 @@ async function startNode(spec: NodeSpec): Promise<ValkeyProcess> {
 }
 
 export interface StandaloneOptions {
-  /** Extra valkey-server arguments, e.g. ['--maxclients', '100']; they override the defaults. */
+  /** valkey-server (default) or redis-server. */
+  server?: ServerKind;
+  /** Extra server arguments, e.g. ['--maxclients', '100']; they override the defaults. */
   args?: string[];
   /** Sets requirepass (and masterauth). */
   password?: string;
-  /** Sets availability-zone. */
+  /** Sets availability-zone (Valkey only: refused with server 'redis'). */
   zone?: string;
   /** Default 10000. */
   startTimeoutMs?: number;
 }
 
-/** Starts a standalone valkey-server; resolves once it answers PING as itself. */
+/** Starts a standalone valkey-server (or redis-server); resolves once it answers PING as itself. */
 export async function startStandalone(opts: StandaloneOptions = {}): Promise<ValkeyNode> {
+  const server = opts.server ?? 'valkey';
+  if (opts.zone !== undefined) refuseZoneOnRedis(server, 'startStandalone');
   return startNode({
+    server,
     args: opts.args ?? [],
     password: opts.password,
     zone: opts.zone,
@@ -470,9 +498,11 @@ export interface ClusterOptions {
   primaries?: number;
   /** Default 1. */
   replicasPerPrimary?: number;
-  /** availability-zone per node, in node order (primaries first, then replicas), cycled if shorter. */
+  /** valkey-server and valkey-cli (default), or redis-server and redis-cli. */
+  server?: ServerKind;
+  /** availability-zone per node, in node order (primaries first, then replicas), cycled if shorter (Valkey only). */
   zones?: string[];
-  /** Extra valkey-server arguments for every node. */
+  /** Extra server arguments for every node. */
   args?: string[];
   password?: string;
   /** cluster-node-timeout in ms. Default 2000. */
@@ -747,9 +777,10 @@ class Cluster implements ValkeyCluster {
   }
 }
 
-function runCli(args: string[], timeoutMs: number): Promise<{ code: number | null; output: string }> {
+function runCli(server: ServerKind, args: string[], timeoutMs: number): Promise<{ code: number | null; output: string }> {
+  const { cli, label } = SERVER_BINARY[server];
   return new Promise((resolve) => {
-    const child = spawn(VALKEY_CLI, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(cli, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     const collect = (d: Buffer) => {
       output = (output + d.toString('utf8')).slice(-20_000);
@@ -757,7 +788,7 @@ function runCli(args: string[], timeoutMs: number): Promise<{ code: number | nul
     child.stdout.on('data', collect);
     child.stderr.on('data', collect);
     const timer = setTimeout(() => {
-      output += `\n(valkey-cli timed out after ${timeoutMs} ms)`;
+      output += `\n(${label}-cli timed out after ${timeoutMs} ms)`;
       child.kill('SIGKILL');
     }, timeoutMs);
     child.once('error', (e) => {
@@ -830,6 +861,8 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<ValkeyClu
   const deadline = Date.now() + startTimeoutMs;
   const total = primaries * (1 + replicasPerPrimary);
   const zones = opts.zones && opts.zones.length > 0 ? opts.zones : undefined;
+  const server = opts.server ?? 'valkey';
+  if (zones) refuseZoneOnRedis(server, 'startCluster');
   const clusterArgs = [
     '--cluster-enabled', 'yes',
     '--cluster-config-file', 'nodes.conf',
@@ -839,6 +872,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<ValkeyClu
   const started = await Promise.allSettled(
     Array.from({ length: total }, (_, i) =>
       startNode({
+        server,
         args: [...clusterArgs, ...(opts.args ?? [])],
         password: opts.password,
         zone: zones?.[i % zones.length],
@@ -858,10 +892,11 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<ValkeyClu
     if (primaries >= 3) {
       const auth = opts.password !== undefined ? ['-a', opts.password, '--no-auth-warning'] : [];
       const { code, output } = await runCli(
+        server,
         [...auth, '--cluster', 'create', ...nodes.map((n) => n.address), '--cluster-replicas', String(replicasPerPrimary), '--cluster-yes'],
         Math.max(1000, deadline - Date.now()),
       );
-      if (code !== 0) throw new Error(`valkey-cli --cluster create failed (exit ${code}):\n${output}`);
+      if (code !== 0) throw new Error(`${SERVER_BINARY[server].label}-cli --cluster create failed (exit ${code}):\n${output}`);
     } else {
       await createSmallCluster(cluster, primaries, deadline);
     }
