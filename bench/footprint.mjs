@@ -9,32 +9,27 @@
 //               does it (--config; flags still win), which also parses YAML and validates it;
 //  - respool as the sidecar manifest runs it: that, plus the node flags of the manifest's
 //               `command` (V8 sized for a sidecar), read from deploy/kubernetes/sidecar.yaml;
-//  - floor    : Node's own floor, an empty `net.createServer()` listening, same node binary.
+//  - floor    : Node's own floor, an empty `net.createServer()` listening, same node binary;
+//  - on Node 24 LTS (the Docker image's runtime; scripts/install-node24.sh): respool as the
+//               sidecar manifest runs it, and the floor, on that binary.
 // Measured per process: time from spawn to the first PONG on its port (polled every 10 ms), and
 // RSS (VmRSS from /proc/<pid>/status) after SETTLE_S seconds idle, plus V8 heap used for respool
 // (from /metrics: nodejs_heap_size_used_bytes when present). Medians over rounds, each round
 // listed. Env: BENCH_ROUNDS (5), BENCH_FOOTPRINT_SETTLE_S (3), BENCH_QUICK=1 (2 rounds, 1 s).
 // Everything on 127.0.0.1, started here and stopped at the end.
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
-import { HOST, envFlag, envInt, fmt, log, mdTable, median, shellLine, sleep, spawn, startValkey, stop, uniquePort, writeOutputs, makeTmpRoot } from './lib/common.mjs';
+import path from 'node:path';
+import { HOST, ROOT_DIR, envFlag, envInt, fmt, log, mdTable, median, shellLine, sleep, spawn, startValkey, stop, uniquePort, writeOutputs, makeTmpRoot } from './lib/common.mjs';
 import { writeSection } from './lib/results-file.mjs';
 import { RESPOOL_BIN, respoolBuildLabel } from './lib/respool-build.mjs';
-import { parseAllDocuments } from 'yaml';
+import { sidecarNodeFlags } from './lib/sidecar-manifest.mjs';
 
-/** The node flags deploy/kubernetes/sidecar.yaml gives respool's container (its `command` between node and the script). */
-function sidecarNodeFlags() {
-  const docs = parseAllDocuments(fs.readFileSync(new URL('../deploy/kubernetes/sidecar.yaml', import.meta.url), 'utf8')).map((d) => d.toJS());
-  for (const doc of docs) {
-    const spec = doc?.spec?.template?.spec;
-    for (const c of [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])]) {
-      const script = (c.command ?? []).findIndex((a) => String(a).endsWith('bin/respool.js'));
-      if (script > 0) return c.command.slice(1, script).map(String);
-    }
-  }
-  return [];
-}
 const SIDECAR_NODE_FLAGS = sidecarNodeFlags();
+/** Node 24 LTS from the npm registry (the Docker image's runtime). */
+const NODE24 = path.join(execFileSync('bash', [path.join(ROOT_DIR, 'scripts/install-node24.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim(), 'node');
+const NODE24_VERSION = execFileSync(NODE24, ['--version'], { encoding: 'utf8' }).trim();
 
 const QUICK = envFlag('BENCH_QUICK');
 const ROUNDS = envInt('BENCH_ROUNDS', QUICK ? 2 : 5);
@@ -95,10 +90,10 @@ async function firstPong(port, t0, child, timeoutMs = 20_000) {
 /** The floor: an empty TCP server that answers an inline PING with +PONG (so startup is measured the same way). */
 const FLOOR_SRC = `require('net').createServer((s) => s.on('data', () => s.write('+PONG\\r\\n'))).listen(Number(process.argv[1]), '${HOST}')`;
 
-async function measureFloor() {
+async function measureFloor(node = process.execPath) {
   const port = await uniquePort();
   const t0 = performance.now();
-  const child = spawn(process.execPath, ['-e', FLOOR_SRC, String(port)], { match: `${process.execPath} -e` });
+  const child = spawn(node, ['-e', FLOOR_SRC, String(port)], { match: `${node} -e` });
   try {
     const startupMs = await firstPong(port, t0, child);
     await sleep(SETTLE_S * 1000);
@@ -108,12 +103,12 @@ async function measureFloor() {
   }
 }
 
-async function measureRespool(upstreamPort, extraArgs = [], nodeFlags = []) {
+async function measureRespool(upstreamPort, extraArgs = [], nodeFlags = [], node = process.execPath) {
   const port = await uniquePort();
   const adminPort = await uniquePort();
   const args = [...nodeFlags, RESPOOL_BIN, ...extraArgs, '--listen', `${HOST}:${port}`, '--upstream', `${HOST}:${upstreamPort}`, '--mode', 'standalone', '--admin', `${HOST}:${adminPort}`, '--log-level', 'warn'];
   const t0 = performance.now();
-  const child = spawn(process.execPath, args);
+  const child = spawn(node, args);
   try {
     const startupMs = await firstPong(port, t0, child);
     await sleep(SETTLE_S * 1000);
@@ -139,9 +134,9 @@ async function measureRespool(upstreamPort, extraArgs = [], nodeFlags = []) {
 const PART_STEPS = [
   ['Node floor (empty net.createServer)', ''],
   ['+ pino (a logger made)', "require('pino')({ level: 'warn' });"],
-  ['+ prom-client (a registry, default metrics; loads @opentelemetry/api)', "{ const p = require('prom-client'); p.collectDefaultMetrics({ register: new p.Registry() }); }"],
+  ['+ prom-client (Registry, Counter, Gauge, default metrics from its lib/, as src/metrics/prom-client-parts.ts takes them; loads @opentelemetry/api)', "{ const R = require('prom-client/lib/registry'); require('prom-client/lib/counter'); require('prom-client/lib/gauge'); require('prom-client/lib/defaultMetrics')({ register: new R() }); }"],
   ['+ generic-pool', "require('generic-pool');"],
-  ['+ node:http, node:tls, node:crypto (admin server, TLS, hashes)', "require('node:http').createServer(); require('node:tls').createSecureContext(); require('node:crypto').createHash('sha1');"],
+  ['+ node:http (the admin server; node:tls and node:crypto are loaded only by the features that use them: src/util/lazy-builtins.ts)', "require('node:http').createServer();"],
   ["+ respool's bundle imported (dist/respool.js, nothing started)", "await import(BUNDLE);"],
 ];
 async function measurePart(upTo) {
@@ -174,9 +169,11 @@ try {
     const withFile = await measureRespool(valkey.port, ['--config', 'config/sidecar.yaml']);
     const asSidecar = await measureRespool(valkey.port, ['--config', 'config/sidecar.yaml'], SIDECAR_NODE_FLAGS);
     const floor = await measureFloor();
+    const node24Sidecar = await measureRespool(valkey.port, ['--config', 'config/sidecar.yaml'], SIDECAR_NODE_FLAGS, NODE24);
+    const node24Floor = await measureFloor(NODE24);
     const parts = [];
     for (let i = 0; i < PART_STEPS.length; i++) parts.push(await measurePart(i));
-    rounds.push({ respool, withFile, asSidecar, floor, parts });
+    rounds.push({ respool, withFile, asSidecar, floor, node24Sidecar, node24Floor, parts });
     log(`round ${r}: respool ${fmt(respool.rss / 2 ** 20, 1)} MiB RSS, first PONG ${fmt(respool.startupMs, 0)} ms; with config file ${fmt(withFile.rss / 2 ** 20, 1)} MiB, ${fmt(withFile.startupMs, 0)} ms; floor ${fmt(floor.rss / 2 ** 20, 1)} MiB, ${fmt(floor.startupMs, 0)} ms`);
   }
 } finally {
@@ -193,12 +190,15 @@ const rows = [
   respoolRow('respool, same + `--config config/sidecar.yaml`', 'withFile'),
   respoolRow(`respool as deploy/kubernetes/sidecar.yaml runs it: same + \`node ${SIDECAR_NODE_FLAGS.join(' ')}\``, 'asSidecar'),
   ['Node floor (empty net.createServer)', `${mib(med((x) => x.floor.rss))} MiB`, list((x) => x.floor.rss, mib), `${fmt(med((x) => x.floor.startupMs), 0)} ms`, list((x) => x.floor.startupMs, (v) => fmt(v, 0)), '—'],
+  respoolRow(`Node ${NODE24_VERSION} (the Docker image's runtime): respool as the sidecar manifest runs it`, 'node24Sidecar'),
+  [`Node ${NODE24_VERSION}: its floor`, `${mib(med((x) => x.node24Floor.rss))} MiB`, list((x) => x.node24Floor.rss, mib), `${fmt(med((x) => x.node24Floor.startupMs), 0)} ms`, list((x) => x.node24Floor.startupMs, (v) => fmt(v, 0)), '—'],
 ];
 const over = med((x) => x.respool.rss) - med((x) => x.floor.rss);
 const KINDS = [['binary', 'the node binary (file pages)'], ['anon', 'anonymous (V8 heap, stacks)'], ['malloc', 'malloc heap'], ['files', 'other files (libraries)']];
 const kindRows = KINDS.map(([k, label]) => {
   const f = med((x) => x.floor.kinds[k]);
-  return [label, ...['respool', 'withFile', 'asSidecar'].map((key) => `${mib(med((x) => x[key].kinds[k]))} (+${mib(med((x) => x[key].kinds[k]) - f)})`), mib(f)];
+  const f24 = med((x) => x.node24Floor.kinds[k]);
+  return [label, ...['respool', 'withFile', 'asSidecar'].map((key) => `${mib(med((x) => x[key].kinds[k]))} (+${mib(med((x) => x[key].kinds[k]) - f)})`), mib(f), `${mib(med((x) => x.node24Sidecar.kinds[k]))} (+${mib(med((x) => x.node24Sidecar.kinds[k]) - f24)})`, mib(f24)];
 });
 const partMedians = PART_STEPS.map((_, i) => med((x) => x.parts[i]));
 const partRows = PART_STEPS.map(([label], i) => [label, `${mib(partMedians[i])} MiB`, i === 0 ? '—' : `${mib(partMedians[i] - partMedians[i - 1])} MiB`, list((x) => x.parts[i], mib)]);
@@ -213,11 +213,11 @@ const markdown = [
   '',
   mdTable(['process', 'idle RSS (median)', 'per round', 'first PONG after spawn (median)', 'per round', 'V8 heap used'], rows),
   '',
-  `respool holds ${mib(over)} MiB above Node's own floor (${mib(med((x) => x.asSidecar.rss) - med((x) => x.floor.rss))} as the sidecar manifest runs it). Issue 23's target is the floor + 12 MiB, ${mib(med((x) => x.floor.rss) + 12 * 2 ** 20)} MiB here.`,
+  `respool holds ${mib(over)} MiB above Node's own floor (${mib(med((x) => x.asSidecar.rss) - med((x) => x.floor.rss))} as the sidecar manifest runs it; on Node ${NODE24_VERSION} ${mib(med((x) => x.node24Sidecar.rss) - med((x) => x.node24Floor.rss))} above that runtime's floor). Issue 23's target is the floor + 12 MiB, ${mib(med((x) => x.floor.rss) + 12 * 2 ** 20)} MiB here (${mib(med((x) => x.node24Floor.rss) + 12 * 2 ** 20)} on Node ${NODE24_VERSION}).`,
   '',
-  'Where the RSS is (MiB, medians; in brackets: above the floor):',
+  'Where the RSS is (MiB, medians; in brackets: above the floor of the same runtime):',
   '',
-  mdTable(['mapping', 'respool', '+ config file', 'as the sidecar runs it', 'Node floor'], kindRows),
+  mdTable(['mapping', 'respool', '+ config file', 'as the sidecar runs it', 'Node floor', `Node ${NODE24_VERSION}: as the sidecar runs it`, `Node ${NODE24_VERSION}: floor`], kindRows),
   '',
   'The node binary\'s own pages grow with any real JavaScript: compiling and running code touches V8\'s parser, compiler and builtins, which an empty server never does (they are file pages, shared by every process of that binary on a host, but counted in each one\'s RSS). The anonymous part is mostly V8\'s heap: its young generation (up to 16 MiB by default, 1 MiB with `--max-semi-space-size=1`) and the old generation holding respool\'s and its libraries\' code and objects.',
   '',
@@ -227,7 +227,7 @@ const markdown = [
   '',
   mdTable(['step', 'idle RSS (median)', 'this part', 'per round'], partRows),
   '',
-  'The first library loaded pays for most of V8 growing its heap and code space: loaded alone, prom-client reads 51 MiB and pino 49; pino after prom-client adds 1 MiB and prom-client after pino 3 (one-off runs, 13:50 UTC 2026-12-01). Most of that first cost is pages of the node binary that compiling a module from source touches (V8's parser and compiler): generic-pool alone, 19 small files, reads +4.7 MiB with V8's heap spaces unchanged, +4.1 MiB of it in the binary's mapping (/proc/PID/smaps, 16:00 UTC). So the rows say what respool adds in this order, not what dropping one library would save; dropping all of them would not reach the empty server either, as any module loading grows the heap.',
+  "The first library loaded pays for most of V8 growing its heap and code space: loaded alone, prom-client reads 51 MiB and pino 49; pino after prom-client adds 1 MiB and prom-client after pino 3 (one-off runs, 13:50 UTC 2026-12-01). Most of that first cost is pages of the node binary that compiling a module from source touches (V8's parser and compiler): generic-pool alone, 19 small files, reads +4.7 MiB with V8's heap spaces unchanged, +4.1 MiB of it in the binary's mapping (/proc/PID/smaps, 16:00 UTC). So the rows say what respool adds in this order, not what dropping one library would save; dropping all of them would not reach the empty server either, as any module loading grows the heap.",
   '',
   'How to read: RSS is what the pod pays per sidecar; the floor is what any Node process pays. Startup is spawn → first +PONG on the client port (module loading, config, upstream discovery, listen).',
 ].join('\n');
