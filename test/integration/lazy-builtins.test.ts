@@ -1,7 +1,7 @@
 // A sidecar that uses no TLS, no users and no scripts never loads node:tls or node:crypto
 // (src/util/lazy-builtins.ts, src/metrics/prom-client-parts.ts): on Node 24 they cost 5–8 MiB of
-// RSS per pod. And the bundle (dist/respool.js, scripts/bundle.mjs) takes Node's modules with
-// require(), so node:http's lazy WebSocket (all of undici) is never built either. The features
+// RSS per pod. And the bundle (dist/respool.js, scripts/bundle.mjs) takes node:http and node:fs
+// with require(), so node:http's lazy WebSocket (all of undici) is never built either. The features
 // that need them load them on first use: EVAL hashes its script, and then node:crypto is there.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
