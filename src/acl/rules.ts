@@ -94,6 +94,7 @@ const ERR_ENODEV = 'The password you are trying to remove from the user does not
 const ERR_EBADMSG = 'The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters';
 const ERR_ECHILD = 'Allowing first-arg of a subcommand is not supported';
 
+/** SHA-256 hex: how passwords are kept here, and the `#<hash>` a rule gives ACL SETUSER (the mirror sends no plaintext). */
 export function hashPassword(password: string | Buffer): string {
   return nodeCrypto().createHash('sha256').update(password).digest('hex');
 }

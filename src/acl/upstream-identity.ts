@@ -55,11 +55,6 @@ export function mirrorSecretOf(config: { acl: { mirrorSecret: string | null }; u
 
 const processSecret = onFirstUse(() => nodeCrypto().randomBytes(32).toString('hex'));
 
-/** SHA-256 hex, as `#<hash>` rules give a password to ACL SETUSER (the plaintext never travels). */
-export function passwordHash(password: string): string {
-  return nodeCrypto().createHash('sha256').update(password).digest('hex');
-}
-
 /**
  * A node's error reply as the client should see it: Valkey names the user in some errors ("User
  * respool.app has no permissions to run the 'set' command"), and the client knows its user as

@@ -79,9 +79,10 @@ const NO_TOKEN_MESSAGE =
 /** Does the request carry the token? Constant time in the token's content (digests of equal length). */
 export function bearerMatches(header: string | undefined, token: string): boolean {
   const m = header === undefined ? null : /^Bearer[ \t]+(\S+)\s*$/i.exec(header);
-  const given = nodeCrypto().createHash('sha256').update(m?.[1] ?? '').digest();
-  const wanted = nodeCrypto().createHash('sha256').update(token).digest();
-  return nodeCrypto().timingSafeEqual(given, wanted) && m !== null;
+  const { createHash, timingSafeEqual } = nodeCrypto();
+  const given = createHash('sha256').update(m?.[1] ?? '').digest();
+  const wanted = createHash('sha256').update(token).digest();
+  return timingSafeEqual(given, wanted) && m !== null;
 }
 
 /** True for 127.0.0.0/8, ::1, localhost: an address only this machine can reach. */

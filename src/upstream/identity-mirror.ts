@@ -2,8 +2,8 @@ import type { Logger } from 'pino';
 import { decodeReply } from '../resp/decode.js';
 import type { RateLimitedLog } from '../util/rate-limited-log.js';
 import type { UserDirectory } from '../acl/user-directory.js';
-import { describeChannels, describeKeys, type AclUser } from '../acl/rules.js';
-import { passwordHash, type UpstreamIdentity } from '../acl/upstream-identity.js';
+import { describeChannels, describeKeys, hashPassword, type AclUser } from '../acl/rules.js';
+import type { UpstreamIdentity } from '../acl/upstream-identity.js';
 import type { AclLogContext, AclLogReason } from '../acl/acl-log.js';
 import type { IdentityHooks, UpstreamPools } from './upstream-pools.js';
 
@@ -226,7 +226,7 @@ export class IdentityMirror implements IdentityHooks {
 
 /** The rules a mirrored user gets on the nodes: the respool user's, with the identity's password and no respool-only parts. */
 export function mirrorRules(user: AclUser, identity: UpstreamIdentity): string[] {
-  const out = ['reset', 'on', user.skipSanitize ? 'skip-sanitize-payload' : 'sanitize-payload', `#${passwordHash(identity.password)}`];
+  const out = ['reset', 'on', user.skipSanitize ? 'skip-sanitize-payload' : 'sanitize-payload', `#${hashPassword(identity.password)}`];
   const keys = describeKeys(user);
   if (keys !== '') out.push(...keys.split(' '));
   if (user.allChannels) out.push('&*');

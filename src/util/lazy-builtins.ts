@@ -18,15 +18,8 @@ export function nodeTls(): typeof import('node:tls') {
   return (tlsModule ??= require('node:tls') as typeof import('node:tls'));
 }
 
-/** A value computed from crypto once, on first use (process-wide random ids and secrets). */
-export function onFirstUse<T>(make: () => T): () => T {
+/** A value made once, on first use (process-wide random ids and secrets). */
+export function onFirstUse<T extends NonNullable<unknown>>(make: () => T): () => T {
   let value: T | undefined;
-  let made = false;
-  return () => {
-    if (!made) {
-      value = make();
-      made = true;
-    }
-    return value as T;
-  };
+  return () => (value ??= make());
 }
