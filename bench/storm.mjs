@@ -50,7 +50,8 @@ import {
 import { writeSection } from './lib/results-file.mjs';
 import { lineCharts, writeChart } from './lib/svg-chart.mjs';
 import { RESPOOL_BIN, respoolBuildLabel } from './lib/respool-build.mjs';
-import { fdCount, heldRssPerConnection, rssBytes, runStormChild, stormCpuPerConnection, waitFdsBack } from './lib/storm-run.mjs';
+import { rssBytes } from './lib/measure.mjs';
+import { fdCount, heldRssPerConnection, runStormChild, stormCpuPerConnection, waitFdsBack } from './lib/storm-run.mjs';
 
 const QUICK = envFlag('BENCH_QUICK');
 const STORM = envInt('BENCH_STORM_CONNECTIONS', QUICK ? 2000 : 10_000);

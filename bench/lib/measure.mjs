@@ -26,6 +26,16 @@ export function cpuSeconds(pid) {
   }
 }
 
+/** Resident memory of these processes (VmRSS from /proc/<pid>/status), summed, in bytes. */
+export function rssBytes(pids) {
+  let sum = 0;
+  for (const pid of pids) {
+    const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    sum += m ? Number(m[1]) * 1024 : NaN;
+  }
+  return sum;
+}
+
 // ---------------------------------------------------------------- valkey-benchmark's report
 
 /**

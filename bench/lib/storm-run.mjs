@@ -4,34 +4,16 @@
 // connection and CPU per connect + PING + close.
 import fs from 'node:fs';
 import { log, sleep, spawn, stop } from './common.mjs';
-import { CLK_TCK } from './measure.mjs';
+import { cpuSeconds, rssBytes } from './measure.mjs';
 
-function statFields(pid) {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-}
-
-/** utime + stime of these processes (every thread), in µs. */
+/** utime + stime of these processes (every thread), in µs; a process that is gone counts 0. */
 export function cpuMicros(pids) {
-  let ticks = 0;
+  let seconds = 0;
   for (const pid of pids) {
-    try {
-      const f = statFields(pid);
-      ticks += Number(f[11]) + Number(f[12]);
-    } catch {
-      /* gone */
-    }
+    const s = cpuSeconds(pid);
+    if (!Number.isNaN(s)) seconds += s;
   }
-  return (ticks * 1e6) / CLK_TCK;
-}
-
-export function rssBytes(pids) {
-  let sum = 0;
-  for (const pid of pids) {
-    const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-    sum += m ? Number(m[1]) * 1024 : NaN;
-  }
-  return sum;
+  return seconds * 1e6;
 }
 
 export function fdCount(pids) {
