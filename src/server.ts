@@ -186,9 +186,9 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   // membership (src/fleet) is known, once listening (its port is the bound one). Built when first
   // asked for: its node ids are SHA-1s, and a sidecar no client asks CLUSTER … of never loads
   // node:crypto (util/lazy-builtins.ts).
-  let emulationOf = () => ClusterEmulation.ofPeers(announceAddress(config, config.listen?.port ?? 0), []);
+  let announced = announceAddress(config, config.listen?.port ?? 0);
   let emulation: ClusterEmulation | null = null;
-  const currentEmulation = () => (emulation ??= emulationOf());
+  const currentEmulation = () => (emulation ??= ClusterEmulation.ofPeers(announced, []));
   let membership: Membership | null = null;
   let topologyEpoch = 0;
   // The standalone upstream's `databases` (SELECT's bound), learned on the first SELECT n ≠ 0.
@@ -424,7 +424,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   const tlsAddress = tlsListener === null ? null : await tlsListener.listen();
   const address = { host: listen?.host ?? '127.0.0.1', port: bound.port };
   const announce = announceAddress(config, bound.port);
-  emulationOf = () => ClusterEmulation.ofPeers(announce, []);
+  announced = announce;
   emulation = null;
   if (fleetState !== null && !fleetStarted) await startFleetState(announce);
   // A fleet (cluster.peers, cluster.peersFrom): members are checked on their announce addresses
