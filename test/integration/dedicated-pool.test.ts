@@ -339,14 +339,15 @@ describe('leased upstream connections (DedicatedPools) against a real valkey-ser
   });
 
   it('closes idle connections after idleMs', async () => {
-    const p = pools({ idleMs: 300 });
+    // idleMs 1000 (eviction runs every 500 ms): checked 300 ms in, it leaves ~700 ms of margin.
+    const p = pools({ idleMs: 1000 });
     const conn = await p.acquire(a.host, a.port, 2);
     const id = conn.clientId;
     p.release(conn, true);
     await waitFor(() => p.stats().byNode[a.address]!.idle === 1, 'the connection to be idle');
-    await sleep(150);
+    await sleep(300);
     expect(conn.state).toBe('ready'); // not before idleMs
-    await waitFor(() => conn.state === 'closed', 'the idle connection to be evicted', 3000);
+    await waitFor(() => conn.state === 'closed', 'the idle connection to be evicted', 5000);
     expect(p.stats().total).toBe(0);
     await waitFor(async () => !(await clientIds(a)).includes(id), 'the server to drop it');
   });

@@ -7,6 +7,7 @@ import { startTestProxy } from '../helpers/proxy.js';
 import { RawConnection } from '../helpers/raw-resp.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { percentile } from '../helpers/test-data.js';
+import { waitFor } from '../helpers/wait.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -48,7 +49,8 @@ describe('client-side storms: maxClients, accept rate, idle timeout, drain', () 
     // The established ones are unaffected; a freed place admits a new client.
     expect(await ok[0]!.call('GET', 'steady')).toBe('$1\r\nv\r\n');
     ok[2]!.close();
-    await sleep(50);
+    // The proxy must have seen the close before the next accept, or it is still at maxClients.
+    await waitFor(() => proxy.clientCount() === 2, 'the proxy to drop the closed client');
     const next = await RawConnection.connect(proxy.address.port);
     expect(await next.call('PING')).toBe('+PONG\r\n');
     const text = await proxy.metrics.render();

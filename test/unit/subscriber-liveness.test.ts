@@ -56,19 +56,22 @@ describe('subscriber connection liveness', () => {
       closed: (_c, reason) => (closedReason = reason),
     };
     const conn = new SubscriberConnection(
-      { host: '127.0.0.1', port: node.port, auth: null, connectTimeoutMs: 1000, commandTimeoutMs: 200, pingIntervalMs: 50 },
+      { host: '127.0.0.1', port: node.port, auth: null, connectTimeoutMs: 1000, commandTimeoutMs: 1000, pingIntervalMs: 50 },
       handler,
     );
     cleanups.push(() => conn.close('test over'));
     while (!ready && closedReason === null) await sleep(5);
     expect(ready).toBe(true);
     node.stream(true);
-    await sleep(800); // PINGed after 50 ms idle; its reply never comes; pushes keep arriving
+    // PINGed at the first check (every 250 ms) after 50 ms idle; its reply never comes; pushes keep
+    // arriving every 20 ms. The 1000 ms timeout leaves a stalled push stream ~1 s of margin; 2500 ms
+    // lets several checks see the PING older than the timeout.
+    await sleep(2500);
     expect(closedReason).toBeNull();
     expect(messages).toBeGreaterThan(10);
     node.stream(false);
-    const deadline = Date.now() + 2000;
+    const deadline = Date.now() + 5000; // closed within ~1250 ms of the last push
     while (closedReason === null && Date.now() < deadline) await sleep(10);
-    expect(closedReason).toBe('no reply within 200 ms');
+    expect(closedReason).toBe('no reply within 1000 ms');
   });
 });
