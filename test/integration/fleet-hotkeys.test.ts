@@ -20,6 +20,19 @@ function entries(reply: RespReply): Array<Record<string, string>> {
   });
 }
 
+/**
+ * Waits until `p`'s last fleet window holds all three members' reports, early in a window. Windows
+ * end on the clock's 1 s boundaries and the other members' reports arrive over the bus a moment
+ * later: a query just after a boundary would see this member's report alone, and one just before
+ * the next boundary could be answered from a window closed after the check.
+ */
+async function fleetWindowComplete(p: RespoolProxy): Promise<void> {
+  await waitFor(() => {
+    const inWindow = Date.now() % 1000;
+    return inWindow >= 200 && inWindow < 600 && p.hotKeys.fleetWindow()?.members === 3;
+  }, 'a fleet window over all three members', 5000, 10);
+}
+
 describe('fleet-wide hot keys over three instances', () => {
   let cluster: ValkeyCluster;
   const proxies: RespoolProxy[] = [];
@@ -65,6 +78,7 @@ describe('fleet-wide hot keys over three instances', () => {
       await waitFor(() => proxies.some((p) => p.hotKeys.splitKey('fleet:k') !== undefined), 'the fleet to split fleet:k', 8000, 50);
       await sleep(2500); // more windows: nobody splits anything else, nobody splits it again
       for (const [i, c] of clients.entries()) {
+        await fleetWindowComplete(proxies[i]!);
         const top = entries(await c.command('RESPOOL', 'HOTKEYS', 'COUNT', '3'));
         expect(top[0]!['key'], `instance ${i} ranks fleet:k first`).toBe('fleet:k');
         const share = Number(top[0]!['share']);
@@ -81,6 +95,11 @@ describe('fleet-wide hot keys over three instances', () => {
         const nodes = entries(await c.command('RESPOOL', 'NODES'));
         expect(nodes.map((x) => x['local_requests_per_sec']).every((v) => v !== undefined)).toBe(true);
       }
+      // Read while the load still runs (a window after it stopped would be empty), once complete.
+      await fleetWindowComplete(proxies[1]!);
+      const adminView = proxies[1]!.hotKeys.report() as { fleetWindow: { members: number; topKeys: Array<{ key: string }> } };
+      expect(adminView.fleetWindow.members).toBe(3);
+      expect(adminView.fleetWindow.topKeys[0]!.key).toBe('fleet:k');
     } finally {
       stop = true;
       await Promise.all(load);
@@ -90,8 +109,5 @@ describe('fleet-wide hot keys over three instances', () => {
     const rules = proxies[0]!.fleetState!.doc.rules;
     expect(rules.map((r) => [r.text, r.auto, r.copies])).toEqual([['fleet:k', true, 3]]);
     for (const p of proxies) expect(p.hotKeys.splitKey('fleet:x')).toBeUndefined();
-    const adminView = proxies[1]!.hotKeys.report() as { fleetWindow: { members: number; topKeys: Array<{ key: string }> } };
-    expect(adminView.fleetWindow.members).toBe(3);
-    expect(adminView.fleetWindow.topKeys[0]!.key).toBe('fleet:k');
   }, 30_000);
 });

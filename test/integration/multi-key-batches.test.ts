@@ -2,7 +2,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import calculateSlot from 'cluster-key-slot';
 import { startCluster, type ValkeyCluster } from '../harness/valkey-processes.js';
-import { encodeCommand, type RespArg } from '../harness/raw-client.js';
+import { encodeCommand, RawClient, type RespArg } from '../harness/raw-client.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { startTestProxy } from '../helpers/proxy.js';
 
@@ -119,12 +119,16 @@ describe('split multi-key commands: one batch per node, replies copied', () => {
   it('a node that dies with parts in flight: an error for the written write, nothing re-sent, no hang; later commands answered', async () => {
     const keys = keysInDistinctSlots('die', 12);
     const victim = await cluster.primaryForSlot(calculateSlot(keys[0]!));
-    // The victim sleeps, so the parts for it are written and in flight when it is killed.
-    void cluster.call(victim, 'DEBUG', 'SLEEP', '2').catch(() => {});
-    await new Promise((r) => setTimeout(r, 100));
+    // The victim sleeps, so the parts for it are written and in flight when it is killed. The
+    // connection is open before DEBUG SLEEP is sent and the MSET waits 300 ms after it, so the node
+    // is asleep when the parts arrive; the kill (~600 ms in) is well inside the 3 s sleep.
+    const sleeper = await RawClient.connect(victim.port, { host: victim.host, timeoutMs: 0 });
+    void sleeper.call('DEBUG', 'SLEEP', '3').catch(() => {}); // no reply: the node dies asleep
+    await new Promise((r) => setTimeout(r, 300));
     const pending = rawBytes(port, [['MSET', ...keys.flatMap((k) => [k, 'y'])], ['PING']], (b) => b.toString().endsWith('+PONG\r\n'));
     await new Promise((r) => setTimeout(r, 300));
     await cluster.killNode(victim);
+    sleeper.close();
     const reply = (await pending).toString();
     // The victim's parts were written: their fate is unknown, so the write is not re-sent.
     expect(reply).toMatch(/^-ERR respool: MSET was split by slot into 12 parts; part \d+ \(slot \d+\) failed: .+; \d+ of the other 11 parts succeeded and were not undone\r\n\+PONG\r\n$/);

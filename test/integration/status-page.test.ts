@@ -108,8 +108,10 @@ describe('the status page on the admin port', () => {
     // a request made slow on purpose reaches the slow-log tail with its node
     const hotOwner = await cluster.primaryForSlot(calculateSlot('page:hot'));
     const sleeper = await RawClient.connect(hotOwner.port);
-    const sleeping = sleeper.call('DEBUG', 'SLEEP', '0.2');
-    await sleep(30); // the node is asleep before the GET reaches it
+    // A long head start (150 ms) inside a longer sleep: the node is asleep before the GET reaches
+    // it even on a loaded machine, and the GET still waits far past the 20 ms threshold.
+    const sleeping = sleeper.call('DEBUG', 'SLEEP', '0.5');
+    await sleep(150);
     await load.call('GET', 'page:hot');
     await sleeping;
     sleeper.close();
