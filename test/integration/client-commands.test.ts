@@ -207,7 +207,7 @@ describe('CLIENT PAUSE / UNPAUSE over respool\'s clients', () => {
     expect(await pauser.call('CLIENT', 'PAUSE', '10000', 'WRITE')).toBe('OK');
     let t0 = Date.now();
     expect(await writer.call('GET', 'cl:w')).toBeNull();
-    expect(Date.now() - t0).toBeLessThan(150);
+    expect(Date.now() - t0).toBeLessThan(500); // not held by the 10 s pause (room for a loaded machine)
     let setDone = false;
     const set = writer.call('SET', 'cl:w', '1').then((r) => {
       setDone = true;
@@ -224,7 +224,7 @@ describe('CLIENT PAUSE / UNPAUSE over respool\'s clients', () => {
     t0 = Date.now();
     expect(await pauser.call('CLIENT', 'UNPAUSE')).toBe('OK');
     expect(await set).toBe('OK');
-    expect(Date.now() - t0).toBeLessThan(150);
+    expect(Date.now() - t0).toBeLessThan(500); // at once, not at the 10 s pause's end (room for a loaded machine)
     await waitFor(() => published, 'the held PUBLISH to be answered');
     expect(await writer.call('GET', 'cl:w')).toBe('1');
     expect(parseInfo(await pauser.call('INFO', 'clients'))['blocked_clients']).toBe('0');

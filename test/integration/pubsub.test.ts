@@ -419,7 +419,7 @@ describe('pub/sub through respool: a subscriber that stops reading', () => {
       `pubsub.maxOutputBytesPerClient 256 KiB: stalled subscriber dropped; fast subscriber latency (2000 x 16 KiB) ` +
       `alone p50/p99/max ${alone.p50}/${alone.p99}/${alone.max} ms, beside the stalled one ${withSlow.p50}/${withSlow.p99}/${withSlow.max} ms`,
     );
-    expect(withSlow.p99).toBeLessThan(Math.max(250, 3 * alone.p99)); // loose: the machine is shared
+    expect(withSlow.p99).toBeLessThan(Math.max(500, 3 * alone.p99)); // loose: the machine is shared (held behind the stalled one: seconds)
     expect(await numsub(server, 'flood')).toBe(1); // the fast one still holds it
     fast.destroy();
     publisher.close();

@@ -27,8 +27,11 @@ let metadata: http.Server;
 let metadataUrl: string;
 let metadataMode: 'answer' | 'hang' = 'answer';
 
-/** respool in-process, with a log that can be captured. */
-async function proxyWith(reads: Partial<ReadsConfig>, lines?: string[]): Promise<RespoolProxy> {
+/**
+ * respool in-process, with a log that can be captured. `quietLinks`: no saturation sampler either
+ * (its INFO cpu every cpuSampleMs goes over the open links, replicas' included).
+ */
+async function proxyWith(reads: Partial<ReadsConfig>, lines?: string[], quietLinks = false): Promise<RespoolProxy> {
   const base = structuredClone(DEFAULT_CONFIG) as RespoolConfig;
   const config: RespoolConfig = {
     ...base,
@@ -37,6 +40,7 @@ async function proxyWith(reads: Partial<ReadsConfig>, lines?: string[]): Promise
     // No periodic refresh during a test: respool's own INFO calls would blur the counts.
     cluster: { ...base.cluster, refreshPeriodMs: 600_000 },
     reads: { ...base.reads, ...reads },
+    ...(quietLinks ? { saturation: { ...base.saturation, cpuSampleMs: 0 } } : {}), // 0: sampler off
   };
   const log = lines
     ? pino({ level: 'warn' }, { write: (l: string) => lines.push(l) })
@@ -343,7 +347,7 @@ describe('own zone from an instance metadata service (a fake one on 127.0.0.1)',
 
 describe('writes never reach a replica', () => {
   it('SET/INCR/DEL under azAffinity: replicas see only the replication stream, none of respool\'s links carries a write', async () => {
-    const proxy = await proxyWith({ strategy: 'azAffinity', zone: 'az-a' });
+    const proxy = await proxyWith({ strategy: 'azAffinity', zone: 'az-a' }, undefined, true); // counts every command on the replica links
     const client = clientFor(proxy);
     try {
       await readAll(proxy); // opens the replica links

@@ -105,7 +105,7 @@ describe('a node that accepts connections but never answers (in-process fake)', 
     // Open: a request waits at most the queueing window (plus one probe), never unbounded.
     const t0 = performance.now();
     expect(await raw.call('GET', 'b')).toMatch(/is unavailable/);
-    expect(performance.now() - t0).toBeLessThan(600);
+    expect(performance.now() - t0).toBeLessThan(1500); // window + one probe: ~250 ms at most; room for a loaded machine (unbounded: no answer)
     const text = await proxy.metrics.render();
     expect(metric(text, /^respool_circuit_opens_total\{node="127\.0\.0\.1:\d+"\} (\d+)/m)).toBeGreaterThanOrEqual(1);
     // Links that failed together did not redial together: one dial at a time after a failure.

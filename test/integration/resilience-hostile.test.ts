@@ -10,13 +10,20 @@ import { seededRandom, percentile } from '../helpers/test-data.js';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 
-/** Opens a raw socket, writes `data`, collects what comes back until close or `ms`. */
-async function hostile(port: number, data: Buffer, ms = 1500): Promise<{ reply: string; closed: boolean }> {
+/** Opens a raw socket, writes `data`, collects what comes back until close or `ms` (`untilReply`: or the first bytes back). */
+async function hostile(port: number, data: Buffer, ms = 1500, untilReply = false): Promise<{ reply: string; closed: boolean }> {
   return new Promise((resolve) => {
     const s = net.connect(port, '127.0.0.1');
     let reply = '';
     let closed = false;
-    s.on('data', (d) => (reply += d.toString('latin1')));
+    s.on('data', (d) => {
+      reply += d.toString('latin1');
+      if (untilReply) {
+        clearTimeout(timer);
+        s.destroy();
+        resolve({ reply, closed });
+      }
+    });
     s.on('error', () => {});
     s.on('close', () => {
       closed = true;
@@ -74,7 +81,9 @@ describe('malformed and hostile input', () => {
       for (let j = 0; j < bytes.length; j++) bytes[j] = Math.floor(random() * 256);
       // Start most with a RESP type byte so the multibulk parser is exercised too.
       if (i % 3 !== 0) bytes[0] = 0x2a;
-      const { reply, closed } = await hostile(proxy.address.port, bytes, 400);
+      // 1500 ms for an answer or a close (400 was short on a loaded machine), done at the first byte
+      // back; input without a newline may get neither (an incomplete command), as before within 400 ms.
+      const { reply, closed } = await hostile(proxy.address.port, bytes, bytes.includes(0x0a) ? 1500 : 400, true);
       // Either an error reply (protocol error, unknown command…), a plain reply to what happened
       // to parse as an inline command, or a close; never a hang that holds the connection's memory.
       expect(closed || reply.length > 0 || bytes.indexOf(0x0a) < 0).toBe(true);
@@ -149,8 +158,8 @@ describe('malformed and hostile input', () => {
     // 40,000 GETs/s of 64 KB replies would pile up ~2.5 GB/s; the bound leaves room for this
     // in-process test's own garbage and GC timing (96 MiB was exceeded once under full-suite load).
     expect(process.memoryUsage().rss - rssBefore).toBeLessThan(256 * 1024 * 1024);
-    // A stall behind the greedy client would cost seconds; 100 ms leaves room for a loaded CI box.
-    expect(percentile(during, 99)).toBeLessThan(Math.max(100, 5 * percentile(before, 99)));
+    // A stall behind the greedy client would cost seconds; 300 ms leaves room for a loaded CI box.
+    expect(percentile(during, 99)).toBeLessThan(Math.max(300, 5 * percentile(before, 99)));
     greedy.destroy();
   });
 });

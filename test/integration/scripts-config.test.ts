@@ -6,6 +6,7 @@ import { startCluster, type ValkeyCluster, type ValkeyNode } from '../harness/va
 import { RawClient, ReplyError } from '../harness/raw-client.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { clientFor, startTestProxy } from '../helpers/proxy.js';
+import { waitFor } from '../helpers/wait.js';
 
 const sha1 = (s: string) => createHash('sha1').update(s).digest('hex');
 
@@ -25,6 +26,20 @@ describe('scripts respool has seen survive NOSCRIPT; CONFIG SET all or nothing (
     await proxy?.close();
     await cluster?.stop();
   });
+
+  /**
+   * Until one of `nodes` (default: every live node) answers a direct PING with BUSY: the script
+   * just started is running, past busy-reply-threshold (a fixed sleep was not always long enough).
+   */
+  async function untilBusy(nodes = cluster.nodes.filter((n) => n.alive)): Promise<void> {
+    await waitFor(async () => {
+      for (const n of nodes) {
+        const r = await cluster.call(n, 'PING');
+        if (r instanceof ReplyError && /^BUSY /.test(r.message)) return true;
+      }
+      return false;
+    }, 'a node busy running the script', 5000, 20);
+  }
 
   async function configOnEveryNode(name: string): Promise<string[]> {
     const live = [...(await cluster.primaries()), ...(await cluster.replicas())];
@@ -126,7 +141,7 @@ describe('scripts respool has seen survive NOSCRIPT; CONFIG SET all or nothing (
     await cluster.call(busy, 'CONFIG', 'SET', 'busy-reply-threshold', '100');
     const looping = cluster.call(busy, 'EVAL', 'local i = 0 while true do i = i + 1 end', 0);
     try {
-      await new Promise((r) => setTimeout(r, 300));
+      await untilBusy([busy]);
       const error = await client.config('SET', 'min-replicas-to-write', '2').catch((e: Error) => e);
       expect((error as Error).message).toMatch(/^BUSY /);
     } finally {
@@ -146,7 +161,7 @@ describe('scripts respool has seen survive NOSCRIPT; CONFIG SET all or nothing (
     const raw = await RawClient.connect(proxy.address.port);
     try {
       const spinning = runner.call('FCALL', 'spin', 0).catch((e: Error) => e);
-      await new Promise((r) => setTimeout(r, 200));
+      await untilBusy();
       expect(((await raw.call('PING')) as ReplyError).message).toMatch(/^BUSY Valkey is busy running a script/);
       const stats = (await raw.call('FUNCTION', 'STATS')) as unknown[];
       expect(stats[0]).toBe('running_script');
@@ -175,7 +190,7 @@ describe('scripts respool has seen survive NOSCRIPT; CONFIG SET all or nothing (
       // A command queued during the script: BUSY, and the transaction is discarded.
       expect(await raw.call('MULTI')).toBe('OK');
       let spinning = spin();
-      await new Promise((r) => setTimeout(r, 200));
+      await untilBusy();
       expect(((await raw.call('INCR', 'busy:xx')) as ReplyError).message).toMatch(/^BUSY /);
       expect(await runnerKill()).toBe('OK');
       await spinning;
@@ -185,7 +200,7 @@ describe('scripts respool has seen survive NOSCRIPT; CONFIG SET all or nothing (
       expect(await raw.call('MULTI')).toBe('OK');
       expect(await raw.call('INCR', 'busy:xx')).toBe('QUEUED');
       spinning = spin();
-      await new Promise((r) => setTimeout(r, 200));
+      await untilBusy();
       expect(((await raw.call('EXEC')) as ReplyError).message).toMatch(/^EXECABORT Transaction discarded because of: BUSY /);
       expect(await raw.call('SCRIPT', 'KILL')).toBe('OK'); // out of MULTI now
       await spinning;
