@@ -10,8 +10,9 @@ import { encodeBulk, encodeError, encodeSimple } from '../../src/resp/encode.js'
 import type { RespoolProxy } from '../../src/server.js';
 import { clientFor, startTestProxy } from '../helpers/proxy.js';
 import { REPLICA_HOLD_MS } from '../../src/routing/read-strategy.js';
+import { sleep } from '../helpers/wait.js';
 
-const sleepUntil = (at: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, Math.max(0, at - Date.now())));
+const sleepUntil = (at: number): Promise<void> => sleep(Math.max(0, at - Date.now()));
 
 type GetBehaviour = 'value' | 'loading' | 'moved' | 'drop';
 

@@ -7,8 +7,11 @@ import { RawClient, ReplyError } from '../harness/raw-client.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { clientFor, startTestProxy } from '../helpers/proxy.js';
 import { waitFor } from '../helpers/wait.js';
+import { CommandTable } from '../../src/commands/command-table.js';
+import { fanOutTargets } from '../../src/routing/fan-out.js';
 
 const sha1 = (s: string) => createHash('sha1').update(s).digest('hex');
+const CONFIG_SET = CommandTable.builtin().lookup([Buffer.from('CONFIG'), Buffer.from('SET')])!;
 
 describe('scripts respool has seen survive NOSCRIPT; CONFIG SET all or nothing (3 primaries + 3 replicas)', () => {
   let cluster: ValkeyCluster;
@@ -31,9 +34,10 @@ describe('scripts respool has seen survive NOSCRIPT; CONFIG SET all or nothing (
    * Until one of `nodes` (default: every live node) answers a direct PING with BUSY: the script
    * just started is running, past busy-reply-threshold (a fixed sleep was not always long enough).
    */
-  async function untilBusy(nodes = cluster.nodes.filter((n) => n.alive)): Promise<void> {
+  async function untilBusy(nodes?: ValkeyNode[]): Promise<void> {
+    const candidates = nodes ?? (await liveNodes());
     await waitFor(async () => {
-      for (const n of nodes) {
+      for (const n of candidates) {
         const r = await cluster.call(n, 'PING');
         if (r instanceof ReplyError && /^BUSY /.test(r.message)) return true;
       }
@@ -41,8 +45,13 @@ describe('scripts respool has seen survive NOSCRIPT; CONFIG SET all or nothing (
     }, 'a node busy running the script', 5000, 20);
   }
 
+  /** The cluster's live nodes, primaries first, as the harness sees them. */
+  async function liveNodes(): Promise<ValkeyNode[]> {
+    return [...(await cluster.primaries()), ...(await cluster.replicas())];
+  }
+
   async function configOnEveryNode(name: string): Promise<string[]> {
-    const live = [...(await cluster.primaries()), ...(await cluster.replicas())];
+    const live = await liveNodes();
     return Promise.all(live.map(async (n) => String(((await cluster.call(n, 'CONFIG', 'GET', name)) as unknown[])[1])));
   }
 
@@ -84,19 +93,19 @@ describe('scripts respool has seen survive NOSCRIPT; CONFIG SET all or nothing (
   });
 
   /**
-   * CONFIG SET goes to every node of respool's topology that is not failed. A stop's CI once saw
-   * one node keep its value: respool's view then lacked a live node. Before the CONFIG SET tests,
-   * that view must name every live node; if it does not yet, refresh it (and say so, with both
-   * lists, so a real cause shows in the log).
+   * CONFIG SET goes to the nodes `fanOutTargets` picks from respool's topology. A stop's CI once
+   * saw one node keep its value: respool's view then lacked a live node. Before the CONFIG SET
+   * tests, those targets must be every live node; if they are not yet, refresh the view (and say
+   * so, with both lists, so a real cause shows in the log).
    */
   async function proxySeesEveryNode(): Promise<void> {
-    const live = [...(await cluster.primaries()), ...(await cluster.replicas())].map((n) => n.port).sort();
-    const seen = () => proxy.refresher.current!.allNodes().filter((n) => n.health !== 'failed' && n.health !== 'fail').map((n) => n.port).sort();
-    if (seen().join() === live.join()) return;
-    console.warn(`respool's topology [${proxy.refresher.current!.allNodes().map((n) => `${n.port}:${n.role}:${n.health}`).join(' ')}] lacks a live node of [${live.join(' ')}]: refreshing`);
+    const live = (await liveNodes()).map((n) => n.port).sort().join(' ');
+    const targets = () => fanOutTargets(CONFIG_SET, proxy.refresher.current!).map((t) => t.node.port).sort().join(' ');
+    if (targets() === live) return;
+    console.warn(`respool's topology [${proxy.refresher.current!.allNodes().map((n) => `${n.port}:${n.role}:${n.health}`).join(' ')}] lacks a live node of [${live}]: refreshing`);
     const deadline = Date.now() + 10_000;
-    while (seen().join() !== live.join()) {
-      if (Date.now() > deadline) throw new Error(`respool's topology names [${seen().join(' ')}], the live nodes are [${live.join(' ')}]`);
+    while (targets() !== live) {
+      if (Date.now() > deadline) throw new Error(`CONFIG SET through respool goes to [${targets()}], the live nodes are [${live}]`);
       await proxy.refresher.refreshNow('periodic');
       await new Promise((r) => setTimeout(r, 200));
     }
