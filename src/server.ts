@@ -36,6 +36,7 @@ import { FleetStore } from './fleet/fleet-store.js';
 import { FleetState, usesFleetState } from './fleet/fleet-state.js';
 import { fleetView } from './fleet/fleet-view.js';
 import { dnsResolver, type PeerResolver } from './fleet/peer-sources.js';
+import { FairAdmission } from './client/fair-admission.js';
 import { ClientPause } from './client/client-pause.js';
 import { MonitorFeed } from './client/monitor-feed.js';
 import { describeClient } from './client/client-address.js';
@@ -248,6 +249,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     pubsub,
     scripts: new ScriptCache(),
     runningScripts: new RunningScripts(),
+    admission: new FairAdmission((lane) => metrics.raw.admission_wait_seconds.labels(lane)),
     clientPause: new ClientPause(),
     monitors: new MonitorFeed(),
     observer,

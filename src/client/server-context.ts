@@ -17,6 +17,7 @@ import type { MonitorFeed } from './monitor-feed.js';
 import type { RequestObserver } from '../observe/request-observer.js';
 import type { NodeSaturation } from '../observe/node-saturation.js';
 import type { BigKeys } from '../observe/big-keys.js';
+import type { FairAdmission } from './fair-admission.js';
 
 /** What a client session needs from the running proxy (kept narrow so sessions stay testable). */
 export interface ServerContext {
@@ -40,6 +41,8 @@ export interface ServerContext {
   readonly runningScripts: RunningScripts;
   /** CLIENT UNBLOCK of a leased connection, sent on a shared link to its node; true if it was blocked. */
   unblockLease(host: string, port: number, clientId: number, how: 'timeout' | 'error'): Promise<boolean>;
+  /** Fair admission: clients with requests left after their slice take turns (client/fair-admission.ts). */
+  readonly admission: FairAdmission;
   /** CLIENT PAUSE over respool's own clients: dispatch checks `active` before each request. */
   readonly clientPause: ClientPause;
   /** MONITOR's clients: dispatch feeds them each request while `active` (monitor-feed.ts, handlers/monitor.ts). */

@@ -37,6 +37,7 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
     maxPendingPerClient: 10_000,
     maxQueryBytesPerClient: 1 * GiB, // Valkey's client-query-buffer-limit
     maxCrossSlotCopyBytes: 16 * MiB, // inputs a read over several slots copies to one node (DUMP payloads)
+    maxMemory: 'auto', // 75% of the container's memory limit, less respool's own footprint; off without a limit
   },
   timeouts: { connectMs: 2000, commandMs: 5000 },
   cluster: {
@@ -102,6 +103,13 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
   },
   pubsub: {
     maxOutputBytesPerClient: 32 * MiB, // Valkey's client-output-buffer-limit pubsub 32mb
+  },
+  admission: {
+    sliceRequests: 64,
+    sliceBytes: 16 * KiB, // Valkey reads 16 KiB of a client per read event (PROTO_IOBUF_LEN)
+    maxInflightPerClient: 128,
+    maxInflightReplyBytesPerClient: 4 * MiB,
+    bulkConnectionsPerNode: 1,
   },
   transactions: {
     crossSlot: 'split', // an application written for one server expects its transactions to run

@@ -11,7 +11,7 @@ import type { UpstreamSetting } from '../acl/upstream-identity.js';
 import { OBSERVABILITY_SWITCHES } from './observability-config.js';
 import { CONFIG_VALIDATOR_FILE } from '../own-files.js';
 import { CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type ReadStrategyName } from './types.js';
-import { ValueProblem, show, suggest, toEnum, toHostPort, toWorkers } from './values.js';
+import { ValueProblem, show, suggest, toEnum, toHostPort, toMaxMemory, toWorkers } from './values.js';
 import { convertListen, toSocketMode, toAdminAddress, readTokenFile, readFirstLine, toAnnounced, toPeersFrom, toZone, toHttpUrl, toNumber, dedupe } from './setting-converters.js';
 
 // The YAML config file (and the RESPOOL_<PATH> variables, env-config.ts, through the same schema
@@ -148,6 +148,10 @@ export function convertSettings(data: unknown, where: string, env: NodeJS.Proces
       });
       out.set('reads.prefixes', prefixes);
     }
+  }
+  const limits = settings.limits as Record<string, unknown> | undefined;
+  if (limits !== undefined && limits !== null && typeof limits === 'object') {
+    set('limits.maxMemory', convert('limits.maxMemory', limits.maxMemory, (v) => toMaxMemory(v)));
   }
   const transactions = settings.transactions as Record<string, unknown> | undefined;
   if (transactions !== undefined && transactions !== null && typeof transactions === 'object') {

@@ -4,7 +4,7 @@ import { ADMIN_TOKEN_ENV, FLAGS, UPSTREAM_PASSWORD_ENV } from './flags.js';
 import { convertHotKeyFlags } from './hot-keys-config.js';
 import { convertTlsFlags } from './tls-config.js';
 import { ConfigError, CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type HostPort } from './types.js';
-import { ValueProblem, show, suggest, toEnum, toHostPort, toWorkers } from './values.js';
+import { ValueProblem, show, suggest, toEnum, toHostPort, toMaxMemory, toWorkers } from './values.js';
 import { convertListen, toSocketMode, toAdminAddress, readTokenFile, toAnnounced, toPeersFrom, toZone, toHttpUrl, toNumber, dedupe } from './setting-converters.js';
 
 // The command line's flags (flags.ts lists them) → a flat map of settings ("limits.maxBulkLength"
@@ -113,6 +113,7 @@ export function convertFlags(values: FlagValues, env: NodeJS.ProcessEnv, problem
   convert('fleet-state', 'cluster.fleetState', (v) => toEnum(v, FLEET_STATE_MODES));
   convert('mode', 'mode', (v) => toEnum(v, MODES));
   convert('workers', 'workers', (v) => toWorkers(v));
+  convert('max-memory', 'limits.maxMemory', (v) => toMaxMemory(v));
   convert('admin', 'admin', (v) => (v === 'off' ? null : toAdminAddress(v)));
   convert('admin-token-file', 'adminToken', (v) => readTokenFile(v));
   if (values['admin-token-file'] === undefined) {

@@ -90,6 +90,14 @@ export const FLAGS: readonly FlagSpec[] = [
   numeric('max-bulk-length', 'limits.maxBulkLength', 'largest bulk string accepted from a client'),
   numeric('max-pending-per-client', 'limits.maxPendingPerClient', 'requests in flight per client'),
   numeric('max-query-bytes-per-client', 'limits.maxQueryBytesPerClient', 'unparsed request bytes buffered per client'),
+  {
+    name: 'max-memory', type: 'string', value: 'auto|SIZE',
+    help: 'ceiling on what respool buffers (clients\' unread replies and queued requests, link buffers); past it the clients '
+      + 'holding the most output are disconnected; auto = 75% of the cgroup memory limit less respool\'s own footprint, 0 = off',
+    default: String(DEFAULT_CONFIG.limits.maxMemory),
+  },
+  numeric('max-inflight-per-client', 'admission.maxInflightPerClient', 'requests one client may have owed at once on the shared links'),
+  numeric('bulk-connections-per-node', 'admission.bulkConnectionsPerNode', 'links per node for bulk clients (deep pipelines, big replies, slow readers); 0 = none'),
   numeric('connect-timeout', 'timeouts.connectMs', 'time to connect to an upstream node'),
   numeric('command-timeout', 'timeouts.commandMs', 'time to wait for an upstream reply'),
   numeric('max-redirects', 'cluster.maxRedirects', 'MOVED/ASK redirects followed per request'),

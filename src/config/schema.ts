@@ -85,6 +85,12 @@ export const NUMERIC_FIELDS: readonly NumericField[] = [
   { path: 'dedicated.maxReplicaStreams', kind: 'integer', min: 0, max: 10_000 },
   // acl: ACL LOG's length (Valkey's acllog-max-len)
   { path: 'acl.logMaxLen', kind: 'integer', min: 0, max: 1_000_000 },
+  // admission: fair turns between clients, their lanes (src/client/fair-admission.ts, lane-class.ts)
+  { path: 'admission.sliceRequests', kind: 'integer', min: 1, max: 1_000_000 },
+  { path: 'admission.sliceBytes', kind: 'size', min: 1, max: 1 * GiB },
+  { path: 'admission.maxInflightPerClient', kind: 'integer', min: 1, max: 10_000_000 },
+  { path: 'admission.maxInflightReplyBytesPerClient', kind: 'size', min: 1, max: 1 * TiB },
+  { path: 'admission.bulkConnectionsPerNode', kind: 'integer', min: 0, max: 64 },
   // pubsub: multiplexed subscriptions (src/pubsub)
   { path: 'pubsub.maxOutputBytesPerClient', kind: 'size', min: 1, max: 1 * TiB },
   // what operators look at (src/observe): -1 turns a log off, as in Valkey
@@ -173,6 +179,18 @@ function readsSchema(): Schema {
           },
         },
       },
+    },
+  };
+}
+
+/** limits: the numeric fields plus maxMemory ("auto" or a size). */
+function limitsSchema(): Schema {
+  const group = numericGroup('limits');
+  return {
+    ...group,
+    properties: {
+      ...(group.properties as Record<string, Schema>),
+      maxMemory: { type: ['integer', 'string'], minimum: 0, pattern: `^auto$|${SIZE_PATTERN.source}`, 'x-expect': 'must be auto or a size like 512mb (0 = off)' },
     },
   };
 }
@@ -298,7 +316,7 @@ export const CONFIG_FILE_SCHEMA: Schema = {
       },
     },
     acl: aclSchema(),
-    limits: numericGroup('limits'),
+    limits: limitsSchema(),
     timeouts: numericGroup('timeouts'),
     cluster: clusterSchema(),
     resilience: numericGroup('resilience'),
@@ -307,6 +325,7 @@ export const CONFIG_FILE_SCHEMA: Schema = {
     hotKeys: HOT_KEYS_SCHEMA,
     dedicated: numericGroup('dedicated'),
     pubsub: numericGroup('pubsub'),
+    admission: numericGroup('admission'),
     // MULTI … EXEC over several slots: split into one block per slot, or refused (CROSSSLOT)
     transactions: {
       type: 'object',
@@ -348,6 +367,7 @@ export interface ConfigFile {
   hotKeys?: Record<string, unknown>;
   dedicated?: Record<string, number | string>;
   pubsub?: Record<string, number | string>;
+  admission?: Record<string, number | string>;
   transactions?: { crossSlot?: string };
   slowlog?: Record<string, number | string>;
   commandlog?: Record<string, number | string>;

@@ -57,6 +57,12 @@ export interface RespoolConfig {
     maxPendingPerClient: number; // in-flight requests per client, default 10_000
     maxQueryBytesPerClient: number; // default 1 GiB (Valkey's client-query-buffer-limit)
     maxCrossSlotCopyBytes: number; // default 16 MiB: what one read over keys in several slots may copy to one node (handlers/cross-slot-read.ts)
+    /**
+     * The ceiling on what respool buffers — clients' unread replies and queued requests, the links'
+     * buffers (session/memory-ceiling.ts): 'auto' (default) = 75% of the cgroup's memory limit less
+     * what respool holds at start, off without a limit; a size; 0 = off.
+     */
+    maxMemory: number | 'auto';
   };
   timeouts: { connectMs: number; commandMs: number }; // defaults 2000, 5000
   cluster: {
@@ -98,6 +104,8 @@ export interface RespoolConfig {
   dedicated: DedicatedConfig;
   /** Multiplexed pub/sub (src/pubsub). */
   pubsub: PubSubConfig;
+  /** Fair admission between clients and their lanes on the shared links (src/client/fair-admission.ts, lane-class.ts). */
+  admission: AdmissionConfig;
   /** respool's own slow log (SLOWLOG, COMMANDLOG slow; src/observe). */
   slowlog: SlowlogConfig;
   /** COMMANDLOG large-request / large-reply. */
@@ -140,6 +148,18 @@ export interface DedicatedConfig {
   idleMs: number; // default 30000: an idle leased connection kept this long for reuse, then closed
   blockMarginMs: number; // default 5000: a blocking command's lease deadline is its own timeout plus this
   maxReplicaStreams: number; // default 4: clients attached with SYNC / PSYNC at once (each makes every primary save a snapshot)
+}
+
+export interface AdmissionConfig {
+  /** Requests one client hands on per turn (default 64), and their bytes (default 16 KiB, Valkey's per-read slice). */
+  sliceRequests: number;
+  sliceBytes: number;
+  /** Requests one client may have owed at once on the shared links (default 128): a deep pipeline waits in its own buffer. */
+  maxInflightPerClient: number;
+  /** Reply bytes one client may have coming at once, by its average reply size (default 4 MiB). */
+  maxInflightReplyBytesPerClient: number;
+  /** Links per node (and protocol, role, database) for bulk clients — deep pipelines, big replies, slow readers; default 1, 0 = none (they share the others). */
+  bulkConnectionsPerNode: number;
 }
 
 export interface PubSubConfig {

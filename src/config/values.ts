@@ -127,6 +127,12 @@ export function toWorkers(value: unknown): number | 'auto' {
   throw new ValueProblem(`expected a number of processes (1..64) or auto (got ${show(value)})`);
 }
 
+/** limits.maxMemory: "auto", or a size (0 = off). */
+export function toMaxMemory(value: unknown): number | 'auto' {
+  if (value === 'auto') return 'auto';
+  return toSize(value, { min: 0, max: 1024 * TiB });
+}
+
 export function toEnum<T extends string>(value: unknown, allowed: readonly T[]): T {
   if (typeof value === 'string' && (allowed as readonly string[]).includes(value)) return value as T;
   const hint = typeof value === 'string' ? suggest(value, allowed) : undefined;

@@ -284,6 +284,29 @@ export const METRIC_DEFINITIONS = {
     labelNames: [],
   },
 
+  // fair admission and lanes (src/client/fair-admission.ts, src/client/lane-class.ts)
+  admission_wait_seconds: {
+    type: 'histogram',
+    help: 'How long a client with requests left after its slice waited for its next turn (client/fair-admission.ts), by the lane class it was in (interactive, bulk).',
+    labelNames: ['class'],
+    buckets: LATENCY_BUCKETS_SECONDS,
+  },
+  admission_backlog_clients: {
+    type: 'gauge',
+    help: 'Clients with requests waiting in their own buffer (for their turn, or for their own replies: the per-client window), by lane class; sampled each second.',
+    labelNames: ['class'],
+  },
+  admission_backlog_bytes: {
+    type: 'gauge',
+    help: 'Request bytes waiting in clients\' own buffers to be handed on, by lane class; sampled each second.',
+    labelNames: ['class'],
+  },
+  upstream_link_inflight_requests: {
+    type: 'gauge',
+    help: 'Requests written on the shared links and not yet answered, per node and lane (interactive links, bulk links); sampled each second.',
+    labelNames: ['node', 'lane'],
+  },
+
   // leased connections (WATCH transactions, blocking commands)
   leased_connections: {
     type: 'gauge',

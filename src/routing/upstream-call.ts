@@ -22,6 +22,8 @@ export interface CallClient {
    */
   linkPlace?: number;
   readonly pending?: number;
+  /** A client session's lane (client/lane-class.ts): its requests take the node's bulk links. */
+  readonly bulk?: boolean;
   readonly closed: boolean;
 }
 

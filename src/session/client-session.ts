@@ -14,6 +14,8 @@ import { ClientState } from '../client/client-state.js';
 import type { UpstreamIdentity } from '../acl/upstream-identity.js';
 import { readClientSocket } from './shared-reads.js';
 import { holdClock, releaseClock } from '../util/read-clock.js';
+import type { AdmittedClient } from '../client/fair-admission.js';
+import { laneClass, type LaneClass } from '../client/lane-class.js';
 
 /**
  * What a session costs before and between requests (a connection storm, idle clients): one
@@ -31,6 +33,13 @@ function argvBytesOf(frame: RequestFrame): number {
   return n;
 }
 
+/**
+ * How far ahead of its turn a client's socket is read: past this many request bytes waiting to be
+ * handed on (a deep pipeline), reading stops until half of it went (TCP back-pressure holds the
+ * rest in the client's socket, as Valkey's 16 KiB reads do). A request still arriving is read on.
+ */
+const READ_AHEAD_BYTES = 256 * 1024;
+
 /** 'close' follows an error; a client's reset is not respool's error. */
 function ignoreSocketError(): void {}
 
@@ -40,6 +49,11 @@ function ignoreSocketError(): void {}
  * What it decides is the order: which request is handed on next, and when.
  *
  *   replies  : one entry per request, in the order the requests arrived (ReplyQueue)
+ *   turns    : requests are handed on one slice at a time, the rest when the client's turn comes
+ *             again (client/fair-admission.ts), while the client owes fewer replies than its
+ *             window (admission.maxInflightPerClient, and its share of reply bytes); requests not
+ *             handed on wait in the framer (its own buffer), read at most READ_AHEAD_BYTES ahead
+ *   lane     : which of a node's links its requests take when placed afresh (client/lane-class.ts)
  *   barrier  : while a handler runs exclusively (a leased connection: WATCH, blocking commands),
  *             no later request is handled until the replies before and of it are written
  *   bound    : at most limits.maxPendingPerClient entries; at the bound the session stops
@@ -48,18 +62,24 @@ function ignoreSocketError(): void {}
  *             clients.maxOutputBytesPerClient; past it the client is disconnected (like Valkey's
  *             client-output-buffer-limit), so a client that stops reading cannot hold memory.
  *             Past half of it (at most 4 MiB) the session stops reading that client's requests
- *             until the socket drains: a slow reader stops adding work to the shared links; if it
- *             does not drain within clients.outputStallMs, the client is disconnected too.
+ *             and hands none on until the socket drains: a slow reader adds no work to the shared
+ *             links and holds only its own bytes (never a link: the links are always read, its
+ *             replies come to its output as they arrive); if it does not drain within
+ *             clients.outputStallMs, the client is disconnected too. Across all clients,
+ *             limits.maxMemory disconnects the ones holding the most (session/memory-ceiling.ts).
  *   idle     : clients.idleTimeoutMs without traffic and nothing pending closes the connection.
  *   close    : a client that closes its side with nothing owed is closed at once (onEnd).
  */
-export class ClientSession implements DispatchedSession {
+export class ClientSession implements DispatchedSession, AdmittedClient {
   readonly id: number;
   readonly state: ClientState;
   closed = false;
   readonly createdAt = Date.now();
   /** Its place on every node's links (NodePool.placeFor); -1 until its first request upstream. */
   linkPlace = -1;
+  /** Waiting in the admission ring for its next slice (fair-admission.ts), and since when. */
+  waitingTurn = false;
+  waitingSince = 0;
 
   private readonly framer: RequestFramer;
   private readonly replies = new ReplyQueue();
@@ -70,6 +90,11 @@ export class ClientSession implements DispatchedSession {
   private readingPaused = false;
   /** Reading paused because the client is not reading its replies (see `output` above). */
   private outputPaused = false;
+  /** Reading paused because READ_AHEAD_BYTES of requests wait for their turn (see `turns` above). */
+  private backlogged = false;
+  /** Replies written so far and their running average size (the byte window, the lane). */
+  private repliesWritten = 0;
+  private replyAverage = 0;
   private closeWhenFlushed = false;
   private readonly writer: BatchedWriter;
   /** Sizes of the pub/sub pushes queued behind owed replies, oldest first, and their sum (see push()); made on first use. */
@@ -131,6 +156,27 @@ export class ClientSession implements DispatchedSession {
     return this.replies.length;
   }
 
+  /** The lane of its next placement on a node's links (client/lane-class.ts). */
+  get laneClass(): LaneClass {
+    return laneClass({
+      queuedBytes: this.framer.bufferedBytes,
+      sliceBytes: this.ctx.config.admission.sliceBytes,
+      replies: this.repliesWritten,
+      replyAverage: this.replyAverage,
+      outputHeld: this.outputPaused,
+    });
+  }
+
+  /** NodePool.placeFor: its requests go on the node's bulk links. */
+  get bulk(): boolean {
+    return this.laneClass === 'bulk';
+  }
+
+  /** Its turn came (fair-admission.ts): one more slice. */
+  takeTurn(): void {
+    if (!this.closed) this.processFrames();
+  }
+
   get address(): string {
     // A Unix socket client has no address: Valkey shows the socket's path and port 0.
     if (this.socket.remoteAddress === undefined) return `${this.ctx.config.unixSocket ?? ''}:0`;
@@ -157,6 +203,7 @@ export class ClientSession implements DispatchedSession {
 
   /** Entries report here when filled; the head (and what is done behind it) is written. */
   onEntryDone(entry: ReplyEntry): void {
+    if (this.closed) return; // nobody to write it to: not even copied
     if (this.replies.isHead(entry)) {
       this.flushHead();
     } else if (entry.reply !== null) {
@@ -249,8 +296,8 @@ export class ClientSession implements DispatchedSession {
 
   private liftBarrier(): void {
     this.barrier = false;
-    if (!this.readingPaused) this.processFrames();
-    else this.maybeResumeReading();
+    this.processFrames();
+    this.maybeResumeReading();
   }
 
   /** Closes after every queued reply has been written (QUIT, protocol errors). */
@@ -267,18 +314,39 @@ export class ClientSession implements DispatchedSession {
       this.bytesIn += chunk.length;
       if (this.ctx.metrics !== undefined) this.ctx.metrics.traffic.clientIn += chunk.length;
       this.framer.push(chunk);
-      this.processFrames();
+      // Waiting for its turn: its first slice of this turn was handed on already.
+      if (this.waitingTurn) this.checkQueryBytes();
+      else this.processFrames();
     } finally {
       releaseClock();
     }
   }
 
+  /**
+   * Hands this client's requests to dispatch: one slice (admission.sliceRequests / sliceBytes), while
+   * its window allows; what is left waits for its next turn (fair-admission.ts) or its replies.
+   */
   private processFrames(): void {
-    const { maxPendingPerClient, maxQueryBytesPerClient } = this.ctx.config.limits;
+    const { sliceRequests, sliceBytes } = this.ctx.config.admission;
+    let framesLeft = false;
     try {
       if (this.held !== null && !this.releaseHeld()) return;
+      let count = 0;
+      let bytes = 0;
       let frame: RequestFrame | null;
-      while (this.replies.length < maxPendingPerClient && !this.closeWhenFlushed && !this.barrier && (frame = this.framer.next()) !== null) {
+      for (;;) {
+        if (!this.mayDispatch()) {
+          framesLeft = this.framer.bufferedBytes > 0;
+          break;
+        }
+        if (count >= sliceRequests || bytes >= sliceBytes) {
+          framesLeft = true;
+          this.ctx.admission.wantTurn(this);
+          break;
+        }
+        if ((frame = this.framer.next()) === null) break; // at most a request still arriving
+        count++;
+        bytes += frame.raw.length;
         if (!dispatch(this, frame)) return this.holdForPause(frame); // CLIENT PAUSE holds it
       }
     } catch (err) {
@@ -288,13 +356,41 @@ export class ClientSession implements DispatchedSession {
       this.closeAfterReplies();
       return;
     }
-    if (this.framer.bufferedBytes > maxQueryBytesPerClient) {
-      this.ctx.metrics?.protocolErrors.inc();
-      this.replyNow(encodeError(ProxyError.queryBufferExceeded(this.framer.bufferedBytes, maxQueryBytesPerClient)));
-      this.closeAfterReplies();
-      return;
+    if (!this.checkQueryBytes()) return;
+    // Read ahead of its turns only so far: the rest stays in the client's socket (TCP back-pressure).
+    if (framesLeft && this.framer.bufferedBytes >= READ_AHEAD_BYTES) {
+      this.backlogged = true;
+      this.pauseReading();
+    } else if (this.backlogged && (!framesLeft || this.framer.bufferedBytes < READ_AHEAD_BYTES / 2)) {
+      this.backlogged = false;
+      this.maybeResumeReading();
     }
-    if (this.replies.length >= maxPendingPerClient) this.pauseReading();
+    if (this.replies.length >= this.ctx.config.limits.maxPendingPerClient) this.pauseReading();
+  }
+
+  /** Whether its next request may be handed on now: no barrier, output drained, replies owed within its window. */
+  private mayDispatch(): boolean {
+    return !this.closeWhenFlushed && !this.barrier && !this.outputPaused && this.replies.length < this.window();
+  }
+
+  /**
+   * Replies it may owe at once: admission.maxInflightPerClient, fewer when its replies are big (its
+   * share of admission.maxInflightReplyBytesPerClient at its average reply size), at least one.
+   */
+  private window(): number {
+    const { maxInflightPerClient, maxInflightReplyBytesPerClient } = this.ctx.config.admission;
+    const byBytes = this.replyAverage > 0 ? Math.floor(maxInflightReplyBytesPerClient / this.replyAverage) : maxInflightPerClient;
+    return Math.max(1, Math.min(maxInflightPerClient, byBytes, this.ctx.config.limits.maxPendingPerClient));
+  }
+
+  /** Past limits.maxQueryBytesPerClient of unhandled request bytes: an error, then close (false). */
+  private checkQueryBytes(): boolean {
+    const max = this.ctx.config.limits.maxQueryBytesPerClient;
+    if (this.framer.bufferedBytes <= max) return true;
+    this.ctx.metrics?.protocolErrors.inc();
+    this.replyNow(encodeError(ProxyError.queryBufferExceeded(this.framer.bufferedBytes, max)));
+    this.closeAfterReplies();
+    return false;
   }
 
   /**
@@ -333,6 +429,13 @@ export class ClientSession implements DispatchedSession {
   resumeAfterPause(): void {
     if (this.closed || this.held === null) return;
     this.processFrames();
+    this.maybeResumeReading();
+  }
+
+  /** Replies left or output drained: requests waiting in its buffer get a turn, reading may resume. */
+  private wake(): void {
+    if (this.closed) return;
+    if (!this.waitingTurn && this.held === null && this.framer.bufferedBytes > 0 && this.mayDispatch()) this.ctx.admission.wantTurn(this);
     this.maybeResumeReading();
   }
 
@@ -388,12 +491,15 @@ export class ClientSession implements DispatchedSession {
         return;
       }
     }
-    this.maybeResumeReading();
+    this.wake();
   }
 
   /** Called by the reply queue for each reply leaving its head, in order. */
   writeReply(reply: Buffer): void {
-    if (!this.closed) this.write(reply);
+    if (this.closed) return;
+    const n = ++this.repliesWritten;
+    this.replyAverage += (reply.length - this.replyAverage) / (n < 8 ? n : 8); // the last ~8 replies
+    this.write(reply);
   }
 
   /** Replies produced while handling one upstream chunk leave in one write (BatchedWriter); `now`: a push, sent at once when nothing is batched before it. */
@@ -419,7 +525,7 @@ export class ClientSession implements DispatchedSession {
     this.writer.whenSent(() => {
       clearTimeout(stall);
       this.outputPaused = false;
-      this.maybeResumeReading();
+      this.wake();
     });
   }
 
@@ -480,13 +586,12 @@ export class ClientSession implements DispatchedSession {
     this.socket.pause();
   }
 
-  /** Reads again once neither bound holds it back: pending replies at half the limit, output drained. */
+  /** Reads again once no bound holds it back: pending replies at half the limit, output drained, no backlog of requests. */
   private maybeResumeReading(): void {
-    if (!this.readingPaused || this.outputPaused || this.closeWhenFlushed || this.closed || this.barrier || this.held !== null) return;
+    if (!this.readingPaused || this.outputPaused || this.backlogged || this.closeWhenFlushed || this.closed || this.barrier || this.held !== null) return;
     if (this.replies.length > this.ctx.config.limits.maxPendingPerClient / 2) return;
     this.readingPaused = false;
     this.socket.resume();
-    this.processFrames(); // frames already buffered before the pause
   }
 
   private handleClose(): void {

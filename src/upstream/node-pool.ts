@@ -17,7 +17,10 @@ export interface NodePoolLimits {
 }
 
 export interface NodePoolOptions extends Omit<LinkOptions, 'host' | 'port'> {
+  /** Interactive links (connectionsPerNode). */
   size: number;
+  /** Bulk links after them (admission.bulkConnectionsPerNode; 0: bulk clients share the interactive ones). */
+  bulkSize?: number;
   metrics?: Metrics;
   role: 'primary' | 'replica';
   /** Shared by every pool to this node address: circuit, dial budget, retry budget. */
@@ -48,14 +51,17 @@ function backedUp(link: Link, limits: NodePoolLimits): boolean {
 /**
  * A fixed number of pipelined links to one node for one protocol (and database), shared by
  * every client.
- * The pool never holds more than `size` links, whatever the number of clients: that is the
- * point of respool. A client's requests go to its place (`affinity`: placeFor's choice, which
- * keeps every client on the first link until that link is backed up) while that link is usable —
- * Valkey runs one connection's commands in order, so a client's pipelined SET then GET must
- * travel on one link; requests without affinity go to the open link with the fewest outstanding
- * requests.
+ * The pool never holds more than `size` + `bulkSize` links, whatever the number of clients: that
+ * is the point of respool. A client's requests go to its place (`affinity`: placeFor's choice,
+ * which keeps every client on the first link of its lane until that link is backed up) while that
+ * link is usable — Valkey runs one connection's commands in order, so a client's pipelined SET
+ * then GET must travel on one link; requests without affinity go to the open interactive link
+ * with the fewest outstanding requests.
  *
- *   links   : `size` places; an empty or closed place is dialed when a request is placed on it,
+ *   lanes   : places [0, size) are the interactive links, [size, size + bulkSize) the bulk links
+ *             (client/lane-class.ts: deep pipelines, big replies, slow readers), so an
+ *             interactive client's reply never queues behind a bulk client's on one link
+ *   links   : `size` + `bulkSize` places; an empty or closed place is dialed when a request is placed on it,
  *             so a second link opens only when the first is backed up; when the node's
  *             circuit allows a dial (NodeHealth: free while healthy; after a failure one probe
  *             at a time, backoff-spaced and budgeted per node address)
@@ -80,13 +86,17 @@ export class NodePool {
   private readonly health: NodeHealth;
   private readonly limits: NodePoolLimits;
 
+  /** Interactive places: [0, size); bulk places: [size, links.length). */
+  private readonly size: number;
+
   constructor(
     readonly host: string,
     readonly port: number,
     private readonly options: NodePoolOptions,
   ) {
     this.address = `${host}:${port}`;
-    this.links = new Array<Link | null>(options.size).fill(null);
+    this.size = options.size;
+    this.links = new Array<Link | null>(options.size + (options.bulkSize ?? 0)).fill(null);
     this.health = options.health;
     this.limits = options.limits;
   }
@@ -312,15 +322,16 @@ export class NodePool {
   }
 
   /**
-   * The client's own link (affinity ≥ 0) once some link is open and its own is usable (a link
-   * still connecting queues the request itself, in order), else the ready link with the least
-   * outstanding work; null when no link is open. Refills empty places when the circuit allows.
+   * The client's own link (affinity ≥ 0) when it is open, or once some interactive link is open and
+   * its own is usable (a link still connecting queues the request itself, in order), else the
+   * ready interactive link with the least outstanding work; null when none is open. Refills empty
+   * places when the circuit allows.
    */
   private pick(affinity: number): Link | null {
     if (this.closed) return null;
-    const size = this.links.length;
+    const size = this.size;
     // Only the place asked for is (re)dialed: further links open when placeFor spills onto them.
-    const want = affinity >= 0 ? affinity % size : 0;
+    const want = affinity < 0 ? 0 : affinity < this.links.length ? affinity : affinity % size;
     let own = this.links[want] ?? null;
     if (own === null || own.state === 'closed') own = this.refill(want);
     let best: Link | null = null;
@@ -329,7 +340,7 @@ export class NodePool {
       if (link == null || link.state !== 'ready') continue;
       if (best === null || link.inflightCount < best.inflightCount) best = link;
     }
-    if (best !== null && affinity >= 0 && own !== null && own.state !== 'closed') return own;
+    if (affinity >= 0 && own !== null && (own.state === 'ready' || (best !== null && own.state !== 'closed'))) return own;
     return best;
   }
 
@@ -344,15 +355,19 @@ export class NodePool {
    * the links before it are backed up (backedUp). A caller that is not a client session (no
    * `pending`) keeps its id as its place.
    */
-  placeFor(client: { readonly id: number; linkPlace?: number; readonly pending?: number }): number {
+  placeFor(client: { readonly id: number; linkPlace?: number; readonly pending?: number; readonly bulk?: boolean }): number {
     const pending = client.pending;
-    if (pending === undefined) return client.id;
+    if (pending === undefined) return client.id % this.size;
     const place = client.linkPlace ?? -1;
     if (pending > 1 && place >= 0) return place;
     const links = this.links;
+    // Its lane (client/lane-class.ts): the bulk places when it is bulk and the pool has any.
+    const bulk = links.length > this.size && client.bulk === true;
+    const from = bulk ? this.size : 0;
+    const to = bulk ? links.length : this.size;
     let next = -1;
     let least = Infinity;
-    for (let i = 0; i < links.length; i++) {
+    for (let i = from; i < to; i++) {
       const link = links[i];
       if (link == null || link.state !== 'ready' || !backedUp(link, this.limits)) {
         next = i;

@@ -123,6 +123,7 @@ export class UpstreamPools {
       const hooks = this.identityHooks;
       pool = new NodePool(host, port, {
         size: this.config.connectionsPerNode,
+        bulkSize: this.config.admission.bulkConnectionsPerNode,
         protocol,
         // A replica link needs READONLY to serve reads; an identity that may not run it only gets
         // whole-node commands there (fan-out: SCRIPT LOAD …), its reads go to primaries (router.ts).

@@ -25,6 +25,7 @@ export async function startTestProxy(
     clients: { ...base.clients, ...(overrides.clients ?? {}) },
     reads: { ...base.reads, ...(overrides.reads ?? {}) },
     dedicated: { ...base.dedicated, ...(overrides.dedicated ?? {}) },
+    admission: { ...base.admission, ...(overrides.admission ?? {}) },
   } as RespoolConfig;
   const log = pino({ level: process.env['RESPOOL_TEST_LOG'] ?? 'silent' });
   return startProxy(config, { ...start, log });

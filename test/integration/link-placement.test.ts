@@ -1,6 +1,8 @@
-// Where clients' requests go among a node's links (NodePool.placeFor, issue 23): every client on
-// ONE link while it keeps up, so the node reads many requests per read; a second link only when
-// the first is backed up; a client with requests outstanding keeps its link (order).
+// Where clients' requests go among a node's links (NodePool.placeFor, issue 23): every client of a
+// lane (client/lane-class.ts) on ONE link while it keeps up, so the node reads many requests per
+// read; a second link of the lane only when the first is backed up; a client with requests
+// outstanding keeps its link (order); a deep pipeline on the bulk link, never ahead of a quiet
+// client's request (issue 37).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandalone, type ValkeyNode } from '../harness/valkey-processes.js';
 import { startFakeValkey, type FakeValkey } from '../helpers/fake-valkey.js';
@@ -36,25 +38,73 @@ describe('link placement', () => {
     await node?.stop();
   });
 
-  it('200 clients, pipelined and not, all on one link; each client\'s replies in its order', async () => {
+  it('200 clients, pipelined and not, on one link per lane; each client\'s replies in its order', async () => {
     const conns = await Promise.all(Array.from({ length: 200 }, () => RawConnection.connect(proxy.address.port)));
     await Promise.all(conns.map(async (c, i) => {
-      // A pipeline of writes then reads of the client's own key: the reads see the writes.
-      const cmds: string[][] = [];
-      for (let k = 0; k < 20; k++) cmds.push(['SET', `place:${i}`, String(k)], ['GET', `place:${i}`]);
-      c.write(Buffer.concat(cmds.map((x) => encodeCommand(x))));
-      for (let k = 0; k < 20; k++) {
-        expect(await c.read()).toBe('+OK\r\n');
-        expect(await c.read()).toBe(`$${String(k).length}\r\n${k}\r\n`);
+      // Half pipeline writes then reads of their own key (the reads see the writes), half send one at a time.
+      if (i % 2 === 0) {
+        const cmds: string[][] = [];
+        for (let k = 0; k < 20; k++) cmds.push(['SET', `place:${i}`, String(k)], ['GET', `place:${i}`]);
+        c.write(Buffer.concat(cmds.map((x) => encodeCommand(x))));
+        for (let k = 0; k < 20; k++) {
+          expect(await c.read()).toBe('+OK\r\n');
+          expect(await c.read()).toBe(`$${String(k).length}\r\n${k}\r\n`);
+        }
+      } else {
+        for (let k = 0; k < 20; k++) {
+          expect(await c.call('SET', `place:${i}`, String(k))).toBe('+OK\r\n');
+          expect(await c.call('GET', `place:${i}`)).toBe(`$${String(k).length}\r\n${k}\r\n`);
+        }
       }
     }));
-    expect(await respoolLinks(node)).toBe(1);
+    expect(await respoolLinks(node)).toBe(2); // the interactive link and the bulk link
     for (const c of conns) c.close();
   });
 
+  it('with no bulk links (admission.bulkConnectionsPerNode 0) every client shares one link', async () => {
+    const before = await respoolLinks(node);
+    const one = await startTestProxy([node], { mode: 'standalone', connectionsPerNode: 2, admission: { bulkConnectionsPerNode: 0 } } as never);
+    const conns = await Promise.all(Array.from({ length: 50 }, () => RawConnection.connect(one.address.port)));
+    await Promise.all(conns.map(async (c, i) => {
+      c.write(Buffer.concat(Array.from({ length: 20 }, (_, k) => encodeCommand(['SET', `one:${i}`, String(k)]))));
+      for (let k = 0; k < 20; k++) expect(await c.read()).toBe('+OK\r\n');
+      expect(await c.call('GET', `one:${i}`)).toBe('$2\r\n19\r\n');
+    }));
+    expect((await respoolLinks(node)) - before).toBe(1);
+    for (const c of conns) c.close();
+    await one.close();
+  });
+
+  it('a deep pipeline goes to the bulk link: a quiet client is answered while the node does not read it', async () => {
+    const fakeNode = await startFakeValkey('answer');
+    const lanes = await startTestProxy([{ host: '127.0.0.1', port: fakeNode.port }], { mode: 'standalone', timeouts: { commandMs: 20_000 } } as never);
+    try {
+      const quiet = await RawConnection.connect(lanes.address.port);
+      expect(await quiet.call('GET', 'warm')).toBe('$4\r\nwarm\r\n');
+      expect(fakeNode.connections()).toBe(1);
+      // A loader's 16 MiB pipeline goes to a link of its own (the bulk lane), where the node stops reading.
+      fakeNode.mode = 'deaf'; // a connection that gets a data command now stalls for good (and stops reading)
+      const loader = await RawConnection.connect(lanes.address.port);
+      const big = 'x'.repeat(1024 * 1024);
+      loader.write(Buffer.concat(Array.from({ length: 16 }, (_, i) => encodeCommand(['SET', `big:${i}`, big]))));
+      await waitFor(() => fakeNode.connections() === 2, 'the bulk link dialed', 5000);
+      await waitFor(() => bulkUnsent(lanes, fakeNode.port) > 256 * 1024, 'the bulk link backed up', 10_000);
+      fakeNode.mode = 'answer'; // for connections that did not stall: the quiet client's
+      // The quiet client's link was never behind the loader's: answered at once, no new link.
+      expect(await quiet.call('GET', 'still')).toBe('$5\r\nstill\r\n');
+      expect(fakeNode.connections()).toBe(2);
+      quiet.close();
+      loader.close();
+    } finally {
+      await lanes.close();
+      await fakeNode.close();
+    }
+  }, 30_000);
+
   it('a second link opens when the first is backed up (a node that stopped reading), and serves the next client', async () => {
     fake = await startFakeValkey('answer');
-    deaf = await startTestProxy([{ host: '127.0.0.1', port: fake.port }], { mode: 'standalone', connectionsPerNode: 2, timeouts: { commandMs: 20_000 } } as never);
+    // One lane: the big writer and the next client share the interactive links (bulk links: the test above).
+    deaf = await startTestProxy([{ host: '127.0.0.1', port: fake.port }], { mode: 'standalone', connectionsPerNode: 2, admission: { bulkConnectionsPerNode: 0 }, timeouts: { commandMs: 20_000 } } as never);
     const first = await RawConnection.connect(deaf.address.port);
     expect(await first.call('GET', 'warm')).toBe('$4\r\nwarm\r\n');
     expect(fake.connections()).toBe(1);
@@ -72,6 +122,12 @@ describe('link placement', () => {
     second.close();
   }, 30_000);
 });
+
+/** Bytes the kernel has not taken on the pool's (first) bulk link: after connectionsPerNode (2) interactive places. */
+function bulkUnsent(proxy: RespoolProxy, port: number): number {
+  const pool = proxy.pools.get('127.0.0.1', port, 2) as unknown as { links: Array<{ unsentBytes: number } | null> };
+  return pool.links[2]?.unsentBytes ?? 0;
+}
 
 function unsent(proxy: RespoolProxy, port: number): number {
   const pool = proxy.pools.get('127.0.0.1', port, 2) as unknown as { links: Array<{ unsentBytes: number } | null> };

@@ -129,8 +129,9 @@ describe('client sessions: authentication, limits, timeouts', () => {
     const proxy = await startTestProxy([{ host: '127.0.0.1', port: silent.port }], {
       mode: 'standalone',
       connectionsPerNode: 1,
+      admission: { bulkConnectionsPerNode: 0 }, // one link: the one that times out and is replaced
       timeouts: { connectMs: 1000, commandMs: 300 },
-    });
+    } as never);
     const raw = await RawConnection.connect(proxy.address.port);
     raw.send('GET', 'a');
     raw.send('PING'); // answered locally, but must wait for the GET's answer to keep order

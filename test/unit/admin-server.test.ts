@@ -55,6 +55,10 @@ function touchEverything(m: Metrics): void {
   m.raw.client_disconnects_total.labels('idle_timeout').inc();
   m.raw.queue_depth.labels('accept').set(3);
   m.raw.upstream_inflight_bytes.set(100);
+  m.raw.admission_wait_seconds.labels('bulk').observe(0.001);
+  m.raw.admission_backlog_clients.labels('bulk').set(1);
+  m.raw.admission_backlog_bytes.labels('bulk').set(1024);
+  m.raw.upstream_link_inflight_requests.labels('127.0.0.1:7000', 'bulk').set(5);
   // hot keys (issue 3)
   m.raw.hotkeys_node_request_share.labels('127.0.0.1:7000').set(0.9);
   m.raw.hotkeys_top_key_share.labels('1', 'hot').set(0.9);

@@ -1,60 +1,17 @@
-import { Duplex } from 'node:stream';
 import type net from 'node:net';
-import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { ClientSession } from '../../src/session/client-session.js';
-import { Router } from '../../src/routing/router.js';
-import { Topology, type ClusterNode } from '../../src/cluster/topology.js';
-import type { TopologyRefresher } from '../../src/cluster/topology-refresher.js';
-import type { UpstreamPools } from '../../src/upstream/upstream-pools.js';
+import type { ClusterNode } from '../../src/cluster/topology.js';
 import type { Link, LinkRequest } from '../../src/upstream/link.js';
-import { CommandTable } from '../../src/commands/command-table.js';
-import { UserDirectory } from '../../src/acl/user-directory.js';
-import { ClientPause } from '../../src/client/client-pause.js';
-import { MonitorFeed } from '../../src/client/monitor-feed.js';
-import { ScriptCache } from '../../src/scripts/script-cache.js';
-import { RunningScripts } from '../../src/scripts/running-scripts.js';
-import type { ServerContext } from '../../src/client/server-context.js';
-import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import type { RespoolConfig } from '../../src/config/types.js';
+import { FakeClientSocket, fakeContext, fakeSession } from '../helpers/fake-session.js';
 import { ProxyError } from '../../src/errors.js';
 
 // One ClientSession over a fake socket, with the real dispatch and router in front of fake
 // pools (no server): replies in request order whatever order the node answers in, the pending
 // bound and its backpressure, the query and output bounds, NOAUTH, and CLIENT PAUSE's hold.
 
-const table = CommandTable.builtin();
 const NODE: ClusterNode = { id: 'n', host: '10.0.0.5', port: 6379, address: '10.0.0.5:6379', role: 'primary', health: 'online', zone: null, replicationOffset: 0 };
-
-/** The client's end: what respool wrote to it, and whether respool reads it. */
-class FakeClientSocket extends Duplex {
-  readonly received: Buffer[] = [];
-  /** false: the client stops reading (writes are never acknowledged). */
-  reads = true;
-  /** Times respool resumed reading this socket. */
-  resumed = 0;
-  private held: Array<() => void> = [];
-  constructor() {
-    super({ highWaterMark: 64 });
-  }
-  override _read(): void {}
-  override _write(chunk: Buffer, _enc: BufferEncoding, done: (error?: Error | null) => void): void {
-    this.received.push(Buffer.from(chunk));
-    if (this.reads) done();
-    else this.held.push(() => done());
-  }
-  override resume(): this {
-    this.resumed++;
-    return super.resume();
-  }
-  /** The client sends bytes. */
-  send(text: string): void {
-    this.emit('data', Buffer.from(text, 'latin1'));
-  }
-  text(): string {
-    return Buffer.concat(this.received).toString('latin1');
-  }
-}
 
 /** The node's side, as the router reaches it: every call it sends, to answer by hand. */
 class FakePools {
@@ -71,32 +28,9 @@ class FakePools {
 }
 
 function newSession(tune: (c: RespoolConfig) => void = () => {}, users: RespoolConfig['users'] = []) {
-  const config = structuredClone(DEFAULT_CONFIG) as RespoolConfig;
-  config.users = users;
-  tune(config);
   const pools = new FakePools();
-  const refresher = { current: Topology.standalone(NODE.host, NODE.port), requestRefresh() {}, install() {} };
-  const router = new Router(refresher as unknown as TopologyRefresher, pools as unknown as UpstreamPools, config.cluster, pino({ level: 'silent' }));
-  const closed: ClientSession[] = [];
-  let ids = 0;
-  const ctx = {
-    config,
-    router,
-    log: pino({ level: 'silent' }),
-    users: new UserDirectory(config, () => table, () => []),
-    clientPause: new ClientPause(),
-    monitors: new MonitorFeed(),
-    scripts: new ScriptCache(),
-    runningScripts: new RunningScripts(),
-    commands: () => table,
-    isCluster: () => false,
-    nextClientId: () => ++ids,
-    onSessionClosed: (s: ClientSession) => closed.push(s),
-    sessions: () => [],
-    sessionById: () => undefined,
-  } as unknown as ServerContext;
-  const socket = new FakeClientSocket();
-  const session = new ClientSession(socket as unknown as net.Socket, ctx);
+  const { ctx, closed } = fakeContext(pools, NODE, tune, users);
+  const { session, socket } = fakeSession(ctx);
   return { session, socket, pools, closed, ctx };
 }
 
@@ -118,7 +52,7 @@ describe('ClientSession (fake socket, fake pools, no server)', () => {
     expect(socket.text()).toBe('$1\r\nA\r\n$1\r\nB\r\n+PONG\r\n');
   });
 
-  it('stops reading at limits.maxPendingPerClient and reads again once half have drained', async () => {
+  it('stops reading at limits.maxPendingPerClient, hands on a buffered request per reply, reads again once half have drained', async () => {
     const { session, socket, pools } = newSession((c) => (c.limits.maxPendingPerClient = 4));
     const resumedAtStart = socket.resumed; // a 'data' listener resumes a Readable once
     socket.send(Array.from({ length: 10 }, (_, i) => cmd('GET', `k${i}`)).join(''));
@@ -127,15 +61,21 @@ describe('ClientSession (fake socket, fake pools, no server)', () => {
     expect(socket.isPaused()).toBe(true);
     pools.answer(0, ':0\r\n');
     await turn();
-    expect(pools.sent.length).toBe(4); // 3 pending > half of 4: still held back
+    expect(pools.sent.length).toBe(5); // a reply came: the next buffered request takes its place in the window
+    expect(pools.sent[4]!.raw).toBe(cmd('GET', 'k4'));
+    expect(socket.resumed).toBe(resumedAtStart); // 3 owed > half of 4: not read further
+    for (let i = 1; i < 6; i++) {
+      pools.answer(i, `:${i}\r\n`);
+      await turn();
+    }
+    expect(pools.sent.map((s) => s.raw).slice(4)).toEqual([4, 5, 6, 7, 8, 9].map((i) => cmd('GET', `k${i}`))); // in order, all of them
     expect(socket.resumed).toBe(resumedAtStart);
-    pools.answer(1, ':1\r\n');
+    pools.answer(6, ':6\r\n');
+    pools.answer(7, ':7\r\n');
     await turn();
-    expect(socket.resumed).toBe(resumedAtStart + 1); // half drained: reading again, buffered requests first, up to the bound
-    expect(pools.sent.length).toBe(6);
-    expect(pools.sent.map((s) => s.raw).slice(4)).toEqual([cmd('GET', 'k4'), cmd('GET', 'k5')]);
-    expect(socket.isPaused()).toBe(true); // at the bound again
-    expect(socket.text()).toBe(':0\r\n:1\r\n');
+    expect(socket.resumed).toBe(resumedAtStart + 1); // half drained, nothing buffered: reading again
+    expect(socket.isPaused()).toBe(false);
+    expect(socket.text()).toBe([0, 1, 2, 3, 4, 5, 6, 7].map((i) => `:${i}\r\n`).join(''));
   });
 
   it('answers a partial request past limits.maxQueryBytesPerClient with an error and closes', async () => {

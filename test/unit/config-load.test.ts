@@ -58,6 +58,7 @@ describe('defaults', () => {
         maxPendingPerClient: 10_000,
         maxQueryBytesPerClient: 1024 * 1024 * 1024,
         maxCrossSlotCopyBytes: 16 * 1024 * 1024,
+        maxMemory: 'auto',
       },
       timeouts: { connectMs: 2000, commandMs: 5000 },
       cluster: {
@@ -115,6 +116,7 @@ describe('defaults', () => {
       },
       dedicated: { maxPerNode: 1000, maxTotal: 10_000, acquireTimeoutMs: 1000, idleMs: 30_000, blockMarginMs: 5000, maxReplicaStreams: 4 },
       pubsub: { maxOutputBytesPerClient: 32 * 1_048_576 },
+      admission: { sliceRequests: 64, sliceBytes: 16 * 1024, maxInflightPerClient: 128, maxInflightReplyBytesPerClient: 4 * 1_048_576, bulkConnectionsPerNode: 1 },
       transactions: { crossSlot: 'split' },
       slowlog: { thresholdUs: 10_000, maxLen: 128 },
       commandlog: { largeRequestBytes: 1_048_576, largeRequestMaxLen: 128, largeReplyBytes: 1_048_576, largeReplyMaxLen: 128 },
@@ -352,6 +354,13 @@ limits:
   maxPendingPerClient: 100
   maxQueryBytesPerClient: 8mb
   maxCrossSlotCopyBytes: 1mb
+  maxMemory: 200mb
+admission:
+  sliceRequests: 32
+  sliceBytes: 8kb
+  maxInflightPerClient: 64
+  maxInflightReplyBytesPerClient: 2mb
+  bulkConnectionsPerNode: 2
 transactions: { crossSlot: refuse }
 timeouts: { connectMs: 1s, commandMs: 2500 }
 cluster:
@@ -397,6 +406,7 @@ logLevel: trace
       limits: {
         maxBulkLength: 1_048_576, maxArrayLength: 1000, maxInlineLength: 4096, maxNestingDepth: 16,
         maxPendingPerClient: 100, maxQueryBytesPerClient: 8 * 1_048_576, maxCrossSlotCopyBytes: 1_048_576,
+        maxMemory: 200 * 1_048_576,
       },
       timeouts: { connectMs: 1000, commandMs: 2500 },
       cluster: {
@@ -420,6 +430,7 @@ logLevel: trace
       hotKeys: DEFAULT_CONFIG.hotKeys,
       dedicated: DEFAULT_CONFIG.dedicated,
       pubsub: DEFAULT_CONFIG.pubsub,
+      admission: { sliceRequests: 32, sliceBytes: 8192, maxInflightPerClient: 64, maxInflightReplyBytesPerClient: 2 * 1_048_576, bulkConnectionsPerNode: 2 },
       transactions: { crossSlot: 'refuse' },
       slowlog: DEFAULT_CONFIG.slowlog,
       commandlog: DEFAULT_CONFIG.commandlog,

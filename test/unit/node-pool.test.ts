@@ -75,8 +75,8 @@ describe('NodePool (fake sockets, no server)', () => {
     expect(idle.linkPlace).toBe(0);
     const busy = { id: 8, linkPlace: 1, pending: 5 };
     expect(pool.placeFor(busy)).toBe(1); // requests outstanding: it stays where they went (order)
-    const stranger = { id: 9 }; // not a client session: its id, as before
-    expect(pool.placeFor(stranger)).toBe(9);
+    const stranger = { id: 9 }; // not a client session: its id, over the interactive places
+    expect(pool.placeFor(stranger)).toBe(1);
     expect(sockets.length).toBe(0); // placing dials nothing; a send does
   });
 

@@ -1,0 +1,82 @@
+import type { HistogramSeries } from '../metrics/fast-histogram.js';
+import { clockNow, holdClock, releaseClock } from '../util/read-clock.js';
+import type { LaneClass } from './lane-class.js';
+
+/** What the ring needs of a client session (ClientSession). */
+export interface AdmittedClient {
+  readonly closed: boolean;
+  /** True while it waits in the ring: a client is in it at most once. */
+  waitingTurn: boolean;
+  /** When it started waiting (util/read-clock.ts clockNow), for the wait metric. */
+  waitingSince: number;
+  /** The lane its requests take now (the wait metric's label). */
+  readonly laneClass: LaneClass;
+  /** Hands on at most one slice of its requests; calls wantTurn again itself when more remain. */
+  takeTurn(): void;
+}
+
+/**
+ * Fair admission between clients: the order in which clients' requests reach dispatch (and so the
+ * shared links). Valkey reads 16 KiB of a client per event and runs what it read, so a deep
+ * pipeline takes turns with everyone else; respool does the same:
+ *
+ *   slice  : a client hands on at most admission.sliceRequests requests and sliceBytes bytes at
+ *            once (the session counts them: ClientSession.processFrames), the one that arrived
+ *            in this read callback included;
+ *   ring   : a client with requests left after its slice waits here, in the order it started
+ *            waiting. Once per event-loop turn (setImmediate: after the turn's reads, so every
+ *            client read in the turn has had its first slice), each client in the ring gets one
+ *            slice, in that order; one that still has requests goes to the back and waits for
+ *            the next turn. No client gets a second slice of a turn before every waiting client
+ *            got its first.
+ *   window : a client owed admission.maxInflightPerClient replies (or its share of reply bytes)
+ *            hands on nothing until its own replies come back (ClientSession.mayDispatch), and its
+ *            other requests wait in its own buffer — read no further than a few slices ahead —
+ *            never on a link.
+ *
+ *   invariants: a client is in the ring at most once (waitingTurn); a closed client is dropped
+ *               at its turn; requests of one client are handed on in the order it sent them
+ *               (only the client itself takes frames from its buffer).
+ */
+export class FairAdmission {
+  private ring: AdmittedClient[] = [];
+  private scheduled = false;
+  private readonly waitSeries: Record<LaneClass, HistogramSeries> | null;
+
+  constructor(waitSeries?: (lane: LaneClass) => HistogramSeries) {
+    this.waitSeries = waitSeries === undefined ? null : { interactive: waitSeries('interactive'), bulk: waitSeries('bulk') };
+  }
+
+  /** Clients waiting for their turn now. */
+  get waiting(): number {
+    return this.ring.length;
+  }
+
+  /** `client` has requests left: it gets a slice on the next turn. */
+  wantTurn(client: AdmittedClient): void {
+    if (client.waitingTurn || client.closed) return;
+    client.waitingTurn = true;
+    client.waitingSince = clockNow();
+    this.ring.push(client);
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(this.run);
+  }
+
+  private readonly run = (): void => {
+    this.scheduled = false;
+    const ring = this.ring;
+    this.ring = []; // who asks again during this turn waits for the next one
+    const now = holdClock(); // every request handed on in this turn is sent now (util/read-clock.ts)
+    try {
+      for (const client of ring) {
+        client.waitingTurn = false;
+        if (client.closed) continue;
+        if (this.waitSeries !== null) this.waitSeries[client.laneClass].observe((now - client.waitingSince) / 1000);
+        client.takeTurn();
+      }
+    } finally {
+      releaseClock();
+    }
+  };
+}

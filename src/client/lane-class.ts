@@ -1,0 +1,40 @@
+/**
+ * Which lane of a node's shared links a client's next requests take (NodePool.placeFor): the
+ * interactive links, or the node's bulk links (admission.bulkConnectionsPerNode).
+ *
+ * Why two lanes: a link is a FIFO. A reply queued on it waits for every reply before it, so one
+ * client's 5,000-request pipeline or twenty 1 MiB values sit between a quiet client's GET and its
+ * reply, however fairly requests were admitted. Valkey serves two connections in turn (16 KiB of
+ * each per event) and respool reads both at once, so clients that move a lot of bytes per
+ * request, or many requests at once, get links of their own and the rest never wait behind them.
+ *
+ * A client is bulk while any of these holds (read when it is placed afresh: nothing outstanding):
+ *  - more than one slice of requests waits in its buffer (a deep pipeline: a loader, a warm-up);
+ *  - it pipelines (requests wait behind the one being placed) before any reply showed their size;
+ *  - its replies are big (a running average of at least BIG_REPLY_BYTES);
+ *  - it does not read what it was sent (its output is held back: a slow reader).
+ * Otherwise it is interactive: one request, or a short pipeline of small replies, at a time.
+ */
+export type LaneClass = 'interactive' | 'bulk';
+
+/** A running average of reply sizes at or above this makes a client bulk. */
+export const BIG_REPLY_BYTES = 64 * 1024;
+
+export interface LaneSignals {
+  /** Request bytes read and not yet handed on (beyond the request being placed). */
+  readonly queuedBytes: number;
+  /** The size of one slice (admission.sliceBytes). */
+  readonly sliceBytes: number;
+  /** Replies written so far (0: their size is unknown). */
+  readonly replies: number;
+  /** Running average of its reply sizes in bytes. */
+  readonly replyAverage: number;
+  /** Its output is held back: it does not read its replies. */
+  readonly outputHeld: boolean;
+}
+
+export function laneClass(s: LaneSignals): LaneClass {
+  if (s.outputHeld || s.queuedBytes >= s.sliceBytes || s.replyAverage >= BIG_REPLY_BYTES) return 'bulk';
+  if (s.replies === 0 && s.queuedBytes > 0) return 'bulk';
+  return 'interactive';
+}
