@@ -15,6 +15,8 @@ export const ProxyError = {
   maxClients: (max: number) => `ERR max number of clients reached (respool limit ${max})`,
   outputBufferExceeded: (bytes: number, max: number) =>
     `ERR respool: closing this connection: ${bytes} bytes of unread replies exceed the limit of ${max}`,
+  outputStalled: (bytes: number, ms: number) =>
+    `ERR respool: closing this connection: it has not read ${bytes} bytes of replies for ${ms} ms (clients.outputStallMs)`,
   retryBudgetExhausted: (node: string, last: string) =>
     `ERR respool: not retrying on upstream ${node}: its retry budget is spent (last: ${last})`,
   timeout: (node: string, ms: number) =>

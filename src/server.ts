@@ -37,6 +37,8 @@ import { FleetState, usesFleetState } from './fleet/fleet-state.js';
 import { fleetView } from './fleet/fleet-view.js';
 import { dnsResolver, type PeerResolver } from './fleet/peer-sources.js';
 import { FairAdmission } from './client/fair-admission.js';
+import { AUTO_SHARE, MemoryCeiling, resolveMaxMemory } from './client/memory-ceiling.js';
+import { cgroupMemoryLimit } from './util/cgroup-memory.js';
 import { ClientPause } from './client/client-pause.js';
 import { MonitorFeed } from './client/monitor-feed.js';
 import { describeClient } from './client/client-address.js';
@@ -237,8 +239,22 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     log,
   });
 
+  // limits.maxMemory (client/memory-ceiling.ts): auto = a share of the container's memory limit
+  // (util/cgroup-memory.ts) less what respool holds now, before any client.
+  const cgroupLimit = cgroupMemoryLimit();
+  const memory = new MemoryCeiling({
+    limit: resolveMaxMemory(config.limits.maxMemory, cgroupLimit, process.memoryUsage.rss()),
+    holders: () => sessions,
+    linkBytes: () => pools.bufferedBytes(),
+    rssLimit: config.limits.maxMemory === 'auto' && cgroupLimit !== null ? cgroupLimit * AUTO_SHARE : 0,
+    rss: () => process.memoryUsage.rss(),
+    log,
+  });
+  metrics.raw.memory_ceiling_bytes.set(memory.limit);
+
   const ctx: ServerContext = {
     config,
+    memory,
     router,
     log,
     metrics,
@@ -373,8 +389,31 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     depth.inflight.set(pools.load.requests);
     metrics.raw.upstream_inflight_bytes.set(pools.load.bytes);
     let pending = 0;
-    for (const session of sessions) pending += session.pending;
+    const backlog = { interactive: { clients: 0, bytes: 0 }, bulk: { clients: 0, bytes: 0 } };
+    for (const session of sessions) {
+      pending += session.pending;
+      const queued = session.queryBytes();
+      if (queued === 0) continue;
+      const b = backlog[session.laneClass];
+      b.clients++;
+      b.bytes += queued;
+    }
     depth.pending.set(pending);
+    for (const lane of ['interactive', 'bulk'] as const) {
+      metrics.raw.admission_backlog_clients.labels(lane).set(backlog[lane].clients);
+      metrics.raw.admission_backlog_bytes.labels(lane).set(backlog[lane].bytes);
+    }
+    metrics.raw.upstream_link_inflight_requests.reset();
+    for (const [node, lanes] of pools.inflightByLane()) {
+      metrics.raw.upstream_link_inflight_requests.labels(node, 'interactive').set(lanes.interactive);
+      metrics.raw.upstream_link_inflight_requests.labels(node, 'bulk').set(lanes.bulk);
+    }
+    const buffered = memory.buffered; // its last scan (every 250 ms)
+    for (const lane of ['interactive', 'bulk'] as const) {
+      metrics.raw.client_buffered_bytes.labels(lane, 'output').set(buffered.output[lane]);
+      metrics.raw.client_buffered_bytes.labels(lane, 'requests').set(buffered.requests[lane]);
+    }
+    metrics.raw.memory_buffered_bytes.set(buffered.total);
     // Links per upstream identity (shared + leased), by respool user; users seen before and gone show 0.
     const byUser = pools.identityLinks();
     for (const [user, n] of dedicated.identityLeases()) byUser.set(user, (byUser.get(user) ?? 0) + n);
@@ -540,6 +579,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
           session.destroy();
         }
         clearInterval(sampler);
+        memory.close();
         membership?.stop();
         fleetState?.stop();
         metrics.windows.stop();

@@ -10,7 +10,8 @@
  *
  * A client is bulk while any of these holds (read when it is placed afresh: nothing outstanding):
  *  - more than one slice of requests waits in its buffer (a deep pipeline: a loader, a warm-up);
- *  - it pipelines (requests wait behind the one being placed) before any reply showed their size;
+ *  - it pipelines more than a few requests (COLD_PIPELINE_BYTES behind the one being placed) before
+ *    any reply showed how big its replies are (a new connection's twenty GETs of 1 MiB values);
  *  - its replies are big (a running average of at least BIG_REPLY_BYTES);
  *  - it does not read what it was sent (its output is held back: a slow reader).
  * Otherwise it is interactive: one request, or a short pipeline of small replies, at a time.
@@ -19,6 +20,8 @@ export type LaneClass = 'interactive' | 'bulk';
 
 /** A running average of reply sizes at or above this makes a client bulk. */
 export const BIG_REPLY_BYTES = 64 * 1024;
+/** Before its first reply, a client with this many request bytes behind the one placed is bulk (a SET and a GET behind it are not). */
+export const COLD_PIPELINE_BYTES = 256;
 
 export interface LaneSignals {
   /** Request bytes read and not yet handed on (beyond the request being placed). */
@@ -35,6 +38,6 @@ export interface LaneSignals {
 
 export function laneClass(s: LaneSignals): LaneClass {
   if (s.outputHeld || s.queuedBytes >= s.sliceBytes || s.replyAverage >= BIG_REPLY_BYTES) return 'bulk';
-  if (s.replies === 0 && s.queuedBytes > 0) return 'bulk';
+  if (s.replies === 0 && s.queuedBytes >= COLD_PIPELINE_BYTES) return 'bulk';
   return 'interactive';
 }

@@ -35,6 +35,8 @@ export class ReplyEntry implements CallOwner {
   upstreamMs = 0;
   /** Its place in its queue, counted in development builds (ReplyQueue checks replies leave in that order). */
   seq = 0;
+  /** Its reply is counted in its queue's heldBytes (finished, waiting behind an unanswered entry). */
+  held = false;
   /** Set for a request the hot-key sampler picked: told the reply's size (observe/big-keys.ts). */
   private sizeListener: ((bytes: number) => void) | null = null;
 
@@ -73,6 +75,8 @@ export class ReplyEntry implements CallOwner {
  *   entries  : [ oldest … newest ], one per request (plus pub/sub pushes, queued behind the tail)
  *   invariant: only the head is ever written; a finished entry behind an unfinished one waits,
  *              its bytes copied (link read buffers are not ours to keep).
+ *   heldBytes: the bytes of the finished entries still queued (what the queue holds in memory:
+ *              CLIENT LIST omem, limits.maxMemory), kept as entries are filled and written.
  */
 export class ReplyQueue {
   private readonly entries = new FifoQueue<ReplyEntry>();
@@ -86,6 +90,9 @@ export class ReplyQueue {
   /** Development builds: entries pushed and written so far (the order check in drainHead). */
   private pushed = 0;
   private written = 0;
+  /** Finished replies waiting in the queue, and their bytes (see heldBytes above). */
+  heldCount = 0;
+  heldBytes = 0;
 
   get length(): number {
     return this.entries.length;
@@ -103,6 +110,20 @@ export class ReplyQueue {
       entry.seq = ++this.pushed;
     }
     this.entries.push(entry);
+    if (entry.reply !== null) this.hold(entry);
+  }
+
+  /** A finished entry that waits (behind an unanswered one, or until the head is written): counted in heldBytes. */
+  private hold(entry: ReplyEntry): void {
+    entry.held = true;
+    this.heldCount++;
+    this.heldBytes += entry.reply!.length;
+  }
+
+  /** An entry behind the head was filled: its reply is copied (a link's read buffer is not ours to keep) and held. */
+  keep(entry: ReplyEntry): void {
+    entry.reply = Buffer.from(entry.reply!);
+    this.hold(entry);
   }
 
   isHead(entry: ReplyEntry): boolean {
@@ -111,14 +132,7 @@ export class ReplyQueue {
 
   /** Finished replies waiting behind an unanswered one, and their bytes (CLIENT LIST oll, omem). */
   heldReplies(): { count: number; bytes: number } {
-    let count = 0;
-    let bytes = 0;
-    for (const entry of this.entries) {
-      if (entry.reply === null) continue;
-      count++;
-      bytes += entry.reply.length;
-    }
-    return { count, bytes };
+    return { count: this.heldCount, bytes: this.heldBytes };
   }
 
   /** Takes every finished entry off the head, in order, and hands its reply to `sink` (the session: no closure per session). */
@@ -127,6 +141,10 @@ export class ReplyQueue {
     let now = -1; // one clock read per drain, only when a timed entry leaves
     while (head !== undefined && head.reply !== null) {
       this.entries.shift();
+      if (head.held) {
+        this.heldCount--;
+        this.heldBytes -= head.reply.length;
+      }
       if (DEV_CHECKS) invariant(head.seq === ++this.written, 'replies leave in the order their entries were queued');
       if (!head.silent) sink.writeReply(head.reply);
       if (head.series !== null) {

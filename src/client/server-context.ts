@@ -18,6 +18,7 @@ import type { RequestObserver } from '../observe/request-observer.js';
 import type { NodeSaturation } from '../observe/node-saturation.js';
 import type { BigKeys } from '../observe/big-keys.js';
 import type { FairAdmission } from './fair-admission.js';
+import type { MemoryCeiling } from './memory-ceiling.js';
 
 /** What a client session needs from the running proxy (kept narrow so sessions stay testable). */
 export interface ServerContext {
@@ -43,6 +44,8 @@ export interface ServerContext {
   unblockLease(host: string, port: number, clientId: number, how: 'timeout' | 'error'): Promise<boolean>;
   /** Fair admission: clients with requests left after their slice take turns (client/fair-admission.ts). */
   readonly admission: FairAdmission;
+  /** limits.maxMemory: told when a client's output grows past HOLDER_BYTES (client/memory-ceiling.ts). */
+  readonly memory?: MemoryCeiling;
   /** CLIENT PAUSE over respool's own clients: dispatch checks `active` before each request. */
   readonly clientPause: ClientPause;
   /** MONITOR's clients: dispatch feeds them each request while `active` (monitor-feed.ts, handlers/monitor.ts). */

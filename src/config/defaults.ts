@@ -108,7 +108,7 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
     sliceRequests: 64,
     sliceBytes: 16 * KiB, // Valkey reads 16 KiB of a client per read event (PROTO_IOBUF_LEN)
     maxInflightPerClient: 128,
-    maxInflightReplyBytesPerClient: 4 * MiB,
+    maxInflightReplyBytesPerClient: 2 * MiB,
     bulkConnectionsPerNode: 1,
   },
   transactions: {

@@ -25,6 +25,8 @@ const NEEDS_RESTART: readonly string[] = [
   'acl.mirrorPrefix', 'acl.mirrorSecret',
   'latency.tracking', 'bigKeys.', 'saturation.cpuSampleMs',
   'upstreamTls.enabled',
+  // the pools' bulk places and the memory ceiling (resolved from the cgroup at start) are set up once
+  'admission.bulkConnectionsPerNode', 'limits.maxMemory',
 ];
 
 /** Leaves compared as a whole (lists and maps of their own). */

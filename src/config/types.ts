@@ -156,7 +156,7 @@ export interface AdmissionConfig {
   sliceBytes: number;
   /** Requests one client may have owed at once on the shared links (default 128): a deep pipeline waits in its own buffer. */
   maxInflightPerClient: number;
-  /** Reply bytes one client may have coming at once, by its average reply size (default 4 MiB). */
+  /** Reply bytes one client may have coming at once, by its average reply size (default 2 MiB). */
   maxInflightReplyBytesPerClient: number;
   /** Links per node (and protocol, role, database) for bulk clients — deep pipelines, big replies, slow readers; default 1, 0 = none (they share the others). */
   bulkConnectionsPerNode: number;

@@ -95,7 +95,7 @@ export const SHED_REASONS = ['link_inflight', 'process_inflight', 'node_queue', 
 export type ShedReason = (typeof SHED_REASONS)[number];
 
 /** Why respool closed a client connection on its own initiative. */
-export const CLIENT_DISCONNECT_REASONS = ['idle_timeout', 'output_buffer', 'drain_deadline', 'pubsub_output'] as const;
+export const CLIENT_DISCONNECT_REASONS = ['idle_timeout', 'output_buffer', 'drain_deadline', 'pubsub_output', 'max_memory'] as const;
 export type ClientDisconnectReason = (typeof CLIENT_DISCONNECT_REASONS)[number];
 
 /** Queues whose depth is exported (sampled once a second). */
@@ -270,7 +270,7 @@ export const METRIC_DEFINITIONS = {
   },
   client_disconnects_total: {
     type: 'counter',
-    help: 'Client connections closed by respool (idle timeout, output buffer limit, drain deadline, pub/sub output limit, internal_error: handling a request failed in respool itself).',
+    help: 'Client connections closed by respool (idle timeout, output buffer limit, drain deadline, pub/sub output limit, max_memory: among the clients holding the most output when respool\'s buffers passed limits.maxMemory, internal_error: handling a request failed in respool itself).',
     labelNames: ['reason'],
   },
   queue_depth: {
@@ -300,6 +300,21 @@ export const METRIC_DEFINITIONS = {
     type: 'gauge',
     help: 'Request bytes waiting in clients\' own buffers to be handed on, by lane class; sampled each second.',
     labelNames: ['class'],
+  },
+  client_buffered_bytes: {
+    type: 'gauge',
+    help: 'What respool holds for its clients, by lane class (interactive, bulk) and kind: output (unread replies, replies waiting behind another) or requests (read, not yet handed on); sampled four times a second.',
+    labelNames: ['class', 'kind'],
+  },
+  memory_buffered_bytes: {
+    type: 'gauge',
+    help: 'Everything limits.maxMemory counts: clients\' output and requests plus the shared links\' buffers; sampled four times a second.',
+    labelNames: [],
+  },
+  memory_ceiling_bytes: {
+    type: 'gauge',
+    help: 'limits.maxMemory as resolved at start (auto: 75% of the cgroup memory limit less respool\'s start-up footprint); 0 = off.',
+    labelNames: [],
   },
   upstream_link_inflight_requests: {
     type: 'gauge',

@@ -16,6 +16,7 @@ import { readClientSocket } from './shared-reads.js';
 import { holdClock, releaseClock } from '../util/read-clock.js';
 import type { AdmittedClient } from '../client/fair-admission.js';
 import { laneClass, type LaneClass } from '../client/lane-class.js';
+import { HOLDER_BYTES, type MemoryHolder } from '../client/memory-ceiling.js';
 
 /**
  * What a session costs before and between requests (a connection storm, idle clients): one
@@ -39,6 +40,8 @@ function argvBytesOf(frame: RequestFrame): number {
  * rest in the client's socket, as Valkey's 16 KiB reads do). A request still arriving is read on.
  */
 const READ_AHEAD_BYTES = 256 * 1024;
+/** Replies a client may owe before its first reply was written (ClientSession.window). */
+const COLD_WINDOW = 4;
 
 /** 'close' follows an error; a client's reset is not respool's error. */
 function ignoreSocketError(): void {}
@@ -70,7 +73,7 @@ function ignoreSocketError(): void {}
  *   idle     : clients.idleTimeoutMs without traffic and nothing pending closes the connection.
  *   close    : a client that closes its side with nothing owed is closed at once (onEnd).
  */
-export class ClientSession implements DispatchedSession, AdmittedClient {
+export class ClientSession implements DispatchedSession, AdmittedClient, MemoryHolder {
   readonly id: number;
   readonly state: ClientState;
   closed = false;
@@ -207,7 +210,8 @@ export class ClientSession implements DispatchedSession, AdmittedClient {
     if (this.replies.isHead(entry)) {
       this.flushHead();
     } else if (entry.reply !== null) {
-      entry.reply = Buffer.from(entry.reply); // it must outlive the link's read buffer
+      this.replies.keep(entry);
+      this.ctx.memory?.grew(this);
     }
   }
 
@@ -266,6 +270,30 @@ export class ClientSession implements DispatchedSession, AdmittedClient {
 
   unreadOutputBytes(): number {
     return this.writer.unsentBytes + this.queuedPushBytes;
+  }
+
+  /** Replies respool holds for it: not yet taken by the kernel, or finished and waiting in its queue (limits.maxMemory, CLIENT LIST omem). */
+  outputBytes(): number {
+    return this.writer.unsentBytes + this.replies.heldBytes;
+  }
+
+  /** Replies owed and not come yet, at its average reply size: they land in its output whether it reads or not. */
+  comingBytes(): number {
+    return (this.replies.length - this.replies.heldCount) * this.replyAverage;
+  }
+
+  /** Request bytes read and not handed on yet (CLIENT LIST qbuf). */
+  queryBytes(): number {
+    return this.framer.bufferedBytes;
+  }
+
+  /** Among the clients holding the most when respool's buffers passed limits.maxMemory (memory-ceiling.ts): closed now, its replies dropped. */
+  dropForMemory(): void {
+    if (this.closed) return;
+    this.ctx.metrics?.raw.client_disconnects_total.labels('max_memory').inc();
+    this.writer.discard();
+    this.socket.destroy();
+    this.handleClose();
   }
 
   whenOutputBelow(bytes: number, fn: () => void): void {
@@ -375,11 +403,16 @@ export class ClientSession implements DispatchedSession, AdmittedClient {
 
   /**
    * Replies it may owe at once: admission.maxInflightPerClient, fewer when its replies are big (its
-   * share of admission.maxInflightReplyBytesPerClient at its average reply size), at least one.
+   * share of admission.maxInflightReplyBytesPerClient at its average reply size), at least one —
+   * and COLD_WINDOW until its first reply was written: before that nothing tells how big its
+   * replies are, so a new connection's pipeline of twenty 1 MiB GETs does not put 20 MiB on a
+   * link at once (a round trip more for a new client that pipelines deeper; none for one that
+   * does not).
    */
   private window(): number {
+    if (this.repliesWritten === 0) return COLD_WINDOW;
     const { maxInflightPerClient, maxInflightReplyBytesPerClient } = this.ctx.config.admission;
-    const byBytes = this.replyAverage > 0 ? Math.floor(maxInflightReplyBytesPerClient / this.replyAverage) : maxInflightPerClient;
+    const byBytes = Math.floor(maxInflightReplyBytesPerClient / Math.max(1, this.replyAverage));
     return Math.max(1, Math.min(maxInflightPerClient, byBytes, this.ctx.config.limits.maxPendingPerClient));
   }
 
@@ -510,8 +543,9 @@ export class ClientSession implements DispatchedSession, AdmittedClient {
     if (this.ctx.metrics !== undefined) this.ctx.metrics.traffic.clientOut += data.length;
     const unread = this.writer.unsentBytes;
     const max = this.ctx.config.clients.maxOutputBytesPerClient;
-    if (unread > max) this.dropSlowClient(unread);
-    else if (!this.outputPaused && unread > Math.min(max / 2, 4 * 1024 * 1024)) this.pauseForOutput();
+    if (unread > max) return this.dropSlowClient(unread);
+    if (!this.outputPaused && unread > Math.min(max / 2, 4 * 1024 * 1024)) this.pauseForOutput();
+    if (unread >= HOLDER_BYTES) this.ctx.memory?.grew(this);
   }
 
   private pauseForOutput(): void {
@@ -519,7 +553,7 @@ export class ClientSession implements DispatchedSession, AdmittedClient {
     this.pauseReading();
     // Still stalled after outputStallMs: the client is not reading; let it go (soft limit).
     const stall = setTimeout(() => {
-      if (this.outputPaused) this.dropSlowClient(this.writer.unsentBytes);
+      if (this.outputPaused) this.dropSlowClient(this.writer.unsentBytes, true);
     }, this.ctx.config.clients.outputStallMs);
     stall.unref();
     this.writer.whenSent(() => {
@@ -529,12 +563,13 @@ export class ClientSession implements DispatchedSession, AdmittedClient {
     });
   }
 
-  /** The client stopped reading its replies: disconnect it (its memory must stay bounded). */
-  private dropSlowClient(unread: number): void {
+  /** The client stopped reading its replies (past the limit, or for outputStallMs): disconnect it (its memory must stay bounded). */
+  private dropSlowClient(unread: number, stalled = false): void {
     if (this.closed) return;
-    const max = this.ctx.config.clients.maxOutputBytesPerClient;
+    const { maxOutputBytesPerClient: max, outputStallMs } = this.ctx.config.clients;
     this.ctx.metrics?.raw.client_disconnects_total.labels('output_buffer').inc();
-    this.ctx.log.warn({ client: this.address, unread, max }, ProxyError.outputBufferExceeded(unread, max));
+    const why = stalled ? ProxyError.outputStalled(unread, outputStallMs) : ProxyError.outputBufferExceeded(unread, max);
+    this.ctx.log.warn({ event: 'client_dropped', reason: stalled ? 'output_stall' : 'output_buffer', client: this.address, unread, max }, why);
     this.writer.discard();
     this.socket.destroy();
     this.handleClose();

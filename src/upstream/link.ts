@@ -81,9 +81,12 @@ export type LinkState = 'connecting' | 'ready' | 'closed';
  *   waiting  : requests accepted before the handshake finished — not yet written, safe to retry
  *   inflight : requests written, oldest first; the n-th reply frame belongs to the n-th entry
  *   invariant: a reply frame always completes inflight.shift(); nothing else reads replies.
- *   If the oldest in-flight request waits longer than commandTimeoutMs, replies can no longer be
- *   trusted to arrive, so the whole link fails (every in-flight request gets a timeout error)
- *   and the pool replaces it.
+ *   reading  : the socket is always read, and each reply handed to its request at once — never
+ *             held for a client that does not read (that client's output holds its own bytes,
+ *             client-session.ts): one client's unread replies must not delay another's.
+ *   If the oldest in-flight request waits longer than commandTimeoutMs for the node (since it
+ *   was written, or since the reply before it), replies can no longer be trusted to arrive, so
+ *   the whole link fails (every in-flight request gets a timeout error) and the pool replaces it.
  *
  * Events: 'ready', 'close' (reason: string).
  */
@@ -105,6 +108,8 @@ export class Link extends EventEmitter implements ReplySource {
   inflightBytes = 0;
   /** True when the link failed because a reply did not come within commandTimeoutMs. */
   timedOut = false;
+  /** When the last reply arrived (util/read-clock.ts clockNow): the oldest request waits for the node from then on. */
+  private lastReplyAt = 0;
   private timeoutTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly options: LinkOptions) {
@@ -285,6 +290,7 @@ export class Link extends EventEmitter implements ReplySource {
           return;
         }
         this.settleOldest();
+        this.lastReplyAt = clockNow();
         if (DEV_CHECKS) invariant(this.inflightSizes.length === this.inflight.length && this.inflightBytes >= 0, 'a reply settles exactly the oldest request');
         req.onReply(frame, this);
       }
@@ -293,9 +299,14 @@ export class Link extends EventEmitter implements ReplySource {
     }
   }
 
+  /**
+   * The node owes the oldest request its reply from the later of its write and the last reply: a
+   * link that answers nothing for commandTimeoutMs is dead, one working through a long queue (a
+   * thousand 1 MiB replies take seconds to arrive) is not.
+   */
   private checkTimeout(): void {
     const oldest = this.inflight.peek();
-    if (oldest && performance.now() - oldest.sentAt > this.options.commandTimeoutMs) {
+    if (oldest && performance.now() - Math.max(oldest.sentAt, this.lastReplyAt) > this.options.commandTimeoutMs) {
       this.fail(ProxyError.timeout(this.address, this.options.commandTimeoutMs), true);
     }
   }

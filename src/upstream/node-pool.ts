@@ -120,6 +120,25 @@ export class NodePool {
     return this.waiting.length;
   }
 
+  /** Bytes its links hold in memory: replies still arriving, requests the kernel has not taken, requests waiting for a link. */
+  bufferedBytes(): number {
+    let n = this.waitingBytes;
+    for (const link of this.links) if (link !== null) n += link.pendingReplyBytes + link.unsentBytes;
+    return n;
+  }
+
+  /** Requests in flight on its interactive links and on its bulk links (respool_upstream_link_inflight_requests). */
+  inflightByLane(): { interactive: number; bulk: number } {
+    let interactive = 0;
+    let bulk = 0;
+    for (let i = 0; i < this.links.length; i++) {
+      const n = this.links[i]?.inflightCount ?? 0;
+      if (i < this.size) interactive += n;
+      else bulk += n;
+    }
+    return { interactive, bulk };
+  }
+
   get isClosed(): boolean {
     return this.closed;
   }

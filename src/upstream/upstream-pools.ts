@@ -113,6 +113,26 @@ export class UpstreamPools {
     return n;
   }
 
+  /** What every pool's links hold in memory (NodePool.bufferedBytes): limits.maxMemory counts it. */
+  bufferedBytes(): number {
+    let n = 0;
+    for (const pool of this.pools.values()) n += pool.bufferedBytes();
+    return n;
+  }
+
+  /** Requests in flight per node address and lane, over every pool of the node. */
+  inflightByLane(): Map<string, { interactive: number; bulk: number }> {
+    const out = new Map<string, { interactive: number; bulk: number }>();
+    for (const pool of this.pools.values()) {
+      const lanes = pool.inflightByLane();
+      const sum = out.get(pool.address) ?? { interactive: 0, bulk: 0 };
+      sum.interactive += lanes.interactive;
+      sum.bulk += lanes.bulk;
+      out.set(pool.address, sum);
+    }
+    return out;
+  }
+
   /** The pool of (node, protocol, role, database, identity), created on first use. */
   get(host: string, port: number, protocol: 2 | 3, role: NodeRole = 'primary', db = 0, identity: UpstreamIdentity | null = null): NodePool {
     let key = db === 0 ? `${host}:${port}/${protocol}/${role}` : `${host}:${port}/${protocol}/${role}/${db}`;

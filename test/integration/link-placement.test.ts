@@ -82,11 +82,12 @@ describe('link placement', () => {
       const quiet = await RawConnection.connect(lanes.address.port);
       expect(await quiet.call('GET', 'warm')).toBe('$4\r\nwarm\r\n');
       expect(fakeNode.connections()).toBe(1);
-      // A loader's 16 MiB pipeline goes to a link of its own (the bulk lane), where the node stops reading.
-      fakeNode.mode = 'deaf'; // a connection that gets a data command now stalls for good (and stops reading)
+      // A loader's 32 MiB pipeline goes to a link of its own (the bulk lane), where the node stops reading.
       const loader = await RawConnection.connect(lanes.address.port);
+      expect(await loader.call('GET', 'hello')).toBe('$5\r\nhello\r\n'); // its replies are small: its window opens
+      fakeNode.mode = 'deaf'; // a connection that gets a data command now stalls for good (and stops reading)
       const big = 'x'.repeat(1024 * 1024);
-      loader.write(Buffer.concat(Array.from({ length: 16 }, (_, i) => encodeCommand(['SET', `big:${i}`, big]))));
+      loader.write(Buffer.concat(Array.from({ length: 32 }, (_, i) => encodeCommand(['SET', `big:${i}`, big]))));
       await waitFor(() => fakeNode.connections() === 2, 'the bulk link dialed', 5000);
       await waitFor(() => bulkUnsent(lanes, fakeNode.port) > 256 * 1024, 'the bulk link backed up', 10_000);
       fakeNode.mode = 'answer'; // for connections that did not stall: the quiet client's

@@ -59,6 +59,9 @@ function touchEverything(m: Metrics): void {
   m.raw.admission_backlog_clients.labels('bulk').set(1);
   m.raw.admission_backlog_bytes.labels('bulk').set(1024);
   m.raw.upstream_link_inflight_requests.labels('127.0.0.1:7000', 'bulk').set(5);
+  m.raw.client_buffered_bytes.labels('bulk', 'output').set(1);
+  m.raw.memory_buffered_bytes.set(1);
+  m.raw.memory_ceiling_bytes.set(0);
   // hot keys (issue 3)
   m.raw.hotkeys_node_request_share.labels('127.0.0.1:7000').set(0.9);
   m.raw.hotkeys_top_key_share.labels('1', 'hot').set(0.9);

@@ -116,7 +116,7 @@ describe('defaults', () => {
       },
       dedicated: { maxPerNode: 1000, maxTotal: 10_000, acquireTimeoutMs: 1000, idleMs: 30_000, blockMarginMs: 5000, maxReplicaStreams: 4 },
       pubsub: { maxOutputBytesPerClient: 32 * 1_048_576 },
-      admission: { sliceRequests: 64, sliceBytes: 16 * 1024, maxInflightPerClient: 128, maxInflightReplyBytesPerClient: 4 * 1_048_576, bulkConnectionsPerNode: 1 },
+      admission: { sliceRequests: 64, sliceBytes: 16 * 1024, maxInflightPerClient: 128, maxInflightReplyBytesPerClient: 2 * 1_048_576, bulkConnectionsPerNode: 1 },
       transactions: { crossSlot: 'split' },
       slowlog: { thresholdUs: 10_000, maxLen: 128 },
       commandlog: { largeRequestBytes: 1_048_576, largeRequestMaxLen: 128, largeReplyBytes: 1_048_576, largeReplyMaxLen: 128 },

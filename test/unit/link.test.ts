@@ -114,12 +114,15 @@ describe('Link (fake socket, no server)', () => {
     vi.advanceTimersByTime(300);
     expect(link.state).toBe('ready'); // the oldest was written just now
     expect(slow.sentAt).toBeGreaterThan(0);
-    // As if written 200 ms ago: still within the timeout (the link reads the real clock, so leave
-    // it a wide margin rather than 399 ms of 400).
+    // As if written 200 ms ago, after the last reply (the handshake's): still within the timeout
+    // (the link reads the real clock, so leave it a wide margin rather than 399 ms of 400).
+    const lastReply = link as unknown as { lastReplyAt: number };
     slow.sentAt = performance.now() - 200;
+    lastReply.lastReplyAt = slow.sentAt - 1;
     vi.advanceTimersByTime(100);
     expect(link.state).toBe('ready');
-    slow.sentAt = performance.now() - 500; // written 500 ms ago and still unanswered
+    slow.sentAt = performance.now() - 500; // written 500 ms ago and still unanswered, nothing answered since
+    lastReply.lastReplyAt = slow.sentAt - 1;
     vi.advanceTimersByTime(100);
     expect(link.state).toBe('closed');
     expect(link.timedOut).toBe(true);
@@ -127,6 +130,25 @@ describe('Link (fake socket, no server)', () => {
     // Both were written: a later frame could no longer be matched, so the link goes whole.
     expect(slow.failures).toEqual([{ error: timeout, written: true, cause: 'timeout' }]);
     expect(behind.failures).toEqual([{ error: timeout, written: true, cause: 'timeout' }]);
+  });
+
+  it('a link working through a long queue is not timed out: the oldest request waits for the node from the last reply on', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    const { link, socket } = newLink({ commandTimeoutMs: 400 });
+    await ready(link, socket);
+    const log: string[] = [];
+    const reqs = Array.from({ length: 5 }, (_, i) => recordedRequest(`r${i}`, log));
+    for (const [i, r] of reqs.entries()) link.send(Buffer.from(resp('GET', `big${i}`)), r);
+    // All written 1 s ago (a thousand 1 MiB replies take that long to arrive); one reply just came.
+    for (const r of reqs) r.sentAt = performance.now() - 1000;
+    socket.reply('$1\r\na\r\n');
+    vi.advanceTimersByTime(200);
+    expect(link.state).toBe('ready'); // r1 waits for the node since r0's reply, not since its write
+    expect(log).toEqual(['r0:$1\r\na']);
+    (link as unknown as { lastReplyAt: number }).lastReplyAt = performance.now() - 500; // then nothing for 500 ms
+    vi.advanceTimersByTime(200);
+    expect(link.state).toBe('closed');
+    expect(reqs[1]!.failures[0]!.cause).toBe('timeout');
   });
 
   it('a reply nobody asked for ends the link (its frames can no longer be matched)', async () => {

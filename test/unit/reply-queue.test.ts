@@ -20,7 +20,7 @@ class Sink implements EntryClient {
 
   onEntryDone(entry: ReplyEntry): void {
     if (this.queue.isHead(entry)) this.queue.drainHead(this);
-    else if (entry.reply !== null) entry.reply = Buffer.from(entry.reply);
+    else if (entry.reply !== null) this.queue.keep(entry);
   }
 
   writeReply(reply: Buffer): void {
