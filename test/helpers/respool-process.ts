@@ -18,14 +18,17 @@ export class RespoolProcess {
   private exited: Promise<void>;
   private partial = '';
 
-  private constructor(readonly args: readonly string[], readonly port: number, readonly env: Record<string, string>) {
+  private constructor(readonly args: readonly string[], readonly port: number, readonly env: Record<string, string>, private readonly cgroupProcs: string | null) {
     this.child = this.spawn();
     this.exited = this.watchExit();
   }
 
-  /** Starts `respool args…` listening on 127.0.0.1:port and waits until it answers PING. */
-  static async start(port: number, args: readonly string[], env: Record<string, string> = {}, readyTimeoutMs = 20_000): Promise<RespoolProcess> {
-    const p = new RespoolProcess(['--listen', `127.0.0.1:${port}`, ...args], port, env);
+  /**
+   * Starts `respool args…` listening on 127.0.0.1:port and waits until it answers PING;
+   * `cgroupProcs`: it runs in that cgroup from its first instruction (test/helpers/memory-cgroup.ts).
+   */
+  static async start(port: number, args: readonly string[], env: Record<string, string> = {}, readyTimeoutMs = 20_000, cgroupProcs: string | null = null): Promise<RespoolProcess> {
+    const p = new RespoolProcess(['--listen', `127.0.0.1:${port}`, ...args], port, env, cgroupProcs);
     running.add(p);
     await p.ready(readyTimeoutMs);
     return p;
@@ -80,10 +83,11 @@ export class RespoolProcess {
   }
 
   private spawn(): ChildProcess {
-    const child = spawnTied('node', [RESPOOL_BIN, ...this.args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, ...this.env },
-    });
+    const options = { stdio: ['ignore', 'pipe', 'pipe'] as Array<'ignore' | 'pipe'>, env: { ...process.env, ...this.env } };
+    // In a cgroup: the shell joins it, then becomes node (same pid), so respool starts inside it.
+    const child = this.cgroupProcs === null
+      ? spawnTied('node', [RESPOOL_BIN, ...this.args], options)
+      : spawnTied('sh', ['-c', 'echo $$ > "$0" && exec "$@"', this.cgroupProcs, 'node', RESPOOL_BIN, ...this.args], options);
     const take = (d: Buffer) => {
       const text = this.partial + d.toString();
       const parts = text.split('\n');
