@@ -17,6 +17,7 @@ import { isLoopback, startAdminServer, type AdminServer } from './admin/admin-se
 import { readiness } from './admin/readiness.js';
 import { configRoute } from './admin/config-route.js';
 import { observeRoutes } from './admin/observe-routes.js';
+import { clientRoutes } from './admin/client-routes.js';
 import { statusPageRoutes } from './admin/status-page.js';
 import { createLogger } from './util/logger.js';
 import { RateLimitedLog } from './util/rate-limited-log.js';
@@ -529,6 +530,11 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
       circuit: (address: string) => pools.health(address).circuit.state,
     };
     for (const r of observeRoutes({ metrics, observer, saturation, events, bigKeys, nodes })) admin.registerRoute(r.method, r.path, r.handler);
+    // What respool holds for its clients: the memory ceiling, the lanes, the clients holding the most.
+    const clientFacts = function* () {
+      for (const s of sessions) yield { id: s.id, address: s.address, name: s.state.name ?? '', laneClass: s.laneClass, pending: s.pending, outputBytes: () => s.outputBytes(), queryBytes: () => s.queryBytes() };
+    };
+    for (const r of clientRoutes({ clients: clientFacts, memory, lanes: () => pools.inflightByLane() })) admin.registerRoute(r.method, r.path, r.handler);
     for (const r of statusPageRoutes()) admin.registerRoute(r.method, r.path, r.handler); // the status page at /
   }
   log.info({ listen: listen === null ? null : address, unixSocket: config.unixSocket, listenTls: tlsAddress, admin: admin?.address ?? null, upstreams: config.upstreams, mode: config.mode }, 'respool listening');

@@ -6,7 +6,8 @@ import { fileURLToPath } from 'node:url';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import calculateSlot from 'cluster-key-slot';
 import { startCluster, type ValkeyCluster } from '../harness/valkey-processes.js';
-import { RawClient } from '../harness/raw-client.js';
+import { RawClient, encodeCommand } from '../harness/raw-client.js';
+import net from 'node:net';
 import type { RespoolProxy } from '../../src/server.js';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import { startTestProxy } from '../helpers/proxy.js';
@@ -137,6 +138,16 @@ describe('the status page on the admin port', () => {
     expect(await page.$eval('#fleet-section', (e) => (e as unknown as { hidden: boolean }).hidden)).toBe(false);
     await waitFor(async () => (await cells(page, 'fleet')).some((r) => r.includes('alive') && r.includes('16384')), 'this instance in the fleet table', 10_000, 100);
 
+    // clients and buffers (/clients): a client that does not read its big replies holds output, on the bulk lane
+    await load.call('SET', 'page:big', 'b'.repeat(1024 * 1024));
+    const stuck = net.connect(proxy.address.port, '127.0.0.1');
+    await new Promise((r) => stuck.once('connect', r));
+    stuck.pause(); // it never reads
+    stuck.write(Buffer.concat(Array.from({ length: 8 }, () => encodeCommand(['GET', 'page:big']))));
+    await waitFor(async () => (await cells(page, 'clients-output')).some((r) => r[3] === 'bulk' && /MiB$/.test(r[5] ?? '')), 'the stuck client holding output', 10_000, 100);
+    expect((await cells(page, 'buffers')).map((r) => r[0]).slice(0, 3)).toEqual(['interactive', 'bulk', 'links']);
+    expect(await page.$eval('#clients-memory', (e) => e.textContent)).toMatch(/^limits\.maxMemory (off|[\d.]+ MiB) · [\d.]+ (B|KiB|MiB) buffered/);
+
     mkdirSync(join(repoRoot, SCREENSHOT.includes('/docs/') ? 'docs' : '.tmp'), { recursive: true });
     await page.screenshot({ path: SCREENSHOT, fullPage: true });
     expect(statSync(SCREENSHOT).size).toBeGreaterThan(20_000);
@@ -152,6 +163,7 @@ describe('the status page on the admin port', () => {
     expect(proxy.hotKeys.splitKeys().map((s) => s.id)).toContain('page:hot');
     keepingHot = false;
     await keepHot;
+    stuck.destroy();
 
     // every request the page made went to the admin port
     const origin = new URL(base).origin;

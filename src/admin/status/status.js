@@ -187,6 +187,41 @@ function renderFleet(fleet) {
   show('fleet', table(columns.map((c) => [c, (m) => (typeof m[c] === 'object' ? JSON.stringify(m[c]) : m[c] ?? '')]), members));
 }
 
+/** What respool holds for its clients (GET /clients): limits.maxMemory, bytes per lane class, the lanes, the clients holding the most. */
+function renderClients(clients) {
+  if (clients === null) return show('buffers', empty('no client data'));
+  const m = clients.memory;
+  document.getElementById('clients-memory').textContent = m.limit > 0
+    ? `limits.maxMemory ${bytes(m.limit)} · ${bytes(m.total)} buffered (${pct(m.total / m.limit)})`
+    : `limits.maxMemory off · ${bytes(m.total)} buffered`;
+  const classes = ['interactive', 'bulk'].map((c) => ({ c, clients: clients.classes[c], output: m.output[c], requests: m.requests[c] }));
+  classes.push({ c: 'links', clients: '', output: m.links, requests: '' });
+  const lanes = new Map(clients.lanes.map((l) => [l.node, l]));
+  show('buffers', el('div', { class: 'columns' },
+    table([
+      ['class', (r) => r.c],
+      ['clients', (r) => r.clients, 'num'],
+      ['output (unread + coming)', (r) => bytes(r.output), 'num'],
+      ['queued requests', (r) => (r.requests === '' ? '' : bytes(r.requests)), 'num'],
+    ], classes),
+    lanes.size === 0 ? empty('no links') : table([
+      ['node', (l) => l.node],
+      ['in flight, interactive links', (l) => l.interactive, 'num'],
+      ['in flight, bulk links', (l) => l.bulk, 'num'],
+    ], [...lanes.values()])));
+  const columns = [
+    ['client', (r) => r.address],
+    ['id', (r) => r.id, 'num'],
+    ['name', (r) => r.name || '—'],
+    ['class', (r) => r.class],
+    ['owed', (r) => r.pending, 'num'],
+    ['output', (r) => bytes(r.outputBytes), 'num'],
+    ['queued', (r) => bytes(r.queryBytes), 'num'],
+  ];
+  show('clients-inflight', clients.inflight.length === 0 ? empty('none owed') : table(columns, clients.inflight));
+  show('clients-output', clients.output.length === 0 ? empty('none held') : table(columns, clients.output));
+}
+
 function renderSummary(topology, saturation) {
   const t = topology && topology.topology;
   const parts = [];
@@ -198,7 +233,7 @@ function renderSummary(topology, saturation) {
 }
 
 const SOURCES = {
-  topology: '/topology', nodes: '/nodes', latency: '/latency', saturation: '/saturation', hot: '/hotkeys',
+  topology: '/topology', nodes: '/nodes', latency: '/latency', saturation: '/saturation', clients: '/clients', hot: '/hotkeys',
   big: '/bigkeys', slow: '/slowlog?count=10', events: '/events', fleet: '/fleet',
 };
 
@@ -222,6 +257,7 @@ async function poll() {
     renderSummary(d.topology, d.saturation);
     renderNodes(d.nodes, d.latency, d.saturation);
     renderFamilies(d.latency);
+    renderClients(d.clients);
     renderHotKeys(d.hot);
     renderBigKeys(d.big);
     renderSlowlog(d.slow);
