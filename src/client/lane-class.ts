@@ -23,21 +23,15 @@ export const BIG_REPLY_BYTES = 64 * 1024;
 /** Before its first reply, a client with this many request bytes behind the one placed is bulk (a SET and a GET behind it are not). */
 export const COLD_PIPELINE_BYTES = 256;
 
-export interface LaneSignals {
-  /** Request bytes read and not yet handed on (beyond the request being placed). */
-  readonly queuedBytes: number;
-  /** The size of one slice (admission.sliceBytes). */
-  readonly sliceBytes: number;
-  /** Replies written so far (0: their size is unknown). */
-  readonly replies: number;
-  /** Running average of its reply sizes in bytes. */
-  readonly replyAverage: number;
-  /** Its output is held back: it does not read its replies. */
-  readonly outputHeld: boolean;
-}
-
-export function laneClass(s: LaneSignals): LaneClass {
-  if (s.outputHeld || s.queuedBytes >= s.sliceBytes || s.replyAverage >= BIG_REPLY_BYTES) return 'bulk';
-  if (s.replies === 0 && s.queuedBytes >= COLD_PIPELINE_BYTES) return 'bulk';
+/**
+ * A client's lane from what it shows now (positional: read for each request a client places afresh).
+ *   queuedBytes: request bytes read and not yet handed on (behind the request being placed)
+ *   sliceBytes: one slice (admission.sliceBytes)
+ *   replies: replies written so far (0: their size is unknown); replyAverage: their running average size
+ *   outputHeld: its output is held back — it does not read its replies
+ */
+export function laneClass(queuedBytes: number, sliceBytes: number, replies: number, replyAverage: number, outputHeld: boolean): LaneClass {
+  if (outputHeld || queuedBytes >= sliceBytes || replyAverage >= BIG_REPLY_BYTES) return 'bulk';
+  if (replies === 0 && queuedBytes >= COLD_PIPELINE_BYTES) return 'bulk';
   return 'interactive';
 }

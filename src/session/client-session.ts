@@ -161,13 +161,7 @@ export class ClientSession implements DispatchedSession, AdmittedClient, MemoryH
 
   /** The lane of its next placement on a node's links (client/lane-class.ts). */
   get laneClass(): LaneClass {
-    return laneClass({
-      queuedBytes: this.framer.bufferedBytes,
-      sliceBytes: this.ctx.config.admission.sliceBytes,
-      replies: this.repliesWritten,
-      replyAverage: this.replyAverage,
-      outputHeld: this.outputPaused,
-    });
+    return laneClass(this.framer.bufferedBytes, this.ctx.config.admission.sliceBytes, this.repliesWritten, this.replyAverage, this.outputPaused);
   }
 
   /** NodePool.placeFor: its requests go on the node's bulk links. */
@@ -362,8 +356,9 @@ export class ClientSession implements DispatchedSession, AdmittedClient, MemoryH
       let count = 0;
       let bytes = 0;
       let frame: RequestFrame | null;
+      const window = this.window(); // fixed for the slice: replies written meanwhile only widen it
       for (;;) {
-        if (!this.mayDispatch()) {
+        if (this.closeWhenFlushed || this.barrier || this.outputPaused || this.replies.length >= window) {
           framesLeft = this.framer.bufferedBytes > 0;
           break;
         }

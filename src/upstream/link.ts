@@ -85,7 +85,7 @@ export type LinkState = 'connecting' | 'ready' | 'closed';
  *             held for a client that does not read (that client's output holds its own bytes,
  *             client-session.ts): one client's unread replies must not delay another's.
  *   If the oldest in-flight request waits longer than commandTimeoutMs for the node (since it
- *   was written, or since the reply before it), replies can no longer be trusted to arrive, so
+ *   was written, or since reply bytes last came), replies can no longer be trusted to arrive, so
  *   the whole link fails (every in-flight request gets a timeout error) and the pool replaces it.
  *
  * Events: 'ready', 'close' (reason: string).
@@ -108,7 +108,7 @@ export class Link extends EventEmitter implements ReplySource {
   inflightBytes = 0;
   /** True when the link failed because a reply did not come within commandTimeoutMs. */
   timedOut = false;
-  /** When the last reply arrived (util/read-clock.ts clockNow): the oldest request waits for the node from then on. */
+  /** When reply bytes last arrived (util/read-clock.ts clockNow): the oldest request waits for the node from then on. */
   private lastReplyAt = 0;
   private timeoutTimer: NodeJS.Timeout | null = null;
 
@@ -280,6 +280,7 @@ export class Link extends EventEmitter implements ReplySource {
       load.reads++;
     }
     this.framer.push(chunk);
+    this.lastReplyAt = clockNow(); // bytes came: the node is answering (a reply in progress counts too)
     let frame: Buffer | null;
     try {
       while ((frame = this.framer.next()) !== null) {
@@ -290,7 +291,6 @@ export class Link extends EventEmitter implements ReplySource {
           return;
         }
         this.settleOldest();
-        this.lastReplyAt = clockNow();
         if (DEV_CHECKS) invariant(this.inflightSizes.length === this.inflight.length && this.inflightBytes >= 0, 'a reply settles exactly the oldest request');
         req.onReply(frame, this);
       }
@@ -300,9 +300,9 @@ export class Link extends EventEmitter implements ReplySource {
   }
 
   /**
-   * The node owes the oldest request its reply from the later of its write and the last reply: a
-   * link that answers nothing for commandTimeoutMs is dead, one working through a long queue (a
-   * thousand 1 MiB replies take seconds to arrive) is not.
+   * The node owes the oldest request its reply from the later of its write and the last reply
+   * bytes: a link that sends nothing for commandTimeoutMs is dead, one working through a long
+   * queue (a thousand 1 MiB replies take seconds to arrive) is not.
    */
   private checkTimeout(): void {
     const oldest = this.inflight.peek();
