@@ -59,7 +59,7 @@ export interface RespoolConfig {
     maxCrossSlotCopyBytes: number; // default 16 MiB: what one read over keys in several slots may copy to one node (handlers/cross-slot-read.ts)
     /**
      * The ceiling on what respool buffers — clients' unread replies and queued requests, the links'
-     * buffers (session/memory-ceiling.ts): 'auto' (default) = 75% of the cgroup's memory limit less
+     * buffers (client/memory-ceiling.ts): 'auto' (default) = 75% of the cgroup's memory limit less
      * what respool holds at start, off without a limit; a size; 0 = off.
      */
     maxMemory: number | 'auto';

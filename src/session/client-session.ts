@@ -69,7 +69,7 @@ function ignoreSocketError(): void {}
  *             links and holds only its own bytes (never a link: the links are always read, its
  *             replies come to its output as they arrive); if it does not drain within
  *             clients.outputStallMs, the client is disconnected too. Across all clients,
- *             limits.maxMemory disconnects the ones holding the most (session/memory-ceiling.ts).
+ *             limits.maxMemory disconnects the ones holding the most (client/memory-ceiling.ts).
  *   idle     : clients.idleTimeoutMs without traffic and nothing pending closes the connection.
  *   close    : a client that closes its side with nothing owed is closed at once (onEnd).
  */
