@@ -154,7 +154,7 @@ rp_port=""
 for _ in 1 2 3 4 5; do
   free_port >"$work/port" || break; rp_port=$(<"$work/port"); taken+="$rp_port "
   node "$root/bin/respool.js" --listen "127.0.0.1:$rp_port" --upstream "127.0.0.1:$primary" \
-    --acl-upstream mirror --log-level warn >>"$work/respool.log" 2>&1 9>&- &
+    --log-level warn >>"$work/respool.log" 2>&1 9>&- &
   rp_pid=$!
   for _ in $(seq 150); do ping_ok "$rp_port" && break; kill -0 "$rp_pid" 2>/dev/null || break; sleep 0.1; done
   if ping_ok "$rp_port"; then pids+=("$rp_pid"); break; fi

@@ -38,6 +38,9 @@ import { FleetState, usesFleetState } from './fleet/fleet-state.js';
 import { fleetView } from './fleet/fleet-view.js';
 import { dnsResolver, type PeerResolver } from './fleet/peer-sources.js';
 import { FairAdmission } from './client/fair-admission.js';
+import { ScriptLineRelay } from './client/script-line-relay.js';
+import { FunctionFlags } from './scripts/function-flags.js';
+import { Link } from './upstream/link.js';
 import { AUTO_SHARE, MemoryCeiling, resolveMaxMemory } from './client/memory-ceiling.js';
 import { cgroupMemoryLimit } from './util/cgroup-memory.js';
 import { ClientPause } from './client/client-pause.js';
@@ -253,6 +256,16 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   });
   metrics.raw.memory_ceiling_bytes.set(memory.limit);
 
+  // MONITOR's feed, with the nodes' script lines relayed while anyone monitors (client/script-line-relay.ts).
+  const monitors: MonitorFeed = new MonitorFeed(new ScriptLineRelay({
+    nodes: () => refresher.current?.allNodes() ?? [],
+    open: (host, port) => new Link({
+      host, port, protocol: 2, readonly: false, auth: config.upstreamAuth, tls: config.upstreamTls, clientName: 'respool-monitor',
+      connectTimeoutMs: config.timeouts.connectMs, commandTimeoutMs: config.timeouts.commandMs,
+    }),
+    deliver: (line) => monitors.deliver(line),
+  }));
+
   const ctx: ServerContext = {
     config,
     memory,
@@ -265,10 +278,14 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     dedicated,
     pubsub,
     scripts: new ScriptCache(),
+    functions: new FunctionFlags(() => {
+      const primary = refresher.current?.shards[0]?.primary;
+      return primary === undefined ? Promise.reject(new Error('no primary known')) : pools.get(primary.host, primary.port, 2, 'primary').call(['FUNCTION', 'LIST']);
+    }),
     runningScripts: new RunningScripts(),
     admission: new FairAdmission((lane) => metrics.raw.admission_wait_seconds.labels(lane)),
     clientPause: new ClientPause(),
-    monitors: new MonitorFeed(),
+    monitors,
     observer,
     saturation,
     bigKeys,
@@ -307,6 +324,39 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     },
   };
 
+  // acl.upstream 'auto': restricted users run as mirrored identities (upstream/identity-mirror.ts)
+  // where respool's own identity may manage ACL users on the nodes — asked of the first primary
+  // with ACL DRYRUN of ACL SETUSER (+OK: allowed; a reason, or an error: not) — and as respool
+  // otherwise, with a warning saying what that costs. Asked at start and at every discovery.
+  let mirrorAllowed: boolean | null = null;
+  let mirrorCheck: Promise<void> | null = null;
+  const checkMirrorAllowed = (): Promise<void> => {
+    if (config.acl.upstream !== 'auto') return Promise.resolve();
+    return (mirrorCheck ??= (async () => {
+      const primary = refresher.current?.shards[0]?.primary;
+      if (primary === undefined) return;
+      const user = config.upstreamAuth?.username ?? 'default';
+      let allowed = false;
+      let why = '';
+      try {
+        const frame = await pools.get(primary.host, primary.port, 2, 'primary').call(['ACL', 'DRYRUN', user, 'ACL', 'SETUSER', `${config.acl.mirrorPrefix}probe`]);
+        allowed = frame.toString('latin1', 0, 5) === '+OK\r\n';
+        if (!allowed) why = String(decodeReply(frame) instanceof RespError ? (decodeReply(frame) as RespError).message : decodeReply(frame));
+      } catch (err) {
+        if (mirrorAllowed !== null) return; // the node is not reachable now: keep what was known
+        why = (err as Error).message;
+      }
+      if (allowed !== mirrorAllowed) {
+        if (allowed) log.info({ event: 'acl_mirror', upstreamUser: user }, `acl.upstream auto: restricted users run as users respool keeps on the nodes (${config.acl.mirrorPrefix}<name>)`);
+        else log.warn({ event: 'acl_mirror', upstreamUser: user, reason: why }, `acl.upstream auto: respool's upstream user ${user} may not manage ACL users on the nodes (${why}); restricted users run as respool, and their scripts, functions and SORT patterns are refused`);
+      }
+      mirrorAllowed = allowed;
+      users.setNodesAllowMirror(allowed);
+    })().finally(() => {
+      mirrorCheck = null;
+    }));
+  };
+
   // After each discovery: drop pools of nodes that left; take the upstream's version and name (read by
   // discovery's INFO); learn its own command table when the first primary changed. A MOVED
   // patch removes no node and keeps the first shard, so it needs none of this (and MOVED
@@ -314,7 +364,9 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   let learnedFrom = '';
   refresher.onChange((topology: Topology, change) => {
     if (change === 'moved') return;
+    monitors.topologyChanged();
     topologyEpoch++;
+    void checkMirrorAllowed(); // acl.upstream auto: whether the nodes still let respool mirror users
     mirror.onTopology(topology); // nodes new, restarted or behind get the mirrored users
     pools.retainOnly(new Set(topology.allNodes().map((n) => n.address)));
     const primary = topology.shards[0]?.primary;
@@ -431,6 +483,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   const firstTopology = refresher.start();
   await ownZone;
   await Promise.race([firstTopology, new Promise((r) => setTimeout(r, STARTUP_TOPOLOGY_WAIT_MS).unref())]);
+  await checkMirrorAllowed(); // before the first client: its user's identity is known from the start
   saturation.start();
 
   // The fleet's shared state is read before clients are served (at most FLEET_START_WAIT_MS: an

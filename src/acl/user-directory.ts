@@ -24,7 +24,7 @@ import { rulesOf, type UserConfig } from './users.js';
 /** What the directory reads from the configuration (the running config object: a reload changes it in place). */
 export interface DirectoryConfig {
   users: UserConfig[];
-  acl: { file: string | null; upstream: 'none' | 'mirror'; mirrorPrefix: string; mirrorSecret: string | null; logMaxLen: number };
+  acl: { file: string | null; upstream: 'none' | 'mirror' | 'auto'; mirrorPrefix: string; mirrorSecret: string | null; logMaxLen: number };
   upstreamAuth: { username: string | null; password: string } | null;
 }
 
@@ -227,13 +227,30 @@ export class UserDirectory {
     this.changed();
   }
 
+  /** acl.upstream 'auto': whether respool's identity may manage ACL users on the nodes (set by the check at start and at each discovery). */
+  private nodesAllowMirror = false;
+
+  /** Restricted users without users[].upstream get a mirrored identity: acl.upstream mirror, or auto where the nodes allow it. */
+  private mirrorsByDefault(): boolean {
+    const mode = this.config.acl.upstream;
+    return mode === 'mirror' || (mode === 'auto' && this.nodesAllowMirror);
+  }
+
+  /** acl.upstream 'auto': the nodes do (or no longer do) let respool's identity manage ACL users; every user's identity is worked out again. */
+  setNodesAllowMirror(allowed: boolean): void {
+    if (allowed === this.nodesAllowMirror) return;
+    this.nodesAllowMirror = allowed;
+    for (const user of this.users.values()) this.resolveIdentity(user);
+    this.changed();
+  }
+
   /** Works out (again) who `user`'s commands run as on the nodes. */
   private resolveIdentity(user: AclUser): void {
     const setting: UpstreamSetting | undefined = this.config.users.find((u) => u.name === user.name)?.upstream;
     let identity: UpstreamIdentity | null = null;
     if (setting !== undefined && setting !== 'mirror' && setting !== 'none') {
       identity = mappedIdentity(user.name, setting.username, setting.password);
-    } else if (setting === 'mirror' || (setting === undefined && this.config.acl.upstream === 'mirror' && !user.unrestricted)) {
+    } else if (setting === 'mirror' || (setting === undefined && this.mirrorsByDefault() && !user.unrestricted)) {
       // An explicit `mirror` is honoured for any user; the default only for restricted ones
       // (a full-access user can do nothing as its own identity that it cannot do as respool's).
       identity = mirrorIdentity(user.name, this.config.acl.mirrorPrefix, mirrorSecretOf(this.config));

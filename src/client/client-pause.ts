@@ -51,6 +51,11 @@ export class ClientPause {
     this.resumeHeld();
   }
 
+  /** What decides a held request changed (a function's flags learned): each held client asks again, and is held again if it still is. */
+  recheck(): void {
+    this.resumeHeld();
+  }
+
   hold(client: PausedClient): void {
     this.held.add(client);
   }
@@ -107,6 +112,13 @@ const MAY_WRITE = CommandFlag.WRITE | CommandFlag.MAY_REPLICATE;
 
 /** Commands whose flags a script's shebang replaces (Valkey's evalGetCommandFlags). */
 const EVAL_COMMANDS: ReadonlySet<string> = new Set(['eval', 'eval_ro', 'evalsha', 'evalsha_ro']);
+/** Commands whose flags a function's replace (Valkey's fcallGetCommandFlags). */
+const FCALL_COMMANDS: ReadonlySet<string> = new Set(['fcall', 'fcall_ro']);
+/**
+ * Valkey flags EVAL, EVALSHA and FCALL may_replicate (their _RO forms not), a flag COMMAND does not
+ * show: so a script or function whose flags say nothing is held by a WRITE pause (src/commands/*.json).
+ */
+const MAY_REPLICATE_SCRIPTS: ReadonlySet<string> = new Set(['eval', 'evalsha', 'fcall']);
 
 function mayReplicate(session: HandlerSession, spec: CommandSpec, args: readonly Buffer[]): boolean {
   if (spec.name === 'exec') {
@@ -115,11 +127,43 @@ function mayReplicate(session: HandlerSession, spec: CommandSpec, args: readonly
     const table = session.ctx.commands();
     return tx.queued.some((q) => {
       const s = table.get(q.command);
-      return s !== undefined && (EVAL_COMMANDS.has(q.command) ? evalMayWrite(session, s, new RequestFrame(q.raw).args) : (s.flags & MAY_WRITE) !== 0);
+      return s !== undefined && commandMayWrite(session, s, () => new RequestFrame(q.raw).args);
     });
   }
-  if (EVAL_COMMANDS.has(spec.name)) return evalMayWrite(session, spec, args);
+  return commandMayWrite(session, spec, () => args);
+}
+
+/** Valkey's getCommandFlags & (WRITE | MAY_REPLICATE): a script's or function's flags in place of the command's. */
+function commandMayWrite(session: HandlerSession, spec: CommandSpec, args: () => readonly Buffer[]): boolean {
+  if (EVAL_COMMANDS.has(spec.name)) return evalMayWrite(session, spec, args());
+  if (FCALL_COMMANDS.has(spec.name)) return fcallMayWrite(session, spec, args());
   return (spec.flags & MAY_WRITE) !== 0;
+}
+
+/** A script command whose script says nothing of its flags: the command's own, may_replicate included. */
+function baseMayWrite(spec: CommandSpec): boolean {
+  return MAY_REPLICATE_SCRIPTS.has(spec.name) || (spec.flags & MAY_WRITE) !== 0;
+}
+
+/**
+ * FCALL / FCALL_RO: the function's flags replace the command's (Valkey's scriptFlagsToCmdFlags):
+ * it writes unless registered no-writes. A function respool does not know (yet) is held as one
+ * whose flags say nothing, and its flags are asked for: once known, the held clients ask again.
+ */
+function fcallMayWrite(session: HandlerSession, spec: CommandSpec, args: readonly Buffer[]): boolean {
+  if (args.length < 2) return baseMayWrite(spec);
+  const functions = session.ctx.functions;
+  const flags = functions?.flagsOf(args[1]!.toString('utf8'));
+  if (flags === undefined) {
+    if (functions !== undefined) {
+      const pause = session.ctx.clientPause;
+      void functions.refresh().then(() => {
+        if (functions.flagsOf(args[1]!.toString('utf8')) !== undefined) pause.recheck();
+      });
+    }
+    return baseMayWrite(spec);
+  }
+  return !flags.includes('no-writes');
 }
 
 /**
@@ -127,19 +171,19 @@ function mayReplicate(session: HandlerSession, spec: CommandSpec, args: readonly
  * script cache in Valkey): unknown, the command's own flags decide.
  */
 function evalMayWrite(session: HandlerSession, spec: CommandSpec, args: readonly Buffer[]): boolean {
-  if (args.length < 2) return (spec.flags & MAY_WRITE) !== 0;
+  if (args.length < 2) return baseMayWrite(spec);
   const script = spec.name.startsWith('evalsha')
     ? (args[1]!.length === 40 ? session.ctx.scripts.body(args[1]!.toString('latin1')) : undefined)
     : args[1]!;
-  return script === undefined ? (spec.flags & MAY_WRITE) !== 0 : scriptMayWrite(spec, script);
+  return script === undefined ? baseMayWrite(spec) : scriptMayWrite(spec, script);
 }
 
 /**
  * EVAL with a shebang: its flags replace the command's (Valkey's scriptFlagsToCmdFlags), so
- * `#!lua flags=no-writes` neither writes nor replicates; any other shebang writes.
+ * `#!lua flags=no-writes` neither writes nor replicates; any other shebang writes (EVAL_RO too).
  */
 function scriptMayWrite(spec: CommandSpec, script: Buffer): boolean {
-  if (script.length < 2 || script[0] !== 0x23 || script[1] !== 0x21) return (spec.flags & MAY_WRITE) !== 0;
+  if (script.length < 2 || script[0] !== 0x23 || script[1] !== 0x21) return baseMayWrite(spec);
   const end = script.indexOf(0x0a);
   const line = script.toString('utf8', 2, end < 0 ? script.length : end);
   for (const part of line.trim().split(/\s+/)) {

@@ -150,6 +150,17 @@ export class ClientState {
     }
   }
 
+  /** Set while one request is handled when it was refused before running (ACL, modes): tot-cmds does not count it. */
+  refusedNow = false;
+
+  /** EXEC ran the transaction (its reply an array of N results): the N commands count as run (Valkey's call() per queued command). */
+  execRan(reply: Buffer): void {
+    if (reply[0] !== 0x2a /* * */ || reply[1] === 0x2d /* *-1: aborted by WATCH */) return;
+    let n = 0;
+    for (let i = 1; i < reply.length && reply[i] !== 0x0d; i++) n = n * 10 + reply[i]! - 0x30;
+    this.commandCount += n;
+  }
+
   /**
    * After each command: SKIP applies to the one command that follows it. `counted`: false for a
    * command Valkey does not count yet (a blocking one, counted at unblock(); one it rejects unknown).

@@ -27,6 +27,8 @@ export interface ClientBuffers {
   readonly argvBytes: number;
   /** Bytes of replies in the current write batch, not yet handed to the socket. */
   readonly batchedBytes: number;
+  /** The largest batch of small replies written at once in about the last 5 s (Valkey's reply-buffer peak, rbp). */
+  readonly peakBatchBytes: number;
   /** Finished replies waiting behind an unanswered one (request order), and their bytes. */
   readonly heldReplies: number;
   readonly heldReplyBytes: number;

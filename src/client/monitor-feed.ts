@@ -1,6 +1,7 @@
 import { clientAddr, type ListedClient } from './client-address.js';
 import { shownArgs } from '../observe/redact.js';
 import type { HandlerSession } from './handler-session.js';
+import type { ScriptLineRelay } from './script-line-relay.js';
 
 /**
  * MONITOR, answered by respool from what its clients send: each command once, as the client sent
@@ -13,22 +14,39 @@ import type { HandlerSession } from './handler-session.js';
  * blocks, replicas' copies of writes) appears, since no node is monitored. Valkey's rules for
  * what is shown: not unknown commands or wrong arities (rejected before they run), not commands
  * flagged admin or skip_monitor (CONFIG, MONITOR, …), commands queued in MULTI when EXEC runs
- * them, then EXEC. Commands a script runs on a node ("[0 lua]" lines) are not shown.
+ * them, then EXEC. Commands a script runs on a node ("[0 lua]" lines) are relayed from the nodes'
+ * own MONITOR while anyone monitors respool (script-line-relay.ts).
  */
 export class MonitorFeed {
   private readonly clients = new Set<HandlerSession>();
+
+  /** `relay`: the nodes' script lines (absent in stand-in contexts: none are shown). */
+  constructor(private readonly relay: ScriptLineRelay | null = null) {}
 
   /** True while someone monitors: the one test every request pays. */
   get active(): boolean {
     return this.clients.size > 0;
   }
 
-  add(session: HandlerSession): void {
+  /** `session` monitors from now on; resolves once the nodes' script lines are relayed too. */
+  add(session: HandlerSession): Promise<void> {
     this.clients.add(session);
+    return this.relay === null ? Promise.resolve() : this.relay.start();
   }
 
   remove(session: HandlerSession): void {
-    this.clients.delete(session);
+    if (!this.clients.delete(session)) return;
+    if (this.clients.size === 0) this.relay?.stop();
+  }
+
+  /** The topology changed: the relay follows its nodes. */
+  topologyChanged(): void {
+    if (this.clients.size > 0) void this.relay?.sync();
+  }
+
+  /** A line as it is (a node's script line) to every monitoring client. */
+  deliver(line: Buffer): void {
+    for (const client of this.clients) client.push(line);
   }
 
   /** One line for `args`, sent by `from`, to every monitoring client. */

@@ -18,6 +18,7 @@ import type { RequestObserver } from '../observe/request-observer.js';
 import type { NodeSaturation } from '../observe/node-saturation.js';
 import type { BigKeys } from '../observe/big-keys.js';
 import type { FairAdmission } from './fair-admission.js';
+import type { FunctionFlags } from '../scripts/function-flags.js';
 import type { MemoryCeiling } from './memory-ceiling.js';
 
 /** What a client session needs from the running proxy (kept narrow so sessions stay testable). */
@@ -38,6 +39,8 @@ export interface ServerContext {
   readonly pubsub: PubSubHub;
   /** Script bodies seen (EVAL, SCRIPT LOAD), to reload a script on a node that answers NOSCRIPT. */
   readonly scripts: ScriptCache;
+  /** The nodes' functions' flags (FUNCTION LIST): whether CLIENT PAUSE WRITE holds an FCALL (scripts/function-flags.ts); absent in stand-in contexts. */
+  readonly functions?: FunctionFlags;
   /** Scripts in flight: PING reflects a node busy running one (scripts/running-scripts.ts). */
   readonly runningScripts: RunningScripts;
   /** CLIENT UNBLOCK of a leased connection, sent on a shared link to its node; true if it was blocked. */

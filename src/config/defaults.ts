@@ -28,7 +28,7 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
   workers: 1,
   upstreamAuth: null,
   users: [],
-  acl: { file: null, upstream: 'none', mirrorPrefix: 'respool.', mirrorSecret: null, logMaxLen: 128 },
+  acl: { file: null, upstream: 'auto', mirrorPrefix: 'respool.', mirrorSecret: null, logMaxLen: 128 },
   limits: {
     maxBulkLength: 512 * MiB, // Valkey's proto-max-bulk-len
     maxArrayLength: 1_048_576,

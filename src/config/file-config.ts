@@ -10,7 +10,7 @@ import { aclRulesProblem, type UserConfig } from '../acl/users.js';
 import type { UpstreamSetting } from '../acl/upstream-identity.js';
 import { OBSERVABILITY_SWITCHES } from './observability-config.js';
 import { CONFIG_VALIDATOR_FILE } from '../own-files.js';
-import { CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type ReadStrategyName } from './types.js';
+import { ACL_UPSTREAM_MODES, CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type ReadStrategyName } from './types.js';
 import { ValueProblem, show, suggest, toEnum, toHostPort, toMaxMemory, toWorkers } from './values.js';
 import { convertListen, toSocketMode, toAdminAddress, readTokenFile, readFirstLine, toAnnounced, toPeersFrom, toZone, toHttpUrl, toNumber, dedupe } from './setting-converters.js';
 
@@ -222,7 +222,7 @@ export function convertSettings(data: unknown, where: string, env: NodeJS.Proces
   if (acl !== undefined && acl !== null && typeof acl === 'object' && !isBad('acl')) {
     if (acl.file === null) out.set('acl.file', null);
     else set('acl.file', convert('acl.file', acl.file, (v) => resolvePath(v as string)));
-    set('acl.upstream', convert('acl.upstream', acl.upstream, (v) => toEnum(v, ['none', 'mirror'] as const)));
+    set('acl.upstream', convert('acl.upstream', acl.upstream, (v) => toEnum(v, ACL_UPSTREAM_MODES)));
     set('acl.mirrorPrefix', acl.mirrorPrefix);
     if (acl.mirrorSecret !== undefined && acl.mirrorSecretEnv !== undefined) problems.push(`${where}: acl: give mirrorSecret or mirrorSecretEnv, not both`);
     else if (typeof acl.mirrorSecret === 'string') out.set('acl.mirrorSecret', acl.mirrorSecret);

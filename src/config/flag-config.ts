@@ -3,7 +3,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ADMIN_TOKEN_ENV, FLAGS, UPSTREAM_PASSWORD_ENV } from './flags.js';
 import { convertHotKeyFlags } from './hot-keys-config.js';
 import { convertTlsFlags } from './tls-config.js';
-import { ConfigError, CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type HostPort } from './types.js';
+import { ACL_UPSTREAM_MODES, ConfigError, CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type HostPort } from './types.js';
 import { ValueProblem, show, suggest, toEnum, toHostPort, toMaxMemory, toWorkers } from './values.js';
 import { convertListen, toSocketMode, toAdminAddress, readTokenFile, toAnnounced, toPeersFrom, toZone, toHttpUrl, toNumber, dedupe } from './setting-converters.js';
 
@@ -129,7 +129,7 @@ export function convertFlags(values: FlagValues, env: NodeJS.ProcessEnv, problem
   convert('transactions-cross-slot', 'transactions.crossSlot', (v) => toEnum(v, CROSS_SLOT_TRANSACTIONS));
   convert('metadata-base-url', 'reads.metadataBaseUrl', (v) => toHttpUrl(v));
   convert('acl-file', 'acl.file', (v) => resolvePath(nonEmpty(v)));
-  convert('acl-upstream', 'acl.upstream', (v) => toEnum(v, ['none', 'mirror'] as const));
+  convert('acl-upstream', 'acl.upstream', (v) => toEnum(v, ACL_UPSTREAM_MODES));
   convert('upstream-user', 'upstreamAuth.username', (v) => nonEmpty(v));
   convert('upstream-password', 'upstreamAuth.password', (v) => nonEmpty(v));
   if (values['upstream-password'] === undefined) {

@@ -82,9 +82,10 @@ export const FLAGS: readonly FlagSpec[] = [
     default: 'none',
   },
   {
-    name: 'acl-upstream', type: 'string', value: 'none|mirror',
-    help: 'who restricted users run as on the nodes: none (respool\'s own user; their scripts and SORT patterns are refused) '
-      + 'or mirror (a user with the same rules that respool keeps on every node)',
+    name: 'acl-upstream', type: 'string', value: 'auto|mirror|none',
+    help: 'who restricted users run as on the nodes: mirror (a user with the same rules that respool keeps on every node), '
+      + 'none (respool\'s own user; their scripts and SORT patterns are refused), or auto: mirror where respool\'s identity '
+      + 'may manage ACL users on the nodes, else none',
     default: DEFAULT_CONFIG.acl.upstream,
   },
   numeric('max-bulk-length', 'limits.maxBulkLength', 'largest bulk string accepted from a client'),

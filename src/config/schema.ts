@@ -11,7 +11,7 @@
 // ("must be a size like 512mb"). load-config.ts registers it with ajv.
 
 import { DURATION_PATTERN, ENV_NAME_PATTERN, GiB, SIZE_PATTERN, TiB, type Range } from './values.js';
-import { CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM } from './types.js';
+import { ACL_UPSTREAM_MODES, CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM } from './types.js';
 import { HOT_KEYS_SCHEMA } from './hot-keys-config.js';
 import { LISTEN_TLS_SCHEMA, TLS_SCHEMA, UPSTREAM_TLS_SCHEMA } from './tls-config.js';
 import { OBSERVABILITY_SWITCHES } from './observability-config.js';
@@ -243,7 +243,7 @@ function aclSchema(): Schema {
     properties: {
       ...(group.properties as Record<string, Schema>),
       file: { type: ['string', 'null'], minLength: 1, 'x-expect': 'must be a file name or null' },
-      upstream: { enum: ['none', 'mirror'], 'x-expect': 'must be one of none, mirror' },
+      upstream: { enum: [...ACL_UPSTREAM_MODES], 'x-expect': `must be one of ${ACL_UPSTREAM_MODES.join(', ')}` },
       mirrorPrefix: { type: 'string', pattern: '^\\S+$', 'x-expect': 'must be a prefix without spaces' },
       mirrorSecret: { type: 'string', minLength: 16, 'x-expect': 'must be a string of at least 16 characters' },
       mirrorSecretEnv: passwordEnv,

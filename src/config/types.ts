@@ -128,11 +128,19 @@ export interface TransactionsConfig {
   crossSlot: CrossSlotTransactions; // default split: what an application written for one server expects
 }
 
+export type AclUpstreamMode = 'none' | 'mirror' | 'auto';
+export const ACL_UPSTREAM_MODES: readonly AclUpstreamMode[] = ['auto', 'mirror', 'none'];
+
 export interface AclConfig {
   /** Valkey's aclfile format: ACL LOAD / ACL SAVE, read at start and at every reload; null = none. */
   file: string | null;
-  /** Who restricted users without users[].upstream run as on the nodes: none (respool's own user) or mirror. Default none. */
-  upstream: 'none' | 'mirror';
+  /**
+   * Who restricted users without users[].upstream run as on the nodes: none (respool's own user),
+   * mirror (a user with the same rules respool keeps on every node), or auto (default): mirror when
+   * respool's own identity may manage ACL users on the nodes (checked at start and at every
+   * discovery), none with a warning where it may not.
+   */
+  upstream: AclUpstreamMode;
   /** The name prefix of mirrored users on the nodes; default "respool.". */
   mirrorPrefix: string;
   /** What mirrored users' passwords derive from (a fleet shares it); null = upstreamAuth's password, else one per process. */

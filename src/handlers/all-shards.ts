@@ -6,6 +6,8 @@ import type { CallOwner } from '../routing/upstream-call.js';
 import { configSet, isWellFormedConfigSet } from './config-set.js';
 import { configSetHere } from './node-settings.js';
 
+const FUNCTION_CHANGES: ReadonlySet<string> = new Set(['function|load', 'function|delete', 'function|flush', 'function|restore']);
+
 /**
  * Commands that speak for the whole data set (DBSIZE, KEYS, FLUSHALL, SCAN, SCRIPT LOAD, …): in
  * cluster mode every shard (or node) answers and routing/fan-out.ts merges the replies; against a
@@ -15,6 +17,7 @@ import { configSetHere } from './node-settings.js';
 export const allShards: Handler = (session, req) => {
   const ctx = session.ctx;
   if (req.command === 'wait' || req.command === 'waitaof') return wait(session, req);
+  if (FUNCTION_CHANGES.has(req.command)) ctx.functions?.forget(); // CLIENT PAUSE asks the nodes again (scripts/function-flags.ts)
   if (req.command === 'config|resetstat' && req.args.length === 2) ctx.observer?.commands.reset(); // LATENCY HISTOGRAM starts over, as on Valkey
   if (req.command === 'config|set') {
     // a node's port, files, identity: never half-applied; respool's own log settings: set here (node-settings.ts)

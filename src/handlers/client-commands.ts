@@ -1,4 +1,5 @@
 import type { CommandSpec } from '../commands/command-table.js';
+import { JOIN_BUFFER_BYTES } from '../util/batched-writer.js';
 import { wrongArity } from '../commands/command-table.js';
 import { encodeError, encodeInteger, encodeSimple, encodeVerbatim } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
@@ -79,8 +80,11 @@ function ageSeconds(c: ListedClient, nowMs: number): number {
  * taken, tot-mem their sum, events r while respool reads the socket and w while output waits.
  * qbuf-free is 0, what Valkey shows for a client without a query buffer of its own (it reads
  * into the shared one; respool's reads go to shared slabs); clients parse it (redis-py 4.3's
- * client_info() fails on a line without it). rbs and rbp are left out rather than shown as
- * constants: no fixed per-client reply buffer.
+ * client_info() fails on a line without it). rbs / rbp, Valkey's reply buffer and its peak of the
+ * last 5 s: respool joins a client's small replies into one buffer per write (replies above
+ * JOIN_BUFFER_BYTES go as they are), so rbp is the largest such write of about the last 5 s and
+ * rbs that buffer's size, JOIN_BUFFER_BYTES or rbp if larger. Like every other figure here,
+ * tot-mem counts what respool holds, so not rbs.
  */
 export function clientInfoLine(c: ListedClient): string {
   const state = c.state;
@@ -109,7 +113,8 @@ export function clientInfoLine(c: ListedClient): string {
     `idle=${Math.max(0, Math.floor((performance.now() - state.lastInteraction) / 1000))} flags=${flags} db=${state.db} ` +
     `sub=${subs?.channels.size ?? 0} psub=${subs?.patterns.size ?? 0} ssub=${subs?.shardChannels.size ?? 0} ` +
     `multi=${tx !== null ? tx.queued.length : inMulti ? 0 : -1} watch=${state.lane?.watched.size ?? 0} ` +
-    `qbuf=${io.queryBytes} qbuf-free=0 argv-mem=${io.argvBytes} multi-mem=${multiMem} obl=${io.batchedBytes} oll=${io.heldReplies} ` +
+    `qbuf=${io.queryBytes} qbuf-free=0 argv-mem=${io.argvBytes} multi-mem=${multiMem} ` +
+    `rbs=${Math.max(JOIN_BUFFER_BYTES, io.peakBatchBytes)} rbp=${io.peakBatchBytes} obl=${io.batchedBytes} oll=${io.heldReplies} ` +
     `omem=${omem} tot-mem=${io.queryBytes + io.argvBytes + multiMem + io.batchedBytes + omem} events=${events} ` +
     `cmd=${state.lastCommand} user=${state.user ?? 'default'} redir=${state.tracking !== null ? 0 : -1} ` +
     `resp=${state.protocol} lib-name=${state.libName} lib-ver=${state.libVersion} ` +
@@ -263,5 +268,6 @@ function clientPause(session: HandlerSession, args: Buffer[]): Buffer {
   if (ms < 0n) return encodeError(ProxyError.timeoutNegative());
   if (ms > BigInt(Number.MAX_SAFE_INTEGER) - BigInt(Date.now())) return encodeError(ProxyError.timeoutOutOfRange());
   session.ctx.clientPause.pause(Number(ms), all);
+  if (!all) void session.ctx.functions?.refresh(); // which FCALLs a WRITE pause lets through (client-pause.ts)
   return OK;
 }

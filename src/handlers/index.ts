@@ -87,16 +87,38 @@ export function dispatch(session: DispatchedSession, frame: RequestFrame): boole
   req.command = command;
   const monitored = ctx.monitors.active; // MONITOR: one boolean on the hot path
   const tx = monitored ? state.transaction : null;
+  const inMulti = spec !== undefined && inTransaction(state);
+  const queued = inMulti && !NOT_QUEUED.has(command);
   session.startRequest(req, family, blocking);
+  state.refusedNow = false;
   try {
     route(session, req, family);
   } finally {
     session.endRequest();
   }
   if (monitored) feedMonitors(session, req, tx);
-  // Valkey counts a command once it ran: a blocking one when served, an unknown one never.
-  state.commandDone(spec !== undefined && !blocking, blocking);
+  state.commandDone(spec !== undefined && !blocking && !queued && !state.refusedNow && runs(spec, req.args, inMulti), blocking);
   return true;
+}
+
+/** Commands MULTI does not queue (Valkey's processCommand: they run at once, or are refused). */
+const NOT_QUEUED: ReadonlySet<string> = new Set(['exec', 'discard', 'multi', 'watch', 'quit', 'reset']);
+
+/** Inside MULTI: respool's transaction, or on a WATCH lane once its MULTI went out. */
+function inTransaction(state: HandlerSession['state']): boolean {
+  return state.transaction !== null || state.lane?.inMulti === true;
+}
+
+/**
+ * Valkey counts a command (tot-cmds) when call() ran it: not an unknown one, one of the wrong
+ * arity or with an unknown subcommand, a no-multi command inside MULTI (all refused before they
+ * run), one refused by the ACL or a client mode (refusedNow), one queued in MULTI (counted when
+ * EXEC runs it: ClientState.execRan); a blocking one when it is served.
+ */
+function runs(spec: CommandSpec, args: readonly Buffer[], inMulti: boolean): boolean {
+  if (wrongArity(spec, args.length)) return false;
+  if (spec.subcommands !== undefined && args.length > 1 && spec.name.indexOf('|') < 0) return false;
+  return !(inMulti && (spec.flags & CommandFlag.NO_MULTI) !== 0);
 }
 
 /** Valkey's NOAUTH rule: before AUTH, only commands the table flags no_auth run (an unknown command does not). */
@@ -123,13 +145,17 @@ function route(session: HandlerSession, req: CommandRequest, family: CommandFami
   // A fleet's shared state is respool's: no client reads or writes it (src/fleet/reserved-keys.ts).
   if (spec !== undefined && session.ctx.fleetAcl != null && touchesFleetKeys(session.ctx.commands(), spec, req.args)) {
     if (state.transaction !== null) state.transaction.dirty = true; // EXEC will abort, as for a refused command
+    state.refusedNow = true;
     return session.replyNow(encodeError(ProxyError.fleetKeysReserved()));
   }
   if (spec === undefined && isCommandlogCommand(req.args[0]!)) return session.replyNow(observeReply(session, 'commandlog', req.args));
   if (state.monitoring) {
     // A monitoring client is a replica to Valkey: no keyspace commands (handlers/monitor.ts).
     const refusal = refusedWhileMonitoring(spec);
-    if (refusal !== null) return session.replyNow(refusal);
+    if (refusal !== null) {
+      state.refusedNow = true;
+      return session.replyNow(refusal);
+    }
   }
   if (family === 'script' || family === 'allShards') noteScript(session.ctx.scripts, req.command, req.args); // EVAL / SCRIPT LOAD bodies, on every path
   state.tracking?.noteCommand(req.command, state.transaction !== null);
@@ -180,6 +206,7 @@ function denied(session: HandlerSession, req: CommandRequest, acl: AclUser): boo
     }
   }
   const state = session.state;
+  state.refusedNow = true;
   if (denial !== null) {
     const object = denial.kind === ACL_DENIED_CMD ? (spec?.name ?? req.command) : req.args[denial.index]!.toString();
     const reason = denial.kind === ACL_DENIED_CMD ? 'command' : denial.kind === ACL_DENIED_KEY ? 'key' : 'channel';

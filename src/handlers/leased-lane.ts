@@ -100,7 +100,10 @@ function sendOnLane(session: HandlerSession, lane: LeasedLane, req: CommandReque
   session.runExclusive(() => {
     const entry = session.reserve();
     const afterReply = (reply: Buffer): void => {
-      if (command === 'exec' && !discard) lane.afterExec(reply);
+      if (command === 'exec' && !discard) {
+        lane.afterExec(reply);
+        session.state.execRan(reply); // the commands it ran count as the client's (tot-cmds)
+      }
       lane.end(reply[0] !== 0x2d /* an error leaves state unknown */);
     };
     lane.send(raw, entry, afterReply, discard ? (reply) => (reply[0] === 0x2d ? reply : EXEC_ABORT) : undefined);

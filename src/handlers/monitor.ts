@@ -68,6 +68,8 @@ export const monitor: Handler = (session, req) => {
   const state = session.state;
   if (state.monitoring) return;
   state.monitoring = true;
-  session.ctx.monitors.add(session); // off the feed at RESET (local.ts) or close (server.ts onSessionClosed)
-  session.replyNow(OK);
+  // +OK once the nodes' script lines are relayed too, so a script sent after it is seen whole;
+  // lines of other clients meanwhile queue behind it. Off the feed at RESET (local.ts) or close (server.ts).
+  const entry = session.reserve();
+  void session.ctx.monitors.add(session).then(() => entry.fill(OK));
 };

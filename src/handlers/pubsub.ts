@@ -213,6 +213,7 @@ export function resetSubscriptions(session: HandlerSession): void {
 
 /** In RESP2 subscribed mode, a command outside client-modes.ts' SUBSCRIBED_COMMANDS. */
 export const refuseWhileSubscribed: Handler = (session, req) => {
+  session.state.refusedNow = true; // refused before it runs: not counted (tot-cmds)
   session.replyNow(encodeError(ProxyError.subscribedContextOnly(req.command)));
 };
 

@@ -274,9 +274,14 @@ function exec(session: HandlerSession, tx: Transaction): void {
   }
   if (tx.dirty) return session.replyNow(encodeError(ProxyError.execAbort()));
   const forwarded = tx.queued.filter((q) => q.localArgs === null);
+  // The commands EXEC ran count as the client's (tot-cmds), as Valkey counts each one it calls.
+  const ran = (reply: Buffer): Buffer => {
+    session.state.execRan(reply);
+    return reply;
+  };
   if (forwarded.length === 0) {
     // Nothing for the upstream (empty, or only respool's own commands): answer here.
-    session.replyNow(spliceLocalReplies(session, tx, []));
+    session.replyNow(ran(spliceLocalReplies(session, tx, [])));
     return;
   }
   ctx.metrics?.commandCounter('exec').inc();
@@ -284,13 +289,13 @@ function exec(session: HandlerSession, tx: Transaction): void {
   if (tx.crossSlot) {
     if (lanes !== null) return session.replyNow(encodeError(ProxyError.crossSlotTransactionTracking()));
     ctx.metrics?.crossSlotTransactions.split.inc();
-    return execSplit(session, forwarded, (replies) => spliceLocalReplies(session, tx, replies));
+    return execSplit(session, forwarded, (replies) => ran(spliceLocalReplies(session, tx, replies)));
   }
   const commands = forwarded.map((q) => q.raw);
   // The database of the links the block goes on is the client's (a tracking lane's: 0): a last
   // SELECT puts the link back there (see the comment at the top).
   if (tx.selects) commands.push(encodeCommand(['SELECT', String(session.state.db)]));
-  const finish = (entry: ReplyEntry, outcome: BlockOutcome): void => entry.fill(execReply(session, tx, forwarded, outcome));
+  const finish = (entry: ReplyEntry, outcome: BlockOutcome): void => entry.fill(ran(execReply(session, tx, forwarded, outcome)));
   // CLIENT TRACKING on: the block runs on the client's lane for its slot (reads in it are tracked).
   if (lanes !== null) return sendBlockOnTrackingLane(session, lanes, tx.slot, (entry) => blockItems(commands, '', (o) => finish(entry, o)));
   const send = (): void => {

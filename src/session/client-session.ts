@@ -497,6 +497,7 @@ export class ClientSession implements DispatchedSession, AdmittedClient, MemoryH
       queryBytes: this.framer.bufferedBytes,
       argvBytes,
       batchedBytes: batched,
+      peakBatchBytes: this.writer.peakBatch(performance.now()),
       heldReplies: held.count,
       heldReplyBytes: held.bytes,
       unsentBytes: unsent - batched,

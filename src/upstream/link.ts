@@ -110,6 +110,11 @@ export class Link extends EventEmitter implements ReplySource {
   timedOut = false;
   /** When reply bytes last arrived (util/read-clock.ts clockNow): the oldest request waits for the node from then on. */
   private lastReplyAt = 0;
+  /**
+   * A link that carries a stream (MONITOR: respool's relay of scripts' commands) hands the frames
+   * nobody asked for here, once its requests are answered; null: such a frame ends the link.
+   */
+  onStream: ((frame: Buffer) => void) | null = null;
   private timeoutTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly options: LinkOptions) {
@@ -287,6 +292,10 @@ export class Link extends EventEmitter implements ReplySource {
         if (frame[0] === 0x3e /* > push */) continue; // out-of-band; no shared-link feature subscribes
         const req = this.inflight.shift();
         if (req === undefined) {
+          if (this.onStream !== null) {
+            this.onStream(frame);
+            continue;
+          }
           this.fail('upstream sent a reply nobody asked for');
           return;
         }

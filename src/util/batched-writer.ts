@@ -1,5 +1,6 @@
 import type { Socket } from 'node:net';
 import { directHandle, writeDirect, type DirectWriteOwner } from './direct-write.js';
+import { clockNow } from './read-clock.js';
 
 /**
  * Collects the small buffers written to one socket and sends them as ONE buffer per batch.
@@ -28,6 +29,10 @@ import { directHandle, writeDirect, type DirectWriteOwner } from './direct-write
  *               unsentBytes = bytes + inFlight + writableLength, what the kernel has not taken.
  */
 const COPY_LIMIT = 16 * 1024; // buffers larger than this are written as they are
+/** CLIENT LIST's rbp: the peak of about the last 5 s, as Valkey's reply-buffer peak (reset in clientsCron). */
+const PEAK_MS = 5000;
+/** The buffer small replies are joined in (CLIENT LIST rbs): replies above COPY_LIMIT are written as they are. */
+export const JOIN_BUFFER_BYTES = COPY_LIMIT;
 const FLUSH_BYTES = 256 * 1024; // flush at once past this many pending bytes
 
 /**
@@ -74,6 +79,9 @@ export class BatchedWriter implements DirectWriteOwner {
   private waitingForDrain = false;
   /** Batches flushed so far (an upstream link's writes: respool_upstream_io_total{op="writes"}). */
   batches = 0;
+  /** The largest batch of small writes flushed, and when (util/read-clock.ts): CLIENT LIST's rbp. */
+  private peak = 0;
+  private peakAt = 0;
 
   constructor(
     private readonly socket: Socket,
@@ -183,8 +191,10 @@ export class BatchedWriter implements DirectWriteOwner {
       return;
     }
     if (restCount === 0) {
+      if (bytes <= COPY_LIMIT) this.notePeak(bytes);
       this.send(first);
     } else if (!hasLarge) {
+      this.notePeak(bytes);
       const out = Buffer.allocUnsafe(bytes);
       let at = first.copy(out, 0);
       for (let i = 0; i < restCount; i++) {
@@ -216,6 +226,19 @@ export class BatchedWriter implements DirectWriteOwner {
       }
     }
     this.socket.write(data);
+  }
+
+  /** The largest batch of small writes flushed in about the last PEAK_MS (0: none since). */
+  peakBatch(now: number): number {
+    if (now - this.peakAt > PEAK_MS) this.peak = 0; // a new period: the next batches set it again
+    return this.peak;
+  }
+
+  /** A new peak only costs a clock read (CLIENT LIST reads it rarely; see peakBatch). */
+  private notePeak(bytes: number): void {
+    if (bytes <= this.peak) return;
+    this.peak = bytes;
+    this.peakAt = clockNow();
   }
 
   /** Drops whatever is pending (the socket is going away). */

@@ -108,7 +108,7 @@ describe('upstream identities: Valkey checks what respool cannot (issue 18)', ()
   const usersFor = (upstream: 'mirror' | { username: string; password: string }): RespoolConfig['users'] => [
     { name: 'default', rules: 'on nopass +@all ~* &*' },
     { name: 'app', rules: RULES, upstream },
-    { name: 'plain', rules: RULES.replace('>secret', '>plain-pw') }, // no identity (acl.upstream: none)
+    { name: 'plain', rules: RULES.replace('>secret', '>plain-pw'), upstream: 'none' }, // no identity
   ];
   const start = async (nodes: Array<{ host: string; port: number }>, upstream: 'mirror' | { username: string; password: string }) => {
     const proxy = await startTestProxy(nodes, { users: usersFor(upstream), cluster: { refreshPeriodMs: 1000 } } as Partial<RespoolConfig>);

@@ -127,7 +127,7 @@ describe('defaults', () => {
       adminReadToken: null,
       unixSocket: null,
       unixSocketMode: 0o660,
-      acl: { file: null, upstream: 'none', mirrorPrefix: 'respool.', mirrorSecret: null, logMaxLen: 128 },
+      acl: { file: null, upstream: 'auto', mirrorPrefix: 'respool.', mirrorSecret: null, logMaxLen: 128 },
       listenTls: null,
       tls: { cert: null, key: null, ca: null, requireClientCert: false, minVersion: 'TLSv1.2', ciphers: null },
       upstreamTls: { enabled: false, ca: null, cert: null, key: null, servername: null, rejectUnauthorized: true },

@@ -1,0 +1,164 @@
+// Exactly what Valkey does (issue 28), respool with default settings in front of a standalone server
+// and of a 3+3 cluster, side by side with one valkey-server over the same exchange (the oracle):
+//  - MONITOR shows the commands a script or function runs ("[0 lua]" lines) after its own line;
+//  - CLIENT PAUSE WRITE lets EVAL_RO, EVALSHA_RO, FCALL_RO and FCALL of a no-writes function run at
+//    once and holds a script whose flags say nothing — each finishes, or is held, within a bound;
+//  - a user made at run time with ACL SETUSER runs scripts as on Valkey (acl.upstream auto mirrors it);
+//  - per-client command counts (CLIENT INFO tot-cmds) after sequences Valkey counts exactly.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
+import { RawClient } from '../harness/raw-client.js';
+import type { RespoolProxy } from '../../src/server.js';
+import { startTestProxy } from '../helpers/proxy.js';
+import { RawConnection } from '../helpers/raw-resp.js';
+import { connect } from '../helpers/transcript.js';
+import { waitFor } from '../helpers/wait.js';
+
+const LIBRARY = "#!lua name=exactlib\nredis.register_function{function_name='ro', callback=function(k) return redis.call('get', k[1]) end, flags={'no-writes'}}\nredis.register_function('rw', function(k) return redis.call('incr', k[1]) end)";
+const SET_THEN_GET = "redis.call('set', KEYS[1], '1'); return redis.call('get', KEYS[1])";
+
+describe('exactly what Valkey does (issue 28)', () => {
+  let direct: ValkeyNode;
+  let standalone: ValkeyNode;
+  let cluster: ValkeyCluster;
+  const targets: Array<{ name: string; port: number }> = [];
+  const proxies: RespoolProxy[] = [];
+
+  beforeAll(async () => {
+    [direct, standalone, cluster] = await Promise.all([startStandalone(), startStandalone(), startCluster({ primaries: 3, replicasPerPrimary: 1 })]);
+    const overStandalone = await startTestProxy([standalone], { mode: 'standalone' } as never);
+    const overCluster = await startTestProxy([cluster.nodes[0]!]);
+    proxies.push(overStandalone, overCluster);
+    targets.push({ name: 'direct', port: direct.port }, { name: 'respool/standalone', port: overStandalone.address.port }, { name: 'respool/cluster', port: overCluster.address.port });
+    for (const t of targets) {
+      const c = await RawConnection.connect(t.port);
+      expect(await c.call('FUNCTION', 'LOAD', 'REPLACE', LIBRARY)).toBe('$8\r\nexactlib\r\n');
+      c.close();
+    }
+  }, 120_000);
+
+  afterAll(async () => {
+    await Promise.all(proxies.map((p) => p.close()));
+    await Promise.all([direct?.stop(), standalone?.stop(), cluster?.stop()]);
+  });
+
+  it('MONITOR shows what a script and a function run, after their own line, as Valkey does', async () => {
+    const shown = async (port: number): Promise<string[]> => {
+      const monitor = await RawClient.connect(port);
+      expect(await monitor.call('MONITOR')).toBe('OK');
+      const c = await RawClient.connect(port);
+      await c.call('EVAL', SET_THEN_GET, '1', '{m}k');
+      await c.call('FCALL', 'ro', '1', '{m}k');
+      await c.call('FCALL', 'rw', '1', '{m}n');
+      await c.call('PING');
+      // Every line, up to the PING, within a bound (a missing line would be a hang, not a difference).
+      await waitFor(() => monitor.unsolicited.some((l) => String(l).includes('"PING"')), `port ${port}: the PING line`, 5000);
+      const lines = monitor.unsolicited.map(String).map((l) => l.replace(/^\d+\.\d{6} /, '').replace(/^\[0 [^\]]*:\d+\]/, '[0 client]'));
+      monitor.close();
+      c.close();
+      return lines.slice(0, lines.findIndex((l) => l.includes('"PING"')) + 1);
+    };
+    const want = await shown(direct.port);
+    expect(want).toEqual([
+      `[0 client] "EVAL" "${SET_THEN_GET}" "1" "{m}k"`,
+      '[0 lua] "set" "{m}k" "1"',
+      '[0 lua] "get" "{m}k"',
+      '[0 client] "FCALL" "ro" "1" "{m}k"',
+      '[0 lua] "get" "{m}k"',
+      '[0 client] "FCALL" "rw" "1" "{m}n"',
+      '[0 lua] "incr" "{m}n"',
+      '[0 client] "PING"',
+    ]);
+    for (const t of targets.slice(1)) expect(await shown(t.port), t.name).toEqual(want);
+  });
+
+  it('CLIENT PAUSE WRITE: read-only scripts and no-writes functions run at once, a script whose flags say nothing waits', async () => {
+    const PAUSE_MS = 2500;
+    const cases: Array<[string, Array<string>]> = [
+      ['EVAL_RO', ['EVAL_RO', "return redis.call('get', KEYS[1])", '1', '{p}k']],
+      ['EVALSHA_RO', ['EVALSHA_RO', 'SHA', '1', '{p}k']],
+      ['FCALL_RO', ['FCALL_RO', 'ro', '1', '{p}k']],
+      ['FCALL of a no-writes function', ['FCALL', 'ro', '1', '{p}k']],
+      ['EVAL #!lua flags=no-writes', ['EVAL', "#!lua flags=no-writes\nreturn 1", '0']],
+      ['EVAL without flags', ['EVAL', 'return 1', '0']],
+      ['FCALL of a function that writes', ['FCALL', 'rw', '1', '{p}n']],
+    ];
+    const held = async (port: number): Promise<Record<string, boolean>> => {
+      const admin = await RawConnection.connect(port);
+      const sha = (await admin.call('SCRIPT', 'LOAD', "return redis.call('get', KEYS[1])")).split('\r\n')[1]!;
+      const out: Record<string, boolean> = {};
+      for (const [name, command] of cases) {
+        expect(await admin.call('CLIENT', 'PAUSE', String(PAUSE_MS), 'WRITE')).toBe('+OK\r\n');
+        const c = await RawConnection.connect(port);
+        const started = Date.now();
+        await c.call(...command.map((a) => (a === 'SHA' ? sha : a)));
+        out[name] = Date.now() - started > PAUSE_MS / 2; // finished at once, or only once the pause ended
+        c.close();
+        expect(await admin.call('CLIENT', 'UNPAUSE')).toBe('+OK\r\n');
+      }
+      admin.close();
+      return out;
+    };
+    const want = await held(direct.port);
+    expect(want).toEqual({
+      EVAL_RO: false, EVALSHA_RO: false, FCALL_RO: false, 'FCALL of a no-writes function': false,
+      'EVAL #!lua flags=no-writes': false, 'EVAL without flags': true, 'FCALL of a function that writes': true,
+    });
+    for (const t of targets.slice(1)) expect(await held(t.port), t.name).toEqual(want);
+  }, 90_000);
+
+  it('a user made at run time with ACL SETUSER runs scripts as on Valkey (default settings)', async () => {
+    const run = async (port: number): Promise<string[]> => {
+      const admin = await RawConnection.connect(port);
+      expect(await admin.call('ACL', 'SETUSER', 'bob', 'on', '>pw', '+@scripting', '+set', '+get', '~x*')).toBe('+OK\r\n');
+      admin.close();
+      const c = await RawConnection.connect(port);
+      const out: string[] = [await c.call('AUTH', 'bob', 'pw')];
+      out.push(await c.call('EVAL', "return redis.call('set', KEYS[1], 1)", '1', 'x{a}1'));
+      out.push(await c.call('EVAL', "return redis.call('get', KEYS[1])", '1', 'x{a}1'));
+      // a key the user may not touch, named inside the script only: the node refuses it
+      const denied = await c.call('EVAL', "return redis.call('get', 'y{a}1')", '0');
+      out.push(denied.startsWith('-') ? denied.slice(0, denied.indexOf(' ')) : denied);
+      c.close();
+      return out;
+    };
+    const want = await run(direct.port);
+    expect(want).toEqual(['+OK\r\n', '+OK\r\n', '$1\r\n1\r\n', '-ERR']);
+    for (const t of targets.slice(1)) {
+      await waitFor(async () => (await run(t.port))[1] === '+OK\r\n', `${t.name}: bob's script runs`, 10_000, 200);
+      expect(await run(t.port), t.name).toEqual(want);
+    }
+  }, 60_000);
+
+  it('CLIENT INFO tot-cmds counts what ran, as Valkey counts it', async () => {
+    const sequences: string[][][] = [
+      [['SET', 'c{t}a', '1'], ['GET', 'c{t}a']],
+      [['MULTI'], ['SET', 'c{t}a', '1'], ['GET', 'c{t}a'], ['EXEC']],
+      [['MULTI'], ['SET', 'c{t}a', '1'], ['DISCARD']],
+      [['MULTI'], ['NOSUCH'], ['EXEC']],
+      [['MULTI'], ['MULTI'], ['EXEC']],
+      [['MULTI'], ['GET'], ['EXEC']],
+      [['GET'], ['GET', 'a', 'b'], ['PING']],
+      [['NOSUCH'], ['CLIENT', 'NOSUCH'], ['PING']],
+      [['WATCH', 'c{t}a'], ['MULTI'], ['SET', 'c{t}a', '2'], ['EXEC']],
+      [['BLPOP', 'c{t}q', '0.01']],
+      [['SUBSCRIBE', 'ch'], ['UNSUBSCRIBE', 'ch']],
+      [['AUTH', 'nobody', 'wrong'], ['PING']],
+    ];
+    const counts = async (port: number, proto: 2 | 3): Promise<string[]> => {
+      const out: string[] = [];
+      for (const seq of sequences) {
+        const c = await connect(port, proto);
+        for (const cmd of seq) await c.call(...cmd);
+        const info = await c.call('CLIENT', 'INFO');
+        out.push(`${seq.map((s) => s.join(' ')).join(' | ')} → ${/tot-cmds=(\d+)/.exec(info)?.[1]}`);
+        c.close();
+      }
+      return out;
+    };
+    for (const proto of [2, 3] as const) {
+      const want = await counts(direct.port, proto);
+      for (const t of targets.slice(1)) expect(await counts(t.port, proto), `${t.name}, RESP${proto}`).toEqual(want);
+    }
+  }, 60_000);
+});
