@@ -1,3 +1,4 @@
+import { clockNow } from '../util/read-clock.js';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
@@ -85,14 +86,19 @@ export class BlockingCall {
     else this.session.ctx.dedicated.abandon(this.conn);
   }
 
+  /** The node that answered and the time from the command's write to its reply: blocked there (the slow log leaves it out). */
+  upstream: { node: string; ms: number } | null = null;
+
   private send(conn: DedicatedConnection): void {
     const ctx = this.session.ctx;
     this.conn = conn;
+    const sentAt = clockNow();
     if (this.timeoutMs !== null) conn.setDeadline(this.timeoutMs + ctx.config.dedicated.blockMarginMs);
     let answered = false;
     const settle = (reply: Buffer, clean: boolean): void => {
       if (answered) return;
       answered = true;
+      this.upstream = { node: conn.address, ms: clockNow() - sentAt };
       this.conn = null;
       conn.setDeadline(null);
       if (this.unblocking === 0) ctx.dedicated.release(conn, clean);

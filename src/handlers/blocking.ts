@@ -36,6 +36,7 @@ export const blocking: Handler = (session, req) => {
     const call = new BlockingCall(session, raw, slot, timeoutMs, (reply) => {
       if (state.lease === lease) state.lease = null;
       state.unblock();
+      if (call.upstream !== null) entry.upstreamTimed(call.upstream.node, call.upstream.ms); // its wait, left out of the slow log
       entry.fill(reply ?? encodeError(ProxyError.shuttingDown()));
     });
     const lease = { abandon: () => call.abandon(), unblock: (how: 'timeout' | 'error') => call.unblock(how) };

@@ -1,3 +1,4 @@
+import { CommandFlag } from '../commands/command-flags.js';
 import type { RespoolConfig } from '../config/types.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { CommandSpec } from '../commands/command-table.js';
@@ -66,8 +67,11 @@ export class RequestObserver {
     if (spec === undefined) return;
     if (this.commands.enabled) this.commands.recordMs(spec, ms);
     const { slowlog, commandlog } = this.config;
-    const us = Math.round(ms * 1000);
-    if (slowlog.thresholdUs >= 0 && us >= slowlog.thresholdUs && entry.family !== 'blocking') {
+    // Valkey logs a blocked command once it was served, with the time it ran — not the time it
+    // waited; respool's share of it stands for that (the wait was at the node). EXEC is not
+    // logged itself (skip_slowlog): the commands it ran are, each in its place.
+    const us = Math.round((entry.family === 'blocking' ? Math.max(0, ms - entry.upstreamMs) : ms) * 1000);
+    if (slowlog.thresholdUs >= 0 && us >= slowlog.thresholdUs && (spec.flags & CommandFlag.SKIP_SLOWLOG) === 0) {
       this.logs.slow.offer(us, slowlog.thresholdUs, slowlog.maxLen, () => this.made('slow', entry, request, spec, us));
     }
     if (commandlog.largeRequestBytes >= 0 && request.raw.length >= commandlog.largeRequestBytes) {

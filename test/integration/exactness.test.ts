@@ -130,6 +130,37 @@ describe('exactly what Valkey does (issue 28)', () => {
     }
   }, 60_000);
 
+  it('SLOWLOG logs the commands EXEC ran (not EXEC), and a blocked command once it was served', async () => {
+    const logged = async (port: number): Promise<string[]> => {
+      const admin = await RawClient.connect(port);
+      expect(await admin.call('CONFIG', 'SET', 'slowlog-log-slower-than', '0')).toBe('OK');
+      await admin.call('SLOWLOG', 'RESET');
+      const c = await RawClient.connect(port);
+      await c.call('MULTI');
+      await c.call('SET', 's{t}a', '1');
+      await c.call('GET', 's{t}a');
+      await c.call('EXEC');
+      const blocked = await RawClient.connect(port);
+      const popped = blocked.call('BLPOP', 's{t}q', '5');
+      await waitFor(async () => /blocked_clients:1/.test(String(await admin.call('INFO', 'clients'))), `port ${port}: the BLPOP blocked`, 5000);
+      await new Promise((r) => setTimeout(r, 300)); // it waits 300 ms: not part of its logged time
+      await c.call('RPUSH', 's{t}q', 'v');
+      await popped;
+      const entries = (await admin.call('SLOWLOG', 'GET', '-1')) as unknown as Array<[number, number, number, string[]]>;
+      await admin.call('CONFIG', 'SET', 'slowlog-log-slower-than', '10000');
+      for (const x of [admin, c, blocked]) x.close();
+      const blpop = entries.find((e) => e[3][0] === 'BLPOP');
+      expect(blpop?.[2], `port ${port}: BLPOP's logged time`).toBeLessThan(200_000);
+      // The push and the pop it served arrive at respool on two connections: their order in the
+      // log is that of their replies, so it is not compared.
+      const names = entries.map((e) => e[3].join(' ')).filter((l) => !/^(slowlog|info|config|client)/i.test(l)).reverse();
+      return [...names.slice(0, 3), ...names.slice(3).sort()];
+    };
+    const want = await logged(direct.port);
+    expect(want).toEqual(['MULTI', 'SET s{t}a 1', 'GET s{t}a', 'BLPOP s{t}q 5', 'RPUSH s{t}q v']);
+    for (const t of targets.slice(1)) expect(await logged(t.port), t.name).toEqual(want);
+  });
+
   it('CLIENT INFO tot-cmds counts what ran, as Valkey counts it', async () => {
     const sequences: string[][][] = [
       [['SET', 'c{t}a', '1'], ['GET', 'c{t}a']],
