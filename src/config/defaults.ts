@@ -39,7 +39,7 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
     maxCrossSlotCopyBytes: 16 * MiB, // inputs a read over several slots copies to one node (DUMP payloads)
     maxMemory: 'auto', // 75% of the container's memory limit, less respool's own footprint; off without a limit
   },
-  timeouts: { connectMs: 2000, commandMs: 5000 },
+  timeouts: { connectMs: 2000, commandMs: 5000, adminCommandMs: 600_000 }, // SAVE of a big data set takes its time, as on Valkey
   cluster: {
     maxRedirects: 5,
     refreshMinIntervalMs: 1000,

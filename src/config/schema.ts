@@ -37,6 +37,7 @@ export const NUMERIC_FIELDS: readonly NumericField[] = [
   // Durations stay below setTimeout's limit (2^31-1 ms, ~24.8 days).
   { path: 'timeouts.connectMs', kind: 'duration', min: 1, max: DAY_MS },
   { path: 'timeouts.commandMs', kind: 'duration', min: 1, max: DAY_MS },
+  { path: 'timeouts.adminCommandMs', kind: 'duration', min: 1, max: DAY_MS },
   { path: 'cluster.maxRedirects', kind: 'integer', min: 0, max: 100 },
   { path: 'cluster.refreshMinIntervalMs', kind: 'duration', min: 0, max: DAY_MS },
   { path: 'cluster.refreshPeriodMs', kind: 'duration', min: 1, max: DAY_MS },

@@ -64,7 +64,8 @@ export interface RespoolConfig {
      */
     maxMemory: number | 'auto';
   };
-  timeouts: { connectMs: number; commandMs: number }; // defaults 2000, 5000
+  /** connectMs 2000, commandMs 5000; adminCommandMs 600000: how long a node running SAVE, FLUSHALL … may answer nothing. */
+  timeouts: { connectMs: number; commandMs: number; adminCommandMs: number };
   cluster: {
     maxRedirects: number; // default 5
     refreshMinIntervalMs: number; // default 1000

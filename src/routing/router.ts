@@ -43,6 +43,14 @@ const ASKING = encodeCommand(['ASKING']);
 const IGNORE_REPLY: LinkRequest = { sentAt: 0, onReply() {}, onLinkFailure() {} };
 
 /**
+ * Commands a node may take its time over, answering nobody meanwhile (SAVE of a big data set, a
+ * synchronous FLUSHALL …): while one is in flight on a node, its links wait
+ * timeouts.adminCommandMs for a reply instead of timeouts.commandMs (NodeHealth.longCommandSent),
+ * as a client of Valkey itself simply waits.
+ */
+const LONG_COMMANDS: ReadonlySet<string> = new Set(['save', 'flushall', 'flushdb', 'swapdb', 'function|flush', 'script|flush']);
+
+/**
  * Decides which node gets each forwarded command, and what happens when a node says
  * "not here" (MOVED/ASK), "not now" (TRYAGAIN/CLUSTERDOWN/LOADING) or its link fails.
  *
@@ -213,6 +221,7 @@ export class Router {
     call.pinned = { node, role };
     call.index = index;
     call.node = node.address;
+    if (LONG_COMMANDS.has(command)) this.pools.health(node.address).longCommandSent(call);
     const client = call.client;
     const pool = this.pools.forNode(node, client.protocol, role, client.db, client.identity);
     pool.send(raw, call, pool.placeFor(client));
@@ -321,6 +330,7 @@ export class Router {
     const node = this.nodeFor(req.slot, topology);
     if (node === undefined) return encodeError(ProxyError.slotNotServed(req.slot));
     req.node = node.address;
+    if (LONG_COMMANDS.has(req.command)) this.pools.health(node.address).longCommandSent(req);
     // The client's database now: it cannot have changed while the call was outstanding (SELECT
     // and RESET wait for every earlier reply, handlers/local.ts), so retries stay in it.
     const client = req.client;

@@ -71,6 +71,11 @@ export interface LinkOptions {
   identity?: boolean;
   /** How the socket is opened (upstream-socket.ts); the unit tests give a fake. */
   openSocket?: OpenUpstreamSocket;
+  /**
+   * How long the node may answer nothing while it runs a command that takes its time (SAVE …:
+   * NodeHealth.busyWithLongCommand): timeouts.adminCommandMs then, else null (commandTimeoutMs).
+   */
+  patience?: () => number | null;
 }
 
 export type LinkState = 'connecting' | 'ready' | 'closed';
@@ -315,9 +320,13 @@ export class Link extends EventEmitter implements ReplySource {
    */
   private checkTimeout(): void {
     const oldest = this.inflight.peek();
-    if (oldest && performance.now() - Math.max(oldest.sentAt, this.lastReplyAt) > this.options.commandTimeoutMs) {
-      this.fail(ProxyError.timeout(this.address, this.options.commandTimeoutMs), true);
-    }
+    if (oldest === undefined) return;
+    const silent = performance.now() - Math.max(oldest.sentAt, this.lastReplyAt);
+    if (silent <= this.options.commandTimeoutMs) return;
+    const patience = this.options.patience?.() ?? null;
+    if (patience !== null && silent <= patience) return;
+    const waited = patience ?? this.options.commandTimeoutMs;
+    this.fail(ProxyError.timeout(this.address, waited), true);
   }
 
   /** Ends the link once and fails everything it holds; a timeout's message replaces the generic one. */

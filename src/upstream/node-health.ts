@@ -13,6 +13,23 @@ import { RetryBudget } from './retry-budget.js';
 export class NodeHealth {
   readonly circuit: CircuitBreaker;
   readonly retryBudget: RetryBudget;
+  /**
+   * Commands the node may take its time over (SAVE, FLUSHALL …: router.ts
+   * LONG_COMMANDS) in flight now: while one is, the node answers nobody, and its links wait
+   * timeouts.adminCommandMs for it instead of timeouts.commandMs (Link's patience).
+   */
+  private readonly longCalls = new Set<{ readonly done: boolean }>();
+
+  /** A long command was sent to the node; it counts until its `done`. */
+  longCommandSent(call: { readonly done: boolean }): void {
+    this.longCalls.add(call);
+  }
+
+  /** Whether a long command is in flight on the node now. */
+  busyWithLongCommand(): boolean {
+    for (const call of this.longCalls) if (call.done) this.longCalls.delete(call);
+    return this.longCalls.size > 0;
+  }
   private readonly retryRefused: { inc(): void } | undefined;
 
   constructor(

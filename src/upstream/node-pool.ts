@@ -27,6 +27,8 @@ export interface NodePoolOptions extends Omit<LinkOptions, 'host' | 'port'> {
   health: NodeHealth;
   limits: NodePoolLimits;
   load?: ProcessLoad;
+  /** timeouts.adminCommandMs: how long a node busy with SAVE, FLUSHALL … may answer nothing (NodeHealth.longCommandSent). */
+  adminCommandMs?: number;
 }
 
 interface Waiting {
@@ -109,9 +111,10 @@ export class NodePool {
   }
 
   /** A reload changed timeouts: new links dial with them, open links time out by the new command timeout. */
-  setTimeouts(connectMs: number, commandMs: number): void {
+  setTimeouts(connectMs: number, commandMs: number, adminCommandMs?: number): void {
     this.options.connectTimeoutMs = connectMs;
     this.options.commandTimeoutMs = commandMs;
+    if (adminCommandMs !== undefined) this.options.adminCommandMs = adminCommandMs;
     for (const link of this.links) link?.setCommandTimeout(commandMs);
   }
 
@@ -406,7 +409,7 @@ export class NodePool {
     const { circuit } = this.health;
     if (!circuit.tryAcquireDial()) return null;
     const { size: _size, metrics, role, health: _health, limits: _limits, ...linkOptions } = this.options;
-    const link = new Link({ ...linkOptions, host: this.host, port: this.port });
+    const link = new Link({ ...linkOptions, host: this.host, port: this.port, patience: () => (this.health.busyWithLongCommand() ? this.options.adminCommandMs ?? null : null) });
     const protocol = this.options.protocol === 3 ? 'resp3' : 'resp2';
     this.links[index] = link;
     link.once('ready', () => {

@@ -93,7 +93,7 @@ export class UpstreamPools {
     });
     this.load.maxRequests = r.maxInflightPerProcess;
     this.load.maxBytes = r.maxInflightBytesPerProcess;
-    for (const pool of this.pools.values()) pool.setTimeouts(this.config.timeouts.connectMs, this.config.timeouts.commandMs);
+    for (const pool of this.pools.values()) pool.setTimeouts(this.config.timeouts.connectMs, this.config.timeouts.commandMs, this.config.timeouts.adminCommandMs);
   }
 
   /** The shared health record of a node address ("host:port"). */
@@ -159,6 +159,7 @@ export class UpstreamPools {
         clientName: 'respool',
         connectTimeoutMs: this.config.timeouts.connectMs,
         commandTimeoutMs: this.config.timeouts.commandMs,
+        adminCommandMs: this.config.timeouts.adminCommandMs,
         framerLimits: {
           maxBulkLength: this.config.limits.maxBulkLength,
           maxArrayLength: this.config.limits.maxArrayLength,

@@ -5,9 +5,10 @@
 //    once and holds a script whose flags say nothing — each finishes, or is held, within a bound;
 //  - a user made at run time with ACL SETUSER runs scripts as on Valkey (acl.upstream auto mirrors it);
 //  - per-client command counts (CLIENT INFO tot-cmds) after sequences Valkey counts exactly.
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
-import { RawClient } from '../harness/raw-client.js';
+import { RawClient, encodeCommand } from '../harness/raw-client.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { startTestProxy } from '../helpers/proxy.js';
 import { RawConnection } from '../helpers/raw-resp.js';
@@ -160,6 +161,35 @@ describe('exactly what Valkey does (issue 28)', () => {
     expect(want).toEqual(['MULTI', 'SET s{t}a 1', 'GET s{t}a', 'BLPOP s{t}q 5', 'RPUSH s{t}q v']);
     for (const t of targets.slice(1)) expect(await logged(t.port), t.name).toEqual(want);
   });
+
+  it('SAVE of a data set that takes longer than timeouts.commandMs: answered as Valkey answers it, and a GET meanwhile too', async () => {
+    const node = await startStandalone();
+    const proxy = await startTestProxy([node], { mode: 'standalone', timeouts: { commandMs: 50 } } as never);
+    try {
+      const load = await RawConnection.connect(node.port);
+      const value = randomBytes(1024 * 1024);
+      load.write(Buffer.concat(Array.from({ length: 200 }, (_, i) => encodeCommand(['SET', `save:${i}`, value]))));
+      for (let i = 0; i < 200; i++) expect(await load.read(10_000)).toBe('+OK\r\n');
+      const started = Date.now();
+      expect(await load.call('SAVE')).toBe('+OK\r\n'); // the oracle: how long this node's SAVE takes
+      const saveMs = Date.now() - started;
+      load.close();
+      const c = await RawConnection.connect(proxy.address.port);
+      const other = await RawConnection.connect(proxy.address.port);
+      expect(await other.call('GET', 'save:none')).toBe('$-1\r\n'); // its link is open before the SAVE
+      const saving = c.call('SAVE');
+      await new Promise((r) => setTimeout(r, 10));
+      const getting = other.call('GET', 'save:none'); // on another link: waits for the node as the SAVE does
+      expect(await saving).toBe('+OK\r\n');
+      expect(await getting).toBe('$-1\r\n');
+      expect(saveMs, 'the node took longer than the 50 ms command timeout to SAVE').toBeGreaterThan(50);
+      c.close();
+      other.close();
+    } finally {
+      await proxy.close();
+      await node.stop();
+    }
+  }, 60_000);
 
   it('CLIENT INFO tot-cmds counts what ran, as Valkey counts it', async () => {
     const sequences: string[][][] = [

@@ -62,7 +62,7 @@ describe('settings from RESPOOL_<PATH> environment variables', () => {
     expect(c.admin).toEqual({ host: '127.0.0.1', port: 9121 });
     expect(c.connectionsPerNode).toBe(4);
     expect(c.limits.maxBulkLength).toBe(1024 * 1024);
-    expect(c.timeouts).toEqual({ connectMs: DEFAULT_CONFIG.timeouts.connectMs, commandMs: 7000 });
+    expect(c.timeouts).toEqual({ connectMs: DEFAULT_CONFIG.timeouts.connectMs, commandMs: 7000, adminCommandMs: DEFAULT_CONFIG.timeouts.adminCommandMs });
     expect(c.reads.strategy).toBe('preferReplica');
     expect(c.reads.prefixes).toEqual([{ prefix: 's:', strategy: 'primary' }]);
     expect(c.hotKeys.detection.enabled).toBe(false);

@@ -60,7 +60,7 @@ describe('defaults', () => {
         maxCrossSlotCopyBytes: 16 * 1024 * 1024,
         maxMemory: 'auto',
       },
-      timeouts: { connectMs: 2000, commandMs: 5000 },
+      timeouts: { connectMs: 2000, commandMs: 5000, adminCommandMs: 600_000 },
       cluster: {
         maxRedirects: 5,
         refreshMinIntervalMs: 1000,
@@ -182,7 +182,7 @@ describe('flags', () => {
     expect(config.limits.maxBulkLength).toBe(64 * 1024 * 1024);
     expect(config.limits.maxPendingPerClient).toBe(500);
     expect(config.limits.maxQueryBytesPerClient).toBe(128 * 1024 * 1024);
-    expect(config.timeouts).toEqual({ connectMs: 750, commandMs: 10_000 });
+    expect(config.timeouts).toEqual({ connectMs: 750, commandMs: 10_000, adminCommandMs: 600_000 });
     expect(config.cluster.maxRedirects).toBe(2);
     expect(config.cluster.refreshPeriodMs).toBe(60_000);
     expect(config.logLevel).toBe('debug');
@@ -408,7 +408,7 @@ logLevel: trace
         maxPendingPerClient: 100, maxQueryBytesPerClient: 8 * 1_048_576, maxCrossSlotCopyBytes: 1_048_576,
         maxMemory: 200 * 1_048_576,
       },
-      timeouts: { connectMs: 1000, commandMs: 2500 },
+      timeouts: { connectMs: 1000, commandMs: 2500, adminCommandMs: 600_000 },
       cluster: {
         maxRedirects: 3, refreshMinIntervalMs: 500, refreshPeriodMs: 60_000, retryBudget: 0, retryBaseMs: 10,
         retryMaxMs: 2000, announce: null, peers: [],
@@ -477,7 +477,7 @@ logLevel: warn
     expect(config.admin).toBeNull();
     expect(config.limits.maxBulkLength).toBe(2 * 1_048_576);
     expect(config.limits.maxPendingPerClient).toBe(7); // from the file
-    expect(config.timeouts).toEqual({ connectMs: 1000, commandMs: 5000 }); // file, then default
+    expect(config.timeouts).toEqual({ connectMs: 1000, commandMs: 5000, adminCommandMs: 600_000 }); // file, then default
     expect(config.logLevel).toBe('error');
     // The environment's password wins over the file's; the file's user name stays.
     expect(config.upstreamAuth).toEqual({ username: 'fromfile', password: 'envpw' });
