@@ -39,6 +39,7 @@ import { fleetView } from './fleet/fleet-view.js';
 import { dnsResolver, type PeerResolver } from './fleet/peer-sources.js';
 import { FairAdmission } from './client/fair-admission.js';
 import { ScriptLineRelay } from './client/script-line-relay.js';
+import { HelloIdentity } from './client/hello-identity.js';
 import { FunctionFlags } from './scripts/function-flags.js';
 import { Link } from './upstream/link.js';
 import { AUTO_SHARE, MemoryCeiling, resolveMaxMemory } from './client/memory-ceiling.js';
@@ -256,6 +257,12 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   });
   metrics.raw.memory_ceiling_bytes.set(memory.limit);
 
+  // HELLO's server and version, as the first primary's own HELLO names them (client/hello-identity.ts).
+  const hello = new HelloIdentity(() => {
+    const primary = refresher.current?.shards[0]?.primary;
+    return primary === undefined ? Promise.reject(new Error('no primary known')) : pools.get(primary.host, primary.port, 2, 'primary').call(['HELLO']);
+  }, { server: serverName, version: serverVersion });
+
   // MONITOR's feed, with the nodes' script lines relayed while anyone monitors (client/script-line-relay.ts).
   const monitors: MonitorFeed = new MonitorFeed(new ScriptLineRelay({
     nodes: () => refresher.current?.allNodes() ?? [],
@@ -277,6 +284,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     hotKeys,
     dedicated,
     pubsub,
+    hello,
     scripts: new ScriptCache(),
     functions: new FunctionFlags(() => {
       const primary = refresher.current?.shards[0]?.primary;
@@ -367,6 +375,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     monitors.topologyChanged();
     topologyEpoch++;
     void checkMirrorAllowed(); // acl.upstream auto: whether the nodes still let respool mirror users
+    void hello.learn(); // HELLO's server name and version, as the nodes give them
     mirror.onTopology(topology); // nodes new, restarted or behind get the mirrored users
     pools.retainOnly(new Set(topology.allNodes().map((n) => n.address)));
     const primary = topology.shards[0]?.primary;
@@ -483,7 +492,8 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   const firstTopology = refresher.start();
   await ownZone;
   await Promise.race([firstTopology, new Promise((r) => setTimeout(r, STARTUP_TOPOLOGY_WAIT_MS).unref())]);
-  await checkMirrorAllowed(); // before the first client: its user's identity is known from the start
+  // Before the first client: its user's identity, HELLO's server name (bounded: a node that does not answer delays nobody long).
+  await Promise.race([Promise.all([checkMirrorAllowed(), hello.learn()]), new Promise((r) => setTimeout(r, STARTUP_TOPOLOGY_WAIT_MS).unref())]);
   saturation.start();
 
   // The fleet's shared state is read before clients are served (at most FLEET_START_WAIT_MS: an

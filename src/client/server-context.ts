@@ -18,6 +18,7 @@ import type { RequestObserver } from '../observe/request-observer.js';
 import type { NodeSaturation } from '../observe/node-saturation.js';
 import type { BigKeys } from '../observe/big-keys.js';
 import type { FairAdmission } from './fair-admission.js';
+import type { HelloIdentity } from './hello-identity.js';
 import type { FunctionFlags } from '../scripts/function-flags.js';
 import type { MemoryCeiling } from './memory-ceiling.js';
 
@@ -77,6 +78,8 @@ export interface ServerContext {
   clusterView(): ClusterEmulation;
   /** The fleet's members and shared state as this instance sees them (RESPOOL FLEET); absent in stand-in contexts. */
   fleetView?(): FleetView;
+  /** What HELLO names as the server, as the nodes' own HELLO does (client/hello-identity.ts); absent in stand-in contexts. */
+  readonly hello?: HelloIdentity;
   /** The upstream's version, reported in HELLO. */
   serverVersion(): string;
   /** The upstream's server name ("valkey", or "redis" in front of Redis), reported in HELLO and INFO server. */

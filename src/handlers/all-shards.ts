@@ -6,6 +6,12 @@ import type { CallOwner } from '../routing/upstream-call.js';
 import { configSet, isWellFormedConfigSet } from './config-set.js';
 import { configSetHere } from './node-settings.js';
 
+/** CONFIG SET of extended-redis-compatibility: the nodes' HELLO names them otherwise from now on. */
+function renamesServer(args: readonly Buffer[]): boolean {
+  for (let i = 2; i < args.length; i += 2) if (args[i]!.toString('latin1').toLowerCase() === 'extended-redis-compatibility') return true;
+  return false;
+}
+
 const FUNCTION_CHANGES: ReadonlySet<string> = new Set(['function|load', 'function|delete', 'function|flush', 'function|restore']);
 
 /**
@@ -23,6 +29,11 @@ export const allShards: Handler = (session, req) => {
     // a node's port, files, identity: never half-applied; respool's own log settings: set here (node-settings.ts)
     const reply = configSetHere(session, req.args);
     if (reply !== null) return session.replyNow(reply);
+    if (renamesServer(req.args)) {
+      // HELLO's server name follows (client/hello-identity.ts): asked once this CONFIG SET was answered.
+      ctx.hello?.stale();
+      if (!ctx.isCluster()) return session.runExclusive(() => keyed(session, req));
+    }
   }
   if (!ctx.isCluster() || req.spec === undefined) return keyed(session, req);
   if (req.command === 'config|set' && isWellFormedConfigSet(req)) return configSet(session, req, req.spec);

@@ -29,6 +29,15 @@ export const NO_REPLY = Buffer.alloc(0);
 export const local: Handler = (session, req) => {
   if (req.command === 'ping' && session.ctx.runningScripts.longRunning().length > 0) return pingBusyNode(session, req);
   if (req.command === 'select') return select(session, req);
+  const identity = req.command === 'hello' ? (session.ctx.hello?.pending() ?? null) : null;
+  if (identity !== null) {
+    // A setting that renames the server went through respool: HELLO answers as the nodes now do.
+    session.runExclusive(() => {
+      const entry = session.reserve();
+      void identity.then(() => entry.fill(localReply(session, req.command, req.args)));
+    });
+    return;
+  }
   if (req.command === 'reset' && session.state.db !== 0) {
     // Back to database 0: a barrier, as SELECT is (see select()).
     session.runExclusive(() => {
@@ -248,8 +257,8 @@ function hello(session: HandlerSession, ctx: ServerContext, args: Buffer[]): Buf
   const s = (v: string) => encodeBulk(v, protocol);
   return encodeMap(
     [
-      [s('server'), s(ctx.serverName())],
-      [s('version'), s(ctx.serverVersion())],
+      [s('server'), s(ctx.hello?.server ?? ctx.serverName())],
+      [s('version'), s(ctx.hello?.version ?? ctx.serverVersion())],
       [s('proto'), encodeInteger(protocol)],
       [s('id'), encodeInteger(session.id)],
       [s('mode'), s('standalone')],

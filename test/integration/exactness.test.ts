@@ -131,6 +131,27 @@ describe('exactly what Valkey does (issue 28)', () => {
     }
   }, 60_000);
 
+  it('HELLO names the server as the nodes do, after CONFIG SET extended-redis-compatibility too', async () => {
+    const names = async (port: number): Promise<string[]> => {
+      const c = await RawClient.connect(port);
+      const out: string[] = [];
+      const hello = async () => {
+        const reply = (await c.call('HELLO', '2')) as unknown as string[];
+        out.push(`${reply[1]} ${reply[3]}`);
+      };
+      await hello();
+      expect(await c.call('CONFIG', 'SET', 'extended-redis-compatibility', 'yes')).toBe('OK');
+      await hello();
+      expect(await c.call('CONFIG', 'SET', 'extended-redis-compatibility', 'no')).toBe('OK');
+      await hello();
+      c.close();
+      return out;
+    };
+    const want = await names(direct.port);
+    expect(want).toEqual(['valkey 8.0.1', 'redis 7.2.4', 'valkey 8.0.1']);
+    for (const t of targets.slice(1)) expect(await names(t.port), t.name).toEqual(want);
+  });
+
   it('SLOWLOG logs the commands EXEC ran (not EXEC), and a blocked command once it was served', async () => {
     const logged = async (port: number): Promise<string[]> => {
       const admin = await RawClient.connect(port);

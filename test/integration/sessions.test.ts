@@ -17,14 +17,17 @@ async function startSilentUpstream(): Promise<{ port: number; connections: () =>
     connections++;
     sockets.add(socket);
     const framer = new RequestFramer();
+    // Like a real node it answers in order: after the first command it leaves unanswered, nothing.
+    let stalled = false;
     socket.on('data', (chunk) => {
       framer.push(chunk);
       let frame;
       while ((frame = framer.next()) !== null) {
         const name = frame.args[0]!.toString().toUpperCase();
+        if (stalled) continue;
         if (name === 'CLIENT' || name === 'AUTH' || name === 'READONLY') socket.write('+OK\r\n');
         else if (name === 'INFO') socket.write(encodeBulk('# Cluster\r\ncluster_enabled:0\r\n', 2));
-        // everything else: silence
+        else stalled = true; // everything else: silence
       }
     });
     socket.on('error', () => {});
