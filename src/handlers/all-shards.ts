@@ -1,5 +1,6 @@
 import type { Handler } from '../client/handler-session.js';
 import { keyed } from './keyed.js';
+import { latencyEvents } from './latency-events.js';
 import { wait } from './wait.js';
 import { scriptExistsReply } from '../scripts/script-cache.js';
 import type { CallOwner } from '../routing/upstream-call.js';
@@ -36,6 +37,7 @@ export const allShards: Handler = (session, req) => {
     }
   }
   if (!ctx.isCluster() || req.spec === undefined) return keyed(session, req);
+  if (req.command === 'latency|reset' && latencyEvents(session, req)) return; // events named with their node reset there only
   if (req.command === 'config|set' && isWellFormedConfigSet(req)) return configSet(session, req, req.spec);
   const entry = session.reserve();
   let owner: CallOwner = entry;

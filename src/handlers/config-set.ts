@@ -6,6 +6,7 @@ import { encodeCommand, encodeError } from '../resp/encode.js';
 import { fanOutTargets } from '../routing/fan-out.js';
 import { errorLine } from '../routing/redirect.js';
 import type { Router } from '../routing/router.js';
+import { nodeCall } from '../routing/internal-call.js';
 import type { CallClient } from '../routing/upstream-call.js';
 import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
 
@@ -109,9 +110,7 @@ function bulkValue(frame: Buffer): Buffer {
 
 /** One command to one node (pinned: not redirected, not retried); its reply, copied. */
 function callNode(router: Router, client: CallClient, target: Target, raw: Buffer, command: string): Promise<Buffer> {
-  return new Promise((resolve) => {
-    router.dispatchTo({ client, onCallDone: (reply) => resolve(Buffer.from(reply)) }, raw, command, target.node, target.role, 0);
-  });
+  return nodeCall(router, client, target.node, target.role, raw, command);
 }
 
 /** True for a CONFIG SET that names at least one parameter and a value for each. */

@@ -1,3 +1,4 @@
+import { latencyEvents } from './latency-events.js';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { crossSlotKeyed } from './cross-slot.js';
@@ -31,6 +32,7 @@ function isCrossSlot(error: Buffer): boolean {
  * CONFIG GET of a per-node setting is answered with respool's own or refused (node-settings.ts).
  */
 export const anyNode: Handler = (session, req) => {
+  if (req.command.startsWith('latency|') && latencyEvents(session, req)) return; // every node's events, named with their node
   if (req.command === 'config|get') {
     const ctx = session.ctx;
     if (configGet(session, req, (owner) => ctx.router.routeKeyed(owner, req.raw, req, req.spec, ctx.commands(), req.command))) return;

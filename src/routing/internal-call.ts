@@ -1,6 +1,7 @@
 import { encodeCommand } from '../resp/encode.js';
 import type { Router } from './router.js';
 import { UpstreamCall, type CallClient } from './upstream-call.js';
+import type { ClusterNode } from '../cluster/topology.js';
 
 /**
  * A command respool sends on its own for a client's command over several slots (a probe, a
@@ -18,6 +19,13 @@ export function internalCall(router: Router, client: CallClient, args: ReadonlyA
     call.safeToRepeat = readOnly;
     call.asRespool = true;
     router.dispatch(call);
+  });
+}
+
+/** One command to one named node (pinned: not redirected, not retried), for the client; its reply, copied. */
+export function nodeCall(router: Router, client: CallClient, node: ClusterNode, role: 'primary' | 'replica', raw: Buffer, command: string): Promise<Buffer> {
+  return new Promise((resolve) => {
+    router.dispatchTo({ client, onCallDone: (reply) => resolve(Buffer.from(reply)) }, raw, command, node, role, 0);
   });
 }
 

@@ -7,6 +7,7 @@
 //  - per-client command counts (CLIENT INFO tot-cmds) after sequences Valkey counts exactly.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import calculateSlot from 'cluster-key-slot';
 import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
 import { RawClient, encodeCommand } from '../harness/raw-client.js';
 import type { RespoolProxy } from '../../src/server.js';
@@ -150,6 +151,41 @@ describe('exactly what Valkey does (issue 28)', () => {
     const want = await names(direct.port);
     expect(want).toEqual(['valkey 8.0.1', 'redis 7.2.4', 'valkey 8.0.1']);
     for (const t of targets.slice(1)) expect(await names(t.port), t.name).toEqual(want);
+  });
+
+  it('LATENCY LATEST / HISTORY / DOCTOR in a cluster: every node\'s events, each named with its node; standalone as the server', async () => {
+    const slow = ['EVAL', 'local i = 0 while i < 3000000 do i = i + 1 end return i', '1', '{lat}k'];
+    const overStandalone = targets[1]!;
+    const overCluster = targets[2]!;
+    const c = await RawClient.connect(overCluster.port);
+    expect(await c.call('CONFIG', 'SET', 'latency-monitor-threshold', '1')).toBe('OK'); // on every node
+    await c.call(...slow);
+    const owner = await cluster.primaryForSlot(calculateSlot('{lat}k'));
+    const ownerAddress = `${owner.host}:${owner.port}`;
+    const node = await RawClient.connect(owner.port);
+    const nodeLatest = (await node.call('LATENCY', 'LATEST')) as unknown as Array<[string, number, number, number]>;
+    const latest = (await c.call('LATENCY', 'LATEST')) as unknown as Array<[string, number, number, number]>;
+    expect(nodeLatest.find((r) => r[0] === 'command')).toBeDefined();
+    expect(latest).toContainEqual([`command@${ownerAddress}`, ...nodeLatest.find((r) => r[0] === 'command')!.slice(1)]);
+    expect(await c.call('LATENCY', 'HISTORY', `command@${ownerAddress}`)).toEqual(await node.call('LATENCY', 'HISTORY', 'command'));
+    const doctor = String(await c.call('LATENCY', 'DOCTOR'));
+    expect(doctor).toContain(`--- ${ownerAddress} (primary) ---`);
+    expect(doctor).toMatch(/command: 1 latency spikes/);
+    expect(await c.call('LATENCY', 'RESET', `command@${ownerAddress}`)).toBe(1);
+    expect((await node.call('LATENCY', 'LATEST')) as unknown[]).toEqual([]);
+    expect(await c.call('CONFIG', 'SET', 'latency-monitor-threshold', '0')).toBe('OK');
+    c.close();
+    node.close();
+    // In front of one server: the server's own answer.
+    const s = await RawClient.connect(overStandalone.port);
+    const n = await RawClient.connect(standalone.port);
+    expect(await s.call('CONFIG', 'SET', 'latency-monitor-threshold', '1')).toBe('OK');
+    await s.call(...slow);
+    expect(await s.call('LATENCY', 'LATEST')).toEqual(await n.call('LATENCY', 'LATEST'));
+    expect(await s.call('LATENCY', 'RESET')).toBe(1);
+    expect(await s.call('CONFIG', 'SET', 'latency-monitor-threshold', '0')).toBe('OK');
+    s.close();
+    n.close();
   });
 
   it('SLOWLOG logs the commands EXEC ran (not EXEC), and a blocked command once it was served', async () => {
