@@ -29,6 +29,12 @@ export const NO_REPLY = Buffer.alloc(0);
 export const local: Handler = (session, req) => {
   if (req.command === 'ping' && session.ctx.runningScripts.longRunning().length > 0) return pingBusyNode(session, req);
   if (req.command === 'select') return select(session, req);
+  if (OBSERVE_COMMANDS.has(req.command) && (session.pending ?? 0) > 0) {
+    // What earlier requests cost is recorded as their replies are written (observe/request-observer.ts):
+    // answered once they are, as Valkey has run them all before it reads this one.
+    session.runExclusive(() => session.replyNow(localReply(session, req.command, req.args)));
+    return;
+  }
   const identity = req.command === 'hello' ? (session.ctx.hello?.pending() ?? null) : null;
   if (identity !== null) {
     // A setting that renames the server went through respool: HELLO answers as the nodes now do.

@@ -188,6 +188,20 @@ describe('exactly what Valkey does (issue 28)', () => {
     n.close();
   });
 
+  it('LATENCY HISTOGRAM after a pipeline of SETs counts every one of them', async () => {
+    const counted = async (port: number): Promise<string> => {
+      const c = await RawConnection.connect(port);
+      expect(await c.call('CONFIG', 'RESETSTAT')).toBe('+OK\r\n');
+      c.write(Buffer.concat([...Array.from({ length: 37 }, (_, i) => encodeCommand(['SET', `h{t}${i}`, 'v'])), encodeCommand(['LATENCY', 'HISTOGRAM', 'set'])]));
+      for (let i = 0; i < 37; i++) expect(await c.read()).toBe('+OK\r\n');
+      const histogram = await c.read();
+      c.close();
+      return /calls\r\n:(\d+)/.exec(histogram)?.[1] ?? histogram;
+    };
+    expect(await counted(direct.port)).toBe('37');
+    for (const t of targets.slice(1)) for (let round = 0; round < 3; round++) expect(await counted(t.port), t.name).toBe('37');
+  });
+
   it('SLOWLOG logs the commands EXEC ran (not EXEC), and a blocked command once it was served', async () => {
     const logged = async (port: number): Promise<string[]> => {
       const admin = await RawClient.connect(port);
