@@ -137,6 +137,12 @@ describe('the status page on the admin port', () => {
     // the fleet's members (/fleet): this instance alone, alive, with every slot
     expect(await page.$eval('#fleet-section', (e) => (e as unknown as { hidden: boolean }).hidden)).toBe(false);
     await waitFor(async () => (await cells(page, 'fleet')).some((r) => r.includes('alive') && r.includes('16384')), 'this instance in the fleet table', 10_000, 100);
+    // Every header is words, not a JSON field name; the page fits a 1400-pixel window.
+    const headers = await page.$$eval('th', (ths) => ths.map((th) => th.textContent ?? ''));
+    for (const h of headers) expect(h, 'a table header').not.toMatch(/[a-z][A-Z]|_/);
+    await page.setViewport({ width: 1400, height: 1100 });
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(1400);
+    await page.setViewport({ width: 1500, height: 1100 });
 
     // clients and buffers (/clients): a client that does not read its big replies holds output, on the bulk lane
     await load.call('SET', 'page:big', 'b'.repeat(1024 * 1024));
@@ -184,7 +190,7 @@ describe('the status page on the admin port', () => {
     });
     await page.goto(`${base}/?interval=400`, { waitUntil: 'load' });
     await waitFor(async () => !(await page.$eval('#fleet-section', (e) => (e as unknown as { hidden: boolean }).hidden)), 'the fleet section', 10_000, 100);
-    expect((await cells(page, 'fleet')).map((r) => r[0])).toEqual(['10.0.0.1:6380', '10.0.0.2:6380']);
+    expect((await cells(page, 'fleet')).map((r) => r[0]).map((a) => a.replace(' (this one)', ''))).toEqual(['10.0.0.1:6380', '10.0.0.2:6380']);
     await page.close();
   });
 });

@@ -174,17 +174,26 @@ function renderEvents(events) {
   ], list));
 }
 
-/** The fleet's members, once another respool feature serves /fleet: shown as its JSON lists them. */
+const ago = (ms) => (ms === null || ms === undefined ? '—' : ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`);
+
+/** The fleet's members (GET /fleet), with headers in words; a long id and slot list wrap rather than widen the page. */
 function renderFleet(fleet) {
   const section = document.getElementById('fleet-section');
   section.hidden = fleet === null;
   if (fleet === null) return;
-  const members = Array.isArray(fleet) ? fleet : Array.isArray(fleet.members) ? fleet.members : null;
-  if (members === null || members.length === 0 || typeof members[0] !== 'object') {
-    return show('fleet', el('pre', {}, JSON.stringify(fleet, null, 2)));
-  }
-  const columns = [...new Set(members.flatMap((m) => Object.keys(m)))];
-  show('fleet', table(columns.map((c) => [c, (m) => (typeof m[c] === 'object' ? JSON.stringify(m[c]) : m[c] ?? '')]), members));
+  const members = Array.isArray(fleet.members) ? fleet.members : [];
+  if (members.length === 0) return show('fleet', empty('no members'));
+  show('fleet', table([
+    ['member', (m) => (m.self ? `${m.address} (this one)` : m.address)],
+    ['id', (m) => el('span', { title: m.id }, String(m.id).slice(0, 8))],
+    ['state', (m) => el('span', { class: m.state === 'alive' ? 'ok' : m.state === 'fail' ? 'bad' : 'warn' }, m.state)],
+    ['last seen', (m) => ago(m.lastSeenMsAgo)],
+    ['in this state for', (m) => ago(m.stateForMs)],
+    ['slots', (m) => m.slots, 'num'],
+    ['slot ranges', (m) => m.slotRanges, 'wrap'],
+    ['shared state version', (m) => (m.version === null ? '—' : m.version), 'num'],
+    ['last error', (m) => m.lastError || '—', 'wrap'],
+  ], members));
 }
 
 /** What respool holds for its clients (GET /clients): limits.maxMemory, bytes per lane class, the lanes, the clients holding the most. */
