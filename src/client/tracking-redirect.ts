@@ -34,8 +34,6 @@ const INVALIDATE_HEADER = Buffer.from('>2\r\n$10\r\ninvalidate\r\n');
 const MESSAGE_HEADER = Buffer.from('*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n');
 
 /** Looks a respool client up by id (the server's session table). */
-export type SessionLookup = (id: number) => HandlerSession | undefined;
-
 /**
  * Delivers one invalidation push that a listener received (`>2 invalidate <keys>`) to the
  * redirect target. Returns false when the target is gone (the caller marks the redirect broken).

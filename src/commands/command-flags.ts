@@ -34,7 +34,6 @@ export const CommandFlag = {
   MODULE_NO_CLUSTER: 1 << 26,
   TOUCHES_ARBITRARY_KEYS: 1 << 27,
 } as const;
-export type CommandFlagName = keyof typeof CommandFlag;
 
 /** Valkey's reply spelling → bit. */
 const COMMAND_FLAG_BY_NAME: ReadonlyMap<string, number> = new Map<string, number>([
@@ -112,7 +111,6 @@ export const KeySpecFlag = {
   /** The flags depend on the arguments (SET ... GET, BITFIELD ... SET); positions do not. */
   VARIABLE_FLAGS: 1 << 10,
 } as const;
-export type KeySpecFlagName = keyof typeof KeySpecFlag;
 
 /** Flags that mean "this key may be modified". ACCESS alone is a read. */
 export const KEY_SPEC_WRITE_MASK =

@@ -344,36 +344,3 @@ export const CONFIG_FILE_SCHEMA: Schema = {
     logLevel: { enum: [...LOG_LEVELS], 'x-expect': `must be one of ${LOG_LEVELS.join(', ')}` },
   },
 };
-
-/** The file form, as it is after the schema accepted it (before conversion). */
-export interface ConfigFile {
-  listen?: string;
-  listenTls?: string | null;
-  tls?: Record<string, unknown>;
-  upstreamTls?: Record<string, unknown>;
-  upstreams?: string[];
-  mode?: string;
-  admin?: string | null | { address?: string | null; token?: string; tokenFile?: string; readToken?: string; readTokenFile?: string };
-  connectionsPerNode?: number;
-  workers?: number | string;
-  upstreamAuth?: { username?: string | null; password?: string; passwordEnv?: string } | null;
-  users?: Array<{ name: string; password?: string; passwordEnv?: string; rules?: string; upstream?: string | Record<string, string> }>;
-  acl?: Record<string, unknown>;
-  limits?: Record<string, number | string>;
-  timeouts?: Record<string, number | string>;
-  cluster?: Record<string, unknown>;
-  resilience?: Record<string, number | string>;
-  clients?: Record<string, number | string>;
-  reads?: Record<string, unknown>;
-  hotKeys?: Record<string, unknown>;
-  dedicated?: Record<string, number | string>;
-  pubsub?: Record<string, number | string>;
-  admission?: Record<string, number | string>;
-  transactions?: { crossSlot?: string };
-  slowlog?: Record<string, number | string>;
-  commandlog?: Record<string, number | string>;
-  latency?: Record<string, unknown>;
-  saturation?: Record<string, number | string>;
-  bigKeys?: Record<string, unknown>;
-  logLevel?: string;
-}

@@ -82,7 +82,6 @@ export type TopologyRefreshOutcome = (typeof TOPOLOGY_REFRESH_OUTCOMES)[number];
 
 /** How a request that was retried at least once finally ended. */
 export const RETRY_OUTCOMES = ['ok', 'error'] as const;
-export type RetryOutcome = (typeof RETRY_OUTCOMES)[number];
 
 /**
  * Why a request was refused with an error instead of being sent (a bound was reached):
@@ -96,11 +95,9 @@ export type ShedReason = (typeof SHED_REASONS)[number];
 
 /** Why respool closed a client connection on its own initiative. */
 export const CLIENT_DISCONNECT_REASONS = ['idle_timeout', 'output_buffer', 'drain_deadline', 'pubsub_output', 'max_memory'] as const;
-export type ClientDisconnectReason = (typeof CLIENT_DISCONNECT_REASONS)[number];
 
 /** Queues whose depth is exported (sampled once a second). */
 export const QUEUE_NAMES = ['accept', 'node_wait', 'upstream_inflight', 'client_pending'] as const;
-export type QueueName = (typeof QUEUE_NAMES)[number];
 
 /**
  * Where a read-only command was served, relative to respool's own availability zone:

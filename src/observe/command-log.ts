@@ -66,4 +66,3 @@ export class CommandLog {
 
 /** The three logs of Valkey 8.1's COMMANDLOG; `slow` is also SLOWLOG's. */
 export type CommandLogType = 'slow' | 'large-request' | 'large-reply';
-export const COMMAND_LOG_TYPES: readonly CommandLogType[] = ['slow', 'large-request', 'large-reply'];
