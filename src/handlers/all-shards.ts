@@ -1,11 +1,28 @@
-import type { Handler } from '../client/handler-session.js';
+import type { Handler, HandlerSession } from '../client/handler-session.js';
 import { keyed } from './keyed.js';
 import { latencyEvents } from './latency-events.js';
 import { wait } from './wait.js';
 import { scriptExistsReply } from '../scripts/script-cache.js';
 import type { CallOwner } from '../routing/upstream-call.js';
 import { configSet, isWellFormedConfigSet } from './config-set.js';
-import { configSetHere } from './node-settings.js';
+import { configSetHere, setWhereUnchanged } from './node-settings.js';
+import { asRespoolClient, nodeCall } from '../routing/internal-call.js';
+import { fanOutTargets } from '../routing/fan-out.js';
+import { encodeCommand } from '../resp/encode.js';
+
+/** CONFIG SET of per-node settings only: answered once every node was asked whether it has those values already. */
+function setPerNode(session: HandlerSession, pairs: Array<[string, Buffer]>): void {
+  const ctx = session.ctx;
+  session.runExclusive(() => {
+    const entry = session.reserve();
+    const topology = ctx.router.topology();
+    const spec = ctx.commands().get('config|set');
+    const targets = topology === null || spec === undefined ? [] : fanOutTargets(spec, topology);
+    const client = asRespoolClient(entry.client);
+    const get = (name: string) => Promise.all(targets.map((t) => nodeCall(ctx.router, client, t.node, t.role, encodeCommand(['CONFIG', 'GET', name]), 'config|get')));
+    void setWhereUnchanged(pairs, get).then((reply) => entry.fill(reply));
+  });
+}
 
 /** CONFIG SET of extended-redis-compatibility: the nodes' HELLO names them otherwise from now on. */
 function renamesServer(args: readonly Buffer[]): boolean {
@@ -29,7 +46,8 @@ export const allShards: Handler = (session, req) => {
   if (req.command === 'config|set') {
     // a node's port, files, identity: never half-applied; respool's own log settings: set here (node-settings.ts)
     const reply = configSetHere(session, req.args);
-    if (reply !== null) return session.replyNow(reply);
+    if (Buffer.isBuffer(reply)) return session.replyNow(reply);
+    if (reply !== null) return setPerNode(session, reply.perNode);
     if (renamesServer(req.args)) {
       // HELLO's server name follows (client/hello-identity.ts): asked once this CONFIG SET was answered.
       ctx.hello?.stale();

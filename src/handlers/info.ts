@@ -247,7 +247,9 @@ function serverSection(session: HandlerSession, upstream: InfoSection | undefine
       'redis_git_sha1:00000000',
       'redis_git_dirty:0',
       'redis_build_id:0',
-      'server_mode:standalone', // respool is one endpoint; the upstream's mode is upstream_mode
+      // respool is one endpoint; the upstream's mode is upstream_mode. Named as the node names it
+      // (redis_mode under extended-redis-compatibility, or from Redis).
+      `${field(upstream, 'redis_mode') !== undefined ? 'redis_mode' : 'server_mode'}:standalone`,
       `os:${os.type()} ${os.release()} ${os.machine()}`,
       `arch_bits:${process.arch.includes('64') ? 64 : 32}`,
       'monotonic_clock:POSIX clock_gettime',

@@ -1,8 +1,10 @@
+import calculateSlot from 'cluster-key-slot';
+import { asRespoolClient, internalCall } from '../routing/internal-call.js';
 import { latencyEvents } from './latency-events.js';
-import { encodeError } from '../resp/encode.js';
+import { encodeError, encodeSimple } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { crossSlotKeyed } from './cross-slot.js';
-import type { Handler, HandlerSession } from '../client/handler-session.js';
+import type { CommandRequest, Handler, HandlerSession } from '../client/handler-session.js';
 import { configGet } from './node-settings.js';
 
 /**
@@ -11,9 +13,7 @@ import { configGet } from './node-settings.js';
  * CROSSSLOT.
  */
 export const keyed: Handler = (session, req) => {
-  if (req.command === 'migrate' && req.args.length >= 3 && migratesToRespool(session, req.args[1]!, req.args[2]!)) {
-    return session.replyNow(encodeError(ProxyError.migrateToSelf()));
-  }
+  if (req.command === 'migrate' && req.args.length >= 3 && migratesToRespool(session, req.args[1]!, req.args[2]!)) return migrateToSelf(session, req);
   const entry = session.reserve();
   const ctx = session.ctx;
   const error = ctx.router.routeKeyed(entry, req.raw, req, req.spec, ctx.commands(), req.command);
@@ -46,6 +46,29 @@ function normalizeHost(host: string): string {
   if (h.startsWith('::ffff:')) h = h.slice(7);
   return h;
 }
+
+/**
+ * MIGRATE to respool itself: with none of its keys there, NOKEY — what the node answers before it
+ * would connect anywhere (Valkey's migrateCommand); with one, refused (the node would restore the
+ * keys onto themselves through respool, then delete them).
+ */
+function migrateToSelf(session: HandlerSession, req: CommandRequest): void {
+  const args = req.args;
+  const keys: Buffer[] = [];
+  if (args.length > 3 && args[3]!.length > 0) keys.push(Buffer.from(args[3]!));
+  const at = args.findIndex((a, i) => i > 5 && a.toString('latin1').toLowerCase() === 'keys');
+  if (at > 0) for (const k of args.slice(at + 1)) keys.push(Buffer.from(k));
+  const ctx = session.ctx;
+  session.runExclusive(() => {
+    const entry = session.reserve();
+    const client = asRespoolClient(entry.client);
+    void Promise.all(keys.map((k) => internalCall(ctx.router, client, [Buffer.from('EXISTS'), k], calculateSlot(k), true))).then((replies) => {
+      entry.fill(replies.every((r) => r.toString('latin1') === ':0\r\n') ? NOKEY : encodeError(ProxyError.migrateToSelf()));
+    });
+  });
+}
+
+const NOKEY = encodeSimple('NOKEY');
 
 /**
  * MIGRATE's destination is this respool (the address the client reached it at, its listen

@@ -29,6 +29,9 @@ const RESPOOL_OWN: ReadonlyMap<string, (session: HandlerSession) => string> = ne
   ['bind', (s: HandlerSession) => s.ctx.config.listen?.host ?? s.ctx.config.unixSocket ?? ''],
   ['tls-port', (s: HandlerSession) => String(s.ctx.config.listenTls?.port ?? 0)],
   ['availability-zone', (s: HandlerSession) => s.ctx.facts?.zone() ?? ''],
+  // respool is a primary to its clients (it shows itself so in INFO replication and CLUSTER NODES)
+  ['replicaof', () => ''],
+  ['slaveof', () => ''],
 ]);
 
 /** Valkey 8.0.1's per-node parameters (config.c) that respool has no counterpart of, aliases included. */
@@ -38,7 +41,7 @@ const PER_NODE: ReadonlySet<string> = new Set([
   'cluster-config-file', 'cluster-port', 'cluster-announce-ip', 'cluster-announce-port', 'cluster-announce-tls-port',
   'cluster-announce-bus-port', 'cluster-announce-hostname', 'cluster-announce-human-nodename',
   'cluster-announce-client-ipv4', 'cluster-announce-client-ipv6',
-  'replica-announce-ip', 'slave-announce-ip', 'replica-announce-port', 'slave-announce-port', 'replicaof', 'slaveof',
+  'replica-announce-ip', 'slave-announce-ip', 'replica-announce-port', 'slave-announce-port',
   // The nodes' own credentials: requirepass is respool's upstreamAuth password (no secret leaves
   // respool), and changing one through respool would lock respool out of the nodes.
   'requirepass', 'masterauth', 'primaryauth', 'masteruser', 'primaryuser', 'tls-key-file-pass', 'tls-client-key-file-pass',
@@ -98,7 +101,7 @@ const ALL_PER_NODE = [...OWN_NAMES, ...PER_NODE];
 
 const WHY_GET = 'it is a setting of each node (connect to one, or ask it with RESPOOL NODE <address> CONFIG GET)';
 const WHY_SET = 'it is a setting of each node: connect to a node directly to change it';
-const WHY_OWN = 'it is respool\'s own (its listen address, TLS port, zone): set it in respool\'s configuration';
+const WHY_OWN = 'it is respool\'s own (its listen address, TLS port, zone, role): set it in respool\'s configuration';
 
 const isPattern = (name: string) => /[*?[\\]/.test(name);
 const matches = (pattern: string, name: string) => globMatch(Buffer.from(pattern), Buffer.from(name));
@@ -106,16 +109,27 @@ const matches = (pattern: string, name: string) => globMatch(Buffer.from(pattern
 /**
  * CONFIG SET: the reply when respool answers it — a per-node setting refused, respool's own log
  * settings applied (all or none: every value is checked first), a mix refused — or null when it
- * names node settings only and goes its usual way.
+ * names node settings only and goes its usual way. A setting of respool's own set to the value it
+ * has is a no-op (+OK), as on Valkey; a per-node one is `unchanged` when every node has that value
+ * already (the caller asks them: setWhereUnchanged), refused otherwise.
  */
-export function configSetHere(session: HandlerSession, args: readonly Buffer[]): Buffer | null {
+export function configSetHere(session: HandlerSession, args: readonly Buffer[]): Buffer | { perNode: Array<[string, Buffer]> } | null {
   if (args.length < 4 || args.length % 2 !== 0) return null; // Valkey's arity / syntax errors, from the node
   const own: Array<() => void> = [];
+  const perNode: Array<[string, Buffer]> = [];
   let others = 0;
   for (let i = 2; i < args.length; i += 2) {
     const name = args[i]!.toString('latin1').toLowerCase();
-    if (RESPOOL_OWN.has(name)) return encodeError(ProxyError.perNodeSetting('set', name, WHY_OWN));
-    if (PER_NODE.has(name)) return encodeError(ProxyError.perNodeSetting('set', name, WHY_SET));
+    const ownValue = RESPOOL_OWN.get(name);
+    if (ownValue !== undefined) {
+      if (args[i + 1]!.toString('latin1') !== ownValue(session)) return encodeError(ProxyError.perNodeSetting('set', name, WHY_OWN));
+      own.push(() => {}); // its value already: nothing changes
+      continue;
+    }
+    if (PER_NODE.has(name)) {
+      perNode.push([name, args[i + 1]!]);
+      continue;
+    }
     const setting = LOG_SETTINGS.get(name);
     if (setting === undefined) {
       others++;
@@ -125,9 +139,32 @@ export function configSetHere(session: HandlerSession, args: readonly Buffer[]):
     if (typeof outcome === 'string') return encodeError(ProxyError.configSetFailed(args[i]!.toString('latin1'), outcome));
     own.push(outcome);
   }
+  if (perNode.length > 0) {
+    if (own.length > 0 || others > 0) return encodeError(ProxyError.perNodeSetting('set', perNode[0]![0], WHY_SET));
+    return { perNode };
+  }
   if (own.length === 0) return null;
   if (others > 0) return encodeError(ProxyError.respool(`CONFIG SET of respool's own settings (slowlog-*, commandlog-*, latency-tracking) cannot be mixed with the nodes' settings: send them in a CONFIG SET of their own`));
   for (const apply of own) apply();
+  return encodeSimple('OK');
+}
+
+/**
+ * A CONFIG SET of per-node settings only: +OK when every node has each value already (nothing is
+ * sent: setting a node's file, address or credential to what it is changes nothing, as on
+ * Valkey), else the refusal naming the first that would change. `get`: CONFIG GET name on every
+ * node, each reply.
+ */
+export async function setWhereUnchanged(pairs: ReadonlyArray<[string, Buffer]>, get: (name: string) => Promise<Buffer[]>): Promise<Buffer> {
+  for (const [name, value] of pairs) {
+    const replies = await get(name);
+    const same = replies.length > 0 && replies.every((reply) => {
+      const v = decodeReply(reply);
+      const pair = v instanceof Map ? [...v.entries()].flat() : Array.isArray(v) ? v : [];
+      return pair.length === 2 && Buffer.isBuffer(pair[1]) && (pair[1] as Buffer).equals(value);
+    });
+    if (!same) return encodeError(ProxyError.perNodeSetting('set', name, WHY_SET));
+  }
   return encodeSimple('OK');
 }
 
