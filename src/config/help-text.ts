@@ -35,7 +35,7 @@ Environment:
   (timeouts.commandMs = RESPOOL_TIMEOUTS_COMMAND_MS). Values as in the file: 5s, 64mb,
   lists as a,b or [a, b], null as null. Flags win over the environment, the environment
   over the file, the file over the defaults. A bad value is an error naming the variable.
-  SIGHUP reads the file, the environment and the flags again (see README, Operations).
+  SIGHUP reads the file, the environment and the flags again (see docs/operations.md).
 ${envHelp()}
 
 Config file:

@@ -97,7 +97,7 @@ export interface RespoolConfig {
   resilience: ResilienceConfig;
   /** Client-side limits: connection storms, idle and slow clients. */
   clients: ClientsConfig;
-  /** Where read-only commands go: read strategies and availability-zone affinity (docs in README). */
+  /** Where read-only commands go: read strategies and availability-zone affinity (docs/reads.md). */
   reads: ReadsConfig;
   /** Hot-key detection and split copies (src/hotkeys; config in hot-keys-config.ts). */
   hotKeys: HotKeysConfig;
@@ -209,7 +209,7 @@ export interface ResilienceConfig {
 
 export interface ClientsConfig {
   maxClients: number; // default 10000; the excess client gets an error reply, then is closed
-  acceptRatePerSecond: number; // default 5000; 0 = unlimited; new clients above it wait, established ones are served first
+  acceptRatePerSecond: number; // default 20000; 0 = unlimited; new clients above it wait, established ones are served first
   idleTimeoutMs: number; // default 0 (off): close clients idle this long
   maxOutputBytesPerClient: number; // default 64 MiB: a client whose unread replies exceed it is closed
   outputStallMs: number; // default 10000: closed too when its unread replies stay above half the limit this long

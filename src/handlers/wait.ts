@@ -16,7 +16,7 @@ import { keyed } from './keyed.js';
  * timeouts.commandMs (0, "for ever", included) — past that a reply says how many replicas
  * acknowledged so far, as Valkey's does at its timeout. Writes a client made on a leased
  * connection (WATCH … EXEC, a tracking lane) are not on its shared links: a WAIT after them
- * waits for the shared links' writes only (README, Limitations).
+ * waits for the shared links' writes only (docs/commands.md).
  */
 export const wait: Handler = (session, req) => {
   const ctx = session.ctx;

@@ -141,7 +141,7 @@ describe('the status page on the admin port', () => {
     const headers = await page.$$eval('th', (ths) => ths.map((th) => th.textContent ?? ''));
     for (const h of headers) expect(h, 'a table header').not.toMatch(/[a-z][A-Z]|_/);
     await page.setViewport({ width: 1400, height: 1100 });
-    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(1400);
+    expect(await page.evaluate(() => (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document.documentElement.scrollWidth)).toBeLessThanOrEqual(1400);
     await page.setViewport({ width: 1500, height: 1100 });
 
     // clients and buffers (/clients): a client that does not read its big replies holds output, on the bulk lane
