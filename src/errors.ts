@@ -64,7 +64,7 @@ export const ProxyError = {
   noProto: () => `NOPROTO unsupported protocol version`,
   syntax: () => `ERR syntax error`,
   unknownSubcommand: (sub: string, command: string) =>
-    `ERR unknown subcommand '${sub}'. Try ${command.toUpperCase()} HELP.`,
+    `ERR unknown subcommand '${sub.slice(0, 128)}'. Try ${command.toUpperCase()} HELP.`.replace(/[\r\n]/g, ' '),
   shuttingDown: () => `ERR respool: shutting down`,
   splitKeyUnsupported: (command: string, key: string, why: string) =>
     `ERR respool: ${command} cannot be applied to split key '${key}': ${why}`,

@@ -1,5 +1,5 @@
 import { CommandFlag } from '../commands/command-flags.js';
-import { wrongArity, type CommandSpec } from '../commands/command-table.js';
+import type { CommandSpec } from '../commands/command-table.js';
 import { RequestFrame } from '../resp/request-framer.js';
 import type { HandlerSession } from './handler-session.js';
 
@@ -94,16 +94,13 @@ export class ClientPause {
 }
 
 /**
- * Whether CLIENT PAUSE holds this request (called only while a pause is active). Valkey's
- * processCommand order: unknown commands, wrong arity and NOAUTH are answered at once; then ALL
+ * Whether CLIENT PAUSE holds this request (called only while a pause is active, for a request
+ * admission let through: handlers/admission.ts answers the others at once, as Valkey does). ALL
  * holds everything, WRITE what may write or replicate (EXEC: any queued command that may).
  */
-export function heldByPause(session: HandlerSession, spec: CommandSpec | undefined, args: readonly Buffer[]): boolean {
+export function heldByPause(session: HandlerSession, spec: CommandSpec, args: readonly Buffer[]): boolean {
   const pause = session.ctx.clientPause;
-  if (!pause.active || spec === undefined) return false;
-  if (wrongArity(spec, args.length)) return false;
-  if (spec.subcommands !== undefined && args.length > 1 && spec.name.indexOf('|') < 0) return false; // unknown subcommand
-  if (session.state.user === null && !(spec.flags & CommandFlag.NO_AUTH)) return false;
+  if (!pause.active) return false;
   if (pause.all) return true;
   return mayReplicate(session, spec, args);
 }

@@ -12,6 +12,7 @@ import type { RequestFrame } from '../resp/request-framer.js';
 import { BUILTIN_COMMANDS_FILE } from '../own-files.js';
 import { CommandFlag, commandFlagBit } from './command-flags.js';
 import { NameIndex } from './name-index.js';
+import { ProxyError } from '../errors.js';
 import {
   compileKeyFinder,
   findKeyRefs,
@@ -66,11 +67,27 @@ export interface CommandSpec {
 
 /**
  * Valkey's arity rule (server.c processCommand): `arity` N is exactly N arguments with the name,
- * -N at least N. The one place it is written; every queue-time, subscribed-mode, ACL, pause and
- * handler check asks here.
+ * -N at least N. The one place it is written; admission (handlers/admission.ts) asks here.
  */
-export function wrongArity(spec: CommandSpec, argc: number): boolean {
+export function wrongArity(spec: Pick<CommandSpec, 'arity'>, argc: number): boolean {
   return (spec.arity > 0 && spec.arity !== argc) || argc < -spec.arity;
+}
+
+/** An arity rule: the table's for a command, or one of respool's own commands (RESPOOL, COMMANDLOG). */
+export interface ArityRule {
+  /** Lower case; subcommands as "respool|fleet". */
+  readonly name: string;
+  /** Valkey's convention: N exactly N arguments with the name, -N at least N. */
+  readonly arity: number;
+}
+
+/**
+ * Valkey's wrong-arity error for `argc` arguments, or null. Admission (handlers/admission.ts)
+ * asks it for every request; respool's own commands and a command named inside another (ACL
+ * DRYRUN's) ask it directly.
+ */
+export function arityError(rule: ArityRule, argc: number): string | null {
+  return wrongArity(rule, argc) ? ProxyError.wrongArity(rule.name) : null;
 }
 
 /** One command as listed by `COMMAND` (subcommands are separate entries named "parent|sub"). */

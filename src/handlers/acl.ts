@@ -3,7 +3,7 @@ import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeMap, encodeS
 import { ProxyError } from '../errors.js';
 import { ACL_CATEGORIES, RESPOOL_ADMIN_CATEGORY, describeChannels, describeCommands, describeKeys, describeUser, type AclUser } from '../acl/rules.js';
 import { aclErrorMessage, checkCommand } from '../acl/command-check.js';
-import { wrongArity } from '../commands/command-table.js';
+import { arityError } from '../commands/command-table.js';
 import type { DirectoryClient, UserDirectory } from '../acl/user-directory.js';
 import { sharePeerAcl } from '../workers/peer-commands.js';
 import type { HandlerSession } from '../client/handler-session.js';
@@ -19,8 +19,6 @@ const OK = encodeSimple('OK');
  */
 export function aclReply(session: HandlerSession, command: string, args: Buffer[]): Buffer {
   const { ctx, state } = session;
-  const spec = ctx.commands().get(command);
-  if (spec !== undefined && wrongArity(spec, args.length)) return encodeError(ProxyError.wrongArity(command));
   const users = ctx.users;
   const proto = state.protocol;
   const sub = command.slice(4);
@@ -52,7 +50,8 @@ export function aclReply(session: HandlerSession, command: string, args: Buffer[
       const rest = args.slice(3);
       const target = ctx.commands().lookup(rest);
       if (target === undefined) return encodeError(ProxyError.aclCommandNotFound(rest[0]!.toString()));
-      if (wrongArity(target, rest.length)) return encodeError(ProxyError.wrongArity(target.name));
+      const arity = arityError(target, rest.length); // Valkey's aclCommand checks the named command's arity
+      if (arity !== null) return encodeError(arity);
       const denial = checkCommand(user, target, rest, ctx.commands());
       if (denial === null) return OK;
       return encodeBulk(aclErrorMessage(denial, user, target.name, rest[denial.index], true), proto);

@@ -53,7 +53,8 @@ export const blocking: Handler = (session, req) => {
  */
 const clientUnblock: Handler = (session, req) => {
   const { args } = req;
-  if (args.length !== 3 && args.length !== 4) return session.replyNow(encodeError(ProxyError.wrongArity('client|unblock')));
+  // Valkey's clientCommand takes UNBLOCK with 3 or 4 arguments (the table's arity is -3).
+  if (args.length > 4) return session.replyNow(encodeError(ProxyError.subcommandSyntax('CLIENT', args[1]!.toString('utf8'))));
   let how: 'timeout' | 'error' = 'timeout';
   if (args.length === 4) {
     const mode = args[3]!.toString('latin1').toLowerCase();

@@ -43,9 +43,6 @@ const OK = encodeSimple('OK');
 
 function run(session: HandlerSession, spec: CommandSpec | undefined, command: string, args: Buffer[]): Outcome {
   const done = (reply: Buffer, closeSelf = false): Outcome => ({ reply, closeSelf });
-  if (spec !== undefined && wrongArity(spec, args.length)) {
-    return done(encodeError(ProxyError.wrongArity(spec.name)));
-  }
   switch (command) {
     case 'client|list':
       return done(clientList(session, args));

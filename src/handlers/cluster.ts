@@ -44,8 +44,6 @@ export const LOCAL_CLUSTER_COMMANDS: ReadonlySet<string> = new Set([
 export function clusterReply(session: HandlerSession, command: string, args: Buffer[]): Buffer {
   const view = session.ctx.clusterView();
   const proto = session.state.protocol;
-  const spec = session.ctx.commands().get(command);
-  if (spec !== undefined && wrongArity(spec, args.length)) return encodeError(ProxyError.wrongArity(command));
   switch (command) {
     case 'cluster|slots':
       return slotsReply(view, proto);
@@ -77,7 +75,6 @@ export function clusterReply(session: HandlerSession, command: string, args: Buf
 /** CLUSTER COUNTKEYSINSLOT slot / GETKEYSINSLOT slot count, checked as Valkey does: the slot, or the error reply. */
 function checkSlotArgs(command: string, args: Buffer[]): number | Buffer {
   const count = command === 'cluster|getkeysinslot';
-  if (args.length !== (count ? 4 : 3)) return encodeError(ProxyError.wrongArity(command));
   const slot = parseLongLong(args[2]!);
   if (slot === null) return encodeError(ProxyError.notAnInteger());
   if (!count) return slot < 0 || slot >= SLOT_COUNT ? encodeError('ERR Invalid slot') : slot;

@@ -1,6 +1,7 @@
 import { commandFamily, type CommandFamily } from '../commands/proxy-handling.js';
 import { CommandFlag } from '../commands/command-flags.js';
-import { wrongArity, type CommandSpec } from '../commands/command-table.js';
+import type { CommandSpec } from '../commands/command-table.js';
+import { admissionRefusal, refusalError, rejectCommand, Refusal } from './admission.js';
 import type { RequestFrame } from '../resp/request-framer.js';
 import { heldByPause } from '../client/client-pause.js';
 import { isRespoolCommand } from '../hotkeys/control.js';
@@ -20,7 +21,7 @@ import { allShards } from './all-shards.js';
 import { refused } from './refused.js';
 import { respool } from './respool.js';
 import { transaction, queueInTransaction } from './transaction.js';
-import { onLane } from './leased-lane.js';
+import { goesToLaneNode, onLane } from './leased-lane.js';
 import { blocking } from './blocking.js';
 import { feedMonitors, monitor, refusedWhileMonitoring } from './monitor.js';
 import { isCommandlogCommand, observeReply } from './observe.js';
@@ -58,14 +59,17 @@ const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
  * processCommand order. The session (session/client-session.ts) keeps the order of requests;
  * everything decided about one request is decided here:
  *
- *   lookup  : the command table, straight from the frame's bytes (commands/command-table.ts)
- *   pause   : CLIENT PAUSE covers it (client/client-pause.ts heldByPause): false is returned, the
- *             session keeps the request and dispatches it again when the pause ends
- *   NOAUTH  : before AUTH only the command table's no_auth commands (AUTH, HELLO, QUIT, RESET)
- *   family  : computed once (commands/proxy-handling.ts), handed to the session (its latency
- *             series, the slow log) and to route()
- *   then    : route() — the ACL, respool's reserved keys, the client's modes, the family's handler
- *   after   : MONITOR's feed, the client's command count (CLIENT REPLY SKIP, tot-cmds)
+ *   lookup    : the command table, straight from the frame's bytes (commands/command-table.ts)
+ *   admission : unknown command or subcommand, arity, NOAUTH, no-multi — computed once
+ *               (admission.ts); NOAUTH answered here, the others at the top of route()
+ *   pause     : CLIENT PAUSE covers an admitted request the ACL allows (client/client-pause.ts
+ *               heldByPause): false is returned, the session keeps the request and dispatches it
+ *               again when the pause ends
+ *   family    : computed once (commands/proxy-handling.ts), handed to the session (its latency
+ *               series, the slow log), to route() and to MULTI's queueing
+ *   then      : route() — the refusal, the ACL, respool's reserved keys, the client's modes, the
+ *               family's handler
+ *   after     : MONITOR's feed, the client's command count (CLIENT REPLY SKIP, tot-cmds)
  *
  * True when the request was handled (answered, queued, or on its way upstream).
  */
@@ -73,31 +77,35 @@ export function dispatch(session: DispatchedSession, frame: RequestFrame): boole
   const ctx = session.ctx;
   const state = session.state;
   const spec = ctx.commands().lookupFrame(frame);
-  if (ctx.clientPause.active && heldByPause(session, spec, frame.args)) return false; // one boolean on the hot path
+  const inMulti = spec !== undefined && inTransaction(state);
+  const refusal = admissionRefusal(spec, frame.args, state.user !== null, inMulti);
   const command = spec?.name ?? frame.args[0]!.toString('latin1').toLowerCase();
+  const req = frame as RequestFrame<CommandSpec>; // the frame is the request: no wrapper per request
+  req.spec = spec;
+  req.command = command;
+  if (ctx.clientPause.active && refusal === Refusal.None && heldByPause(session, spec!, frame.args) && aclAllows(session, req)) return false; // one boolean on the hot path
   state.lastCommand = spec === undefined ? 'NULL' : spec.name; // CLIENT LIST cmd=
-  if (state.user === null && !mayRunBeforeAuth(spec)) {
+  if (state.user === null && (refusal === Refusal.NoAuth || (refusal === Refusal.UnknownCommand && isOwnCommand(frame.args[0]!)))) {
     session.replyNow(encodeError(ProxyError.noAuth()));
     return true;
   }
   const family: CommandFamily = spec === undefined ? 'keyed' : commandFamily(spec, frame);
   const blocking = family === 'blocking' && command !== 'client|unblock';
-  const req = frame as RequestFrame<CommandSpec>; // the frame is the request: no wrapper per request
-  req.spec = spec;
-  req.command = command;
   const monitored = ctx.monitors.active; // MONITOR: one boolean on the hot path
   const tx = monitored ? state.transaction : null;
-  const inMulti = spec !== undefined && inTransaction(state);
   const queued = inMulti && !NOT_QUEUED.has(command);
   session.startRequest(req, family, blocking);
   state.refusedNow = false;
   try {
-    route(session, req, family);
+    route(session, req, family, refusal);
   } finally {
     session.endRequest();
   }
-  if (monitored) feedMonitors(session, req, tx);
-  state.commandDone(spec !== undefined && !blocking && !queued && !state.refusedNow && runs(spec, req.args, inMulti), blocking);
+  if (monitored && refusal === Refusal.None) feedMonitors(session, req, tx);
+  // Valkey counts a command (tot-cmds) when call() ran it: not one admission refused, one refused
+  // by the ACL or a client mode (refusedNow), one queued in MULTI (counted when EXEC runs it:
+  // ClientState.execRan); a blocking one when it is served.
+  state.commandDone(refusal === Refusal.None && !blocking && !queued && !state.refusedNow, blocking);
   return true;
 }
 
@@ -109,21 +117,26 @@ function inTransaction(state: HandlerSession['state']): boolean {
   return state.transaction !== null || state.lane?.inMulti === true;
 }
 
-/**
- * Valkey counts a command (tot-cmds) when call() ran it: not an unknown one, one of the wrong
- * arity or with an unknown subcommand, a no-multi command inside MULTI (all refused before they
- * run), one refused by the ACL or a client mode (refusedNow), one queued in MULTI (counted when
- * EXEC runs it: ClientState.execRan); a blocking one when it is served.
- */
-function runs(spec: CommandSpec, args: readonly Buffer[], inMulti: boolean): boolean {
-  if (wrongArity(spec, args.length)) return false;
-  if (spec.subcommands !== undefined && args.length > 1 && spec.name.indexOf('|') < 0) return false;
-  return !(inMulti && (spec.flags & CommandFlag.NO_MULTI) !== 0);
+/** Valkey holds a paused command only once the ACL let it through (its pause comes last). */
+function aclAllows(session: HandlerSession, req: CommandRequest): boolean {
+  const acl = session.state.acl;
+  return acl.unrestricted || aclVerdict(session, req, acl, Refusal.None) === null;
 }
 
-/** Valkey's NOAUTH rule: before AUTH, only commands the table flags no_auth run (an unknown command does not). */
-function mayRunBeforeAuth(spec: CommandSpec | undefined): boolean {
-  return spec !== undefined && (spec.flags & CommandFlag.NO_AUTH) !== 0;
+/** respool's own commands, unknown to Valkey's table: RESPOOL, and COMMANDLOG (Valkey 8.1's). */
+function isOwnCommand(name: Buffer): boolean {
+  return isRespoolCommand(name) || isCommandlogCommand(name);
+}
+
+/**
+ * Whether respool answers an admission refusal itself. An unknown command goes to the node
+ * outside MULTI (its table may know it); on a WATCH lane the node is the client's own connection:
+ * it answers what goes there, and flags its own transaction as Valkey does.
+ */
+function answersRefusal(session: HandlerSession, req: CommandRequest, family: CommandFamily, refusal: Refusal): boolean {
+  const state = session.state;
+  if (refusal === Refusal.UnknownCommand) return state.transaction !== null && !isCommandlogCommand(req.args[0]!);
+  return state.lane === null || !goesToLaneNode(session, family, req.command);
 }
 
 /**
@@ -134,14 +147,15 @@ function mayRunBeforeAuth(spec: CommandSpec | undefined): boolean {
  * (Valkey's rule); with CLIENT TRACKING on, the request goes on the client's tracking lanes
  * (tracking.ts) unless its family keeps its own path.
  */
-function route(session: HandlerSession, req: CommandRequest, family: CommandFamily): void {
+function route(session: HandlerSession, req: CommandRequest, family: CommandFamily, refusal: Refusal): void {
   const spec = req.spec;
   const state = session.state;
   if (state.replicaStream) return; // a replica's REPLCONF ACK: Valkey answers a replica nothing (handlers/replication.ts)
   if (spec === undefined && isRespoolCommand(req.args[0]!)) return respool(session, req);
+  if (refusal !== Refusal.None && answersRefusal(session, req, family, refusal)) return rejectCommand(session, req, refusalError(refusal, spec, req.args));
   // Users and permissions (src/acl): nothing to check for +@all ~* &* (no users configured, or such a user).
   const acl = state.acl;
-  if (!acl.unrestricted && denied(session, req, acl)) return;
+  if (!acl.unrestricted && denied(session, req, acl, refusal)) return;
   // A fleet's shared state is respool's: no client reads or writes it (src/fleet/reserved-keys.ts).
   if (spec !== undefined && session.ctx.fleetAcl != null && touchesFleetKeys(session.ctx.commands(), spec, req.args)) {
     if (state.transaction !== null) state.transaction.dirty = true; // EXEC will abort, as for a refused command
@@ -160,13 +174,9 @@ function route(session: HandlerSession, req: CommandRequest, family: CommandFami
   if (family === 'script' || family === 'allShards') noteScript(session.ctx.scripts, req.command, req.args); // EVAL / SCRIPT LOAD bodies, on every path
   state.tracking?.noteCommand(req.command, state.transaction !== null);
   if (state.lane !== null && runsOnWatchLane(family) && onLane(session, state.lane, req)) return; // false: keys on another node, outside MULTI
-  if (state.transaction !== null && queueInTransaction(session, req)) return;
+  if (state.transaction !== null && queueInTransaction(session, req, family)) return;
   if (spec === undefined && state.tracking === null) return keyed(session, req); // unknown to respool's table: the upstream answers (or refuses) it
-  if (state.subscribedResp2 && !allowedWhileSubscribed(req.command)) {
-    // Valkey checks the arity before the subscribed context.
-    if (spec !== undefined && wrongArity(spec, req.args.length)) return session.replyNow(encodeError(ProxyError.wrongArity(spec.name)));
-    return refuseWhileSubscribed(session, req);
-  }
+  if (state.subscribedResp2 && !allowedWhileSubscribed(req.command)) return refuseWhileSubscribed(session, req);
   if (state.tracking !== null && onTrackingLane(session, state.tracking, req, family)) return; // tracking.ts
   // Tracking lanes are leased in database 0: a client in another database is refused (SELECT 0 first).
   if (state.db !== 0 && req.command === 'client|tracking' && req.args.length >= 3 && req.args[2]!.toString('latin1').toLowerCase() === 'on') {
@@ -184,41 +194,33 @@ function route(session: HandlerSession, req: CommandRequest, family: CommandFami
  * script, a function, SORT … GET): a restricted user without an upstream identity is refused them.
  * Denials go to ACL LOG.
  */
-function denied(session: HandlerSession, req: CommandRequest, acl: AclUser): boolean {
-  const spec = req.spec;
-  let message: string;
-  let denial: AclDenial | null = null;
-  if (spec === undefined) {
-    if (acl.future && (acl.upstream !== null || (acl.allKeys && acl.allChannels))) return false;
-    if (acl.future) message = ProxyError.needsUpstreamIdentity(req.command.toUpperCase(), acl.name);
-    else {
-      denial = { kind: ACL_DENIED_CMD, index: 0 };
-      message = aclErrorMessage(denial, acl, req.command, undefined, false);
-    }
-  } else {
-    if (wrongArity(spec, req.args.length)) return false;
-    denial = checkCommand(acl, spec, req.args, session.ctx.commands());
-    if (denial === null) {
-      if (acl.upstream !== null || !needsNodeCheck(spec, req.args)) return false;
-      message = ProxyError.needsUpstreamIdentity(spec.name.toUpperCase(), acl.name);
-    } else {
-      message = aclErrorMessage(denial, acl, spec.name, undefined, false);
-    }
-  }
+function denied(session: HandlerSession, req: CommandRequest, acl: AclUser, refusal: Refusal): boolean {
+  const verdict = aclVerdict(session, req, acl, refusal);
+  if (verdict === null) return false;
+  const { denial, message } = verdict;
   const state = session.state;
-  state.refusedNow = true;
   if (denial !== null) {
+    const spec = req.spec;
     const object = denial.kind === ACL_DENIED_CMD ? (spec?.name ?? req.command) : req.args[denial.index]!.toString();
     const reason = denial.kind === ACL_DENIED_CMD ? 'command' : denial.kind === ACL_DENIED_KEY ? 'key' : 'channel';
     session.ctx.users.log.add(reason, state.transaction !== null ? 'multi' : 'toplevel', object, acl.name, clientInfoLine(session));
   }
-  if (req.command === 'exec' && state.lane === null) {
-    // Valkey's rejectCommand for EXEC: execCommandAbort (the transaction, if any, is discarded).
-    state.transaction = null;
-    session.replyNow(encodeError(ProxyError.execAbortBecause(ProxyError.noPerm(message))));
-    return true;
-  }
-  if (state.transaction !== null) state.transaction.dirty = true; // EXEC will abort (flagTransaction)
-  session.replyNow(encodeError(ProxyError.noPerm(message)));
+  rejectCommand(session, req, ProxyError.noPerm(message));
   return true;
+}
+
+/** What the ACL says of a request, without acting on it: null when it may run. */
+function aclVerdict(session: HandlerSession, req: CommandRequest, acl: AclUser, refusal: Refusal): { message: string; denial: AclDenial | null } | null {
+  const spec = req.spec;
+  if (spec === undefined) {
+    if (acl.future && (acl.upstream !== null || (acl.allKeys && acl.allChannels))) return null;
+    if (acl.future) return { message: ProxyError.needsUpstreamIdentity(req.command.toUpperCase(), acl.name), denial: null };
+    const denial: AclDenial = { kind: ACL_DENIED_CMD, index: 0 };
+    return { message: aclErrorMessage(denial, acl, req.command, undefined, false), denial };
+  }
+  if (refusal !== Refusal.None) return null; // on a WATCH lane: the node answers its refusal first
+  const denial = checkCommand(acl, spec, req.args, session.ctx.commands());
+  if (denial !== null) return { message: aclErrorMessage(denial, acl, spec.name, undefined, false), denial };
+  if (acl.upstream !== null || !needsNodeCheck(spec, req.args)) return null;
+  return { message: ProxyError.needsUpstreamIdentity(spec.name.toUpperCase(), acl.name), denial: null };
 }

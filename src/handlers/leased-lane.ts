@@ -4,7 +4,8 @@ import { encodeCommand, encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import type { LeasedLane } from '../client/leased-lane.js';
 import { local, parseDbIndex } from './local.js';
-import { LANE_OWN_COMMANDS } from './client-modes.js';
+import { LANE_OWN_COMMANDS, runsOnWatchLane } from './client-modes.js';
+import type { CommandFamily } from '../commands/proxy-handling.js';
 import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
 
 /**
@@ -19,6 +20,20 @@ export function watchCrossSlotError(session: HandlerSession): string {
 /** Commands that drive the lane's transaction itself (never refused for their keys). */
 const TRANSACTION_CONTROL = new Set(['multi', 'exec', 'discard', 'unwatch']);
 const DISCARD = encodeCommand(['DISCARD']);
+
+/**
+ * With a lane open, whether this request goes to the lane's node (onLane below sends it there),
+ * not to respool's own answer: the client's own connection then answers even its refusals.
+ */
+export function goesToLaneNode(session: HandlerSession, family: CommandFamily, command: string): boolean {
+  if (!runsOnWatchLane(family) || LANE_OWN_COMMANDS.has(command) || command === 'reset') return false;
+  return command !== 'select' || !keepsSelect(session);
+}
+
+/** In a cluster SELECT stays respool's (only 0), and with CLIENT TRACKING on (its lanes stay in database 0). */
+function keepsSelect(session: HandlerSession): boolean {
+  return session.ctx.isCluster() || session.state.tracking !== null;
+}
 
 /**
  * Every request of a client with an open lane. False: the request is not the lane's (its keys
@@ -59,9 +74,8 @@ function keysElsewhere(session: HandlerSession, lane: LeasedLane, req: CommandRe
 
 function sendOnLane(session: HandlerSession, lane: LeasedLane, req: CommandRequest): void {
   const { command } = req;
-  // In a cluster SELECT stays respool's (only 0), and with CLIENT TRACKING on (its lanes stay in
-  // database 0); against a standalone server the lane's connection switches (class comment).
-  if (command === 'select' && (session.ctx.isCluster() || session.state.tracking !== null)) return local(session, req);
+  // Against a standalone server the lane's connection switches database (class comment).
+  if (command === 'select' && keepsSelect(session)) return local(session, req);
   let ends = false;
   let afterReply: ((reply: Buffer) => void) | undefined;
   if (command === 'watch' && !lane.inMulti) for (let i = 1; i < req.args.length; i++) lane.watched.add(req.args[i]!.toString('latin1'));

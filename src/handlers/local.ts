@@ -82,7 +82,6 @@ export function parseDbIndex(arg: Buffer): number | string {
  */
 function select(session: HandlerSession, req: CommandRequest): void {
   const { ctx, state } = session;
-  if (req.args.length !== 2) return session.replyNow(encodeError(ProxyError.wrongArity('select')));
   const db = parseDbIndex(req.args[1]!);
   if (typeof db === 'string') return session.replyNow(encodeError(db));
   const mode = ctx.router.topology()?.mode;
@@ -122,24 +121,21 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
   const arg = (i: number) => args[i]!.toString('utf8');
   switch (command) {
     case 'ping':
-      if (args.length > 2) return encodeError(ProxyError.wrongArity('ping'));
+      if (args.length > 2) return encodeError(ProxyError.wrongArity('ping')); // Valkey's pingCommand: its arity is -1
       // RESP2 subscribed mode: `*2 pong <message or empty>` (Valkey's pingCommand).
       if (state.subscribedResp2) return subscribedPong(args.length === 2 ? args[1]! : null);
       return args.length === 2 ? encodeBulk(args[1]!, state.protocol) : PONG;
     case 'echo':
-      if (args.length !== 2) return encodeError(ProxyError.wrongArity('echo'));
       return encodeBulk(args[1]!, state.protocol);
     case 'quit':
       return OK;
     case 'select': {
       // Only queued inside MULTI in a cluster (transaction.ts); select() above otherwise.
-      if (args.length !== 2) return encodeError(ProxyError.wrongArity('select'));
       const db = parseDbIndex(args[1]!);
       if (typeof db === 'string') return encodeError(db);
       return db === state.db ? OK : encodeError(ProxyError.selectNotAllowed());
     }
     case 'auth': {
-      if (args.length < 2) return encodeError(ProxyError.wrongArity('auth'));
       if (args.length > 3) return encodeError(ProxyError.syntax()); // Valkey's authCommand
       const [user, password] = args.length === 3 ? [arg(1), args[2]!] : ['default', args[1]!];
       return authenticate(session, args[0]!, user, password, args.length === 2) ?? OK;
@@ -152,7 +148,6 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
       state.reset();
       return encodeSimple('RESET');
     case 'client|reply': {
-      if (args.length !== 3) return encodeError(ProxyError.wrongArity('client|reply'));
       const mode = arg(2).toLowerCase();
       if (mode !== 'on' && mode !== 'off' && mode !== 'skip') return encodeError(ProxyError.syntax());
       state.setReplyMode(mode);
@@ -160,7 +155,6 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
     }
     case 'client|no-evict': {
       // respool never evicts clients for memory (its bounds are per client), so ON and OFF both hold.
-      if (args.length !== 3) return encodeError(ProxyError.wrongArity('client|no-evict'));
       const mode = arg(2).toLowerCase();
       return mode === 'on' || mode === 'off' ? OK : encodeError(ProxyError.syntax());
     }
@@ -169,14 +163,11 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
     case 'readonly':
     case 'readwrite':
       // Where a client's reads go is respool's read strategy (config reads.*), not the client's.
-      if (args.length !== 1) return encodeError(ProxyError.wrongArity(command));
       return OK;
     case 'asking':
       // respool follows ASK redirects itself (routing/router.ts): nothing to remember.
-      if (args.length !== 1) return encodeError(ProxyError.wrongArity(command));
       return OK;
     case 'client|setname': {
-      if (args.length !== 3) return encodeError(ProxyError.wrongArity('client|setname'));
       const name = arg(2);
       if (/[\s]/.test(name) || /[^\x21-\x7e]/.test(name)) {
         return encodeError(ProxyError.badClientName());
@@ -191,7 +182,6 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
     case 'client|info':
       return encodeVerbatim(`${clientInfoLine(session)}\n`, state.protocol); // as Valkey: verbatim, the CLIENT LIST line
     case 'client|setinfo': {
-      if (args.length !== 4) return encodeError(ProxyError.wrongArity('client|setinfo'));
       const attr = arg(2).toLowerCase();
       if (attr !== 'lib-name' && attr !== 'lib-ver') return encodeError(ProxyError.unrecognizedOption(arg(2)));
       // Valkey's validateClientAttr: printable ASCII without spaces, so CLIENT LIST splits by space.

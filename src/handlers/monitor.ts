@@ -22,7 +22,7 @@ const NOT_QUEUED: ReadonlySet<string> = new Set(['multi', 'exec', 'discard', 'wa
 export function feedMonitors(session: HandlerSession, req: CommandRequest, tx: Transaction | null): void {
   const spec = req.spec;
   const state = session.state;
-  if (spec === undefined || state.replicaStream || wrongArity(spec, req.args.length)) return;
+  if (spec === undefined || state.replicaStream) return; // dispatch feeds only what admission let through
   if (state.monitoring && refusedWhileMonitoring(spec) !== null) return;
   if (!state.acl.unrestricted && checkCommand(state.acl, spec, req.args, session.ctx.commands()) !== null) return;
   const feed = session.ctx.monitors;
@@ -64,7 +64,6 @@ const OK = encodeSimple('OK');
 
 /** MONITOR: from now on the client gets every line; a second MONITOR is ignored without a reply, as in Valkey. */
 export const monitor: Handler = (session, req) => {
-  if (req.args.length !== 1) return session.replyNow(encodeError(ProxyError.wrongArity('monitor')));
   const state = session.state;
   if (state.monitoring) return;
   state.monitoring = true;

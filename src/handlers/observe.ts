@@ -1,5 +1,5 @@
 import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeMap, encodeSimple } from '../resp/encode.js';
-import { wrongArity } from '../commands/command-table.js';
+import { arityError, type ArityRule } from '../commands/command-table.js';
 import { ProxyError } from '../errors.js';
 import type { CommandLog, CommandLogEntry, CommandLogType } from '../observe/command-log.js';
 import type { LatencyHistogram } from '../metrics/latency-histogram.js';
@@ -53,6 +53,8 @@ const COMMANDLOG_HELP = [
 
 /** Valkey 8.1's arities for COMMANDLOG's subcommands (8.0.1's table does not know the command). */
 const COMMANDLOG_ARITY: Readonly<Record<string, number>> = { get: 4, len: 3, reset: 3, help: 2 };
+/** COMMANDLOG itself: a container (Valkey 8.1's table; respool's own before 8.1). */
+const COMMANDLOG: ArityRule = { name: 'commandlog', arity: -2 };
 
 /** Valkey's addReplyHelp: a header, the lines, HELP. */
 function help(name: string, lines: readonly string[]): Buffer {
@@ -87,10 +89,6 @@ function getReply(log: CommandLog, count: number, protocol: 2 | 3): Buffer {
 export function observeReply(session: HandlerSession, command: string, args: readonly Buffer[]): Buffer {
   const observer = session.ctx.observer;
   const protocol = session.state.protocol;
-  const spec = session.ctx.commands().get(command);
-  if (spec !== undefined && wrongArity(spec, args.length)) {
-    return encodeError(ProxyError.wrongArity(spec.name));
-  }
   if (observer === undefined) return encodeError(ProxyError.notLocal(command));
   const slow = observer.logs.slow;
   switch (command) {
@@ -116,11 +114,13 @@ export function observeReply(session: HandlerSession, command: string, args: rea
 
 /** COMMANDLOG GET <count> <type> | LEN <type> | RESET <type> | HELP, as Valkey 8.1's commandlogCommand. */
 function commandlog(session: HandlerSession, args: readonly Buffer[], protocol: 2 | 3): Buffer {
-  if (args.length < 2) return encodeError(ProxyError.wrongArity('commandlog'));
+  const tooFew = arityError(COMMANDLOG, args.length);
+  if (tooFew !== null) return encodeError(tooFew);
   const sub = args[1]!.toString('latin1').toLowerCase();
   const arity = COMMANDLOG_ARITY[sub];
   if (arity === undefined) return encodeError(ProxyError.unknownSubcommand(args[1]!.toString('latin1'), 'COMMANDLOG'));
-  if (arity !== args.length) return encodeError(ProxyError.wrongArity(`commandlog|${sub}`));
+  const wrong = arityError({ name: `commandlog|${sub}`, arity }, args.length);
+  if (wrong !== null) return encodeError(wrong);
   if (sub === 'help') return help('COMMANDLOG', COMMANDLOG_HELP);
   const logs = session.ctx.observer!.logs;
   const typeOf = (b: Buffer): CommandLogType | null => {

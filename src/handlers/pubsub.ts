@@ -59,9 +59,6 @@ export const pubsub: Handler = (session, req) => {
   const op = OPERATIONS[req.command];
   if (op === undefined) return refused(session, req);
   const { args, spec } = req;
-  if (spec !== undefined && wrongArity(spec, args.length)) {
-    return session.replyNow(encodeError(ProxyError.wrongArity(req.command)));
-  }
   // Valkey checks the slots of SSUBSCRIBE / SUNSUBSCRIBE's channels before anything else (cluster.c getNodeByQuery).
   if (op.kind === 'shard' && args.length > 2 && session.ctx.isCluster() && !sameSlot(args)) {
     return session.replyNow(encodeError(ProxyError.crossSlot()));
@@ -225,7 +222,6 @@ export const refuseWhileSubscribed: Handler = (session, req) => {
  * respool subscriptions, an ordinary keyless command.
  */
 function publish(session: HandlerSession, req: CommandRequest): void {
-  if (req.args.length !== 3) return session.replyNow(encodeError(ProxyError.wrongArity('publish')));
   const node = publishNode(session);
   if (node === undefined) return keyed(session, req);
   const channel = Buffer.from(req.args[1]!);

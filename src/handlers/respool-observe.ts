@@ -1,5 +1,6 @@
 import { encodeArray, encodeBulk, encodeCommand, encodeError, encodeInteger, encodeSimple } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
+import { arityError } from '../commands/command-table.js';
 import type { ClusterNode } from '../cluster/topology.js';
 import type { CommandLogEntry } from '../observe/command-log.js';
 import type { LatencySummary } from '../metrics/latency-windows.js';
@@ -117,7 +118,8 @@ const NODE_COMMANDS: ReadonlySet<string> = new Set([
 
 function nodeCommand(session: HandlerSession, req: CommandRequest): void {
   const args = req.args;
-  if (args.length < 4) return session.replyNow(encodeError(ProxyError.wrongArity('respool|node')));
+  const arity = arityError({ name: 'respool|node', arity: -4 }, args.length);
+  if (arity !== null) return session.replyNow(encodeError(arity));
   const address = args[2]!.toString('latin1');
   const name = args[3]!.toString('latin1').toLowerCase();
   const sub = args.length > 4 ? `${name}|${args[4]!.toString('latin1').toLowerCase()}` : name;

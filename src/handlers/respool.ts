@@ -3,6 +3,7 @@ import { sharePeerCommand } from '../workers/peer-commands.js';
 import { inWorker, mergeWindowReports, requestWorkerReports } from '../workers/hot-key-reports.js';
 import { encodeArray, encodeError, encodeSimple } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
+import { arityError } from '../commands/command-table.js';
 import type { Handler } from '../client/handler-session.js';
 import { fleetReply } from '../fleet/fleet-view.js';
 import { isObserveSubcommand, respoolObserve, RESPOOL_OBSERVE_HELP } from './respool-observe.js';
@@ -23,7 +24,8 @@ export const respool: Handler = (session, req) => {
   if (isObserveSubcommand(sub)) return respoolObserve(session, req, sub); // SLOWLOG, LATENCY, NODE (handlers/respool-observe.ts)
   if (sub === 'FLEET') {
     // The fleet's members as this instance sees them (src/fleet/fleet-view.ts).
-    if (req.args.length !== 2) return session.replyNow(encodeError(ProxyError.wrongArity('respool|fleet')));
+    const arity = arityError({ name: 'respool|fleet', arity: 2 }, req.args.length);
+    if (arity !== null) return session.replyNow(encodeError(arity));
     const view = ctx.fleetView?.();
     return session.replyNow(view === undefined ? encodeError(ProxyError.respool('no fleet view here')) : fleetReply(view, state.protocol));
   }

@@ -59,7 +59,6 @@ import { TrackingLanes, ignored, request, type TrackingOptions } from '../client
 export const tracking: Handler = (session, req) => {
   const spec = req.spec!;
   const n = req.args.length;
-  if (wrongArity(spec, n)) return session.replyNow(encodeError(ProxyError.wrongArity(req.command)));
   switch (req.command) {
     case 'client|tracking':
       return clientTracking(session, req);

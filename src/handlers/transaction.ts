@@ -1,7 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
-import { wrongArity } from '../commands/command-table.js';
 import { CommandFlag } from '../commands/command-flags.js';
-import { commandFamily, refusalReason, CLIENT_COMMANDS, LOCAL_COMMANDS, MULTI_KEY_COMMANDS, TRACKING_COMMANDS } from '../commands/proxy-handling.js';
+import { refusalReason, type CommandFamily, CLIENT_COMMANDS, LOCAL_COMMANDS, MULTI_KEY_COMMANDS, TRACKING_COMMANDS } from '../commands/proxy-handling.js';
 import { encodeArray, encodeCommand, encodeError, encodeSimple } from '../resp/encode.js';
 import { splitAggregate } from '../resp/decode.js';
 import { ProxyError } from '../errors.js';
@@ -42,18 +41,13 @@ export const transaction: Handler = (session, req) => {
   const state = session.state;
   switch (req.command) {
     case 'multi':
-      if (req.args.length !== 1) return session.replyNow(encodeError(ProxyError.wrongArity('multi')));
       state.transaction = new Transaction();
       return session.replyNow(OK);
     case 'exec':
-      // Valkey rejects a malformed EXEC by aborting (rejectCommand → execCommandAbort), MULTI or not.
-      if (req.args.length !== 1) return session.replyNow(encodeError(ProxyError.execAbortBecause(ProxyError.wrongArity('exec'))));
       return session.replyNow(encodeError(ProxyError.execWithoutMulti()));
     case 'discard':
-      if (req.args.length !== 1) return session.replyNow(encodeError(ProxyError.wrongArity('discard')));
       return session.replyNow(encodeError(ProxyError.discardWithoutMulti()));
     case 'unwatch':
-      if (req.args.length !== 1) return session.replyNow(encodeError(ProxyError.wrongArity('unwatch')));
       return session.replyNow(OK); // nothing is watched outside a lease
     case 'watch':
       return watch(session, req);
@@ -65,7 +59,6 @@ export const transaction: Handler = (session, req) => {
  * primary, held until EXEC, DISCARD, UNWATCH, RESET or close. Keys in several slots: CROSSSLOT.
  */
 function watch(session: HandlerSession, req: CommandRequest): void {
-  if (req.args.length < 2) return session.replyNow(encodeError(ProxyError.wrongArity('watch')));
   const ctx = session.ctx;
   if (ctx.isCluster() && spansSlots(req.args)) return session.replyNow(encodeError(watchCrossSlotError(session)));
   const slot = ctx.router.slotOf(req.spec, req.args, ctx.commands());
@@ -104,23 +97,22 @@ function spansSlots(args: readonly Buffer[]): boolean {
  * Called for every request while the client is inside MULTI. Returns false for the commands
  * that are not queued (EXEC, DISCARD, QUIT, RESET: handled here or by their own family).
  */
-export function queueInTransaction(session: HandlerSession, req: CommandRequest): boolean {
+export function queueInTransaction(session: HandlerSession, req: CommandRequest, family: CommandFamily): boolean {
   const tx = session.state.transaction!;
   const { spec, command, args } = req;
-  if (command === 'exec' && spec !== undefined) {
+  if (command === 'exec') {
     session.state.transaction = null;
-    if (args.length !== 1) session.replyNow(encodeError(ProxyError.execAbortBecause(ProxyError.wrongArity('exec'))));
-    else if (session.ctx.runningScripts.longRunning().length > 0) whenNotBusy(session, (busy) => busy === null ? exec(session, tx) : session.replyNow(encodeError(ProxyError.execAbortBecause(errorLine(busy)))));
+    if (session.ctx.runningScripts.longRunning().length > 0) whenNotBusy(session, (busy) => busy === null ? exec(session, tx) : session.replyNow(encodeError(ProxyError.execAbortBecause(errorLine(busy)))));
     else exec(session, tx);
     return true;
   }
-  if (command === 'discard' && spec !== undefined && args.length === 1) {
+  if (command === 'discard') {
     session.state.transaction = null;
     session.replyNow(OK);
     return true;
   }
   if (command === 'quit' || command === 'reset') return false;
-  const refusal = queueTimeError(session, tx, req);
+  const refusal = queueTimeError(session, tx, req, family);
   if (refusal !== null) {
     tx.dirty = true;
     session.replyNow(encodeError(refusal));
@@ -218,19 +210,16 @@ const QUEUEABLE_PUBSUB: ReadonlySet<string> = new Set(['publish', 'pubsub|numsub
 /** Answered by respool at EXEC (its confirmations become their elements of EXEC's array). */
 const UNSUBSCRIBES: ReadonlySet<string> = new Set(['unsubscribe', 'punsubscribe', 'sunsubscribe']);
 
-/** Valkey's checks before it queues a command (server.c processCommand), in its order. */
-function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRequest): string | null {
-  const { spec, args } = req;
-  if (spec === undefined) return ProxyError.unknownCommand(args);
-  if (spec.subcommands !== undefined && args.length > 1 && spec.name.indexOf('|') < 0) {
-    return ProxyError.unknownSubcommand(args[1]!.toString('utf8'), spec.name);
-  }
-  if (wrongArity(spec, args.length)) return ProxyError.wrongArity(spec.name);
-  if (spec.flags & CommandFlag.NO_MULTI) return ProxyError.notAllowedInMulti();
+/**
+ * What respool refuses to queue, after admission (admission.ts: unknown command, arity, no-multi,
+ * answered by dispatch) and the ACL: what it cannot carry in one block on a shared link.
+ */
+function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRequest, family: CommandFamily): string | null {
+  const { args } = req;
+  const spec = req.spec!;
   if (TRACKING_COMMANDS.has(spec.name)) return ProxyError.trackingInMulti(spec.name);
   // What respool holds for the client (subscriptions, MONITOR's leases) or refuses outright must
   // not reach a shared link inside MULTI … EXEC.
-  const family = commandFamily(spec, { args });
   if (UNSUBSCRIBES.has(spec.name) && (session.state.subscriptions?.total() ?? 0) === 0) {
     return ProxyError.notSubscribed(spec.name as 'unsubscribe');
   }

@@ -1,5 +1,10 @@
 import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeSimple } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
+import { arityError, type ArityRule } from '../commands/command-table.js';
+
+/** RESPOOL SPLIT ADD|ADDPREFIX|ADDPATTERN <text> [copies] and DEL <text>. */
+const SPLIT_ADD: ArityRule = { name: 'respool|split', arity: -4 };
+const SPLIT_DEL: ArityRule = { name: 'respool|split', arity: 4 };
 import type { HotKeys } from './hot-keys.js';
 import type { WindowReport } from './detector.js';
 
@@ -83,7 +88,8 @@ export function runRespoolCommand(hotKeys: HotKeys | null, args: Buffer[], proto
         ])));
       }
       if (op === 'ADD' || op === 'ADDPREFIX' || op === 'ADDPATTERN') {
-        if (args.length < 4 || args.length > 5) return encodeError(ProxyError.wrongArity('respool|split'));
+        const arity = arityError(SPLIT_ADD, args.length) ?? (args.length > 5 ? ProxyError.syntax() : null);
+        if (arity !== null) return encodeError(arity);
         const text = args[3]!.toString('utf8');
         let copies: number | null = null;
         if (args.length === 5) {
@@ -98,7 +104,8 @@ export function runRespoolCommand(hotKeys: HotKeys | null, args: Buffer[], proto
         );
       }
       if (op === 'DEL') {
-        if (args.length !== 4) return encodeError(ProxyError.wrongArity('respool|split'));
+        const arity = arityError(SPLIT_DEL, args.length);
+        if (arity !== null) return encodeError(arity);
         const text = args[3]!.toString('utf8');
         const known = hotKeys.rules().some((r) => r.text === text);
         if (!known) return encodeInteger(0);

@@ -293,4 +293,54 @@ describe('exactly what Valkey does (issue 28)', () => {
       for (const t of targets.slice(1)) expect(await counts(t.port, proto), `${t.name}, RESP${proto}`).toEqual(want);
     }
   }, 60_000);
+
+  it('admission answers in Valkey\'s order: unknown subcommand, arity, no-multi, inside and outside MULTI and on a WATCH lane', async () => {
+    const sequences: string[][][] = [
+      [['CLIENT', 'NOSUCH'], ['CONFIG'], ['GET'], ['GET', 'a{q}', 'b'], ['CLIENT', 'UNBLOCK', '1', 'TIMEOUT', 'x'], ['PING', 'a', 'b'], ['MONITOR', 'x']],
+      [['EXEC', 'x'], ['DISCARD', 'x'], ['MULTI', 'x'], ['WATCH'], ['UNWATCH', 'x'], ['PUBLISH', 'ch'], ['CLIENT', 'SETNAME'], ['SELECT']],
+      [['MULTI'], ['GET'], ['CLIENT', 'NOSUCH'], ['NOSUCH', 'x'], ['WATCH', 'a{q}'], ['MULTI'], ['SET', 'a{q}', '1'], ['EXEC']],
+      [['MULTI'], ['PING', 'a', 'b'], ['ECHO', 'e'], ['EXEC']],
+      [['MULTI'], ['SET', 'a{q}', '1'], ['EXEC', 'x'], ['EXEC'], ['GET', 'a{q}']],
+      [['MULTI'], ['DISCARD', 'x'], ['EXEC']],
+      [['WATCH', 'b{q}'], ['GET'], ['MULTI'], ['GET'], ['SET', 'b{q}', '1'], ['EXEC'], ['GET', 'b{q}']],
+      [['WATCH', 'b{q}'], ['MULTI'], ['SET', 'b{q}', '2'], ['EXEC', 'x'], ['EXEC'], ['GET', 'b{q}']],
+      [['SUBSCRIBE', 'ch'], ['GET'], ['GET', 'k'], ['PING']],
+    ];
+    const transcript = async (port: number): Promise<string[]> => {
+      const out: string[] = [];
+      const setup = await RawConnection.connect(port);
+      await setup.call('DEL', 'a{q}', 'b{q}');
+      setup.close();
+      for (const seq of sequences) {
+        const c = await RawConnection.connect(port);
+        for (const cmd of seq) out.push(`${cmd.join(' ')} → ${await c.call(...cmd)}`);
+        c.close();
+      }
+      return out;
+    };
+    const want = await transcript(direct.port);
+    for (const t of targets.slice(1)) expect(await transcript(t.port), t.name).toEqual(want);
+  });
+
+  it('CLIENT PAUSE holds only what the ACL lets through: a denied write is answered at once, as Valkey answers it', async () => {
+    const answers = async (port: number): Promise<string[]> => {
+      const admin = await RawConnection.connect(port);
+      expect(await admin.call('ACL', 'SETUSER', 'pausero', 'on', '>pw', '+get', '+auth', '+client|info', '~*')).toBe('+OK\r\n');
+      const user = await RawConnection.connect(port);
+      expect(await user.call('AUTH', 'pausero', 'pw')).toBe('+OK\r\n');
+      expect(await admin.call('CLIENT', 'PAUSE', '5000', 'WRITE')).toBe('+OK\r\n');
+      const started = Date.now();
+      const denied = await user.call('SET', 'p{q}', '1');
+      const read = await user.call('GET', 'p{q}');
+      const waited = Date.now() - started;
+      await admin.call('CLIENT', 'UNPAUSE');
+      await admin.call('ACL', 'DELUSER', 'pausero');
+      admin.close();
+      user.close();
+      expect(waited, `port ${port}: answered during the pause`).toBeLessThan(2500);
+      return [denied.replace(/user pausero/i, 'user pausero'), read];
+    };
+    const want = await answers(direct.port);
+    for (const t of targets.slice(1)) expect(await answers(t.port), t.name).toEqual(want);
+  }, 30_000);
 });
