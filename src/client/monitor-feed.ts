@@ -16,6 +16,12 @@ import type { ScriptLineRelay } from './script-line-relay.js';
  * flagged admin or skip_monitor (CONFIG, MONITOR, …), commands queued in MULTI when EXEC runs
  * them, then EXEC. Commands a script runs on a node ("[0 lua]" lines) are relayed from the nodes'
  * own MONITOR while anyone monitors respool (script-line-relay.ts).
+ *
+ * Those lines come on another connection than the script's reply, so a client that got the reply
+ * could send its next command, and see its line, before them. Valkey prints them before the next
+ * command's line: while anyone monitors, a script's reply waits until its node's lines are in
+ * (scriptLinesIn, asked by handlers/script.ts). A client that pipelines commands after a script
+ * may still see their lines before the script's, since each line is fed when its command arrives.
  */
 export class MonitorFeed {
   private readonly clients = new Set<HandlerSession>();
@@ -44,6 +50,20 @@ export class MonitorFeed {
     if (this.clients.size > 0) void this.relay?.sync();
   }
 
+  /**
+   * Resolves once the lines of what the node at `address` ran so far were relayed — at once when
+   * nobody monitors, and after SCRIPT_LINES_WAIT_MS at the latest (a node that stopped answering).
+   */
+  scriptLinesIn(address: string): Promise<void> {
+    if (this.relay === null || this.clients.size === 0) return Promise.resolve();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, SCRIPT_LINES_WAIT_MS);
+      timer.unref();
+    });
+    return Promise.race([this.relay.settle(address), late]).finally(() => clearTimeout(timer));
+  }
+
   /** A line as it is (a node's script line) to every monitoring client. */
   deliver(line: Buffer): void {
     for (const client of this.clients) client.push(line);
@@ -55,6 +75,9 @@ export class MonitorFeed {
     for (const client of this.clients) client.push(line);
   }
 }
+
+/** The longest a script's reply waits for its node's lines. */
+const SCRIPT_LINES_WAIT_MS = 1000;
 
 /** Valkey's sdscatrepr: quoted, `\\ \" \n \r \t \a \b` escaped, other non-printable bytes as \xHH. */
 export function repr(arg: Buffer): string {

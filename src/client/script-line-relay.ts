@@ -1,10 +1,13 @@
 import { FLEET_TAG } from '../fleet/fleet-store.js';
+import { encodeCommand } from '../resp/encode.js';
 
 /** A MONITOR connection to one node, as the relay uses it (upstream/link.ts Link). */
 export interface MonitorConnection {
   /** Frames after MONITOR's +OK: the node's monitor lines. */
   onStream: ((frame: Buffer) => void) | null;
   call(args: ReadonlyArray<string | Buffer | number>): Promise<Buffer>;
+  /** Writes a request whose reply comes on the stream (after MONITOR's +OK). */
+  writeToStream(data: Buffer): void;
   close(reason?: string): void;
   once(event: 'close', fn: () => void): unknown;
 }
@@ -22,6 +25,18 @@ const FLEET = Buffer.from(FLEET_TAG);
 const LUA = Buffer.from(' lua] ');
 /** A lost connection is opened again after this (while anyone monitors). */
 const REOPEN_MS = 1000;
+/** Sent on a node's MONITOR connection: its reply comes after every line of what the node ran before it. */
+const SETTLE = encodeCommand(['PING', 'respool-settle']);
+/** The reply (a bulk string: the node's monitor lines are simple strings). */
+const SETTLED = Buffer.from('$14\r\nrespool-settle\r\n');
+
+interface Monitored {
+  readonly conn: MonitorConnection;
+  /** MONITOR answered (or failed). */
+  readonly ready: Promise<void>;
+  /** settle() callers, in the order their PINGs went out. */
+  readonly settles: Array<() => void>;
+}
 
 /**
  * The commands scripts and functions run on the nodes, for respool's MONITOR clients. Valkey's
@@ -36,9 +51,12 @@ const REOPEN_MS = 1000;
  *              the client comes when the next script's lines will be seen
  *   topology : sync() monitors nodes that came, closes the ones that left
  *   lost     : a connection lost while anyone monitors is opened again after REOPEN_MS
+ *   settle   : settle(node) resolves once every line of what that node ran so far was relayed (a
+ *              PING on its MONITOR connection, whose reply follows them): monitor-feed.ts holds
+ *              later client lines until a script's lines are in
  */
 export class ScriptLineRelay {
-  private readonly connections = new Map<string, { conn: MonitorConnection; ready: Promise<void> }>();
+  private readonly connections = new Map<string, Monitored>();
   private active = false;
 
   constructor(private readonly options: ScriptLineRelayOptions) {}
@@ -55,6 +73,17 @@ export class ScriptLineRelay {
     const open = [...this.connections.values()];
     this.connections.clear();
     for (const { conn } of open) conn.close('nobody monitors respool');
+  }
+
+  /** Resolves once every line of what the node at `address` ran so far was relayed (at once: not monitored). */
+  settle(address: string): Promise<void> {
+    const monitored = this.connections.get(address);
+    if (monitored === undefined) return Promise.resolve();
+    return monitored.ready.then(() => new Promise<void>((resolve) => {
+      if (this.connections.get(address) !== monitored) return resolve();
+      monitored.settles.push(resolve);
+      monitored.conn.writeToStream(SETTLE);
+    }));
   }
 
   /** The topology changed (or a connection was lost): monitor exactly its nodes. */
@@ -74,7 +103,12 @@ export class ScriptLineRelay {
   private open(host: string, port: number, address: string): void {
     const conn = this.options.open(host, port);
     let respoolsOwn = false; // the last EVAL / FCALL line was one of respool's own scripts
+    const settles: Array<() => void> = [];
     conn.onStream = (frame) => {
+      if (frame[0] === 0x24 /* $ */) {
+        if (frame.equals(SETTLED)) settles.shift()?.();
+        return;
+      }
       const lua = frame.indexOf(LUA);
       if (lua < 0 || lua > 40) {
         respoolsOwn = frame.includes(FLEET);
@@ -84,10 +118,11 @@ export class ScriptLineRelay {
     };
     const ready = conn.call(['MONITOR']).then(() => undefined, () => undefined);
     conn.once('close', () => {
+      for (const resolve of settles.splice(0)) resolve();
       if (this.connections.get(address)?.conn !== conn) return;
       this.connections.delete(address);
       if (this.active) setTimeout(() => void this.sync(), REOPEN_MS).unref();
     });
-    this.connections.set(address, { conn, ready });
+    this.connections.set(address, { conn, ready, settles });
   }
 }

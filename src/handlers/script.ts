@@ -8,6 +8,7 @@ import type { Router } from '../routing/router.js';
 import type { ScriptCache } from '../scripts/script-cache.js';
 import type { RunningScripts } from '../scripts/running-scripts.js';
 import type { Handler, HandlerSession } from '../client/handler-session.js';
+import type { MonitorFeed } from '../client/monitor-feed.js';
 
 /**
  * EVAL/EVALSHA/FCALL (and the _RO forms): routed by their declared keys like any keyed command
@@ -22,7 +23,9 @@ export const script: Handler = (session, req) => {
   const entry = session.reserve();
   const ctx = session.ctx;
   const evalsha = (req.command === 'evalsha' || req.command === 'evalsha_ro') && req.args.length >= 3;
-  const makeCall = evalsha ? evalShaCall(req.args[1]!, ctx.scripts, ctx.runningScripts) : scriptCall(ctx.runningScripts);
+  // While anyone monitors, the reply waits for the script's lines (client/monitor-feed.ts).
+  const monitors = ctx.monitors.active ? ctx.monitors : null;
+  const makeCall = evalsha ? evalShaCall(req.args[1]!, ctx.scripts, ctx.runningScripts, monitors) : scriptCall(ctx.runningScripts, monitors);
   const error = ctx.router.routeKeyed(entry, req.raw, req, req.spec, ctx.commands(), req.command, true, makeCall);
   if (error !== null) entry.fill(error);
 };
@@ -31,24 +34,41 @@ const NOSCRIPT = Buffer.from('-NOSCRIPT');
 /** The SCRIPT LOAD before the EVALSHA's second run: its failure shows as the EVALSHA's NOSCRIPT. */
 const IGNORE_REPLY: LinkRequest = { sentAt: 0, onReply() {}, onLinkFailure() {} };
 
-function scriptCall(running: RunningScripts): CallFactory {
-  return (owner, router, raw, command, slot) => new ScriptCall(owner, router, raw, command, slot, running);
+function scriptCall(running: RunningScripts, monitors: MonitorFeed | null): CallFactory {
+  return (owner, router, raw, command, slot) => new ScriptCall(owner, router, raw, command, slot, running, monitors);
 }
 
-function evalShaCall(sha: Buffer, scripts: ScriptCache, running: RunningScripts): CallFactory {
-  return (owner, router, raw, command, slot) => new EvalShaCall(owner, router, raw, command, slot, running, sha, scripts);
+function evalShaCall(sha: Buffer, scripts: ScriptCache, running: RunningScripts, monitors: MonitorFeed | null): CallFactory {
+  return (owner, router, raw, command, slot) => new EvalShaCall(owner, router, raw, command, slot, running, monitors, sha, scripts);
 }
 
-/** A script call, listed in RunningScripts while in flight (so PING can reflect a busy node). */
+/**
+ * A script call, listed in RunningScripts while in flight (so PING can reflect a busy node).
+ * While anyone monitors (`monitors`), its reply waits until the node that ran it relayed the
+ * script's lines, so MONITOR shows them before the client's next command.
+ */
 class ScriptCall extends UpstreamCall {
-  constructor(owner: CallOwner, router: Router, raw: Buffer, command: string, slot: number, private readonly running: RunningScripts) {
+  /** The node whose reply finished it. */
+  private ranOn: string | null = null;
+  private finishing = false;
+
+  constructor(owner: CallOwner, router: Router, raw: Buffer, command: string, slot: number, private readonly running: RunningScripts, private readonly monitors: MonitorFeed | null) {
     super(owner, router, raw, command, slot);
     running.add(this);
   }
 
+  override onReply(frame: Buffer, link: Link): void {
+    this.ranOn = link.address;
+    super.onReply(frame, link);
+  }
+
   override finish(reply: Buffer): void {
+    if (this.finishing) return;
+    this.finishing = true;
     this.running.delete(this);
-    super.finish(reply);
+    if (this.monitors === null || this.ranOn === null) return super.finish(reply);
+    const copy = Buffer.from(reply); // a view into the link's read buffer
+    void this.monitors.scriptLinesIn(this.ranOn).then(() => super.finish(copy));
   }
 }
 
@@ -70,11 +90,12 @@ class EvalShaCall extends ScriptCall {
     command: string,
     slot: number,
     running: RunningScripts,
+    monitors: MonitorFeed | null,
     /** The sha argument (a view into `raw`, which the call keeps anyway). */
     private readonly sha: Buffer,
     private readonly scripts: ScriptCache,
   ) {
-    super(owner, router, raw, command, slot, running);
+    super(owner, router, raw, command, slot, running, monitors);
   }
 
   override onReply(frame: Buffer, link: Link): void {

@@ -191,6 +191,15 @@ export class Link extends EventEmitter implements ReplySource {
     this.writer.write(data);
   }
 
+  /**
+   * Writes one request whose reply comes back on the stream (onStream), not through the FIFO: a
+   * MONITOR connection's PING, whose reply marks a place in the node's stream
+   * (client/script-line-relay.ts). Nothing is written unless the link is ready.
+   */
+  writeToStream(data: Buffer): void {
+    if (this.state === 'ready') this.writer.write(data);
+  }
+
   /** Control-plane helper: one command, its decoded-later reply frame (copied). */
   call(args: ReadonlyArray<string | Buffer | number>): Promise<Buffer> {
     return new Promise((resolve, reject) => {
