@@ -152,7 +152,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   const dedicated = new DedicatedPools(config, async (host, port, id) => {
     await pools.get(host, port, 2, 'primary').call(['CLIENT', 'UNBLOCK', id]);
   }, { metrics });
-  const pubsub = new PubSubHub({ refresher, config, log, metrics });
+  const pubsub = new PubSubHub({ refresher, redirects: router.redirects, config, log, metrics });
   const sessions = new Set<ClientSession>();
   // respool's users: the configuration's, the ACL file's, ACL SETUSER's (src/acl/user-directory.ts).
   const directoryClients = function* (): Iterable<DirectoryClient> {

@@ -1,4 +1,5 @@
 import { encodeCommand, encodeError } from '../resp/encode.js';
+import { ASKING } from '../routing/redirect-follower.js';
 import { ProxyError } from '../errors.js';
 import type { Topology } from '../cluster/topology.js';
 import type { LinkRequest } from '../upstream/link.js';
@@ -10,7 +11,7 @@ import { deliverInvalidation, encodeTrackingLine, redirBrokenPush, type Tracking
 // there for the whole picture): one leased connection per node, the options they were sent,
 // their listeners for REDIRECT, and what happens when one is lost.
 
-const ASKING = encodeCommand(['ASKING']);
+
 const CLIENT_ID = encodeCommand(['CLIENT', 'ID']);
 /** Valkey's invalidation after FLUSHALL (tracking.c): a null key list = forget every key. */
 const INVALIDATE_ALL = Buffer.from('>2\r\n$10\r\ninvalidate\r\n_\r\n');
@@ -314,7 +315,7 @@ export class TrackingLanes {
 
   /**
    * Sends one command on a lane (after the CACHING line that applies to it); its reply goes to
-   * `done`. MOVED and ASK are followed on the new owner's lane, as the router decides (followRedirect).
+   * `done`. MOVED and ASK are followed on the new owner's lane, as the redirect follower decides (routing/redirect-follower.ts).
    */
   send(conn: DedicatedConnection, raw: Buffer, caching: Buffer | null, command: string, done: (reply: Buffer) => void, redirects = 0): void {
     if (caching !== null) conn.send(caching, ignored());
@@ -329,7 +330,7 @@ export class TrackingLanes {
   }
 
   private redirect(frame: Buffer, conn: DedicatedConnection, raw: Buffer, caching: Buffer | null, command: string, done: (reply: Buffer) => void, redirects: number): boolean {
-    const step = this.session.ctx.router.followRedirect(frame, conn.address, redirects, command);
+    const step = this.session.ctx.router.redirects.step(frame, conn.address, redirects, command);
     if (step === null) return false;
     if (step.kind === 'limit') {
       done(step.error);

@@ -3,6 +3,11 @@ import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
 import type { HandlerSession } from '../client/handler-session.js';
+import type { LinkRequest } from '../upstream/link.js';
+import { ASKING } from '../routing/redirect-follower.js';
+
+/** ASKING's +OK: a failure shows on the command after it. */
+const IGNORE_REPLY: LinkRequest = { sentAt: 0, onReply() {}, onLinkFailure() {} };
 
 /** CLIENT UNBLOCK racing the blocking command to its node: tries, and the pause between them. */
 const UNBLOCK_TRIES = 5;
@@ -15,8 +20,9 @@ const UNBLOCK_RETRY_MS = 5;
  *
  *  - Deadline: `timeoutMs` (the command's own) plus dedicated.blockMarginMs; none for null (0 =
  *    for ever). The shared links' commandMs never applies.
- *  - MOVED (the slot moved before the command ran): sent again on the new owner's lease, within
- *    cluster.maxRedirects. Never re-sent after a lost connection: `done` gets the error.
+ *  - MOVED (the slot moved before the command ran): sent again on the new owner's lease; ASK
+ *    (mid-migration): on a lease to the ASK's target, ASKING first — as the redirect follower
+ *    decides (routing/redirect-follower.ts: hop bound, topology patch, counters). Never re-sent after a lost connection: `done` gets the error.
  *  - `done` gets exactly one reply (copied), or null when the call was cancelled before it was
  *    sent (it then did nothing). The lease goes back clean after the reply.
  *  - unblock(): CLIENT UNBLOCK of its connection (TIMEOUT: the node answers nil; ERROR:
@@ -28,7 +34,7 @@ export class BlockingCall {
   private finished = false;
   /** unblock() or abandon() came before the lease: the command is not sent. */
   private cancelled = false;
-  private redirects = 0;
+  private hops = 0;
   /** CLIENT UNBLOCKs sent for this call and not answered yet; the lease waits for them. */
   private unblocking = 0;
   private afterUnblock: (() => void) | null = null;
@@ -36,14 +42,17 @@ export class BlockingCall {
   constructor(
     private readonly session: HandlerSession,
     private readonly raw: Buffer,
+    /** Lower case, for the redirect follower's counters and errors. */
+    private readonly command: string,
     private slot: number,
     private readonly timeoutMs: number | null,
     private readonly done: (reply: Buffer | null) => void,
   ) {}
 
-  start(): void {
+  /** To the slot's primary; `ask`: to an ASK's target instead, ASKING first. */
+  start(ask: { host: string; port: number } | null = null): void {
     const { ctx, state } = this.session;
-    const node = ctx.router.primaryFor(this.slot);
+    const node = ask ?? ctx.router.primaryFor(this.slot);
     if (node === undefined) return this.finish(encodeError(this.slot < 0 ? ProxyError.topologyUnknown() : ProxyError.slotNotServed(this.slot)));
     ctx.dedicated.acquire(node.host, node.port, state.protocol, state.db, state.acl.upstream).then(
       (conn) => {
@@ -51,6 +60,7 @@ export class BlockingCall {
           ctx.dedicated.release(conn, true);
           return this.finish(null);
         }
+        if (ask !== null) conn.send(ASKING, IGNORE_REPLY);
         this.send(conn);
       },
       (err: Error) => this.finish(encodeError(err.message)),
@@ -103,13 +113,11 @@ export class BlockingCall {
       conn.setDeadline(null);
       if (this.unblocking === 0) ctx.dedicated.release(conn, clean);
       else this.afterUnblock = () => ctx.dedicated.release(conn, clean);
-      const moved = clean ? ctx.router.learnRedirect(reply, conn.address) : null;
-      if (moved !== null && this.redirects < ctx.config.cluster.maxRedirects && !this.session.closed && !this.cancelled) {
-        this.redirects++;
-        this.slot = moved;
-        return this.start();
-      }
-      this.finish(reply);
+      const step = clean && !this.session.closed && !this.cancelled ? ctx.router.redirects.step(reply, conn.address, this.hops++, this.command) : null;
+      if (step === null) return this.finish(reply);
+      if (step.kind === 'limit') return this.finish(step.error);
+      this.slot = step.slot;
+      this.start(step.kind === 'ask' ? { host: step.host, port: step.port } : null);
     };
     conn.send(this.raw, {
       sentAt: 0,

@@ -166,7 +166,7 @@ class CrossSlotPop {
     const ctx = this.session.ctx;
     const raw = encodeCommand(this.shape.build(run.positions));
     return new Promise((resolve) => {
-      new TransactionBlock(ctx.router, this.session, run.slot, [raw], ctx.config.cluster.maxRedirects, (outcome) => {
+      new TransactionBlock(ctx.router, this.session, run.slot, [raw], (outcome) => {
         if (outcome.kind === 'failed') return resolve(encodeError(outcome.error));
         const frame = outcome.reply;
         // EXEC refused (OOM, READONLY …): the reason is what the command itself would get.
@@ -190,7 +190,7 @@ class CrossSlotPop {
     const state = this.session.state;
     const groups = this.groups();
     this.pending = groups.length;
-    this.calls = groups.map((group, i) => new BlockingCall(this.session, encodeCommand(this.shape.build(group.positions)), group.slot, this.timeoutMs, (reply) => this.onReply(i, reply)));
+    this.calls = groups.map((group, i) => new BlockingCall(this.session, encodeCommand(this.shape.build(group.positions)), this.command, group.slot, this.timeoutMs, (reply) => this.onReply(i, reply)));
     const lease = {
       abandon: () => {
         this.gone = true;

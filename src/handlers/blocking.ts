@@ -33,7 +33,7 @@ export const blocking: Handler = (session, req) => {
     const entry = session.reserve();
     ctx.metrics?.commandCounter(req.command).inc();
     const state = session.state;
-    const call = new BlockingCall(session, raw, slot, timeoutMs, (reply) => {
+    const call = new BlockingCall(session, raw, req.command, slot, timeoutMs, (reply) => {
       if (state.lease === lease) state.lease = null;
       state.unblock();
       if (call.upstream !== null) entry.upstreamTimed(call.upstream.node, call.upstream.ms); // its wait, left out of the slow log

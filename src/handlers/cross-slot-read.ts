@@ -121,7 +121,7 @@ class CopyRun {
     block.push(encodeCommand(rewritten));
     if (destName >= 0) block.push(encodeCommand(['DUMP', copyName(destName)]));
     block.push(encodeCommand(['DEL', ...this.names.map((_, i) => copyName(i))]));
-    const outcome = await new Promise<BlockOutcome>((resolve) => new TransactionBlock(ctx.router, asRespoolClient(this.session), calculateSlot(`{${tag}}`), block, ctx.config.cluster.maxRedirects, resolve).send());
+    const outcome = await new Promise<BlockOutcome>((resolve) => new TransactionBlock(ctx.router, asRespoolClient(this.session), calculateSlot(`{${tag}}`), block, resolve).send());
     const parts = this.execParts(outcome, block.length);
     if (!Array.isArray(parts)) return parts;
     for (let j = 0; j < restored.length; j++) {

@@ -111,7 +111,7 @@ async function blockingPop(session: HandlerSession, move: Move, timeoutMs: numbe
   const slot = calculateSlot(move.source);
   const ctx = session.ctx;
   const now = await new Promise<Buffer>((resolve) => {
-    new TransactionBlock(ctx.router, session, slot, [raw], ctx.config.cluster.maxRedirects, (outcome) => {
+    new TransactionBlock(ctx.router, session, slot, [raw], (outcome) => {
       if (outcome.kind === 'failed') return resolve(encodeError(outcome.error));
       if (outcome.reply[0] === 0x2d) return resolve(outcome.queueError !== null ? encodeError(outcome.queueError) : outcome.reply);
       const parts = splitAggregate(outcome.reply);
@@ -122,7 +122,7 @@ async function blockingPop(session: HandlerSession, move: Move, timeoutMs: numbe
   if (session.closed) return { kind: 'reply', reply: now };
   const state = session.state;
   const waited = await new Promise<Buffer | null>((resolve) => {
-    const call = new BlockingCall(session, raw, slot, timeoutMs, resolve);
+    const call = new BlockingCall(session, raw, 'blmpop', slot, timeoutMs, resolve);
     const lease = { abandon: () => call.abandon(), unblock: (how: 'timeout' | 'error') => call.unblock(how) };
     state.lease = lease;
     state.block([move.source.toString('latin1')], false);

@@ -164,7 +164,7 @@ class StreamRead {
       };
       const calls = this.groups.map(
         (g, i) =>
-          new BlockingCall(this.session, encodeCommand(this.command(g, true, ids)), g.slot, this.parsed.blockMs === 0 ? null : this.parsed.blockMs, (reply) => {
+          new BlockingCall(this.session, encodeCommand(this.command(g, true, ids)), this.args[0]!.toString('latin1').toLowerCase(), g.slot, this.parsed.blockMs === 0 ? null : this.parsed.blockMs, (reply) => {
             replies[i] = reply;
             if (reply !== null) end(i); // entries, nil (timed out), or an error: the wait is over
             if (--pending > 0) return;

@@ -53,10 +53,9 @@ export function execSplit(session: HandlerSession, forwarded: readonly QueuedCom
     if (--remaining > 0) return;
     entry.fill(mergeGroups(session, groups, outcomes as BlockOutcome[], forwarded, finish));
   };
-  const { maxRedirects } = ctx.config.cluster;
   groups.forEach((group, i) => {
     const commands = group.members.map((m) => (m.part < 0 ? forwarded[m.command]!.raw : forwarded[m.command]!.split!.parts[m.part]!.raw));
-    new TransactionBlock(ctx.router, session, group.slot, commands, maxRedirects, (outcome) => settle(i, outcome)).send();
+    new TransactionBlock(ctx.router, session, group.slot, commands, (outcome) => settle(i, outcome)).send();
   });
 }
 

@@ -294,7 +294,7 @@ function exec(session: HandlerSession, tx: Transaction): void {
     const publishAt = tx.slot < 0 && forwarded.some((q) => q.command === 'publish') ? publishNode(session) : undefined;
     tx.publishCounts = publishAt !== undefined;
     if (publishAt !== undefined) return ctx.router.sendBlockTo(session, publishAt, blockItems(commands, publishAt.address, (o) => finish(entry, o)));
-    new TransactionBlock(ctx.router, session, tx.slot, commands, ctx.config.cluster.maxRedirects, (o) => finish(entry, o)).send();
+    new TransactionBlock(ctx.router, session, tx.slot, commands, (o) => finish(entry, o)).send();
   };
   // A SELECT inside: later commands wait for EXEC's reply, which says the client's database.
   if (tx.selects) session.runExclusive(send);

@@ -2,6 +2,7 @@ import calculateSlot from 'cluster-key-slot';
 import type { Logger } from 'pino';
 import { UNBOUNDED_NESTING } from '../resp/limits.js';
 import type { TopologyRefresher } from '../cluster/topology-refresher.js';
+import type { RedirectFollower } from '../routing/redirect-follower.js';
 import type { Topology } from '../cluster/topology.js';
 import type { RespoolConfig } from '../config/types.js';
 import type { Metrics } from '../metrics/metrics.js';
@@ -19,6 +20,8 @@ export { isKeyspaceChannel } from './subscription-entry.js';
 
 export interface PubSubHubDeps {
   refresher: TopologyRefresher;
+  /** MOVED for SSUBSCRIBE (shard-subscribers.ts): the router's follower, one rule for every path. */
+  redirects: RedirectFollower;
   config: RespoolConfig;
   log: Logger;
   metrics?: Metrics;
@@ -79,6 +82,7 @@ export class PubSubHub implements HubCore {
   private readonly shardSubs: ShardSubscribers;
 
   readonly refresher: TopologyRefresher;
+  readonly redirects: RedirectFollower;
   readonly config: RespoolConfig;
   readonly log: Logger;
   /** Read at use: a reload may change config.timeouts (src/config/reload.ts). */
@@ -88,6 +92,7 @@ export class PubSubHub implements HubCore {
 
   constructor(deps: PubSubHubDeps) {
     this.refresher = deps.refresher;
+    this.redirects = deps.redirects;
     this.config = deps.config;
     this.log = deps.log.child({ component: 'pubsub' });
     this.nodes = new NodeSubscribers(this, () => this.classic.current?.address ?? null);

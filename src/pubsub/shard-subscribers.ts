@@ -1,6 +1,5 @@
 import type { Topology } from '../cluster/topology.js';
 import { ProxyError } from '../errors.js';
-import { parseRedirectText } from '../routing/redirect.js';
 import type { SubscriberConnection, SubscriberConnectionHandler } from './subscriber-connection.js';
 import type { Entry, HubCore } from './subscription-entry.js';
 
@@ -60,19 +59,20 @@ export class ShardSubscribers {
     this.entriesOn.get(conn)?.delete(e);
   }
 
-  /** A MOVED refusal of SSUBSCRIBE: follow it (within cluster.maxRedirects) and refresh the topology. False: not followed. */
+  /**
+   * A MOVED refusal of SSUBSCRIBE: followed to the slot's new owner as the redirect follower
+   * decides (routing/redirect-follower.ts: hop bound, topology patch and refresh, counters).
+   * False: not followed (an ASK, whose ASKING would not outlast the one SSUBSCRIBE; the bound).
+   */
   redirect(entries: Entry[], conn: SubscriberConnection, error: string): boolean {
-    const moved = parseRedirectText(error);
-    if (moved === null || moved.kind !== 'moved') return false;
-    this.hub.refresher.requestRefresh('moved');
-    if (!(moved.port > 0) || entries.some((e) => e.redirects >= this.hub.config.cluster.maxRedirects)) return false;
+    const hops = entries.reduce((most, e) => Math.max(most, e.redirects), 0);
+    const step = this.hub.redirects.stepForText(error, conn.address, hops, 'ssubscribe');
+    if (step === null || step.kind !== 'moved' || !(step.port > 0)) return false;
     for (const e of entries) {
       if (e.conn !== null) this.entriesOn.get(e.conn)?.delete(e);
       e.redirects++;
     }
-    // "MOVED 3999 :6381" (no host) means the replying node's host.
-    const host = moved.host || conn.address.slice(0, conn.address.lastIndexOf(':'));
-    this.attach(this.connTo(host, moved.port), entries);
+    this.attach(this.connTo(step.host, step.port), entries);
     return true;
   }
 

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { RedirectFollower } from '../routing/redirect-follower.js';
 import type { TopologyRefresher } from '../cluster/topology-refresher.js';
 import type { RespoolConfig } from '../config/types.js';
 import type { MessageKind, SubscriberConnection, SubscriberConnectionHandler, UpstreamSubscribeCommand } from './subscriber-connection.js';
@@ -91,6 +92,8 @@ export interface HubCore {
   readonly log: Logger;
   readonly config: RespoolConfig;
   readonly refresher: TopologyRefresher;
+  /** MOVED and ASK: the router's follower (routing/redirect-follower.ts). */
+  readonly redirects: RedirectFollower;
   readonly closed: boolean;
   /** The live entries of one kind, by key. */
   entries(kind: SubscriptionKind): Map<string, Entry>;

@@ -35,6 +35,12 @@ export function parseRedirectText(line: string): Redirect | null {
   return null;
 }
 
+/** Whether an error reply is MOVED or ASK (which a redirect follower may follow: routing/redirect-follower.ts). */
+export function isMovedOrAsk(frame: Buffer): boolean {
+  const first = frame[1];
+  return frame[0] === 0x2d && (first === M || first === A) && (frame.toString('latin1', 1, 7) === 'MOVED ' || frame.toString('latin1', 1, 5) === 'ASK ');
+}
+
 /** The error's first line without "-" and CRLF, for messages. */
 export function errorLine(frame: Buffer): string {
   const end = frame.indexOf(0x0d);

@@ -12,7 +12,8 @@ import { encodeCommand, encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { UpstreamCall, type CallClient, type CallFactory, type CallOwner } from './upstream-call.js';
 import type { KeyedRouteHook } from './hooks.js';
-import { parseRedirect, errorLine, type Redirect } from './redirect.js';
+import { parseRedirect, errorLine } from './redirect.js';
+import { ASKING, RedirectFollower } from './redirect-follower.js';
 import { CommandFlag } from '../commands/command-flags.js';
 import type { ReadRouting } from './read-strategy.js';
 import { fullJitterDelay } from '../upstream/backoff.js';
@@ -21,16 +22,6 @@ import { responsePolicy } from '../commands/proxy-handling.js';
 import { NodeBatch, type SplitCommand } from './split-command.js';
 import type { UpstreamIdentity } from '../acl/upstream-identity.js';
 
-/** Where a MOVED / ASK sends a request next (Router.followRedirect), or the error once it was redirected too often. */
-export type RedirectStep =
-  | { readonly kind: 'moved' | 'ask'; readonly slot: number; readonly host: string; readonly port: number }
-  | { readonly kind: 'limit'; readonly error: Buffer };
-
-/** "host:port" → host. */
-function hostOf(address: string): string {
-  return address.slice(0, address.lastIndexOf(':'));
-}
-
 export interface RouterOptions {
   maxRedirects: number;
   retryBudget: number;
@@ -38,7 +29,6 @@ export interface RouterOptions {
   retryMaxMs: number;
 }
 
-const ASKING = encodeCommand(['ASKING']);
 /** The ASKING reply (+OK) is consumed here; a failure surfaces on the command that follows. */
 const IGNORE_REPLY: LinkRequest = { sentAt: 0, onReply() {}, onLinkFailure() {} };
 
@@ -68,6 +58,8 @@ export class Router {
    * name for the identity becomes the respool user's, and a denial is read back into ACL LOG.
    */
   identityErrors: ((call: UpstreamCall, identity: UpstreamIdentity, frame: Buffer) => Buffer) | null = null;
+  /** MOVED and ASK, for the router's own calls and for every other path to a node (redirect-follower.ts). */
+  readonly redirects: RedirectFollower;
 
   constructor(
     private readonly refresher: TopologyRefresher,
@@ -77,7 +69,9 @@ export class Router {
     private readonly metrics?: Metrics,
     /** Read strategies (read-strategy.ts); undefined or inactive: every command to the primary. */
     private readonly reads?: ReadRouting,
-  ) {}
+  ) {
+    this.redirects = new RedirectFollower(refresher, options.maxRedirects, metrics);
+  }
 
   /**
    * A keyed (or keyless) command for one node: keys → slot → the slot's primary, or the read
@@ -249,51 +243,6 @@ export class Router {
     return slot;
   }
 
-  /**
-   * A reply from a connection outside the shared links (a lease): if it is MOVED, the topology
-   * learns the slot's new owner and the slot is returned so the caller can send again (the
-   * command did not run); null for anything else.
-   */
-  learnRedirect(frame: Buffer, fromAddress: string): number | null {
-    if (frame[0] !== 0x2d /* - */) return null;
-    const redirect = parseRedirect(frame);
-    if (redirect === null || redirect.kind !== 'moved') return null;
-    this.metrics?.redirectCounter('moved').inc();
-    this.movedTo(redirect.slot, redirect.host || hostOf(fromAddress), redirect.port);
-    return redirect.slot;
-  }
-
-  /**
-   * MOVED or ASK met by a request that was sent `redirects` times already from `fromAddress`: the
-   * one rule for following a redirect, on shared links (handleErrorReply) and on connections of
-   * a client's own (tracking lanes). Counted; past cluster.maxRedirects the error to answer;
-   * MOVED patches the topology and asks for a refresh; "MOVED 3999 :6381" (no host) means the
-   * replying node's host. Null when the reply is no MOVED or ASK.
-   */
-  followRedirect(frame: Buffer, fromAddress: string, redirects: number, command: string): RedirectStep | null {
-    const redirect = parseRedirect(frame);
-    if (redirect === null || (redirect.kind !== 'moved' && redirect.kind !== 'ask')) return null;
-    return this.follow(redirect, fromAddress, redirects, command);
-  }
-
-  private follow(redirect: Redirect & { kind: 'moved' | 'ask' }, fromAddress: string, redirects: number, command: string): RedirectStep {
-    this.metrics?.redirectCounter(redirect.kind).inc();
-    if (redirects >= this.options.maxRedirects) {
-      this.metrics?.commandErrorCounter(command, 'redirect_limit').inc();
-      return { kind: 'limit', error: encodeError(ProxyError.tooManyRedirects(command.toUpperCase(), this.options.maxRedirects)) };
-    }
-    const host = redirect.host || hostOf(fromAddress);
-    if (redirect.kind === 'moved') this.movedTo(redirect.slot, host, redirect.port);
-    return { kind: redirect.kind, slot: redirect.slot, host, port: redirect.port };
-  }
-
-  /** MOVED: the slot's new owner goes into the current topology now; a refresh is asked for. */
-  private movedTo(slot: number, host: string, port: number): void {
-    const current = this.refresher.current;
-    if (current) this.refresher.install(current.withSlotOwner(slot, host, port), 'moved');
-    this.refresher.requestRefresh('moved');
-  }
-
   /** The current topology snapshot (null until the first discovery). */
   topology(): Topology | null {
     return this.refresher.current;
@@ -310,10 +259,9 @@ export class Router {
 
   /**
    * A block a node answered ASK for (mid-migration): to the ASK's target, ASKING first (it holds
-   * for a whole MULTI … EXEC). routing/transaction-block.ts decides when; counted as an ASK.
+   * for a whole MULTI … EXEC). routing/transaction-block.ts decides when (redirects.step).
    */
   askBlock(client: CallClient, host: string, port: number, items: ReadonlyArray<{ data: Buffer; req: LinkRequest }>): void {
-    this.metrics?.redirectCounter('ask').inc();
     const pool = this.pools.get(host, port, client.protocol, 'primary', client.db, client.identity);
     pool.sendBlock([{ data: ASKING, req: IGNORE_REPLY }, ...items], pool.placeFor(client));
   }
@@ -365,13 +313,8 @@ export class Router {
   private readFallback(req: UpstreamCall, address: string, reason: 'moved' | 'loading' | 'connection'): void {
     (req.avoid ??= []).push(address);
     if (reason === 'moved') {
-      this.metrics?.redirectCounter('moved').inc();
-      this.refresher.requestRefresh('moved');
-      if (++req.redirects > this.options.maxRedirects) {
-        this.metrics?.commandErrorCounter(req.command, 'redirect_limit').inc();
-        req.finish(encodeError(ProxyError.tooManyRedirects(req.command.toUpperCase(), this.options.maxRedirects)));
-        return;
-      }
+      const limit = this.redirects.replicaMoved(req.redirects++, req.command);
+      if (limit !== null) return req.finish(limit);
     } else {
       this.reads!.markFailed(address);
       this.metrics?.retryCounter(reason).inc();
@@ -405,7 +348,7 @@ export class Router {
       return true;
     }
     if (redirect.kind === 'moved' || redirect.kind === 'ask') {
-      const step = this.follow(redirect as Redirect & { kind: 'moved' | 'ask' }, link.address, req.redirects++, req.command);
+      const step = this.redirects.stepFor(redirect, link.address, req.redirects++, req.command)!;
       if (step.kind === 'limit') {
         req.finish(step.error);
       } else if (step.kind === 'moved') {

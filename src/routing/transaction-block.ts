@@ -1,7 +1,7 @@
 import { encodeCommand } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import type { LinkRequest, ReplySource } from '../upstream/link.js';
-import { parseRedirect } from './redirect.js';
+import { isMovedOrAsk } from './redirect.js';
 import type { Router } from './router.js';
 import type { CallClient } from './upstream-call.js';
 
@@ -30,10 +30,7 @@ export function blockItems(
   let redirect: Buffer | null = null;
   const noteError = (frame: Buffer): void => {
     if (queueError === null) queueError = frame.toString('utf8', 1, frame.length - 2);
-    if (redirect === null) {
-      const r = parseRedirect(frame);
-      if (r !== null && (r.kind === 'moved' || r.kind === 'ask')) redirect = Buffer.from(frame);
-    }
+    if (redirect === null && isMovedOrAsk(frame)) redirect = Buffer.from(frame);
   };
   const queued: LinkRequest = {
     sentAt: 0,
@@ -45,10 +42,7 @@ export function blockItems(
   const exec: LinkRequest = {
     sentAt: 0,
     onReply(frame: Buffer, link: ReplySource) {
-      if (frame[0] === 0x2d && redirect === null) {
-        const r = parseRedirect(frame);
-        if (r !== null && (r.kind === 'moved' || r.kind === 'ask')) redirect = Buffer.from(frame);
-      }
+      if (redirect === null && isMovedOrAsk(frame)) redirect = Buffer.from(frame);
       // An error to EXEC means nothing of the block ran: a redirect seen on the way may be followed.
       done({ kind: 'reply', reply: Buffer.from(frame), queueError, node: link.address }, frame[0] === 0x2d ? redirect : null);
     },
@@ -70,12 +64,13 @@ export function blockItems(
  * blocks of commands over several slots (handlers/blocking-cross-slot.ts, cross-slot-read.ts).
  *
  * MOVED / ASK: a block the node refused (EXEC answered an error, so nothing of it ran) after a
- * queued command or EXEC itself was redirected is written again at the redirect's target (ASK:
- * ASKING first, which holds for the whole MULTI), at most `maxRedirects` times. A block is never
- * written again once EXEC's array came back, or once its link failed after writing it.
+ * queued command or EXEC itself was redirected is written again where the redirect follower says
+ * (routing/redirect-follower.ts: ASK puts ASKING first, which holds for the whole MULTI; past its
+ * hop bound the client gets the node's answer). A block is never written again once EXEC's array
+ * came back, or once its link failed after writing it.
  */
 export class TransactionBlock {
-  private redirects = 0;
+  private hops = 0;
 
   constructor(
     private readonly router: Router,
@@ -83,7 +78,6 @@ export class TransactionBlock {
     private slot: number,
     /** The commands between MULTI and EXEC, as RESP requests. */
     private readonly commands: readonly Buffer[],
-    private readonly maxRedirects: number,
     private readonly done: (outcome: BlockOutcome) => void,
   ) {}
 
@@ -98,18 +92,14 @@ export class TransactionBlock {
   }
 
   private settle(outcome: BlockOutcome, redirect: Buffer | null): void {
-    if (redirect === null || this.redirects >= this.maxRedirects || this.client.closed) return this.done(outcome);
-    this.redirects++;
-    const from = outcome.node;
-    const moved = this.router.learnRedirect(redirect, from);
-    if (moved !== null) {
-      this.slot = moved;
+    if (redirect === null || this.client.closed) return this.done(outcome);
+    const step = this.router.redirects.step(redirect, outcome.node, this.hops++, 'exec');
+    if (step === null || step.kind === 'limit') return this.done(outcome);
+    if (step.kind === 'moved') {
+      this.slot = step.slot;
       return this.send();
     }
-    const ask = parseRedirect(redirect);
-    if (ask === null || ask.kind !== 'ask') return this.done(outcome);
-    const host = ask.host || from.slice(0, from.lastIndexOf(':'));
-    const address = `${host}:${ask.port}`;
-    this.router.askBlock(this.client, host, ask.port, blockItems(this.commands, address, (o, r) => this.settle(o, r)));
+    const address = `${step.host}:${step.port}`;
+    this.router.askBlock(this.client, step.host, step.port, blockItems(this.commands, address, (o, r) => this.settle(o, r)));
   }
 }

@@ -48,16 +48,21 @@ describe('respool follows a changing cluster', () => {
     await cluster.call(target, 'CLUSTER', 'SETSLOT', slot, 'IMPORTING', sourceId);
     await cluster.call(source, 'CLUSTER', 'SETSLOT', slot, 'MIGRATING', targetId);
     // Move half the keys: the source now answers ASK for those.
-    const moved = keys.slice(0, 10);
+    const list = '{migrating}:list';
+    await client.rpush(list, 'a', 'b');
+    const moved = [...keys.slice(0, 10), list];
     await cluster.call(source, 'MIGRATE', target.host, target.port, '', 0, 5000, 'KEYS', ...moved);
     const before = await (await proxy.metrics.render());
     for (const [i, k] of keys.entries()) expect(await client.get(k)).toBe(`v${i}`);
+    // A blocking pop on its own lease follows the ASK too (ASKING on the target's lease).
+    expect(await client.blpop(list, 1)).toEqual([list, 'a']);
     // A new key in a migrating slot whose keys are partly gone is written on the target via ASK.
     const after = await proxy.metrics.render();
     expect(counter(after, 'respool_redirects_total', 'ask')).toBeGreaterThan(counter(before, 'respool_redirects_total', 'ask'));
 
     // Finish the migration: the slot now belongs to the target; the source answers MOVED.
     await cluster.call(source, 'MIGRATE', target.host, target.port, '', 0, 5000, 'KEYS', ...keys.slice(10));
+    expect(await client.blpop(list, 1)).toEqual([list, 'b']);
     for (const node of await cluster.primaries()) await cluster.call(node, 'CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
     for (const [i, k] of keys.entries()) expect(await client.get(k)).toBe(`v${i}`);
     expect(await client.set(keys[0]!, 'changed')).toBe('OK');

@@ -1,3 +1,4 @@
+import { RedirectFollower } from '../../src/routing/redirect-follower.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import calculateSlot from 'cluster-key-slot';
@@ -68,7 +69,7 @@ async function startHub(upstreams: Array<{ host: string; port: number }>): Promi
     seeds: upstreams, mode: 'auto', pools, minIntervalMs: 100, periodMs: 60_000, log,
   });
   await refresher.start();
-  return { hub: new PubSubHub({ refresher, config, log }), refresher, pools };
+  return { hub: new PubSubHub({ refresher, redirects: new RedirectFollower(refresher, config.cluster.maxRedirects), config, log }), refresher, pools };
 }
 
 async function call(node: { call: ValkeyNode['call'] }, ...args: Array<string | number>): Promise<unknown> {
