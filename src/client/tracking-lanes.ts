@@ -2,7 +2,7 @@ import { encodeCommand, encodeError } from '../resp/encode.js';
 import { ASKING } from '../routing/redirect-follower.js';
 import { ProxyError } from '../errors.js';
 import type { Topology } from '../cluster/topology.js';
-import type { LinkRequest } from '../upstream/link.js';
+import { ignoreReply, type LinkRequest } from '../upstream/link.js';
 import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
 import type { HandlerSession } from './handler-session.js';
 import { deliverInvalidation, encodeTrackingLine, redirBrokenPush, type TrackingLine } from './tracking-redirect.js';
@@ -10,7 +10,6 @@ import { deliverInvalidation, encodeTrackingLine, redirBrokenPush, type Tracking
 // A CLIENT TRACKING client's lanes (handlers/tracking.ts is the command and its routing: see
 // there for the whole picture): one leased connection per node, the options they were sent,
 // their listeners for REDIRECT, and what happens when one is lost.
-
 
 const CLIENT_ID = encodeCommand(['CLIENT', 'ID']);
 /** Valkey's invalidation after FLUSHALL (tracking.c): a null key list = forget every key. */
@@ -27,10 +26,6 @@ export interface TrackingOptions {
   prefixes: Buffer[];
 }
 
-/** A request on a lane whose reply nobody reads (CLIENT CACHING, ASKING). */
-export function ignored(): LinkRequest {
-  return { sentAt: 0, onReply() {}, onLinkFailure() {} };
-}
 
 /** One request on a lane, its reply copied; rejects when the lane fails first. */
 export function request(conn: DedicatedConnection, raw: Buffer): Promise<Buffer> {
@@ -318,7 +313,7 @@ export class TrackingLanes {
    * `done`. MOVED and ASK are followed on the new owner's lane, as the redirect follower decides (routing/redirect-follower.ts).
    */
   send(conn: DedicatedConnection, raw: Buffer, caching: Buffer | null, command: string, done: (reply: Buffer) => void, redirects = 0): void {
-    if (caching !== null) conn.send(caching, ignored());
+    if (caching !== null) conn.send(caching, ignoreReply());
     conn.send(raw, {
       sentAt: 0,
       onReply: (frame) => {
@@ -341,7 +336,7 @@ export class TrackingLanes {
         if (step.kind === 'moved') return this.send(next, raw, caching, command, done, redirects + 1);
         // ASKING must come right before the command, and clears Valkey's CACHING flag: an OPTIN
         // read that cannot be tracked is followed by "forget everything" instead.
-        next.send(ASKING, ignored());
+        next.send(ASKING, ignoreReply());
         this.send(next, raw, null, command, (reply) => {
           done(reply);
           if (caching !== null && this.options.optin && this.protocol === 3) this.session.push(INVALIDATE_ALL);

@@ -3,11 +3,8 @@ import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
 import type { HandlerSession } from '../client/handler-session.js';
-import type { LinkRequest } from '../upstream/link.js';
+import { ignoreReply } from '../upstream/link.js';
 import { ASKING } from '../routing/redirect-follower.js';
-
-/** ASKING's +OK: a failure shows on the command after it. */
-const IGNORE_REPLY: LinkRequest = { sentAt: 0, onReply() {}, onLinkFailure() {} };
 
 /** CLIENT UNBLOCK racing the blocking command to its node: tries, and the pause between them. */
 const UNBLOCK_TRIES = 5;
@@ -60,7 +57,7 @@ export class BlockingCall {
           ctx.dedicated.release(conn, true);
           return this.finish(null);
         }
-        if (ask !== null) conn.send(ASKING, IGNORE_REPLY);
+        if (ask !== null) conn.send(ASKING, ignoreReply());
         this.send(conn);
       },
       (err: Error) => this.finish(encodeError(err.message)),

@@ -2,7 +2,7 @@ import { encodeCommand, encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { oneShotCommand, type OneShotOptions } from '../upstream/one-shot.js';
 import { keyed } from './keyed.js';
-import { Link, type LinkRequest } from '../upstream/link.js';
+import { Link, ignoreReply, type LinkRequest } from '../upstream/link.js';
 import { UpstreamCall, type CallFactory, type CallOwner } from '../routing/upstream-call.js';
 import type { Router } from '../routing/router.js';
 import type { ScriptCache } from '../scripts/script-cache.js';
@@ -31,8 +31,6 @@ export const script: Handler = (session, req) => {
 };
 
 const NOSCRIPT = Buffer.from('-NOSCRIPT');
-/** The SCRIPT LOAD before the EVALSHA's second run: its failure shows as the EVALSHA's NOSCRIPT. */
-const IGNORE_REPLY: LinkRequest = { sentAt: 0, onReply() {}, onLinkFailure() {} };
 
 function scriptCall(running: RunningScripts, monitors: MonitorFeed | null): CallFactory {
   return (owner, router, raw, command, slot) => new ScriptCall(owner, router, raw, command, slot, running, monitors);
@@ -103,7 +101,7 @@ class EvalShaCall extends ScriptCall {
       const body = this.scripts.body(this.sha.toString('latin1'));
       if (body !== undefined) {
         this.reloaded = true;
-        link.send(encodeCommand(['SCRIPT', 'LOAD', body]), IGNORE_REPLY);
+        link.send(encodeCommand(['SCRIPT', 'LOAD', body]), ignoreReply()) // its failure shows as the EVALSHA's NOSCRIPT;
         link.send(this.raw, this);
         return;
       }

@@ -162,9 +162,10 @@ class StreamRead {
           if (i !== except) void c.unblock('timeout');
         });
       };
+      const name = this.args[0]!.toString('latin1').toLowerCase();
       const calls = this.groups.map(
         (g, i) =>
-          new BlockingCall(this.session, encodeCommand(this.command(g, true, ids)), this.args[0]!.toString('latin1').toLowerCase(), g.slot, this.parsed.blockMs === 0 ? null : this.parsed.blockMs, (reply) => {
+          new BlockingCall(this.session, encodeCommand(this.command(g, true, ids)), name, g.slot, this.parsed.blockMs === 0 ? null : this.parsed.blockMs, (reply) => {
             replies[i] = reply;
             if (reply !== null) end(i); // entries, nil (timed out), or an error: the wait is over
             if (--pending > 0) return;

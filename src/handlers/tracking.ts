@@ -2,7 +2,7 @@ import { encodeCommand, encodeError, encodeInteger, encodeSimple } from '../resp
 import { wrongArity } from '../commands/command-table.js';
 import { ProxyError } from '../errors.js';
 import type { CommandFamily } from '../commands/proxy-handling.js';
-import type { LinkRequest } from '../upstream/link.js';
+import { ignoreReply, type LinkRequest } from '../upstream/link.js';
 import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
 import type { ReplyEntry } from '../client/reply-queue.js';
 import type { CommandRequest, Handler, HandlerSession } from '../client/handler-session.js';
@@ -10,7 +10,7 @@ import { keyed } from './keyed.js';
 import { trackingPath } from './client-modes.js';
 import { allShards } from './all-shards.js';
 import { rewriteTrackingInfo, type TrackingLine } from '../client/tracking-redirect.js';
-import { TrackingLanes, ignored, request, type TrackingOptions } from '../client/tracking-lanes.js';
+import { TrackingLanes, request, type TrackingOptions } from '../client/tracking-lanes.js';
 
 /**
  * CLIENT TRACKING (client-side caching) with invalidations delivered as RESP3 pushes on the
@@ -185,7 +185,7 @@ export function sendBlockOnTrackingLane(session: HandlerSession, lanes: Tracking
   const caching = lanes.current;
   lanes.ensureBcast();
   onLaneFor(session, lanes, slot, (conn, entry) => {
-    if (caching !== null) conn.send(caching, ignored());
+    if (caching !== null) conn.send(caching, ignoreReply());
     for (const { data, req } of items(entry)) conn.send(data, req);
   });
 }
@@ -281,12 +281,12 @@ function trackingInfo(session: HandlerSession, req: CommandRequest): void {
   if (lanes === null) return keyed(session, req);
   const caching = lanes.caching;
   onLaneFor(session, lanes, -1, (conn, entry) => {
-    if (caching !== null) conn.send(caching, ignored());
+    if (caching !== null) conn.send(caching, ignoreReply());
     conn.send(TRACKINGINFO, {
       sentAt: 0,
       onReply: (frame) => entry.fill(rewriteTrackingInfo(Buffer.from(frame), lanes.redirectTo, lanes.brokenRedirect)),
       onLinkFailure: (error) => entry.fill(encodeError(error)),
     });
-    if (caching !== null) conn.send(PING, ignored());
+    if (caching !== null) conn.send(PING, ignoreReply());
   });
 }

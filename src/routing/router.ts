@@ -6,7 +6,7 @@ import type { CommandTable } from '../commands/command-table.js';
 import type { TopologyRefresher } from '../cluster/topology-refresher.js';
 import type { ClusterNode, Shard, Topology } from '../cluster/topology.js';
 import type { UpstreamPools } from '../upstream/upstream-pools.js';
-import type { Link, LinkFailureCause, LinkRequest } from '../upstream/link.js';
+import { ignoreReply, type Link, type LinkFailureCause, type LinkRequest } from '../upstream/link.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { encodeCommand, encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
@@ -29,8 +29,6 @@ export interface RouterOptions {
   retryMaxMs: number;
 }
 
-/** The ASKING reply (+OK) is consumed here; a failure surfaces on the command that follows. */
-const IGNORE_REPLY: LinkRequest = { sentAt: 0, onReply() {}, onLinkFailure() {} };
 
 /**
  * Commands a node may take its time over, answering nobody meanwhile (SAVE of a big data set, a
@@ -263,7 +261,7 @@ export class Router {
    */
   askBlock(client: CallClient, host: string, port: number, items: ReadonlyArray<{ data: Buffer; req: LinkRequest }>): void {
     const pool = this.pools.get(host, port, client.protocol, 'primary', client.db, client.identity);
-    pool.sendBlock([{ data: ASKING, req: IGNORE_REPLY }, ...items], pool.placeFor(client));
+    pool.sendBlock([{ data: ASKING, req: ignoreReply() }, ...items], pool.placeFor(client));
   }
 
   /** The primary that owns `slot` now (any primary for -1); undefined when none does. */
@@ -359,7 +357,7 @@ export class Router {
         req.node = `${step.host}:${step.port}`;
         const client = req.client;
         const pool = this.pools.get(step.host, step.port, client.protocol, 'primary', client.db, req.asRespool ? null : client.identity);
-        pool.sendBlock([{ data: ASKING, req: IGNORE_REPLY }, { data: req.raw, req }], pool.placeFor(client));
+        pool.sendBlock([{ data: ASKING, req: ignoreReply() }, { data: req.raw, req }], pool.placeFor(client));
       }
       return true;
     }

@@ -1,13 +1,12 @@
 import { encodeCommand } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
-import type { LinkRequest, ReplySource } from '../upstream/link.js';
+import { ignoreReply, type LinkRequest, type ReplySource } from '../upstream/link.js';
 import { isMovedOrAsk } from './redirect.js';
 import type { Router } from './router.js';
 import type { CallClient } from './upstream-call.js';
 
 const MULTI = encodeCommand(['MULTI']);
 const EXEC = encodeCommand(['EXEC']);
-const IGNORE: LinkRequest = { sentAt: 0, onReply() {}, onLinkFailure() {} };
 
 /** How one block ended. */
 export type BlockOutcome =
@@ -51,7 +50,7 @@ export function blockItems(
       done({ kind: 'failed', error, written, node: address }, null);
     },
   };
-  const items = [{ data: MULTI, req: IGNORE }];
+  const items = [{ data: MULTI, req: ignoreReply() }];
   for (const data of commands) items.push({ data, req: queued });
   items.push({ data: EXEC, req: exec });
   return items;

@@ -46,6 +46,15 @@ export interface LinkRequest {
   onLinkFailure(error: string, written: boolean, cause?: LinkFailureCause): void;
 }
 
+/**
+ * A request whose reply nobody reads (ASKING's, MULTI's or CLIENT CACHING's +OK, a SCRIPT LOAD
+ * before a retry): a failure shows on the request written after it. A fresh one per write, as the
+ * connection stamps each request's sentAt (a shared one would make its oldest entry look newer).
+ */
+export function ignoreReply(): LinkRequest {
+  return { sentAt: 0, onReply() {}, onLinkFailure() {} };
+}
+
 export interface LinkOptions {
   host: string;
   port: number;
