@@ -33,7 +33,8 @@
 //   3. XREAD / XREADGROUP: blocking only with the BLOCK option, otherwise keyed;
 //      INFO: local for `INFO clients` (respool's own clients), otherwise info
 //   4. the BLOCKING flag (BLPOP, BLMOVE, BZPOPMIN, ...) → blocking
-//   5. ALL_SHARDS_COMMANDS (explicit: SCAN, RANDOMKEY, PUBSUB SHARDCHANNELS/SHARDNUMSUB)
+//   5. ALL_SHARDS_COMMANDS (explicit: SCAN, RANDOMKEY, PUBSUB SHARDCHANNELS/SHARDNUMSUB, SAVE,
+//      BGSAVE, BGREWRITEAOF)
 //   6. tip request_policy:all_shards or all_nodes → allShards, unless the tips also say
 //      response_policy:special (INFO, FUNCTION STATS, MEMORY STATS/DOCTOR, LATENCY ...): those
 //      replies cannot be merged generically, and one node's answer is what a user expects →
@@ -151,6 +152,17 @@ export const ALL_SHARDS_COMMANDS: ReadonlySet<string> = new Set([
   'randomkey', // all_shards + response special: pick among the shards' answers
   'pubsub|shardchannels',
   'pubsub|shardnumsub',
+  // One server saves all its data: through respool every primary saves its own (no tips say so).
+  'save',
+  'bgsave',
+  'bgrewriteaof',
+]);
+
+/** Response policies for commands respool fans out without a tip saying how to merge them. */
+const OWN_RESPONSE_POLICIES: ReadonlyMap<string, string> = new Map([
+  ['save', 'all_succeeded'],
+  ['bgsave', 'all_succeeded'],
+  ['bgrewriteaof', 'all_succeeded'],
 ]);
 
 /** "all_shards" | "all_nodes" | "multi_shard" | "special" | undefined (from the tips). */
@@ -160,7 +172,7 @@ export function requestPolicy(spec: CommandSpec): string | undefined {
 
 /** "all_succeeded" | "one_succeeded" | "agg_sum" | "agg_min" | "agg_max" | "agg_logical_and" | "special" | ... */
 export function responsePolicy(spec: CommandSpec): string | undefined {
-  return tipValue(spec, 'response_policy:');
+  return OWN_RESPONSE_POLICIES.get(spec.name) ?? tipValue(spec, 'response_policy:');
 }
 
 function tipValue(spec: CommandSpec, prefix: string): string | undefined {

@@ -233,6 +233,29 @@ export function mergeMemory(sections: readonly InfoSection[]): InfoSection {
   return { header: sections[0]?.header ?? HEADERS.memory, lines: [...merged].map(([k, v]) => `${k}:${v}`) };
 }
 
+/**
+ * `# Persistence` as one server holding every primary's data would report it: a save, rewrite or
+ * load in progress anywhere is in progress (a test that starts BGSAVE and watches
+ * rdb_bgsave_in_progress must see the node that has keys to save, not only the first one), a
+ * status is `err` when any node's is, durations the longest, rdb_last_save_time the oldest (every
+ * node saved at or after it), percentages averaged, other numbers (changes, saves, keys, bytes)
+ * summed; a text field is the first node's.
+ */
+export function mergePersistence(sections: readonly InfoSection[]): InfoSection {
+  const lines = [...valuesByField(sections)].map(([k, vs]) => {
+    if (k.endsWith('_status')) return `${k}:${vs.find((v) => v !== 'ok') ?? 'ok'}`;
+    if (!vs.every((v) => NUMBER.test(v))) return `${k}:${vs[0]}`;
+    const ns = vs.map(Number);
+    let n: number;
+    if (k.endsWith('_in_progress') || k.endsWith('_scheduled') || k.endsWith('_time_sec') || k.endsWith('_age') || k === 'loading' || k === 'async_loading' || k === 'aof_enabled') n = Math.max(...ns);
+    else if (k === 'rdb_last_save_time') n = Math.min(...ns);
+    else if (k.endsWith('_perc')) n = ns.reduce((a, b) => a + b, 0) / ns.length;
+    else n = ns.reduce((a, b) => a + b, 0);
+    return `${k}:${formatLike(n, vs[0]!)}`;
+  });
+  return { header: sections[0]?.header ?? HEADERS.persistence, lines };
+}
+
 /** `name:a=1,b=2` lines summed per name and per field; `recompute` derives fields from the sums. */
 function sumPairs(sections: readonly InfoSection[], recompute?: (fields: Map<string, number>, samples: Map<string, string>) => void): string[] {
   const byName = new Map<string, { fields: Map<string, number>; samples: Map<string, string> }>();

@@ -10,7 +10,7 @@ import { ProxyError } from '../errors.js';
 import { RESPOOL_VERSION } from '../own-files.js';
 import type { Handler, HandlerSession } from '../client/handler-session.js';
 import {
-  HEADERS, VALKEY_ORDER, fromOneNode, mergeCommandStats, mergeMemory, mergeErrorStats, mergeKeyspace, mergeStats, parseInfoRequest,
+  HEADERS, VALKEY_ORDER, fromOneNode, mergeCommandStats, mergeMemory, mergePersistence, mergeErrorStats, mergeKeyspace, mergeStats, parseInfoRequest,
   parseSections, renderSections, upstreamArgs, wants, type InfoRequest, type InfoSection,
 } from './info-sections.js';
 
@@ -85,6 +85,7 @@ function clientsSection(session: HandlerSession): InfoSection {
  *   stats                      respool's counters where it has them, the primaries' summed otherwise
  *   keyspace                   summed over the primaries (avg_ttl weighted by expires)
  *   memory                     bytes summed over the primaries (mergeMemory)
+ *   persistence                in progress when any primary is, statuses err when any is (mergePersistence)
  *   commandstats, errorstats   summed per command / error over the primaries
  *   latencystats               respool's own per-command percentiles (observe/command-latency.ts)
  *   cpu, replication…          one primary's section, its first line `respool_source:<node>`
@@ -179,6 +180,9 @@ function buildInfo(session: HandlerSession, request: InfoRequest, own: ReadonlyM
         break;
       case 'memory':
         out.push(mergeMemory(all('memory')));
+        break;
+      case 'persistence':
+        out.push(mergePersistence(all('persistence')));
         break;
       case 'latencystats':
         // respool's per-command histograms (receive → reply written), Valkey's line format

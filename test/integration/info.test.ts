@@ -205,4 +205,27 @@ describe('INFO answered by respool in front of a 3-primary cluster', () => {
       raw.close();
     }
   });
+  it('BGSAVE saves on every primary; INFO persistence shows the save of one that is not the first; changes are summed', async () => {
+    // The primary that owns the key saves for a second; the others have nothing to save and end at once.
+    const primaries = await cluster.primaries();
+    const key = 'persistence{t}'; // slot 15891: the last shard, never the first
+    const slot = Number(await cluster.call(primaries[0]!, 'CLUSTER', 'KEYSLOT', key));
+    const owner = (await cluster.shards()).find((s) => s.slots.some(([from, to]) => slot >= from && slot <= to))!.primary;
+    expect(owner.port).not.toBe(primaries[0]!.port);
+    const persistence = async () => parseInfo(await client.info('persistence'));
+    const dirty = Number((await persistence())['rdb_changes_since_last_save']);
+    await client.set(key, 'v');
+    expect(Number((await persistence())['rdb_changes_since_last_save'])).toBe(dirty + 1);
+    await cluster.call(owner, 'CONFIG', 'SET', 'rdb-key-save-delay', '50000'); // 50 ms per key: the few dozen keys of this test take seconds
+    try {
+      expect(await client.bgsave()).toBe('Background saving started');
+      expect(String(await cluster.call(owner, 'INFO', 'persistence'))).toContain('rdb_bgsave_in_progress:1');
+      expect((await persistence())['rdb_bgsave_in_progress']).toBe('1');
+    } finally {
+      await cluster.call(owner, 'CONFIG', 'SET', 'rdb-key-save-delay', '0');
+    }
+    const deadline = Date.now() + 30_000;
+    while ((await persistence())['rdb_bgsave_in_progress'] !== '0' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    expect((await persistence())['rdb_bgsave_in_progress']).toBe('0');
+  });
 });

@@ -166,8 +166,16 @@ describe('commandFamily()', () => {
     ['config', 'set', 'maxmemory', '0'],
     ['memory', 'purge'],
     ['pubsub', 'shardchannels'],
+    ['save'],
+    ['bgsave'],
+    ['bgsave', 'schedule'],
+    ['bgrewriteaof'],
   ])('allShards: %j', (...words) => {
     expect(handling(...words)).toBe('allShards');
+  });
+
+  it('SAVE, BGSAVE and BGREWRITEAOF (no tips) answer the first reply when every primary succeeded', () => {
+    for (const name of ['save', 'bgsave', 'bgrewriteaof']) expect(responsePolicy(table.lookup(b(name))!)).toBe('all_succeeded');
   });
 
   it.each([
