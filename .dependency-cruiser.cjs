@@ -26,6 +26,7 @@ const LAYERS = [
   ['metrics', 'src/metrics/'], // the metric table and histograms, used by every floor
   ['config', 'src/config/'],
   ['acl', 'src/acl/'],
+  ['keys', 'src/keys/'], // key names between clients and nodes: colocation rules
   ['commands', 'src/commands/'],
   ['resp', 'src/resp/'],
   ['util', 'src/util/'],

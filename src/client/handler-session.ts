@@ -83,7 +83,7 @@ export interface DispatchedSession extends HandlerSession {
    * `frame` was admitted as `family` and its handler runs now: the entries it pushes are timed for
    * that family (client/reply-queue.ts); `blocking`: it may wait on a lease (CLIENT LIST argv-mem).
    */
-  startRequest(frame: RequestFrame, family: CommandFamily, blocking: boolean): void;
+  startRequest(frame: RequestFrame, family: CommandFamily, blocking: boolean, replyNames?: ((reply: Buffer) => Buffer) | null): void;
   /** Its handler returned: later entries (pub/sub pushes) are not this request's. */
   endRequest(): void;
 }

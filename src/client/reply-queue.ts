@@ -37,6 +37,8 @@ export class ReplyEntry implements CallOwner {
   seq = 0;
   /** Its reply is counted in its queue's heldBytes (finished, waiting behind an unanswered entry). */
   held = false;
+  /** The client's key names for the nodes' in its reply (keys/reply-names.ts), for a request under colocation rules. */
+  replyNames: ((reply: Buffer) => Buffer) | null = null;
   /** Set for a request the hot-key sampler picked: told the reply's size (observe/big-keys.ts). */
   private sizeListener: ((bytes: number) => void) | null = null;
 
@@ -63,7 +65,7 @@ export class ReplyEntry implements CallOwner {
   /** Sets the reply (exactly once; later calls are ignored) and tells the session. */
   fill(reply: Buffer): void {
     if (this.reply !== null) return;
-    this.reply = reply;
+    this.reply = this.replyNames === null ? reply : this.replyNames(reply);
     if (this.sizeListener !== null) this.sizeListener(reply.length);
     this.client.onEntryDone(this);
   }
@@ -82,6 +84,8 @@ export class ReplyQueue {
   private readonly entries = new FifoQueue<ReplyEntry>();
   /** Set by the session around one request's dispatch: entries pushed meanwhile are timed. */
   stamp = 0;
+  /** The current request's reply names (client-session.ts startRequest), given to the entries it pushes. */
+  replyNames: ((reply: Buffer) => Buffer) | null = null;
   series: HistogramSeries | null = null;
   request: RequestFrame | null = null;
   family: CommandFamily | null = null;
@@ -99,6 +103,7 @@ export class ReplyQueue {
   }
 
   push(entry: ReplyEntry): void {
+    entry.replyNames = this.replyNames;
     if (this.series !== null) {
       entry.startedAt = this.stamp;
       entry.series = this.series;

@@ -111,6 +111,7 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
     maxInflightReplyBytesPerClient: 2 * MiB,
     bulkConnectionsPerNode: 1,
   },
+  colocate: [], // key names as the client says them
   transactions: {
     crossSlot: 'split', // an application written for one server expects its transactions to run
   },

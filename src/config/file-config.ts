@@ -7,6 +7,7 @@ import { readHotKeysFile } from './hot-keys-config.js';
 import { readTlsFile } from './tls-config.js';
 import { NUMERIC_FIELDS } from './schema.js';
 import { aclRulesProblem, type UserConfig } from '../acl/users.js';
+import { colocationProblem, type ColocationRule } from '../keys/colocation.js';
 import type { UpstreamSetting } from '../acl/upstream-identity.js';
 import { OBSERVABILITY_SWITCHES } from './observability-config.js';
 import { CONFIG_VALIDATOR_FILE } from '../own-files.js';
@@ -216,6 +217,13 @@ export function convertSettings(data: unknown, where: string, env: NodeJS.Proces
       if (user) users.push(user);
     });
     out.set('users', users);
+  }
+
+  if (Array.isArray(settings.colocate) && !isBad('colocate')) {
+    const rules = (settings.colocate as ColocationRule[]).map((r) => ({ keys: r.keys, tag: r.tag }));
+    const problem = colocationProblem(rules);
+    if (problem !== null) problems.push(`${where}: ${problem}`);
+    else out.set('colocate', rules);
   }
 
   const acl = settings.acl as Record<string, unknown> | undefined;

@@ -27,6 +27,8 @@ const NEEDS_RESTART: readonly string[] = [
   'upstreamTls.enabled',
   // the pools' bulk places and the memory ceiling (resolved from the cgroup at start) are set up once
   'admission.bulkConnectionsPerNode', 'limits.maxMemory',
+  // colocation rules change every stored name they cover: clients would lose sight of their keys mid-run
+  'colocate',
 ];
 
 /** Leaves compared as a whole (lists and maps of their own). */

@@ -336,6 +336,22 @@ export const CONFIG_FILE_SCHEMA: Schema = {
         crossSlot: { enum: [...CROSS_SLOT_TRANSACTIONS], 'x-expect': `must be one of ${CROSS_SLOT_TRANSACTIONS.join(', ')}` },
       },
     },
+    // Keys stored under one hash tag, so WATCH, MULTI and scripts over them run on one node
+    // (src/keys/colocation.ts): a key matching `keys` is stored as "{tag}" + its name.
+    colocate: {
+      type: 'array',
+      'x-expect': 'must be a list of { keys, tag } mappings',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['keys', 'tag'],
+        'x-expect': 'must be a mapping with keys (a glob) and tag (a name)',
+        properties: {
+          keys: { type: 'string', minLength: 1, 'x-expect': 'must be a glob such as "rq:*"' },
+          tag: { type: 'string', pattern: '^[^{}]+$', 'x-expect': 'must be a non-empty name without { or }' },
+        },
+      },
+    },
     slowlog: numericGroup('slowlog'),
     commandlog: numericGroup('commandlog'),
     latency: withSwitches('latency'),

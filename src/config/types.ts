@@ -5,6 +5,7 @@
 import type { HotKeysConfig } from './hot-keys-config.js';
 import type { ClientTlsConfig, UpstreamTlsConfig } from './tls-config.js';
 import type { UserConfig } from '../acl/users.js';
+import type { ColocationRule } from '../keys/colocation.js';
 import type { BigKeysConfig, CommandlogConfig, LatencyConfig, SaturationConfig, SlowlogConfig } from './observability-config.js';
 export type { BigKeysConfig, CommandlogConfig, LatencyConfig, SaturationConfig, SlowlogConfig } from './observability-config.js';
 export type { ClientTlsConfig, UpstreamTlsConfig, TlsVersion } from './tls-config.js';
@@ -119,6 +120,8 @@ export interface RespoolConfig {
   bigKeys: BigKeysConfig;
   /** MULTI … EXEC without WATCH over keys in several slots (src/handlers/transaction-split.ts). */
   transactions: TransactionsConfig;
+  /** Keys stored under one hash tag so they share a slot (src/keys/colocation.ts); empty = names unchanged. */
+  colocate: ColocationRule[];
 }
 
 /** split: one MULTI … EXEC block per slot (atomic per slot, not across); refuse: CROSSSLOT, as a cluster node answers. */

@@ -33,6 +33,8 @@ import { ACL_DENIED_CMD, ACL_DENIED_KEY, aclErrorMessage, checkCommand, needsNod
 import type { AclUser } from '../acl/rules.js';
 import { clientInfoLine } from './client-commands.js';
 import { touchesFleetKeys } from '../fleet/reserved-keys.js';
+import { requestWithStoredNames } from '../keys/request-names.js';
+import { replyNamesFor } from '../keys/reply-names.js';
 
 /** The one dispatch table: command family → the handler that owns its decisions. */
 const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
@@ -94,7 +96,10 @@ export function dispatch(session: DispatchedSession, frame: RequestFrame): boole
   const monitored = ctx.monitors.active; // MONITOR: one boolean on the hot path
   const tx = monitored ? state.transaction : null;
   const queued = inMulti && !NOT_QUEUED.has(command);
-  session.startRequest(req, family, blocking);
+  // Under colocation rules, the reply's key names turn back into the client's (keys/reply-names.ts);
+  // a queued command's reply is QUEUED.
+  const replyNames = ctx.keyNames != null && spec !== undefined && !inMulti ? replyNamesFor(ctx.keyNames, command, frame.args) : null;
+  session.startRequest(req, family, blocking, replyNames);
   state.refusedNow = false;
   try {
     route(session, req, family, refusal);
@@ -147,7 +152,8 @@ function answersRefusal(session: HandlerSession, req: CommandRequest, family: Co
  * (Valkey's rule); with CLIENT TRACKING on, the request goes on the client's tracking lanes
  * (tracking.ts) unless its family keeps its own path.
  */
-function route(session: HandlerSession, req: CommandRequest, family: CommandFamily, refusal: Refusal): void {
+function route(session: HandlerSession, received: CommandRequest, family: CommandFamily, refusal: Refusal): void {
+  let req = received;
   const spec = req.spec;
   const state = session.state;
   if (state.replicaStream) return; // a replica's REPLCONF ACK: Valkey answers a replica nothing (handlers/replication.ts)
@@ -156,6 +162,17 @@ function route(session: HandlerSession, req: CommandRequest, family: CommandFami
   // Users and permissions (src/acl): nothing to check for +@all ~* &* (no users configured, or such a user).
   const acl = state.acl;
   if (!acl.unrestricted && denied(session, req, acl, refusal)) return;
+  // From here on the request names keys as the nodes store them (src/keys/colocation.ts); the ACL
+  // above judged the client's names, MONITOR and the slow log show them.
+  if (spec !== undefined && session.ctx.keyNames != null) {
+    const stored = requestWithStoredNames(session.ctx.keyNames, session.ctx.commands(), spec, req as RequestFrame);
+    if (Buffer.isBuffer(stored)) {
+      if (state.transaction !== null) state.transaction.dirty = true; // EXEC aborts, as for any refused command
+      state.refusedNow = true;
+      return session.replyNow(stored);
+    }
+    req = stored as CommandRequest;
+  }
   // A fleet's shared state is respool's: no client reads or writes it (src/fleet/reserved-keys.ts).
   if (spec !== undefined && session.ctx.fleetAcl != null && touchesFleetKeys(session.ctx.commands(), spec, req.args)) {
     if (state.transaction !== null) state.transaction.dirty = true; // EXEC will abort, as for a refused command

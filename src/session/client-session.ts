@@ -467,7 +467,8 @@ export class ClientSession implements DispatchedSession, AdmittedClient, MemoryH
     this.maybeResumeReading();
   }
 
-  startRequest(frame: RequestFrame, family: CommandFamily, blocking: boolean): void {
+  startRequest(frame: RequestFrame, family: CommandFamily, blocking: boolean, replyNames: ((reply: Buffer) => Buffer) | null = null): void {
+    this.replies.replyNames = replyNames;
     // Entries this request pushes are timed from its chunk's arrival to their write (reply-queue.ts).
     const metrics = this.ctx.metrics;
     if (metrics !== undefined) {
@@ -482,6 +483,7 @@ export class ClientSession implements DispatchedSession, AdmittedClient, MemoryH
   }
 
   endRequest(): void {
+    this.replies.replyNames = null;
     this.replies.series = null; // later pushes (pub/sub messages) are not this request's
     this.replies.request = null;
     this.handling = null;

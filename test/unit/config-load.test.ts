@@ -118,6 +118,7 @@ describe('defaults', () => {
       pubsub: { maxOutputBytesPerClient: 32 * 1_048_576 },
       admission: { sliceRequests: 64, sliceBytes: 16 * 1024, maxInflightPerClient: 128, maxInflightReplyBytesPerClient: 2 * 1_048_576, bulkConnectionsPerNode: 1 },
       transactions: { crossSlot: 'split' },
+      colocate: [],
       slowlog: { thresholdUs: 10_000, maxLen: 128 },
       commandlog: { largeRequestBytes: 1_048_576, largeRequestMaxLen: 128, largeReplyBytes: 1_048_576, largeReplyMaxLen: 128 },
       latency: { tracking: true },
@@ -362,6 +363,8 @@ admission:
   maxInflightReplyBytesPerClient: 2mb
   bulkConnectionsPerNode: 2
 transactions: { crossSlot: refuse }
+colocate:
+  - { keys: 'rq:*', tag: rq }
 timeouts: { connectMs: 1s, commandMs: 2500 }
 cluster:
   maxRedirects: 3
@@ -432,6 +435,7 @@ logLevel: trace
       pubsub: DEFAULT_CONFIG.pubsub,
       admission: { sliceRequests: 32, sliceBytes: 8192, maxInflightPerClient: 64, maxInflightReplyBytesPerClient: 2 * 1_048_576, bulkConnectionsPerNode: 2 },
       transactions: { crossSlot: 'refuse' },
+      colocate: [{ keys: 'rq:*', tag: 'rq' }],
       slowlog: DEFAULT_CONFIG.slowlog,
       commandlog: DEFAULT_CONFIG.commandlog,
       latency: DEFAULT_CONFIG.latency,

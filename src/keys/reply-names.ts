@@ -1,0 +1,97 @@
+import { splitAggregate } from '../resp/decode.js';
+import { encodeBulk } from '../resp/encode.js';
+import { globMatch } from '../util/glob.js';
+import type { KeyColocation } from './colocation.js';
+import { matchIndex } from './request-names.js';
+
+/** Turns a reply from the nodes' names into the client's. */
+export type ReplyNames = (reply: Buffer) => Buffer;
+
+/**
+ * The replies that carry key names back, and how each is turned into the client's names
+ * (colocation.ts): a popped key (BLPOP, BZPOPMIN, LMPOP, BLMPOP, ZMPOP …), the streams of
+ * XREAD/XREADGROUP, RANDOMKEY's key, and the key lists of KEYS and SCAN — there also filtered by
+ * the client's pattern when the nodes could not be (request-names.ts) and cleared of keys no
+ * client name reaches. Null: the command's reply names no key. Errors and nulls pass unchanged.
+ */
+export function replyNamesFor(names: KeyColocation, command: string, args: readonly Buffer[]): ReplyNames | null {
+  switch (command) {
+    case 'blpop':
+    case 'brpop':
+    case 'bzpopmin':
+    case 'bzpopmax':
+    case 'lmpop':
+    case 'blmpop':
+    case 'zmpop':
+    case 'bzmpop':
+      return (reply) => mapChildren(reply, (child, i) => (i === 0 ? clientBulk(names, child) : child));
+    case 'xread':
+    case 'xreadgroup':
+      // RESP2: [[name, entries], …]; RESP3: a map name → entries.
+      return (reply) =>
+        reply[0] === 0x25 /* % */
+          ? mapChildren(reply, (child, i) => (i % 2 === 0 ? clientBulk(names, child) : child))
+          : mapChildren(reply, (pair) => mapChildren(pair, (child, i) => (i === 0 ? clientBulk(names, child) : child)));
+    case 'randomkey':
+      return (reply) => clientBulk(names, reply);
+    case 'keys':
+      return (reply) => visibleKeys(names, reply, names.everyKeyPrefix === null ? (args[1] ?? null) : null);
+    case 'scan': {
+      const at = matchIndex(args);
+      const pattern = at > 0 && names.everyKeyPrefix === null ? args[at]! : null;
+      return (reply) => mapChildren(reply, (child, i) => (i === 1 ? visibleKeys(names, child, pattern) : child));
+    }
+    default:
+      return null;
+  }
+}
+
+/** A bulk string's payload, or null when `frame` is not one. */
+function bulkPayload(frame: Buffer): Buffer | null {
+  if (frame[0] !== 0x24 /* $ */) return null;
+  const crlf = frame.indexOf(0x0d);
+  const length = Number(frame.toString('latin1', 1, crlf));
+  if (length < 0) return null;
+  return frame.subarray(crlf + 2, crlf + 2 + length);
+}
+
+/** A bulk string with the client's name for the stored name it holds. */
+function clientBulk(names: KeyColocation, frame: Buffer): Buffer {
+  const stored = bulkPayload(frame);
+  if (stored === null) return frame;
+  const name = names.ruleName(stored);
+  return name === null ? frame : encodeBulk(name, 2);
+}
+
+/** A list of stored names as the client's: hidden ones left out, then the client's pattern applied. */
+function visibleKeys(names: KeyColocation, frame: Buffer, pattern: Buffer | null): Buffer {
+  return filterChildren(frame, (child) => {
+    const stored = bulkPayload(child);
+    if (stored === null) return child;
+    const name = names.visibleName(stored);
+    if (name === null || (pattern !== null && !globMatch(pattern, name))) return null;
+    return name === stored ? child : encodeBulk(name, 2);
+  });
+}
+
+function mapChildren(frame: Buffer, change: (child: Buffer, index: number) => Buffer): Buffer {
+  return filterChildren(frame, change);
+}
+
+/** An aggregate with each child changed (or dropped: null); anything else unchanged. */
+function filterChildren(frame: Buffer, change: (child: Buffer, index: number) => Buffer | null): Buffer {
+  const type = frame[0];
+  if (type !== 0x2a /* * */ && type !== 0x25 /* % */ && type !== 0x7e /* ~ */) return frame;
+  const children = splitAggregate(frame);
+  if (children === null) return frame;
+  const out: Buffer[] = [];
+  let same = true;
+  for (let i = 0; i < children.length; i++) {
+    const next = change(children[i]!, i);
+    if (next !== children[i]) same = false;
+    if (next !== null) out.push(next);
+  }
+  if (same) return frame;
+  const count = type === 0x25 ? out.length / 2 : out.length;
+  return Buffer.concat([Buffer.from(`${String.fromCharCode(type)}${count}\r\n`, 'latin1'), ...out]);
+}
