@@ -30,7 +30,7 @@ export const ProxyError = {
   crossSlot: () => `CROSSSLOT Keys in request don't hash to the same slot`,
   /** Valkey's CROSSSLOT text first (clients match on it), then why respool cannot split WATCH and what to do. */
   watchCrossSlot: () =>
-    `CROSSSLOT Keys in request don't hash to the same slot (respool: WATCH over keys in several slots cannot be made safe, since one node could commit while another aborts; put the watched keys and the transaction's keys under one hash tag, e.g. {user:42}:balance and {user:42}:history)`,
+    `CROSSSLOT Keys in request don't hash to the same slot (respool: WATCH over keys in several slots cannot be made safe, since one node could commit while another aborts; put the watched keys and the transaction's keys under one hash tag, e.g. {user:42}:balance and {user:42}:history, or have respool store them so with a colocation rule: docs/key-names.md)`,
   crossSlotTransactionTracking: () =>
     `CROSSSLOT Keys in request don't hash to the same slot (respool: a transaction over keys in several slots is not split while CLIENT TRACKING is on, because its commands run on the client's own connection to one node; put its keys under one hash tag, or turn tracking off)`,
   /** A read over several slots (handlers/cross-slot-read.ts) could not copy its inputs to one node. */

@@ -242,7 +242,7 @@ describe('MULTI … EXEC over several slots, split by slot, as one server answer
 
   describe('WATCH over several slots is refused, with why and what to do', () => {
     const WATCH_ERROR =
-      "-CROSSSLOT Keys in request don't hash to the same slot (respool: WATCH over keys in several slots cannot be made safe, since one node could commit while another aborts; put the watched keys and the transaction's keys under one hash tag, e.g. {user:42}:balance and {user:42}:history)\r\n";
+      "-CROSSSLOT Keys in request don't hash to the same slot (respool: WATCH over keys in several slots cannot be made safe, since one node could commit while another aborts; put the watched keys and the transaction's keys under one hash tag, e.g. {user:42}:balance and {user:42}:history, or have respool store them so with a colocation rule: docs/key-names.md)\r\n";
 
     for (const proto of PROTOCOLS) {
       it(`RESP${proto}: WATCH a b (two slots) → the error; nothing is watched, no lease is held`, async () => {

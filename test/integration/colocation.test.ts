@@ -1,0 +1,115 @@
+/**
+ * Colocation rules through respool in front of a 3+3 cluster, compared with one valkey-server
+ * given the same exchange under the client's names (the oracle): what the client reads back —
+ * popped keys, stream names, KEYS and SCAN — is byte for byte the server's, and WATCH, MULTI and
+ * a script over keys of several slots run on one node.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Valkey } from 'iovalkey';
+import calculateSlot from 'cluster-key-slot';
+import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
+import type { RespoolProxy } from '../../src/server.js';
+import { clientFor, startTestProxy } from '../helpers/proxy.js';
+
+type Exchange = (c: Valkey) => Promise<unknown>;
+
+describe('colocation rules', () => {
+  let cluster: ValkeyCluster;
+  let oracle: ValkeyNode;
+  let some: RespoolProxy; // app:* colocated, other keys as they are
+  let every: RespoolProxy; // every key colocated
+  const clients: Valkey[] = [];
+
+  beforeAll(async () => {
+    [cluster, oracle] = await Promise.all([startCluster({ primaries: 3, replicasPerPrimary: 1 }), startStandalone()]);
+    const seed = [{ host: cluster.nodes[0]!.host, port: cluster.nodes[0]!.port }];
+    some = await startTestProxy(seed, { colocate: [{ keys: 'app:*', tag: 'app' }] });
+    every = await startTestProxy(seed, { colocate: [{ keys: '*', tag: 'all' }] });
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const c of clients) c.disconnect();
+    await some?.close();
+    await every?.close();
+    await Promise.all([cluster?.stop(), oracle?.stop()]);
+  });
+
+  const through = async (proxy: RespoolProxy) => {
+    const c = clientFor(proxy);
+    clients.push(c);
+    return c;
+  };
+  const direct = async () => {
+    const c = new Valkey({ host: oracle.host, port: oracle.port, maxRetriesPerRequest: 0 });
+    clients.push(c);
+    return c;
+  };
+
+  /** The exchange through respool and against the oracle, each from an empty keyspace. */
+  async function same(proxy: RespoolProxy, exchange: Exchange): Promise<unknown> {
+    await Promise.all((await cluster.primaries()).map((n) => n.call('FLUSHALL')));
+    await oracle.call('FLUSHALL');
+    const got = await exchange(await through(proxy));
+    const want = await exchange(await direct());
+    expect(got).toEqual(want);
+    return got;
+  }
+
+  const keys = ['app:a', 'app:b', 'app:queue', 'plain:1', 'plain:2'];
+
+  it('the rule\'s keys of several slots share one slot on the nodes', async () => {
+    expect(new Set(keys.slice(0, 3).map((k) => calculateSlot(k))).size).toBeGreaterThan(1);
+    const c = await through(some);
+    await c.mset('app:a', '1', 'app:b', '2');
+    const owner = await cluster.primaryForSlot(calculateSlot('app'));
+    expect(await owner.call('MGET', '{app}app:a', '{app}app:b')).toEqual(['1', '2']);
+  });
+
+  it('WATCH, MULTI and EXEC over the rule\'s keys, and a script over them', async () => {
+    await same(some, async (c) => {
+      await c.set('app:a', '10');
+      await c.watch('app:a', 'app:b');
+      const exec = await c.multi().incr('app:a').set('app:b', 'x').exec();
+      const script = await c.eval("redis.call('set', KEYS[2], redis.call('get', KEYS[1])) return redis.call('get', KEYS[2])", 2, 'app:a', 'app:queue');
+      return [exec, script, await c.mget('app:a', 'app:b', 'app:queue')];
+    });
+  });
+
+  // RESP3's map form of XREAD: test/unit/colocation.test.ts (iovalkey speaks RESP2 only).
+  it('popped keys and stream names come back as the client\'s', async () => {
+    for (const proxy of [some, every]) {
+      await same(proxy, async (c) => {
+        await c.rpush('app:queue', 'j1', 'j2');
+        await c.zadd('app:z', 1, 'm');
+        await c.xadd('app:s', '1-1', 'f', 'v');
+        return [
+          await c.call('BLPOP', 'app:queue', 'app:none', '1'),
+          await c.call('LMPOP', '2', 'app:none', 'app:queue', 'LEFT'),
+          await c.call('BZPOPMIN', 'app:z', '1'),
+          await c.call('XREAD', 'STREAMS', 'app:s', '0'),
+        ];
+      });
+    }
+  });
+
+  it('KEYS and SCAN list the client\'s names, filtered by its pattern', async () => {
+    for (const proxy of [some, every]) {
+      await same(proxy, async (c) => {
+        for (const k of keys) await c.set(k, 'v');
+        const scanned: string[] = [];
+        let cursor = '0';
+        do {
+          const [next, batch] = (await c.scan(cursor, 'MATCH', 'app:*', 'COUNT', 100)) as [string, string[]];
+          scanned.push(...batch);
+          cursor = next;
+        } while (cursor !== '0');
+        return [((await c.keys('*')) as string[]).sort(), ((await c.keys('app:[ab]')) as string[]).sort(), scanned.sort(), await c.dbsize() > 0];
+      });
+    }
+  });
+
+  it('a client name that is another key\'s stored form is refused', async () => {
+    const c = await through(some);
+    await expect(c.get('{app}app:a')).rejects.toThrow(/stored form of another key/);
+  });
+});
