@@ -27,6 +27,8 @@ export const ProxyError = {
     `ERR respool: ${command} still failing after retries (last: ${last})`,
   refused: (command: string, why: string) =>
     `ERR respool: ${command.replace('|', ' ').toUpperCase()} is not supported through respool: ${why}`,
+  /** A client key name that is another key's stored form under the colocation rules (keys/request-names.ts). */
+  colocatedNameTaken: (key: string) => `ERR key name '${key}' is the stored form of another key under respool's colocation rules: rename it`,
   crossSlot: () => `CROSSSLOT Keys in request don't hash to the same slot`,
   /** Valkey's CROSSSLOT text first (clients match on it), then why respool cannot split WATCH and what to do. */
   watchCrossSlot: () =>

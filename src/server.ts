@@ -1,8 +1,8 @@
 import net from 'node:net';
-import { KeyColocation } from './keys/colocation.js';
 import type { Logger } from 'pino';
 import type { RespoolConfig } from './config/types.js';
 import { CommandTable } from './commands/command-table.js';
+import { KeyColocation } from './keys/colocation.js';
 import { decodeReply, RespError } from './resp/decode.js';
 import { TopologyRefresher } from './cluster/topology-refresher.js';
 import type { Topology } from './cluster/topology.js';

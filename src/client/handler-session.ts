@@ -4,6 +4,7 @@ import type { RequestFrame } from '../resp/request-framer.js';
 import type { ClientState } from './client-state.js';
 import type { EntryClient, ReplyEntry } from './reply-queue.js';
 import type { ServerContext } from './server-context.js';
+import type { ReplyNames } from '../keys/reply-names.js';
 
 /** One framed client request, as the handlers see it. */
 export interface CommandRequest {
@@ -83,7 +84,7 @@ export interface DispatchedSession extends HandlerSession {
    * `frame` was admitted as `family` and its handler runs now: the entries it pushes are timed for
    * that family (client/reply-queue.ts); `blocking`: it may wait on a lease (CLIENT LIST argv-mem).
    */
-  startRequest(frame: RequestFrame, family: CommandFamily, blocking: boolean, replyNames?: ((reply: Buffer) => Buffer) | null): void;
+  startRequest(frame: RequestFrame, family: CommandFamily, blocking: boolean, replyNames?: ReplyNames | null): void;
   /** Its handler returned: later entries (pub/sub pushes) are not this request's. */
   endRequest(): void;
 }

@@ -5,6 +5,7 @@ import type { HistogramSeries } from '../metrics/fast-histogram.js';
 import type { CallClient, CallOwner } from '../routing/upstream-call.js';
 import type { RequestFrame } from '../resp/request-framer.js';
 import type { CommandFamily } from '../commands/proxy-handling.js';
+import type { ReplyNames } from '../keys/reply-names.js';
 
 /** Told about every timed entry as its reply is written (observe/request-observer.ts: slow log, per-command latency). */
 export interface ReplyObserver {
@@ -38,7 +39,7 @@ export class ReplyEntry implements CallOwner {
   /** Its reply is counted in its queue's heldBytes (finished, waiting behind an unanswered entry). */
   held = false;
   /** The client's key names for the nodes' in its reply (keys/reply-names.ts), for a request under colocation rules. */
-  replyNames: ((reply: Buffer) => Buffer) | null = null;
+  replyNames: ReplyNames | null = null;
   /** Set for a request the hot-key sampler picked: told the reply's size (observe/big-keys.ts). */
   private sizeListener: ((bytes: number) => void) | null = null;
 
@@ -85,7 +86,7 @@ export class ReplyQueue {
   /** Set by the session around one request's dispatch: entries pushed meanwhile are timed. */
   stamp = 0;
   /** The current request's reply names (client-session.ts startRequest), given to the entries it pushes. */
-  replyNames: ((reply: Buffer) => Buffer) | null = null;
+  replyNames: ReplyNames | null = null;
   series: HistogramSeries | null = null;
   request: RequestFrame | null = null;
   family: CommandFamily | null = null;

@@ -1,3 +1,4 @@
+import { FLEET_TAG } from '../keys/reserved-tag.js';
 import calculateSlot from 'cluster-key-slot';
 import type { Logger } from 'pino';
 import type { RespoolConfig } from '../config/types.js';
@@ -22,7 +23,7 @@ import { Backoff } from '../upstream/backoff.js';
  * retried on the current one). The channel only makes things faster: every member also polls
  * the version (BEAT, every few hundred ms), so a lost notice delays a change, it never loses it.
  */
-export const FLEET_TAG = '{respool-fleet}';
+export { FLEET_TAG };
 export const STATE_KEY = `${FLEET_TAG}:state`;
 export const MEMBERS_KEY = `${FLEET_TAG}:members`;
 export const BUS_CHANNEL = `${FLEET_TAG}:bus`;

@@ -1,7 +1,7 @@
 import { nodeCrypto, onFirstUse } from '../util/lazy-builtins.js';
 import calculateSlot from 'cluster-key-slot';
 import { encodeCommand, encodeError } from '../resp/encode.js';
-import { splitAggregate } from '../resp/decode.js';
+import { bulkPayload, splitAggregate } from '../resp/decode.js';
 import { ProxyError } from '../errors.js';
 import { formatSize } from '../config/values.js';
 import { TransactionBlock, type BlockOutcome } from '../routing/transaction-block.js';
@@ -149,7 +149,7 @@ class CopyRun {
           failure ??= reply;
           return null;
         }
-        const payload = bulkPayload(reply);
+        const payload = copiedPayload(reply);
         if (payload === null) return null;
         total += payload.length;
         if (total > limit) tooLarge = true;
@@ -180,7 +180,7 @@ class CopyRun {
   private async writeDestination(result: Buffer, reply: Buffer): Promise<Buffer> {
     const ctx = this.session.ctx;
     const name = this.args[this.destination]!;
-    const payload = bulkPayload(result);
+    const payload = copiedPayload(result);
     if (payload !== null && payload.length > ctx.config.limits.maxCrossSlotCopyBytes) {
       return encodeError(ProxyError.crossSlotCopyTooLarge(this.command, payload.length, formatSize(ctx.config.limits.maxCrossSlotCopyBytes)));
     }
@@ -205,10 +205,10 @@ function tagOn(session: HandlerSession, address: string): string | null {
   return null;
 }
 
-/** A bulk reply's bytes; null for nil ($-1, _). */
-function bulkPayload(reply: Buffer): Buffer | null {
-  if (reply[0] !== 0x24 /* $ */ || reply[1] === 0x2d /* - */) return null;
-  return Buffer.from(reply.subarray(reply.indexOf(0x0a) + 1, reply.length - 2));
+/** A bulk reply's bytes, copied (they are kept across later calls); null for nil ($-1, _). */
+function copiedPayload(reply: Buffer): Buffer | null {
+  const payload = bulkPayload(reply);
+  return payload === null ? null : Buffer.from(payload);
 }
 
 function errorText(reply: Buffer): string {

@@ -1,5 +1,6 @@
 import { globMatch } from '../util/glob.js';
 import { globsOverlap } from './glob-overlap.js';
+import { FLEET_TAG } from './reserved-tag.js';
 
 /** One colocation rule as the config gives it: keys matching `keys` are stored under `{tag}`. */
 export interface ColocationRule {
@@ -30,7 +31,7 @@ export class KeyColocation {
   private readonly rules: CompiledRule[];
   /** Every rule's prefix once, with the rules of that tag. */
   private readonly byPrefix: Array<{ prefix: Buffer; globs: Buffer[] }>;
-  /** One rule, for every key: KEYS and SCAN patterns can then be sent prefixed (`coversEveryKey`). */
+  /** The prefix of the first rule when it is `*` (every key): KEYS and SCAN patterns are then sent prefixed (request-names.ts). */
   readonly everyKeyPrefix: Buffer | null;
 
   constructor(rules: readonly ColocationRule[]) {
@@ -43,10 +44,6 @@ export class KeyColocation {
     }
     const first = this.rules[0];
     this.everyKeyPrefix = first !== undefined && first.glob.length === 1 && first.glob[0] === 0x2a /* * */ ? first.prefix : null;
-  }
-
-  get empty(): boolean {
-    return this.rules.length === 0;
   }
 
   /** The stored name of a client's key, or null when it is stored as it is. */
@@ -80,9 +77,6 @@ export class KeyColocation {
   }
 }
 
-/** The fleet's hash tag without braces (fleet/fleet-store.ts FLEET_TAG, a room above this one; a test keeps them equal). */
-export const FLEET_TAG_NAME = 'respool-fleet';
-
 /**
  * What is wrong with a list of rules (null: nothing): a tag that is empty or holds a brace (it
  * would not be the stored name's hash tag), respool's own fleet tag, or two rules with different
@@ -92,7 +86,7 @@ export function colocationProblem(rules: readonly ColocationRule[]): string | nu
   for (const [i, rule] of rules.entries()) {
     if (rule.keys.length === 0) return `colocate[${i}].keys must be a non-empty glob`;
     if (rule.tag.length === 0 || /[{}]/.test(rule.tag)) return `colocate[${i}].tag must be a non-empty name without { or }`;
-    if (rule.tag === FLEET_TAG_NAME) return `colocate[${i}].tag ${JSON.stringify(rule.tag)} is respool's own (the fleet's shared state)`;
+    if (`{${rule.tag}}` === FLEET_TAG) return `colocate[${i}].tag ${JSON.stringify(rule.tag)} is respool's own (the fleet's shared state)`;
     for (let j = 0; j < i; j++) {
       const other = rules[j]!;
       if (other.tag !== rule.tag && globsOverlap(Buffer.from(other.keys, 'utf8'), Buffer.from(rule.keys, 'utf8'))) {

@@ -1,4 +1,4 @@
-import { splitAggregate } from '../resp/decode.js';
+import { bulkPayload, splitAggregate } from '../resp/decode.js';
 import { encodeBulk } from '../resp/encode.js';
 import { globMatch } from '../util/glob.js';
 import type { KeyColocation } from './colocation.js';
@@ -24,14 +24,14 @@ export function replyNamesFor(names: KeyColocation, command: string, args: reado
     case 'blmpop':
     case 'zmpop':
     case 'bzmpop':
-      return (reply) => mapChildren(reply, (child, i) => (i === 0 ? clientBulk(names, child) : child));
+      return (reply) => filterChildren(reply, (child, i) => (i === 0 ? clientBulk(names, child) : child));
     case 'xread':
     case 'xreadgroup':
       // RESP2: [[name, entries], …]; RESP3: a map name → entries.
       return (reply) =>
         reply[0] === 0x25 /* % */
-          ? mapChildren(reply, (child, i) => (i % 2 === 0 ? clientBulk(names, child) : child))
-          : mapChildren(reply, (pair) => mapChildren(pair, (child, i) => (i === 0 ? clientBulk(names, child) : child)));
+          ? filterChildren(reply, (child, i) => (i % 2 === 0 ? clientBulk(names, child) : child))
+          : filterChildren(reply, (pair) => filterChildren(pair, (child, i) => (i === 0 ? clientBulk(names, child) : child)));
     case 'randomkey':
       return (reply) => clientBulk(names, reply);
     case 'keys':
@@ -39,20 +39,11 @@ export function replyNamesFor(names: KeyColocation, command: string, args: reado
     case 'scan': {
       const at = matchIndex(args);
       const pattern = at > 0 && names.everyKeyPrefix === null ? args[at]! : null;
-      return (reply) => mapChildren(reply, (child, i) => (i === 1 ? visibleKeys(names, child, pattern) : child));
+      return (reply) => filterChildren(reply, (child, i) => (i === 1 ? visibleKeys(names, child, pattern) : child));
     }
     default:
       return null;
   }
-}
-
-/** A bulk string's payload, or null when `frame` is not one. */
-function bulkPayload(frame: Buffer): Buffer | null {
-  if (frame[0] !== 0x24 /* $ */) return null;
-  const crlf = frame.indexOf(0x0d);
-  const length = Number(frame.toString('latin1', 1, crlf));
-  if (length < 0) return null;
-  return frame.subarray(crlf + 2, crlf + 2 + length);
 }
 
 /** A bulk string with the client's name for the stored name it holds. */
@@ -72,10 +63,6 @@ function visibleKeys(names: KeyColocation, frame: Buffer, pattern: Buffer | null
     if (name === null || (pattern !== null && !globMatch(pattern, name))) return null;
     return name === stored ? child : encodeBulk(name, 2);
   });
-}
-
-function mapChildren(frame: Buffer, change: (child: Buffer, index: number) => Buffer): Buffer {
-  return filterChildren(frame, change);
 }
 
 /** An aggregate with each child changed (or dropped: null); anything else unchanged. */

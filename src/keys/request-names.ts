@@ -1,5 +1,6 @@
 import { commandMayHaveKeys, type CommandSpec, type CommandTable } from '../commands/command-table.js';
 import { encodeCommand, encodeError } from '../resp/encode.js';
+import { ProxyError } from '../errors.js';
 import { RequestFrame } from '../resp/request-framer.js';
 import type { KeyColocation } from './colocation.js';
 import { escapeGlob } from './glob-overlap.js';
@@ -49,7 +50,7 @@ export function requestWithStoredNames(names: KeyColocation, table: CommandTable
       const key = (args ?? frame.args)[i]!;
       const stored = names.storedName(key);
       if (stored !== null) set(i, stored);
-      else if (names.collides(key)) return encodeError(`ERR key name '${key.toString('utf8').slice(0, 64)}' is the stored form of another key under respool's colocation rules: rename it`);
+      else if (names.collides(key)) return encodeError(ProxyError.colocatedNameTaken(key.toString('utf8').slice(0, 64)));
     }
   }
   if (args === null) return frame;

@@ -351,3 +351,9 @@ export function splitAggregate(frame: Buffer, maxNestingDepth: number = UNBOUNDE
   if (reader.pos !== frame.length) throw new ProtocolError('Protocol error: trailing bytes after reply');
   return children;
 }
+
+/** The bytes of a bulk-string frame, as a view into it; null for a nil ($-1, _) or any other type. */
+export function bulkPayload(frame: Buffer): Buffer | null {
+  if (frame[0] !== 0x24 /* $ */ || frame[1] === 0x2d /* - */) return null;
+  return frame.subarray(frame.indexOf(0x0a) + 1, frame.length - 2);
+}

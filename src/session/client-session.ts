@@ -15,6 +15,7 @@ import type { UpstreamIdentity } from '../acl/upstream-identity.js';
 import { readClientSocket } from './shared-reads.js';
 import { holdClock, releaseClock } from '../util/read-clock.js';
 import type { AdmittedClient } from '../client/fair-admission.js';
+import type { ReplyNames } from '../keys/reply-names.js';
 import { laneClass, type LaneClass } from '../client/lane-class.js';
 import { HOLDER_BYTES, type MemoryHolder } from '../client/memory-ceiling.js';
 
@@ -467,7 +468,7 @@ export class ClientSession implements DispatchedSession, AdmittedClient, MemoryH
     this.maybeResumeReading();
   }
 
-  startRequest(frame: RequestFrame, family: CommandFamily, blocking: boolean, replyNames: ((reply: Buffer) => Buffer) | null = null): void {
+  startRequest(frame: RequestFrame, family: CommandFamily, blocking: boolean, replyNames: ReplyNames | null = null): void {
     this.replies.replyNames = replyNames;
     // Entries this request pushes are timed from its chunk's arrival to their write (reply-queue.ts).
     const metrics = this.ctx.metrics;
