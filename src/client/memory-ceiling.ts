@@ -93,6 +93,8 @@ export class MemoryCeiling {
   private smallBytes = 0;
   private scheduled = false;
   private readonly timer: NodeJS.Timeout;
+  /** Checks that found the ceiling passed, counted: each drop is logged with its round (largest holders first within one). */
+  private rounds = 0;
   private last: BufferedBytes = emptyBuffered();
 
   constructor(private readonly options: MemoryCeilingOptions) {
@@ -172,6 +174,7 @@ export class MemoryCeiling {
       watched.push({ h, held });
     }
     if (total <= limit) return;
+    this.rounds++;
     watched.sort((a, b) => b.held - a.held);
     const target = limit * TARGET;
     const dropped: Array<{ client: string; held: number }> = [];
@@ -190,11 +193,11 @@ export class MemoryCeiling {
     const { log } = this.options;
     const shown = dropped.slice(0, 20);
     for (const d of shown) {
-      log.warn({ event: 'client_dropped', reason: 'max_memory', client: d.client, heldBytes: d.held, limit },
+      log.warn({ event: 'client_dropped', reason: 'max_memory', round: this.rounds, client: d.client, heldBytes: d.held, limit },
         `closing client ${d.client}: it holds ${d.held} bytes of replies it has not read and respool's buffers passed limits.maxMemory (${limit} bytes); the clients holding the most go first`);
     }
     if (dropped.length > shown.length) {
-      log.warn({ event: 'client_dropped', reason: 'max_memory', clients: dropped.length, bufferedAfter: after, limit },
+      log.warn({ event: 'client_dropped', reason: 'max_memory', round: this.rounds, clients: dropped.length, bufferedAfter: after, limit },
         `closed ${dropped.length} clients holding the most unread replies (${dropped.length - shown.length} more than listed) to stay under limits.maxMemory (${limit} bytes)`);
     }
   }
