@@ -164,6 +164,9 @@ export const ProxyError = {
     `ERR respool: ${command.toUpperCase()} was split by slot into ${parts} parts; part ${part} (slot ${slot}) failed: ${error}; ${ran} of the other ${parts - 1} parts succeeded and were not undone`,
   notQueueable: (command: string, why: string) =>
     `ERR respool: ${command.replace('|', ' ').toUpperCase()} cannot be queued inside MULTI through respool (${why}); send it outside the transaction`,
+  /** DBSIZE, FLUSHALL, FLUSHDB, RANDOMKEY queued by a user with a namespace (handlers/namespace-scope.ts). */
+  notInNamespaceTransaction: (command: string) =>
+    `ERR respool: ${command} of a user with a namespace (users[].keyPrefix) cannot run inside MULTI or after WATCH: the node would run it over every namespace's keys; send it outside the transaction`,
   migrateToSelf: () =>
     `ERR respool: MIGRATE to respool itself is not supported: the node would restore the keys onto itself through respool and then delete them; connect to a node directly`,
   /** CONFIG SET refused by a node after others applied it (handlers/config-set.ts); `unrestored`: "" when every other node was put back. */

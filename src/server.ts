@@ -2,7 +2,6 @@ import net from 'node:net';
 import type { Logger } from 'pino';
 import type { RespoolConfig } from './config/types.js';
 import { CommandTable } from './commands/command-table.js';
-import { KeyColocation } from './keys/colocation.js';
 import { decodeReply, RespError } from './resp/decode.js';
 import { TopologyRefresher } from './cluster/topology-refresher.js';
 import type { Topology } from './cluster/topology.js';
@@ -291,7 +290,6 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
       const primary = refresher.current?.shards[0]?.primary;
       return primary === undefined ? Promise.reject(new Error('no primary known')) : pools.get(primary.host, primary.port, 2, 'primary').call(['FUNCTION', 'LIST']);
     }),
-    keyNames: config.colocate.length === 0 ? null : new KeyColocation(config.colocate),
     runningScripts: new RunningScripts(),
     admission: new FairAdmission((lane) => metrics.raw.admission_wait_seconds.labels(lane)),
     clientPause: new ClientPause(),

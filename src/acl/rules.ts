@@ -9,6 +9,7 @@
 // key and channel patterns and an `unrestricted` flag, so the dispatch path pays one branch for a
 // user with +@all ~* &* (and nothing else) — see checkCommand() in command-check.ts.
 
+import type { KeyNames } from '../keys/key-names.js';
 import { nodeCrypto } from '../util/lazy-builtins.js';
 import { CommandTable, type CommandSpec } from '../commands/command-table.js';
 import type { UpstreamIdentity } from './upstream-identity.js';
@@ -77,6 +78,12 @@ export interface AclUser {
    * unverifiable commands are then refused). Set by the user directory, not by the rules.
    */
   upstream: UpstreamIdentity | null;
+  /**
+   * The names its requests and replies use against the nodes' (src/keys/key-names.ts): its
+   * namespace (users[].keyPrefix) and the colocation rules; null when neither applies (nothing
+   * rewritten). Set by the user directory, not by the rules.
+   */
+  keyNames: KeyNames | null;
 }
 
 /** A rule Valkey would refuse: the message is ACLSetUserStringError's. */
@@ -105,7 +112,7 @@ export function newUser(name: string): AclUser {
     name, enabled: false, nopass: false, skipSanitize: false, passwords: [],
     allCommands: false, future: false, allowed: new Set(), firstArgs: new Map(), commandRules: [],
     allKeys: false, keyPatterns: [], allChannels: false, channels: [], respoolAdmin: false, unrestricted: false,
-    upstream: null,
+    upstream: null, keyNames: null,
   };
 }
 
@@ -380,14 +387,19 @@ export function cloneUser(u: AclUser): AclUser {
  * authenticated as it, as Valkey's ACLCopyUser does. `upstream` is the directory's, not copied.
  */
 export function copyUserInto(into: AclUser, from: AclUser): void {
-  const upstream = into.upstream;
-  Object.assign(into, cloneUser(from), { name: into.name, upstream });
+  const { upstream, keyNames } = into;
+  Object.assign(into, cloneUser(from), { name: into.name, upstream, keyNames });
 }
 
 /** The key patterns as ACL GETUSER's `keys` and ACL LIST show them ("~*", "~a:* %R~r:*", "" for none). */
 export function describeKeys(u: AclUser): string {
   if (u.allKeys) return '~*';
-  return u.keyPatterns.map((p) => (p.flags === (READ | WRITE) ? '~' : p.flags === READ ? '%R~' : '%W~') + p.pattern.toString()).join(' ');
+  return u.keyPatterns.map((p) => keyFlags(p.flags) + p.pattern.toString()).join(' ');
+}
+
+/** A key pattern's rule word before its glob: `~` (read and write), `%R~`, `%W~`. */
+export function keyFlags(flags: number): string {
+  return flags === (READ | WRITE) ? '~' : flags === READ ? '%R~' : '%W~';
 }
 
 /** The channels as ACL GETUSER's `channels` shows them ("&*", "&a &b", "" for none). */

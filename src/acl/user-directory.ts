@@ -17,6 +17,8 @@ import type { CommandTable } from '../commands/command-table.js';
 import { AclLog, type AclLogReason } from './acl-log.js';
 import { aclFileText, readAclFile, writeAclFile } from './acl-file.js';
 import { channelAllowed } from './command-check.js';
+import { KeyColocation, type ColocationRule } from '../keys/colocation.js';
+import { KeyNames } from '../keys/key-names.js';
 import { AclRuleError, applyRules, cloneUser, compileUser, copyUserInto, newUser, type AclUser } from './rules.js';
 import { mappedIdentity, mirrorIdentity, mirrorSecretOf, type UpstreamIdentity, type UpstreamSetting } from './upstream-identity.js';
 import { rulesOf, type UserConfig } from './users.js';
@@ -26,6 +28,8 @@ export interface DirectoryConfig {
   users: UserConfig[];
   acl: { file: string | null; upstream: 'none' | 'mirror' | 'auto'; mirrorPrefix: string; mirrorSecret: string | null; logMaxLen: number };
   upstreamAuth: { username: string | null; password: string } | null;
+  /** Absent: none. */
+  colocate?: ColocationRule[];
 }
 
 /** A connection as the directory sees it (a client session). */
@@ -60,6 +64,9 @@ export class UserDirectory {
   /** Identities by key, so a user keeps one object (and its pools) while its setting stays the same. */
   private readonly identities = new Map<string, UpstreamIdentity>();
   readonly log: AclLog;
+  /** The colocation rules (a restart changes them), and the names of every user without a namespace. */
+  private readonly colocation: KeyColocation | null;
+  private readonly sharedNames: KeyNames | null;
 
   constructor(
     private readonly config: DirectoryConfig,
@@ -68,6 +75,8 @@ export class UserDirectory {
     onDenial?: (username: string, reason: AclLogReason) => void,
   ) {
     this.log = new AclLog(() => this.config.acl.logMaxLen, onDenial);
+    this.colocation = (config.colocate ?? []).length === 0 ? null : new KeyColocation(config.colocate!);
+    this.sharedNames = this.colocation === null ? null : new KeyNames(null, this.colocation);
     const problem = this.rebuild(false);
     if (problem !== null) throw new Error(problem);
   }
@@ -244,8 +253,17 @@ export class UserDirectory {
     this.changed();
   }
 
-  /** Works out (again) who `user`'s commands run as on the nodes. */
+  /**
+   * Works out (again) the names `user`'s commands use on the nodes (its namespace) and who they
+   * run as there. A namespaced user counts as restricted whatever its rules: a script could name
+   * another namespace's keys, so only a node that applies the namespace as its key pattern
+   * (identity-mirror.ts) may run what respool cannot check itself.
+   */
   private resolveIdentity(user: AclUser): void {
+    const prefix = this.config.users.find((u) => u.name === user.name)?.keyPrefix;
+    if (prefix === undefined) user.keyNames = this.sharedNames;
+    else if (user.keyNames?.namespace?.toString('utf8') !== prefix) user.keyNames = new KeyNames(Buffer.from(prefix, 'utf8'), this.colocation);
+    if (user.keyNames?.namespace != null) user.unrestricted = false;
     const setting: UpstreamSetting | undefined = this.config.users.find((u) => u.name === user.name)?.upstream;
     let identity: UpstreamIdentity | null = null;
     if (setting !== undefined && setting !== 'mirror' && setting !== 'none') {

@@ -12,6 +12,11 @@ export interface UserConfig {
   rules?: string;
   /** Who its commands run as on the nodes (upstream-identity.ts); absent: acl.upstream decides. */
   upstream?: UpstreamSetting;
+  /**
+   * Its namespace (docs/key-names.md): added to every key and channel name of its requests,
+   * taken off every name in its replies; absent: it sees the keyspace as it is.
+   */
+  keyPrefix?: string;
 }
 
 /** The rule words of one configured user: {name, password} alone is `on >password +@all ~* &*`. */

@@ -1,5 +1,4 @@
 import type { Logger } from 'pino';
-import type { KeyColocation } from '../keys/colocation.js';
 import type { RespoolConfig } from '../config/types.js';
 import type { CommandTable } from '../commands/command-table.js';
 import type { Router } from '../routing/router.js';
@@ -43,8 +42,6 @@ export interface ServerContext {
   readonly scripts: ScriptCache;
   /** The nodes' functions' flags (FUNCTION LIST): whether CLIENT PAUSE WRITE holds an FCALL (scripts/function-flags.ts); absent in stand-in contexts. */
   readonly functions?: FunctionFlags;
-  /** Colocation rules (src/keys/colocation.ts); null when there are none: names pass unchanged. */
-  readonly keyNames?: KeyColocation | null;
   /** Scripts in flight: PING reflects a node busy running one (scripts/running-scripts.ts). */
   readonly runningScripts: RunningScripts;
   /** CLIENT UNBLOCK of a leased connection, sent on a shared link to its node; true if it was blocked. */

@@ -209,6 +209,7 @@ export function convertSettings(data: unknown, where: string, env: NodeJS.Proces
           ...(password !== undefined ? { password } : {}),
           ...(rules !== undefined ? { rules } : {}),
           ...(upstream !== undefined ? { upstream } : {}),
+          ...(typeof u.keyPrefix === 'string' ? { keyPrefix: u.keyPrefix } : {}),
         };
         const problem = aclRulesProblem(entry); // Valkey's ACL SETUSER error for a bad rule (src/acl/users.ts)
         if (problem !== null) throw new ValueProblem(problem);

@@ -313,6 +313,8 @@ export const CONFIG_FILE_SCHEMA: Schema = {
           passwordEnv,
           rules: { type: 'string', 'x-expect': 'must be a string of Valkey ACL rules, e.g. "on >secret ~app:* +@read"' },
           upstream: userUpstream,
+          // a namespace: no glob characters, braces (the stored name keeps the client's hash tag) or spaces
+          keyPrefix: { type: 'string', minLength: 1, pattern: '^[^\\s{}*?\\[\\]\\\\]+$', 'x-expect': 'must be a non-empty prefix without spaces, braces, or glob characters (* ? [ ] \\)' },
         },
       },
     },

@@ -18,6 +18,7 @@ import { multiKey } from './multi-key.js';
 import { script } from './script.js';
 import { noteScript } from '../scripts/script-cache.js';
 import { allShards } from './all-shards.js';
+import { NAMESPACE_SCOPED, namespaceScoped } from './namespace-scope.js';
 import { refused } from './refused.js';
 import { respool } from './respool.js';
 import { transaction, queueInTransaction } from './transaction.js';
@@ -96,9 +97,10 @@ export function dispatch(session: DispatchedSession, frame: RequestFrame): boole
   const monitored = ctx.monitors.active; // MONITOR: one boolean on the hot path
   const tx = monitored ? state.transaction : null;
   const queued = inMulti && !NOT_QUEUED.has(command);
-  // Under colocation rules, the reply's key names turn back into the client's (keys/reply-names.ts);
-  // a queued command's reply is QUEUED.
-  const replyNames = ctx.keyNames != null && spec !== undefined && !inMulti ? replyNamesFor(ctx.keyNames, command, frame.args) : null;
+  // Under a namespace or colocation rules, the reply's key names turn back into the client's
+  // (keys/reply-names.ts); a queued command's reply is QUEUED.
+  const names = state.acl.keyNames;
+  const replyNames = names !== null && spec !== undefined && !inMulti ? replyNamesFor(names, command, frame.args) : null;
   session.startRequest(req, family, blocking, replyNames);
   state.refusedNow = false;
   try {
@@ -162,16 +164,18 @@ function route(session: HandlerSession, received: CommandRequest, family: Comman
   // Users and permissions (src/acl): nothing to check for +@all ~* &* (no users configured, or such a user).
   const acl = state.acl;
   if (!acl.unrestricted && denied(session, req, acl, refusal)) return;
-  // From here on the request names keys as the nodes store them (src/keys/colocation.ts); the ACL
+  // From here on the request names keys as the nodes store them (src/keys/key-names.ts); the ACL
   // above judged the client's names, MONITOR and the slow log show them.
-  if (spec !== undefined && session.ctx.keyNames != null) {
-    const stored = requestWithStoredNames(session.ctx.keyNames, session.ctx.commands(), spec, req as RequestFrame);
+  if (spec !== undefined && acl.keyNames !== null) {
+    const stored = requestWithStoredNames(acl.keyNames, session.ctx.commands(), spec, req as RequestFrame);
     if (Buffer.isBuffer(stored)) {
       if (state.transaction !== null) state.transaction.dirty = true; // EXEC aborts, as for any refused command
       state.refusedNow = true;
       return session.replyNow(stored);
     }
     req = stored as CommandRequest;
+    // The whole keyspace's commands, for a namespace: its keys only.
+    if (acl.keyNames.namespace !== null && NAMESPACE_SCOPED.has(req.command)) return namespaceScoped(session, req, acl.keyNames);
   }
   // A fleet's shared state is respool's: no client reads or writes it (src/fleet/reserved-keys.ts).
   if (spec !== undefined && session.ctx.fleetAcl != null && touchesFleetKeys(session.ctx.commands(), spec, req.args)) {

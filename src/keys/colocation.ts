@@ -46,6 +46,11 @@ export class KeyColocation {
     this.everyKeyPrefix = first !== undefined && first.glob.length === 1 && first.glob[0] === 0x2a /* * */ ? first.prefix : null;
   }
 
+  /** Each tag's `{tag}` once: what a stored name of some rule starts with. */
+  tagPrefixes(): Buffer[] {
+    return this.byPrefix.map((p) => p.prefix);
+  }
+
   /** The stored name of a client's key, or null when it is stored as it is. */
   storedName(key: Buffer): Buffer | null {
     for (const rule of this.rules) {

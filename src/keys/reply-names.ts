@@ -1,7 +1,7 @@
 import { bulkPayload, splitAggregate } from '../resp/decode.js';
 import { encodeBulk } from '../resp/encode.js';
 import { globMatch } from '../util/glob.js';
-import type { KeyColocation } from './colocation.js';
+import type { KeyNames } from './key-names.js';
 import { matchIndex } from './request-names.js';
 
 /** Turns a reply from the nodes' names into the client's. */
@@ -9,12 +9,12 @@ export type ReplyNames = (reply: Buffer) => Buffer;
 
 /**
  * The replies that carry key names back, and how each is turned into the client's names
- * (colocation.ts): a popped key (BLPOP, BZPOPMIN, LMPOP, BLMPOP, ZMPOP …), the streams of
+ * (key-names.ts): a popped key (BLPOP, BZPOPMIN, LMPOP, BLMPOP, ZMPOP …), the streams of
  * XREAD/XREADGROUP, RANDOMKEY's key, and the key lists of KEYS and SCAN — there also filtered by
  * the client's pattern when the nodes could not be (request-names.ts) and cleared of keys no
  * client name reaches. Null: the command's reply names no key. Errors and nulls pass unchanged.
  */
-export function replyNamesFor(names: KeyColocation, command: string, args: readonly Buffer[]): ReplyNames | null {
+export function replyNamesFor(names: KeyNames, command: string, args: readonly Buffer[]): ReplyNames | null {
   switch (command) {
     case 'blpop':
     case 'brpop':
@@ -35,10 +35,10 @@ export function replyNamesFor(names: KeyColocation, command: string, args: reado
     case 'randomkey':
       return (reply) => clientBulk(names, reply);
     case 'keys':
-      return (reply) => visibleKeys(names, reply, names.everyKeyPrefix === null ? (args[1] ?? null) : null);
+      return (reply) => visibleKeys(names, reply, names.nodePatternPrefix === null ? (args[1] ?? null) : null);
     case 'scan': {
       const at = matchIndex(args);
-      const pattern = at > 0 && names.everyKeyPrefix === null ? args[at]! : null;
+      const pattern = at > 0 && names.nodePatternPrefix === null ? args[at]! : null;
       return (reply) => filterChildren(reply, (child, i) => (i === 1 ? visibleKeys(names, child, pattern) : child));
     }
     default:
@@ -47,15 +47,15 @@ export function replyNamesFor(names: KeyColocation, command: string, args: reado
 }
 
 /** A bulk string with the client's name for the stored name it holds. */
-function clientBulk(names: KeyColocation, frame: Buffer): Buffer {
+function clientBulk(names: KeyNames, frame: Buffer): Buffer {
   const stored = bulkPayload(frame);
   if (stored === null) return frame;
-  const name = names.ruleName(stored);
+  const name = names.clientName(stored);
   return name === null ? frame : encodeBulk(name, 2);
 }
 
 /** A list of stored names as the client's: hidden ones left out, then the client's pattern applied. */
-function visibleKeys(names: KeyColocation, frame: Buffer, pattern: Buffer | null): Buffer {
+function visibleKeys(names: KeyNames, frame: Buffer, pattern: Buffer | null): Buffer {
   return filterChildren(frame, (child) => {
     const stored = bulkPayload(child);
     if (stored === null) return child;

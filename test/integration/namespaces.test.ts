@@ -1,0 +1,129 @@
+/**
+ * Namespaces (users[].keyPrefix, issue 30) through respool in front of a standalone server and a
+ * 3+3 cluster, compared with one valkey-server given the same exchange (the oracle): two users
+ * with the same key names each see their own keyspace, byte for byte as if each had a server of
+ * its own; the nodes hold the names behind each prefix; a script cannot reach the other namespace.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Valkey } from 'iovalkey';
+import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
+import type { RespoolConfig } from '../../src/config/types.js';
+import type { RespoolProxy } from '../../src/server.js';
+import { clientFor, startTestProxy } from '../helpers/proxy.js';
+
+type Exchange = (c: Valkey) => Promise<unknown>;
+
+const users = [
+  { name: 'default', password: 'adminpw' },
+  { name: 'a', password: 'pa', keyPrefix: 'a:' },
+  { name: 'b', password: 'pb', keyPrefix: 'b:' },
+] as unknown as RespoolConfig['users'];
+
+/** One exchange over several families; the same names in both namespaces (hash tags where a command writes two keys, as a cluster needs). */
+const families: Exchange = async (c) => {
+  const out: unknown[] = [];
+  out.push(await c.set('{k}', 'v1'), await c.get('{k}'), await c.mset('m1', '1', 'm2', '2'), await c.mget('m1', 'm2', 'nope'));
+  out.push(await c.rpush('{q}list', 'x', 'y', 'z'), await c.lrange('{q}list', 0, -1), await c.lmove('{q}list', '{q}list2', 'LEFT', 'RIGHT'));
+  out.push(await c.hset('h', 'f', '1'), await c.hgetall('h'), await c.sadd('s1', 'a', 'b'), await c.sadd('s2', 'b', 'c'));
+  out.push(await c.zadd('z', 1, 'one', 2, 'two'), await c.zrange('z', 0, -1, 'WITHSCORES'));
+  out.push(await c.pfadd('hll', 'a', 'b'), await c.pfcount('hll'));
+  out.push(await c.setbit('bits', 7, 1), await c.bitcount('bits'));
+  out.push(await c.xadd('stream', '1-1', 'f', 'v'), await c.xlen('stream'));
+  out.push(await c.blpop('{q}list2', 1), await c.exists('{k}', '{q}list', 'h', 'nope'), await c.type('z'));
+  out.push(await c.eval("redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])", 1, 'scripted', 'sv'));
+  const tx = await c.multi().incr('counter').incr('counter').get('counter').exec();
+  out.push(tx);
+  out.push((await c.keys('*')).sort(), await c.dbsize());
+  const scanned: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, batch] = await c.scan(cursor, 'MATCH', 'm*', 'COUNT', 100);
+    cursor = next;
+    scanned.push(...batch);
+  } while (cursor !== '0');
+  out.push(scanned.sort());
+  out.push(await c.sort('{q}list', 'ALPHA'), await c.rename('{k}', '{k}2'), await c.get('{k}2'));
+  return out;
+};
+
+describe('namespaces (users[].keyPrefix)', () => {
+  let standalone: ValkeyNode;
+  let cluster: ValkeyCluster;
+  let oracle: ValkeyNode;
+  const proxies: RespoolProxy[] = [];
+  const clients: Valkey[] = [];
+
+  beforeAll(async () => {
+    [standalone, cluster, oracle] = await Promise.all([startStandalone(), startCluster({ primaries: 3, replicasPerPrimary: 1 }), startStandalone()]);
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const c of clients) c.disconnect();
+    await Promise.all(proxies.map((p) => p.close()));
+    await Promise.all([standalone?.stop(), cluster?.stop(), oracle?.stop()]);
+  });
+
+  const as = (proxy: RespoolProxy, username: string, password: string) => {
+    const c = clientFor(proxy, { username, password });
+    clients.push(c);
+    return c;
+  };
+  const direct = () => {
+    const c = new Valkey({ host: oracle.host, port: oracle.port, maxRetriesPerRequest: 0 });
+    clients.push(c);
+    return c;
+  };
+
+  const upstreams: Array<{ name: string; seed: () => Array<{ host: string; port: number }>; nodes: () => Promise<ValkeyNode[]> }> = [
+    { name: 'standalone', seed: () => [{ host: standalone.host, port: standalone.port }], nodes: async () => [standalone] },
+    { name: '3+3 cluster', seed: () => [{ host: cluster.nodes[0]!.host, port: cluster.nodes[0]!.port }], nodes: () => cluster.primaries() },
+  ];
+
+  for (const upstream of upstreams) {
+    describe(upstream.name, () => {
+      let proxy: RespoolProxy;
+      beforeAll(async () => {
+        proxy = await startTestProxy(upstream.seed(), { users, cluster: { refreshPeriodMs: 1000 } } as Partial<RespoolConfig>);
+        proxies.push(proxy);
+      }, 60_000);
+
+      it('two namespaces with the same key names each answer as one server of their own', async () => {
+        await Promise.all((await upstream.nodes()).map((n) => n.call('FLUSHALL')));
+        await oracle.call('FLUSHALL');
+        const want = await families(direct());
+        const gotA = await families(as(proxy, 'a', 'pa'));
+        const gotB = await families(as(proxy, 'b', 'pb'));
+        expect(gotA).toEqual(want);
+        expect(gotB).toEqual(want);
+        // The nodes hold each namespace's names behind its prefix, nothing outside them.
+        const stored: string[] = [];
+        for (const n of await upstream.nodes()) {
+          stored.push(...((await n.call('KEYS', '*')) as unknown[]).map(String));
+        }
+        expect(stored.length).toBeGreaterThan(0);
+        expect(stored.every((k) => k.startsWith('a:') || k.startsWith('b:'))).toBe(true);
+        expect(stored.filter((k) => k.startsWith('a:')).length).toBe(stored.filter((k) => k.startsWith('b:')).length);
+      });
+
+      it('FLUSHALL, DBSIZE and RANDOMKEY keep to the namespace; a script cannot reach another', async () => {
+        const a = as(proxy, 'a', 'pa');
+        const b = as(proxy, 'b', 'pb');
+        await a.set('only-a', '1');
+        await b.set('only-b', '1');
+        await b.set('second-b', '1');
+        expect(await a.randomkey()).not.toBe('only-b');
+        const before = await b.dbsize();
+        expect(await a.flushall()).toBe('OK');
+        expect(await a.dbsize()).toBe(0);
+        expect(await a.randomkey()).toBeNull();
+        expect(await b.dbsize()).toBe(before);
+        expect(await b.get('only-b')).toBe('1');
+        // A script given a's name for b's key (b:only-b) stays in a's namespace on the node.
+        await expect(a.eval("return redis.call('GET', 'b:only-b')", 0)).rejects.toThrow(/ACL|NOPERM|permission/i);
+        // Inside MULTI the scoped commands are refused, as a whole-keyspace command would not stay in the namespace.
+        await expect(a.multi().flushall().exec()).rejects.toThrow(/EXECABORT/);
+        expect(await b.get('only-b')).toBe('1');
+      });
+    });
+  }
+});
