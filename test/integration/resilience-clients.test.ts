@@ -82,7 +82,7 @@ describe('client-side storms: maxClients, accept rate, idle timeout, drain', () 
     const p99During = percentile(during, 99);
     // Established client served throughout; generous bound for a shared 2-core machine.
     expect(during.length).toBeGreaterThan(20);
-    expect(p99During).toBeLessThan(Math.max(250, 5 * p99Before)); // a client held for the storm (~400 ms or more) would show above
+    expect(p99During).toBeLessThan(Math.max(300, 5 * p99Before)); // a client held for the storm (~400 ms or more) would show above
     for (const s of storm) s.destroy();
     steady.close();
     await proxy.close();
