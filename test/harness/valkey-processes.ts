@@ -713,6 +713,8 @@ class Cluster implements ValkeyCluster {
       const sig = `${owners.sort().join(' ')} | ${replicaMap.sort().join(' ')}`;
       if (signature === undefined) signature = sig;
       else if (sig !== signature) return `views differ: ${alive[0]!.address} has [${signature}], ${n.address} has [${sig}]`;
+      const shardProblem = nodesConfShardProblem(n.dir);
+      if (shardProblem) return `${n.address}: ${shardProblem}`;
       const me = views.find((v) => v.flags.has('myself'));
       if (me?.flags.has('slave')) {
         const r = parseInfo(repl);
@@ -843,6 +845,35 @@ async function createSmallCluster(cluster: Cluster, primaries: number, deadline:
   for (let i = primaries; i < nodes.length; i++) {
     await must(nodes[i]!, 'CLUSTER', 'REPLICATE', ids[(i - primaries) % primaries]!);
   }
+}
+
+/**
+ * A replica whose nodes.conf shard-id differs from its primary's: valkey-server 8.0 refuses to
+ * restart from such a file ("corrupted cluster config file", valkey-io/valkey#774 and #2171), so
+ * a node killed before the shard ids settle cannot rejoin. Stable means settled. null when the
+ * file agrees (or has no shard ids: older servers).
+ */
+function nodesConfShardProblem(dir: string): string | null {
+  let text: string;
+  try {
+    text = readFileSync(path.join(dir, 'nodes.conf'), 'utf8');
+  } catch {
+    return null;
+  }
+  const shardOf = new Map<string, string>();
+  const primaryOf = new Map<string, string>();
+  for (const line of text.split('\n')) {
+    const f = line.split(' ');
+    const shard = /shard-id=([0-9a-f]+)/.exec(f[1] ?? '')?.[1];
+    if (!shard || f[0] === 'vars') continue;
+    shardOf.set(f[0]!, shard);
+    if ((f[2] ?? '').split(',').includes('slave') && f[3] && f[3] !== '-') primaryOf.set(f[0]!, f[3]);
+  }
+  for (const [replica, primary] of primaryOf) {
+    const want = shardOf.get(primary);
+    if (want && shardOf.get(replica) !== want) return `nodes.conf: replica ${replica.slice(0, 8)} shard-id differs from its primary's (not settled yet)`;
+  }
+  return null;
 }
 
 /**
