@@ -260,11 +260,12 @@ export class UserDirectory {
    * (identity-mirror.ts) may run what respool cannot check itself.
    */
   private resolveIdentity(user: AclUser): void {
-    const prefix = this.config.users.find((u) => u.name === user.name)?.keyPrefix;
+    const configured = this.config.users.find((u) => u.name === user.name);
+    const prefix = configured?.keyPrefix;
     if (prefix === undefined) user.keyNames = this.sharedNames;
     else if (user.keyNames?.namespace?.toString('utf8') !== prefix) user.keyNames = new KeyNames(Buffer.from(prefix, 'utf8'), this.colocation);
     if (user.keyNames?.namespace != null) user.unrestricted = false;
-    const setting: UpstreamSetting | undefined = this.config.users.find((u) => u.name === user.name)?.upstream;
+    const setting: UpstreamSetting | undefined = configured?.upstream;
     let identity: UpstreamIdentity | null = null;
     if (setting !== undefined && setting !== 'mirror' && setting !== 'none') {
       identity = mappedIdentity(user.name, setting.username, setting.password);

@@ -100,10 +100,12 @@ async function randomKey(session: HandlerSession, client: CallClient, primaries:
     const name = stored === null ? null : names.visibleName(stored);
     if (name !== null) return encodeBulk(name, client.protocol);
   }
-  const found: Buffer[] = [];
+  const found: Buffer[] = []; // the client's names
   await Promise.all(primaries.map((node) => scanNode(session, client, node, pattern, (keys) => {
-    for (const key of keys) if (names.visibleName(key) !== null) found.push(key);
+    for (const key of keys) {
+      const name = names.visibleName(key);
+      if (name !== null) found.push(name);
+    }
   })));
-  if (found.length === 0) return encodeBulk(null, client.protocol);
-  return encodeBulk(names.visibleName(found[Math.floor(Math.random() * found.length)]!)!, client.protocol);
+  return encodeBulk(found.length === 0 ? null : found[Math.floor(Math.random() * found.length)]!, client.protocol);
 }

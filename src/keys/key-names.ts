@@ -57,22 +57,16 @@ export class KeyNames {
    * stream read), or null when it is the same.
    */
   clientName(stored: Buffer): Buffer | null {
-    let rest = stored;
-    if (this.namespace !== null) {
-      if (!this.inNamespace(stored)) return null;
-      rest = stored.subarray(this.namespace.length);
-    }
+    const rest = this.namespace === null ? stored : afterPrefix(stored, this.namespace);
+    if (rest === null) return null;
     const name = this.colocation?.ruleName(rest) ?? null;
     return name ?? (rest === stored ? null : rest);
   }
 
   /** What a client sees of any stored name (KEYS, SCAN): its own name, or null for one it cannot reach. */
   visibleName(stored: Buffer): Buffer | null {
-    let rest = stored;
-    if (this.namespace !== null) {
-      if (!this.inNamespace(stored)) return null;
-      rest = stored.subarray(this.namespace.length);
-    }
+    const rest = this.namespace === null ? stored : afterPrefix(stored, this.namespace);
+    if (rest === null) return null;
     return this.colocation === null ? rest : this.colocation.visibleName(rest);
   }
 
@@ -98,13 +92,12 @@ export class KeyNames {
   /** The client's name of a channel (or pattern) the nodes carry, or null when it is not in the namespace. */
   clientChannel(stored: Buffer, pattern: boolean): Buffer | null {
     if (this.namespace === null) return stored;
-    const prefix = pattern ? escapeGlob(this.namespace) : this.namespace;
-    if (stored.length < prefix.length || stored.compare(prefix, 0, prefix.length, 0, prefix.length) !== 0) return null;
-    return stored.subarray(prefix.length);
+    return afterPrefix(stored, pattern ? escapeGlob(this.namespace) : this.namespace);
   }
+}
 
-  private inNamespace(stored: Buffer): boolean {
-    const ns = this.namespace!;
-    return stored.length >= ns.length && stored.compare(ns, 0, ns.length, 0, ns.length) === 0;
-  }
+/** What follows `prefix` in `name` (a view; empty when they are equal), or null when `name` does not start with it. */
+function afterPrefix(name: Buffer, prefix: Buffer): Buffer | null {
+  if (name.length < prefix.length || name.compare(prefix, 0, prefix.length, 0, prefix.length) !== 0) return null;
+  return name.subarray(prefix.length);
 }
