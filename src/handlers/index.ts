@@ -36,6 +36,7 @@ import { clientInfoLine } from './client-commands.js';
 import { touchesFleetKeys } from '../fleet/reserved-keys.js';
 import { requestWithStoredNames } from '../keys/request-names.js';
 import { replyNamesFor } from '../keys/reply-names.js';
+import { requestWithStoredChannels } from '../keys/channel-names.js';
 
 /** The one dispatch table: command family → the handler that owns its decisions. */
 const HANDLERS: Readonly<Record<CommandFamily, Handler>> = {
@@ -174,8 +175,11 @@ function route(session: HandlerSession, received: CommandRequest, family: Comman
       return session.replyNow(stored);
     }
     req = stored as CommandRequest;
-    // The whole keyspace's commands, for a namespace: its keys only.
-    if (acl.keyNames.namespace !== null && NAMESPACE_SCOPED.has(req.command)) return namespaceScoped(session, req, acl.keyNames);
+    if (acl.keyNames.namespace !== null) {
+      // The whole keyspace's commands, for a namespace: its keys only; its channels behind it (the SUBSCRIBE family's at the hub: pubsub.ts).
+      if (NAMESPACE_SCOPED.has(req.command)) return namespaceScoped(session, req, acl.keyNames);
+      req = (requestWithStoredChannels(acl.keyNames, req.command, req as RequestFrame) ?? req) as CommandRequest;
+    }
   }
   // A fleet's shared state is respool's: no client reads or writes it (src/fleet/reserved-keys.ts).
   if (spec !== undefined && session.ctx.fleetAcl != null && touchesFleetKeys(session.ctx.commands(), spec, req.args)) {

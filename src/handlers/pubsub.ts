@@ -13,6 +13,7 @@ import type { CallOwner } from '../routing/upstream-call.js';
 import type { ClusterNode } from '../cluster/topology.js';
 import type { CommandRequest, Handler, HandlerSession } from '../client/handler-session.js';
 import type { ReplyEntry } from '../client/reply-queue.js';
+import { clientMessages, clientShardChannel, storedChannelName } from '../keys/channel-names.js';
 
 interface Operation {
   readonly kind: SubscriptionKind;
@@ -112,10 +113,14 @@ function subscribeInto(session: HandlerSession, op: Operation, command: string, 
   const confirmations = frames.length === 1 ? frames[0]! : Buffer.concat(frames);
   // `names` are views into the read buffer; done may run long after this call.
   const keys = names.map(nameKey);
+  const stored = hubNames(session, kind, names);
+  const storedKeys = stored === names ? keys : stored.map(nameKey);
   const hub = session.ctx.pubsub;
-  hub.subscribe(owner, kind, names, (error) => {
+  hub.subscribe(owner, kind, stored, (error) => {
     if (error === null) return entry.fill(confirmations);
-    for (const key of keys) if (!hub.holdsName(owner, kind, keyName(key))) subs.remove(kind, key);
+    keys.forEach((key, i) => {
+      if (!hub.holdsName(owner, kind, keyName(storedKeys[i]!))) subs.remove(kind, key);
+    });
     session.ctx.metrics?.commandErrorCounter(command, 'proxy').inc();
     entry.fill(encodeError(error));
   });
@@ -157,7 +162,7 @@ export function unsubscribeNow(session: HandlerSession, command: UnsubscribeComm
       frames.push(encodeConfirmation(protocol, command, name, subs.countFor(kind)));
     }
   }
-  session.ctx.pubsub.unsubscribe(subs.owner, kind, names);
+  session.ctx.pubsub.unsubscribe(subs.owner, kind, hubNames(session, kind, names));
   return { frame: frames.length === 1 ? frames[0]! : Buffer.concat(frames), ok: true };
 }
 
@@ -178,15 +183,30 @@ class SessionSubscriber implements Subscriber {
   }
 
   deliver(frame: Buffer): void {
-    this.session.push(frame);
+    const names = this.session.state.acl.keyNames;
+    const messages = names === null ? frame : clientMessages(names, frame);
+    if (messages.length > 0) this.session.push(messages);
   }
 
   /** As Valkey's pubsubShardUnsubscribeAllChannelsInSlot: an sunsubscribe push with the client's shard count. */
-  shardChannelLost(channel: Buffer): void {
+  shardChannelLost(stored: Buffer): void {
+    const names = this.session.state.acl.keyNames;
+    const channel = names === null ? stored : clientShardChannel(names, stored);
     const subs = this.session.state.subscriptions;
     if (subs === null || !subs.remove('shard', channel)) return;
     this.session.push(encodeConfirmation(this.session.protocol, 'sunsubscribe', channel, subs.shardCount()));
   }
+}
+
+/**
+ * The names the hub subscribes for a client's: behind its namespace (keys/channel-names.ts). The
+ * client's record keeps its own names — its confirmations, its ACL checks; the hub's deliveries
+ * come back through SessionSubscriber as the client's names.
+ */
+function hubNames(session: HandlerSession, kind: SubscriptionKind, names: Buffer[]): Buffer[] {
+  const keyNames = session.state.acl.keyNames;
+  if (keyNames === null) return names;
+  return names.map((name) => storedChannelName(keyNames, name, kind === 'pattern'));
 }
 
 function adopt(session: HandlerSession, subs: ClientSubscriptions): Subscriber {

@@ -3,6 +3,7 @@ import { encodeBulk } from '../resp/encode.js';
 import { globMatch } from '../util/glob.js';
 import type { KeyNames } from './key-names.js';
 import { matchIndex } from './request-names.js';
+import { clientChannelList, clientNumsub } from './channel-names.js';
 
 /** Turns a reply from the nodes' names into the client's. */
 export type ReplyNames = (reply: Buffer) => Buffer;
@@ -40,6 +41,15 @@ export function replyNamesFor(names: KeyNames, command: string, args: readonly B
       const at = matchIndex(args);
       const pattern = at > 0 && names.nodePatternPrefix === null ? args[at]! : null;
       return (reply) => filterChildren(reply, (child, i) => (i === 1 ? visibleKeys(names, child, pattern) : child));
+    }
+    case 'pubsub|channels':
+    case 'pubsub|shardchannels':
+      return names.namespace === null ? null : (reply) => clientChannelList(names, reply);
+    case 'pubsub|numsub':
+    case 'pubsub|shardnumsub': {
+      if (names.namespace === null) return null;
+      const asked = args.slice(2).map((a) => Buffer.from(a)); // the request's bytes are not kept past its handling
+      return (reply) => clientNumsub(asked, reply);
     }
     default:
       return null;

@@ -3,6 +3,7 @@ import { encodeCommand, encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { RequestFrame } from '../resp/request-framer.js';
 import type { KeyNames } from './key-names.js';
+import { namesChannels } from './channel-names.js';
 
 const MATCH = Buffer.from('MATCH');
 const STAR = Buffer.from('*');
@@ -44,7 +45,7 @@ export function requestWithStoredNames(names: KeyNames, table: CommandTable, spe
       i++;
     }
   }
-  if (commandMayHaveKeys(spec)) {
+  if (commandMayHaveKeys(spec) && !namesChannels(command)) {
     for (const i of table.keyIndexes(spec, frame.args)) {
       const key = (args ?? frame.args)[i]!;
       const stored = names.storedName(key);

@@ -352,6 +352,18 @@ export function splitAggregate(frame: Buffer, maxNestingDepth: number = UNBOUNDE
   return children;
 }
 
+/** The complete frames lying back to back in `frames` (a run of pushes), as views into it. */
+export function splitFrames(frames: Buffer): Buffer[] {
+  const reader = new Reader(frames, UNBOUNDED_NESTING);
+  const out: Buffer[] = [];
+  while (reader.pos < frames.length) {
+    const start = reader.pos;
+    reader.skip(0);
+    out.push(frames.subarray(start, reader.pos));
+  }
+  return out;
+}
+
 /** The bytes of a bulk-string frame, as a view into it; null for a nil ($-1, _) or any other type. */
 export function bulkPayload(frame: Buffer): Buffer | null {
   if (frame[0] !== 0x24 /* $ */ || frame[1] === 0x2d /* - */) return null;

@@ -57,6 +57,7 @@ export function mergeReplies(command: string, policy: string | undefined, replie
   }
   if (policy === 'one_succeeded') return replies.find((r) => !isError(r)) ?? firstError!;
   if (firstError) return firstError;
+  if (command === 'pubsub|shardnumsub') return sumPerChannel(replies);
   switch (policy) {
     case 'all_succeeded':
       return replies[0]!;
@@ -87,6 +88,21 @@ export function mergeReplies(command: string, policy: string | undefined, replie
       return encodeArray(items);
     }
   }
+}
+
+/**
+ * PUBSUB SHARDNUMSUB as one server counts: each shard answers every channel asked (its own
+ * subscribers, 0 where the channel is another shard's), in the order asked; the counts are summed.
+ */
+function sumPerChannel(replies: Buffer[]): Buffer {
+  const rows = replies.map((r) => splitAggregate(r) ?? []);
+  const first = rows[0]!;
+  const out = first.map((item, i) => {
+    if (i % 2 === 0) return item;
+    return encodeInteger(rows.reduce((sum, row) => sum + toNumber(decodeReply(row[i] ?? Buffer.from(':0\r\n'))), 0));
+  });
+  const type = replies[0]![0] === 0x25 /* % (RESP3) */ ? '%' : '*';
+  return Buffer.concat([Buffer.from(`${type}${type === '%' ? out.length / 2 : out.length}\r\n`), ...out]);
 }
 
 /** agg_min / agg_max / agg_sum over arrays of integers, element by element (WAITAOF's [local, replicas]). */

@@ -10,6 +10,7 @@ import calculateSlot from 'cluster-key-slot';
 import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { clientFor, startTestProxy } from '../helpers/proxy.js';
+import { RawConnection } from '../helpers/raw-resp.js';
 
 type Exchange = (c: Valkey) => Promise<unknown>;
 
@@ -111,5 +112,34 @@ describe('colocation rules', () => {
   it('a client name that is another key\'s stored form is refused', async () => {
     const c = await through(some);
     await expect(c.get('{app}app:a')).rejects.toThrow(/stored form of another key/);
+  });
+
+  it('shard channels stay channels, and keyspace notifications name the client\'s keys', async () => {
+    const primaries = await cluster.primaries();
+    await Promise.all([oracle, ...primaries].map((n) => n.call('CONFIG', 'SET', 'notify-keyspace-events', 'KEA')));
+    const exchange = async (port: number): Promise<string[]> => {
+      const sub = await RawConnection.connect(port);
+      const pub = await RawConnection.connect(port);
+      try {
+        sub.send('SSUBSCRIBE', 'app:events');
+        sub.send('SUBSCRIBE', '__keyspace@0__:app:a', '__keyevent@0__:set');
+        const seen = [await sub.read(), await sub.read(), await sub.read()];
+        seen.push(await pub.call('SPUBLISH', 'app:events', 'hi'), await pub.call('SET', 'app:a', '1'));
+        const messages = [await sub.read(), await sub.read(), await sub.read()].sort(); // shard channel and notifications: separate upstream connections
+        return [...seen, ...messages];
+      } finally {
+        sub.close();
+        pub.close();
+      }
+    };
+    try {
+      for (const proxy of [some, every]) {
+        await Promise.all(primaries.map((n) => n.call('FLUSHALL')));
+        await oracle.call('FLUSHALL');
+        expect(await exchange(proxy.address.port)).toEqual(await exchange(oracle.port));
+      }
+    } finally {
+      await Promise.all([oracle, ...primaries].map((n) => n.call('CONFIG', 'SET', 'notify-keyspace-events', '')));
+    }
   });
 });

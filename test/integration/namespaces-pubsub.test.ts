@@ -1,0 +1,146 @@
+/**
+ * Namespaced channels (users[].keyPrefix, issue 30): two users with the same channel and key
+ * names subscribe, publish and watch keyspace notifications through respool — in front of a
+ * standalone server and a 3+3 cluster, in RESP2 and RESP3 — and each gets byte for byte what one
+ * valkey-server (the oracle) gives one application doing the same: its confirmations, its
+ * messages (channels, patterns, shard channels, `__keyspace@0__:` and `__keyevent@0__:`), PUBSUB's
+ * answers, and nothing of the other namespace's.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
+import type { RespoolConfig } from '../../src/config/types.js';
+import type { RespoolProxy } from '../../src/server.js';
+import { startTestProxy } from '../helpers/proxy.js';
+import { RawConnection } from '../helpers/raw-resp.js';
+
+const users = [
+  { name: 'default', password: 'adminpw' },
+  { name: 'a', password: 'pa', keyPrefix: 'a:' },
+  { name: 'b', password: 'pb', keyPrefix: 'b:' },
+] as unknown as RespoolConfig['users'];
+
+const SUBSCRIPTIONS: string[][] = [
+  ['SUBSCRIBE', 'news'],
+  ['PSUBSCRIBE', 'n*'],
+  ['SSUBSCRIBE', '{s}ch'],
+  ['SUBSCRIBE', '__keyspace@0__:nk', '__keyevent@0__:set'],
+  ['PSUBSCRIBE', '__keyspace@0__:n*'],
+];
+const CONFIRMATIONS = 6;
+/** PUBLISH news: message + pmessage; SPUBLISH: smessage; SET nk: keyspace message, its pmessage, keyevent message. */
+const MESSAGES = 6;
+
+interface Seen {
+  confirmations: string[];
+  replies: string[];
+  messages: string[];
+}
+
+async function connect(port: number, protocol: 2 | 3, auth: string[] | null): Promise<RawConnection> {
+  const c = await RawConnection.connect(port);
+  if (auth !== null) expect(await c.call('AUTH', ...auth)).toBe('+OK\r\n');
+  if (protocol === 3) await c.call('HELLO', '3'); // respool's HELLO names respool: not compared
+  return c;
+}
+
+/** One application's exchange: a subscriber, then a publisher writing a key and publishing. */
+async function subscribe(port: number, protocol: 2 | 3, auth: string[] | null): Promise<{ sub: RawConnection; confirmations: string[] }> {
+  const sub = await connect(port, protocol, auth);
+  for (const s of SUBSCRIPTIONS) sub.send(...s);
+  const confirmations: string[] = [];
+  for (let i = 0; i < CONFIRMATIONS; i++) confirmations.push(await sub.read());
+  return { sub, confirmations };
+}
+
+async function publish(port: number, protocol: 2 | 3, auth: string[] | null): Promise<string[]> {
+  const pub = await connect(port, protocol, auth);
+  try {
+    const replies: string[] = [];
+    for (const cmd of [
+      ['SET', 'nk', '1'],
+      ['PUBLISH', 'news', 'hello'],
+      ['SPUBLISH', '{s}ch', 'sharded'],
+      ['PUBSUB', 'CHANNELS', 'n*'],
+      ['PUBSUB', 'NUMSUB', 'news', 'nope'],
+      ['PUBSUB', 'SHARDCHANNELS'],
+      ['PUBSUB', 'SHARDNUMSUB', '{s}ch'],
+    ]) {
+      replies.push(await pub.call(...cmd));
+    }
+    return replies;
+  } finally {
+    pub.close();
+  }
+}
+
+async function messages(sub: RawConnection): Promise<string[]> {
+  const out: string[] = [];
+  for (let i = 0; i < MESSAGES; i++) out.push(await sub.read());
+  // Nothing more comes: the other namespace's messages never reach this client.
+  await expect(sub.read(300)).rejects.toThrow(/timed out/);
+  // Three upstream connections (channels, shard channels, notifications) deliver in their own order.
+  return out.sort();
+}
+
+describe('namespaced channels (users[].keyPrefix)', () => {
+  let standalone: ValkeyNode;
+  let cluster: ValkeyCluster;
+  let oracle: ValkeyNode;
+  const proxies: RespoolProxy[] = [];
+
+  beforeAll(async () => {
+    [standalone, cluster, oracle] = await Promise.all([startStandalone(), startCluster({ primaries: 3, replicasPerPrimary: 1 }), startStandalone()]);
+    const primaries = await cluster.primaries();
+    await Promise.all([standalone, oracle, ...primaries].map((n) => n.call('CONFIG', 'SET', 'notify-keyspace-events', 'KEA')));
+  }, 120_000);
+
+  afterAll(async () => {
+    await Promise.all(proxies.map((p) => p.close()));
+    await Promise.all([standalone?.stop(), cluster?.stop(), oracle?.stop()]);
+  });
+
+  const oracleExchange = async (protocol: 2 | 3): Promise<Seen> => {
+    await oracle.call('FLUSHALL');
+    const { sub, confirmations } = await subscribe(oracle.port, protocol, null);
+    try {
+      const replies = await publish(oracle.port, protocol, null);
+      return { confirmations, replies, messages: await messages(sub) };
+    } finally {
+      sub.close();
+    }
+  };
+
+  const upstreams: Array<{ name: string; seed: () => Array<{ host: string; port: number }> }> = [
+    { name: 'standalone', seed: () => [{ host: standalone.host, port: standalone.port }] },
+    { name: '3+3 cluster', seed: () => [{ host: cluster.nodes[0]!.host, port: cluster.nodes[0]!.port }] },
+  ];
+
+  for (const upstream of upstreams) {
+    describe(upstream.name, () => {
+      let proxy: RespoolProxy;
+      beforeAll(async () => {
+        proxy = await startTestProxy(upstream.seed(), { users, cluster: { refreshPeriodMs: 1000 } } as Partial<RespoolConfig>);
+        proxies.push(proxy);
+      }, 60_000);
+
+      for (const protocol of [2, 3] as const) {
+        it(`RESP${protocol}: each namespace's subscriber sees its own application's messages, as one server gives them`, async () => {
+          const want = await oracleExchange(protocol);
+          const port = proxy.address.port;
+          const a = await subscribe(port, protocol, ['a', 'pa']);
+          const b = await subscribe(port, protocol, ['b', 'pb']);
+          try {
+            const repliesA = await publish(port, protocol, ['a', 'pa']);
+            const repliesB = await publish(port, protocol, ['b', 'pb']);
+            const seen = { a: await messages(a.sub), b: await messages(b.sub) };
+            expect({ confirmations: a.confirmations, replies: repliesA, messages: seen.a }).toEqual(want);
+            expect({ confirmations: b.confirmations, replies: repliesB, messages: seen.b }).toEqual(want);
+          } finally {
+            a.sub.close();
+            b.sub.close();
+          }
+        });
+      }
+    });
+  }
+});
