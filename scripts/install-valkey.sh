@@ -5,8 +5,8 @@
 #   --with-test-clients  also what test/integration/other-clients.test.ts and redis7-upstream
 #                        run: Redis 7 (redis-server, redis-tools) as an upstream, and the clients
 #                        users run in other languages: redis-py (python3-redis), redis-rb
-#                        (ruby-redis) and phpredis (php-cli, php-redis); RQ (python3-rq) for
-#                        test/integration/colocation-rq.test.ts.
+#                        (ruby-redis) and phpredis (php-cli, php-redis); RQ (python3-rq) and
+#                        Celery (python3-celery) for test/integration/colocation-{rq,celery}.test.ts.
 set -euo pipefail
 
 want_twemproxy=0
@@ -30,6 +30,7 @@ if [[ $want_test_clients == 1 ]]; then
   command -v redis-server >/dev/null 2>&1 || need+=(redis-server redis-tools)
   /usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || need+=(python3-redis)
   /usr/bin/python3 -c 'import rq' >/dev/null 2>&1 || need+=(python3-rq)
+  /usr/bin/python3 -c 'import celery' >/dev/null 2>&1 || need+=(python3-celery)
   ruby -e 'require "redis"' >/dev/null 2>&1 || need+=(ruby-redis)
   php -r 'exit(extension_loaded("redis") ? 0 : 1);' >/dev/null 2>&1 || need+=(php-cli php-redis)
 fi

@@ -131,6 +131,17 @@ function unsubscribe(session: HandlerSession, op: Operation, req: CommandRequest
   session.replyNow(frame, ok);
 }
 
+/**
+ * Whether (P|S)UNSUBSCRIBE from a client holding nothing is refused with NOSUB: only Valkey 8.0.0
+ * and 8.0.1 do that (valkey-io/valkey#759, reverted by #1265 as a breaking change: Celery's result
+ * consumer fails on it). Redis and later Valkey confirm with count 0, so respool answers as the
+ * nodes it fronts would.
+ */
+export function refusesUnsubscribeUnsubscribed(ctx: HandlerSession['ctx']): boolean {
+  const version = ctx.serverVersion();
+  return ctx.serverName() === 'valkey' && (version === '8.0.0' || version === '8.0.1');
+}
+
 export type UnsubscribeCommand = 'unsubscribe' | 'punsubscribe' | 'sunsubscribe';
 
 /**
@@ -143,10 +154,13 @@ export function unsubscribeNow(session: HandlerSession, command: UnsubscribeComm
   const state = session.state;
   const subs = state.subscriptions;
   const kind = OPERATIONS[command]!.kind;
-  if (subs === null || subs.owner === null || subs.total() === 0) {
-    return { frame: encodeError(ProxyError.notSubscribed(command)), ok: false };
-  }
   const protocol = state.protocol;
+  if (subs === null || subs.owner === null || subs.total() === 0) {
+    if (refusesUnsubscribeUnsubscribed(session.ctx)) return { frame: encodeError(ProxyError.notSubscribed(command)), ok: false };
+    // Holding nothing: one confirmation per name (or one nil-name one), each with count 0.
+    const frames = (names.length === 0 ? [null] : names).map((name) => encodeConfirmation(protocol, command, name, 0));
+    return { frame: frames.length === 1 ? frames[0]! : Buffer.concat(frames), ok: true };
+  }
   const frames: Buffer[] = [];
   if (names.length === 0) {
     const held = subs.names(kind);

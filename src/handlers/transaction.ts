@@ -11,7 +11,7 @@ import type { ReplyEntry } from '../client/reply-queue.js';
 import { localReply, NO_REPLY, parseDbIndex } from './local.js';
 import { oneShotTo } from './script.js';
 import { LOCAL_CLUSTER_COMMANDS } from './cluster.js';
-import { publishNode, publishReply, unsubscribeNow } from './pubsub.js';
+import { publishNode, publishReply, refusesUnsubscribeUnsubscribed, unsubscribeNow } from './pubsub.js';
 import { Transaction, type QueuedCommand } from '../client/transaction-state.js';
 import { watchCrossSlotError } from './leased-lane.js';
 import { LeasedLane } from '../client/leased-lane.js';
@@ -220,7 +220,7 @@ function queueTimeError(session: HandlerSession, tx: Transaction, req: CommandRe
   if (TRACKING_COMMANDS.has(spec.name)) return ProxyError.trackingInMulti(spec.name);
   // What respool holds for the client (subscriptions, MONITOR's leases) or refuses outright must
   // not reach a shared link inside MULTI … EXEC.
-  if (UNSUBSCRIBES.has(spec.name) && (session.state.subscriptions?.total() ?? 0) === 0) {
+  if (UNSUBSCRIBES.has(spec.name) && (session.state.subscriptions?.total() ?? 0) === 0 && refusesUnsubscribeUnsubscribed(session.ctx)) {
     return ProxyError.notSubscribed(spec.name as 'unsubscribe');
   }
   if (family === 'pubsub' && !QUEUEABLE_PUBSUB.has(spec.name)) return ProxyError.notQueueable(spec.name, 'subscriptions are respool\'s, not the shared link\'s');

@@ -19,10 +19,10 @@
  * (see ClientSubscriptions.count() and .shardCount()).
  *
  * Not in subscribed mode at all (no channel, pattern or shard channel held, any protocol),
- * UNSUBSCRIBE / PUNSUBSCRIBE / SUNSUBSCRIBE get no confirmation but an error (server.c
- * processCommand): `-NOSUB 'unsubscribe' command executed not in subscribed mode` (errors.ts
- * ProxyError.notSubscribed). So the nil-name confirmation only happens while the client holds
- * something of another kind, and its count is then countFor(kind), not necessarily 0.
+ * Valkey 8.0.0 and 8.0.1 answer UNSUBSCRIBE / PUNSUBSCRIBE / SUNSUBSCRIBE with an error instead
+ * (server.c processCommand): `-NOSUB 'unsubscribe' command executed not in subscribed mode`
+ * (errors.ts ProxyError.notSubscribed; handlers/pubsub.ts refusesUnsubscribeUnsubscribed). Redis
+ * and later Valkey confirm each name with count 0.
  *
  * Valkey sends one confirmation per argument, in argument order, even for a name the client
  * already holds (subscribe: count unchanged) or does not hold (unsubscribe: count unchanged);
