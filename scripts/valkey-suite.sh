@@ -9,6 +9,8 @@
 #
 # The suite itself is ../shared/valkey-suite/run.sh beside the repository (override with
 # VALKEY_SUITE_DIR). UNIT_TIMEOUT (seconds, run.sh's default 600) bounds a hung unit.
+# RESPOOL_SUITE_CONFIG: a respool config file for the run (say, colocation rules: the suite then
+# checks the key-name rewriting in both directions); default none, as a new user runs respool.
 # The six valkey-server processes and respool run in a temp dir and are stopped at exit; only
 # the PIDs started here are ever signalled. run.sh's logs go to ${TMPDIR:-/tmp}/valkey-suite-PORT/.
 set -uo pipefail
@@ -153,7 +155,7 @@ done
 rp_port=""
 for _ in 1 2 3 4 5; do
   free_port >"$work/port" || break; rp_port=$(<"$work/port"); taken+="$rp_port "
-  node "$root/bin/respool.js" --listen "127.0.0.1:$rp_port" --upstream "127.0.0.1:$primary" \
+  node "$root/bin/respool.js" ${RESPOOL_SUITE_CONFIG:+--config "$RESPOOL_SUITE_CONFIG"} --listen "127.0.0.1:$rp_port" --upstream "127.0.0.1:$primary" \
     --log-level warn >>"$work/respool.log" 2>&1 9>&- &
   rp_pid=$!
   for _ in $(seq 150); do ping_ok "$rp_port" && break; kill -0 "$rp_pid" 2>/dev/null || break; sleep 0.1; done

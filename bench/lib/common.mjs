@@ -245,7 +245,7 @@ export function parseInfo(text) {
 }
 
 /** Wait until `port` answers PING with PONG (over a fresh connection), or throw. */
-export async function waitForPing(port, { timeoutMs = 10_000, child, what = `port ${port}` } = {}) {
+export async function waitForPing(port, { timeoutMs = 10_000, child, what = `port ${port}`, auth = null } = {}) {
   const deadline = Date.now() + timeoutMs;
   let lastErr;
   while (Date.now() < deadline) {
@@ -255,6 +255,7 @@ export async function waitForPing(port, { timeoutMs = 10_000, child, what = `por
     try {
       const c = await RespConn.connect(port, HOST, 1000);
       try {
+        if (auth) await c.callT(1000, 'AUTH', ...auth);
         const r = await c.callT(1000, 'PING');
         if (r === 'PONG') return;
         lastErr = new Error(`PING answered ${JSON.stringify(r)}`);

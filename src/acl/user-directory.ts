@@ -255,23 +255,24 @@ export class UserDirectory {
 
   /**
    * Works out (again) the names `user`'s commands use on the nodes (its namespace) and who they
-   * run as there. A namespaced user counts as restricted whatever its rules: a script could name
-   * another namespace's keys, so only a node that applies the namespace as its key pattern
-   * (identity-mirror.ts) may run what respool cannot check itself.
+   * run as there. A namespaced user runs as its mirrored identity whatever its rules: a script
+   * could name another namespace's keys, so only a node that applies the namespace as its key
+   * pattern (identity-mirror.ts) may run what respool cannot check itself. respool's own check
+   * (on the client's names) is still skipped for a user whose rules allow everything.
    */
   private resolveIdentity(user: AclUser): void {
     const configured = this.config.users.find((u) => u.name === user.name);
     const prefix = configured?.keyPrefix;
     if (prefix === undefined) user.keyNames = this.sharedNames;
     else if (user.keyNames?.namespace?.toString('utf8') !== prefix) user.keyNames = new KeyNames(Buffer.from(prefix, 'utf8'), this.colocation);
-    if (user.keyNames?.namespace != null) user.unrestricted = false;
+    const namespaced = user.keyNames?.namespace != null;
     const setting: UpstreamSetting | undefined = configured?.upstream;
     let identity: UpstreamIdentity | null = null;
     if (setting !== undefined && setting !== 'mirror' && setting !== 'none') {
       identity = mappedIdentity(user.name, setting.username, setting.password);
-    } else if (setting === 'mirror' || (setting === undefined && this.mirrorsByDefault() && !user.unrestricted)) {
-      // An explicit `mirror` is honoured for any user; the default only for restricted ones
-      // (a full-access user can do nothing as its own identity that it cannot do as respool's).
+    } else if (setting === 'mirror' || (setting === undefined && this.mirrorsByDefault() && (!user.unrestricted || namespaced))) {
+      // An explicit `mirror` is honoured for any user; the default only for restricted or
+      // namespaced ones (a full-access user can do nothing as its own identity that it cannot do as respool's).
       identity = mirrorIdentity(user.name, this.config.acl.mirrorPrefix, mirrorSecretOf(this.config));
     }
     if (identity !== null) {
