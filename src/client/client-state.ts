@@ -3,6 +3,7 @@ import type { LeasedLane } from './leased-lane.js';
 import type { TrackingLanes } from './tracking-lanes.js';
 import type { ClientSubscriptions } from '../pubsub/client-subscriptions.js';
 import type { AclUser } from '../acl/rules.js';
+import type { ReplyNames } from '../keys/reply-names.js';
 
 /** Where a client's users come from (the user directory, src/acl/user-directory.ts). */
 export interface UserSource {
@@ -152,6 +153,13 @@ export class ClientState {
 
   /** Set while one request is handled when it was refused before running (ACL, modes): tot-cmds does not count it. */
   refusedNow = false;
+
+  /**
+   * Set while one request is handled inside MULTI: how its reply's key names turn back into the
+   * client's (keys/reply-names.ts), for the transaction to keep with the queued command and
+   * apply to its element of EXEC's array; null when the reply names no key.
+   */
+  queuedReplyNames: ReplyNames | null = null;
 
   /** EXEC ran the transaction (its reply an array of N results): the N commands count as run (Valkey's call() per queued command). */
   execRan(reply: Buffer): void {

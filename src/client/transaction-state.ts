@@ -1,3 +1,4 @@
+import type { ReplyNames } from '../keys/reply-names.js';
 import type { SlotPart } from '../routing/slot-parts.js';
 
 /** One command queued inside MULTI, as respool will send (or answer) it at EXEC. */
@@ -21,6 +22,8 @@ export interface QueuedCommand {
    * when its argument is no index (the server answers the error in EXEC's array).
    */
   readonly select?: number | null;
+  /** How its element of EXEC's array turns back into the client's key names (a namespace, colocation rules), or null. */
+  readonly replyNames?: ReplyNames | null;
 }
 
 /**

@@ -101,8 +101,11 @@ export function dispatch(session: DispatchedSession, frame: RequestFrame): boole
   // Under a namespace or colocation rules, the reply's key names turn back into the client's
   // (keys/reply-names.ts); a queued command's reply is QUEUED.
   const names = state.acl.keyNames;
-  const replyNames = names !== null && spec !== undefined && !inMulti ? replyNamesFor(names, command, frame.args) : null;
-  session.startRequest(req, family, blocking, replyNames);
+  let replyNames = names !== null && spec !== undefined ? replyNamesFor(names, command, frame.args) : null;
+  // Queued, its names turn back in EXEC's array, long after these views of the read buffer are gone.
+  if (inMulti && replyNames !== null) replyNames = replyNamesFor(names!, command, frame.args.map((a) => Buffer.from(a)));
+  state.queuedReplyNames = inMulti ? replyNames : null;
+  session.startRequest(req, family, blocking, inMulti ? null : replyNames);
   state.refusedNow = false;
   try {
     route(session, req, family, refusal);

@@ -33,6 +33,8 @@ const families: Exchange = async (c) => {
   out.push(await c.eval("redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])", 1, 'scripted', 'sv'));
   const tx = await c.multi().incr('counter').incr('counter').get('counter').exec();
   out.push(tx);
+  // Names in EXEC's array: a popped key, KEYS — the client's, as outside MULTI.
+  out.push(await c.multi().rpush('{t}mq', 'a').call('LMPOP', '1', '{t}mq', 'LEFT').keys('{t}m*').rpush('{t}mq', 'b').call('BLPOP', '{t}mq', '1').exec());
   out.push((await c.keys('*')).sort(), await c.dbsize());
   const scanned: string[] = [];
   let cursor = '0';
