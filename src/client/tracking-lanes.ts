@@ -5,6 +5,7 @@ import type { Topology } from '../cluster/topology.js';
 import { ignoreReply, type LinkRequest } from '../upstream/link.js';
 import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
 import type { HandlerSession } from './handler-session.js';
+import { clientInvalidation, storedTrackingPrefixes } from '../keys/tracking-names.js';
 import { deliverInvalidation, encodeTrackingLine, redirBrokenPush, type TrackingLine } from './tracking-redirect.js';
 
 // A CLIENT TRACKING client's lanes (handlers/tracking.ts is the command and its routing: see
@@ -100,8 +101,12 @@ export class TrackingLanes {
     const o = this.options;
     if (o.bcast) {
       push('BCAST');
-      // An empty prefix means every key: Valkey registers "" for BCAST without PREFIX too.
-      if (![...this.prefixes.values()].some((p) => p.length === 0)) for (const p of this.prefixes.values()) push('PREFIX', p);
+      // An empty prefix means every key: Valkey registers "" for BCAST without PREFIX too. Under
+      // a namespace the node matches the stored names (keys/tracking-names.ts).
+      const names = this.session.state.acl.keyNames;
+      const prefixes = [...this.prefixes.values()];
+      if (names?.namespace != null) for (const p of storedTrackingPrefixes(names, prefixes)) push('PREFIX', p);
+      else if (!prefixes.some((p) => p.length === 0)) for (const p of prefixes) push('PREFIX', p);
     }
     if (o.optin) push('OPTIN');
     if (o.optout) push('OPTOUT');
@@ -176,7 +181,9 @@ export class TrackingLanes {
     }
     conn.onPush = (frame) => {
       // With REDIRECT the node sends this lane's invalidations to its listener instead.
-      if (this.redirectTo === 0 && this.session.state.protocol === 3) this.session.push(Buffer.from(frame));
+      if (this.redirectTo !== 0 || this.session.state.protocol !== 3) return;
+      const push = this.clientNames(frame);
+      if (push !== null) this.session.push(Buffer.from(push));
     };
     conn.once('close', () => this.lost(address, conn));
     this.lanes.set(address, conn);
@@ -239,11 +246,19 @@ export class TrackingLanes {
   }
 
   /** An invalidation for a redirecting client: to its target, or "redirect broken" (tracking-redirect.ts). */
-  private invalidation(push: Buffer): void {
+  private invalidation(frame: Buffer): void {
     if (this.closed || this.redirectTo === 0) return;
+    const push = this.clientNames(frame);
+    if (push === null) return; // only keys this client cannot reach
     if (deliverInvalidation(this.session.ctx.sessionById(this.redirectTo), push)) return;
     this.brokenRedirect = true;
     if (this.session.state.protocol === 3) this.session.push(redirBrokenPush(this.redirectTo));
+  }
+
+  /** An invalidation with this client's key names (its namespace, colocation rules), or null when it names none of its keys. */
+  private clientNames(push: Buffer): Buffer | null {
+    const names = this.session.state.acl.keyNames;
+    return names === null ? push : clientInvalidation(names, push);
   }
 
   /** Closes a lane the client leaves; `graceful`: once its outstanding replies came back. */

@@ -1,3 +1,4 @@
+import { storedTrackingArgs } from '../keys/tracking-names.js';
 import { encodeCommand, encodeError, encodeInteger, encodeSimple } from '../resp/encode.js';
 import { wrongArity } from '../commands/command-table.js';
 import { ProxyError } from '../errors.js';
@@ -194,6 +195,9 @@ export function sendBlockOnTrackingLane(session: HandlerSession, lanes: Tracking
 function clientTracking(session: HandlerSession, req: CommandRequest): void {
   const parsed = parseTracking(req.args, (id) => session.ctx.sessionById(id) !== undefined);
   if ('error' in parsed) return session.replyNow(encodeError(parsed.error));
+  // Under a namespace, BCAST's prefixes are the stored names' (keys/tracking-names.ts).
+  const names = session.state.acl.keyNames;
+  if (names?.namespace != null && parsed.options.bcast) parsed.line = { ...parsed.line, args: storedTrackingArgs(names, parsed.line.args, true) };
   const state = session.state;
   const current = state.tracking;
   if (!parsed.on) {

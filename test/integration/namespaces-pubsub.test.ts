@@ -1,6 +1,6 @@
 /**
  * Namespaced channels (users[].keyPrefix, issue 30): two users with the same channel and key
- * names subscribe, publish and watch keyspace notifications through respool — in front of a
+ * names subscribe, publish, watch keyspace notifications and track keys through respool — in front of a
  * standalone server and a 3+3 cluster, in RESP2 and RESP3 — and each gets byte for byte what one
  * valkey-server (the oracle) gives one application doing the same: its confirmations, its
  * messages (channels, patterns, shard channels, `__keyspace@0__:` and `__keyevent@0__:`), PUBSUB's
@@ -82,6 +82,39 @@ async function messages(sub: RawConnection): Promise<string[]> {
   return out.sort();
 }
 
+/**
+ * CLIENT TRACKING's invalidations for one application: a RESP3 client tracking what it read, one
+ * tracking a prefix (BCAST), and a RESP2 client whose invalidations are redirected to another's
+ * `__redis__:invalidate` subscription. Each tracking connection is handed back with the
+ * connection the writes come from.
+ */
+async function tracking(port: number, auth: string[] | null): Promise<{ read: () => Promise<string[]>; write: (key: string) => Promise<void>; close: () => void }> {
+  const own = await connect(port, 3, auth);
+  const bcast = await connect(port, 3, auth);
+  const listener = await connect(port, 2, auth);
+  const redirected = await connect(port, 2, auth);
+  const writer = await connect(port, 2, auth);
+  const id = (await listener.call('CLIENT', 'ID')).slice(1).trim();
+  await listener.call('SUBSCRIBE', '__redis__:invalidate');
+  expect(await own.call('CLIENT', 'TRACKING', 'ON')).toBe('+OK\r\n');
+  expect(await bcast.call('CLIENT', 'TRACKING', 'ON', 'BCAST', 'PREFIX', 'bc:')).toBe('+OK\r\n');
+  expect(await redirected.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', id)).toBe('+OK\r\n');
+  await own.call('GET', 'tk');
+  await redirected.call('GET', 'rk');
+  return {
+    write: async (key) => void (await writer.call('SET', key, 'x')),
+    read: async () => {
+      const got: string[] = [];
+      for (const [name, c] of [['own', own], ['bcast', bcast], ['listener', listener]] as const) {
+        got.push(await c.read().catch((e: Error) => Promise.reject(new Error(`${name}: ${e.message}; before it ${JSON.stringify(got)}`))));
+      }
+      for (const c of [own, bcast, listener]) await expect(c.read(300)).rejects.toThrow(/timed out/);
+      return got;
+    },
+    close: () => [own, bcast, listener, redirected, writer].forEach((c) => c.close()),
+  };
+}
+
 describe('namespaced channels (users[].keyPrefix)', () => {
   let standalone: ValkeyNode;
   let cluster: ValkeyCluster;
@@ -122,6 +155,29 @@ describe('namespaced channels (users[].keyPrefix)', () => {
         proxy = await startTestProxy(upstream.seed(), { users, cluster: { refreshPeriodMs: 1000 } } as Partial<RespoolConfig>);
         proxies.push(proxy);
       }, 60_000);
+
+      it('tracking invalidations name the client\'s keys, and only its own', async () => {
+        await oracle.call('FLUSHALL');
+        const alone = await tracking(oracle.port, null);
+        let want: string[];
+        try {
+          for (const key of ['tk', 'bc:1', 'rk']) await alone.write(key);
+          want = await alone.read();
+        } finally {
+          alone.close();
+        }
+        const a = await tracking(proxy.address.port, ['a', 'pa']);
+        const b = await tracking(proxy.address.port, ['b', 'pb']);
+        try {
+          for (const key of ['tk', 'bc:1', 'rk']) await b.write(key);
+          for (const key of ['tk', 'bc:1', 'rk']) await a.write(key);
+          expect(await a.read()).toEqual(want);
+          expect(await b.read()).toEqual(want);
+        } finally {
+          a.close();
+          b.close();
+        }
+      });
 
       for (const protocol of [2, 3] as const) {
         it(`RESP${protocol}: each namespace's subscriber sees its own application's messages, as one server gives them`, async () => {
