@@ -81,6 +81,11 @@ export class UserDirectory {
     if (problem !== null) throw new Error(problem);
   }
 
+  /** The colocation rules (config `colocate`), or null when there are none. */
+  colocationRules(): KeyColocation | null {
+    return this.colocation;
+  }
+
   /** The user named `name`, if any. */
   get(name: string): AclUser | undefined {
     return this.users.get(name);

@@ -1,8 +1,9 @@
 import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
 import { ProxyError } from '../errors.js';
-import { bulkPayload, splitAggregate } from '../resp/decode.js';
+import { bulkPayload } from '../resp/decode.js';
 import { encodeBulk, encodeCommand, encodeError, encodeInteger } from '../resp/encode.js';
 import { asRespoolClient, nodeCall } from '../routing/internal-call.js';
+import { scanNode } from '../routing/node-scan.js';
 import type { CallClient } from '../routing/upstream-call.js';
 import type { ClusterNode } from '../cluster/topology.js';
 import type { KeyNames } from '../keys/key-names.js';
@@ -10,8 +11,6 @@ import type { KeyNames } from '../keys/key-names.js';
 /** The commands that speak for the whole keyspace, answered for a namespace's keys only. */
 export const NAMESPACE_SCOPED: ReadonlySet<string> = new Set(['dbsize', 'flushall', 'flushdb', 'randomkey']);
 
-/** Keys asked for per SCAN step, and removed per UNLINK. */
-const SCAN_COUNT = '1000';
 /** RANDOMKEY: the nodes' own picks tried before the namespace is scanned for one. */
 const RANDOM_TRIES = 4;
 
@@ -62,29 +61,16 @@ function isSync(req: CommandRequest): boolean {
   return req.args.length === 2 && req.args[1]!.toString('latin1').toLowerCase() === 'sync';
 }
 
-/** Every key of `pattern` on one primary, handed to `each` one SCAN step at a time. */
-async function scanNode(session: HandlerSession, client: CallClient, node: ClusterNode, pattern: Buffer, each: (keys: Buffer[]) => Promise<void> | void): Promise<void> {
-  let cursor = '0';
-  do {
-    const reply = await nodeCall(session.ctx.router, client, node, 'primary', encodeCommand(['SCAN', cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT]), 'scan');
-    const parts = reply[0] === 0x2a ? splitAggregate(reply) : null;
-    if (parts === null || parts.length !== 2) throw new Error(`SCAN on ${node.address} answered ${reply.toString('latin1', 0, 120).trim()}`);
-    cursor = bulkPayload(parts[0]!)?.toString('latin1') ?? '0';
-    const keys = (splitAggregate(parts[1]!) ?? []).map((k) => bulkPayload(k)).filter((k): k is Buffer => k !== null);
-    if (keys.length > 0) await each(keys);
-  } while (cursor !== '0' && !client.closed);
-}
-
 async function countKeys(session: HandlerSession, client: CallClient, primaries: ClusterNode[], pattern: Buffer): Promise<Buffer> {
   let count = 0;
-  await Promise.all(primaries.map((node) => scanNode(session, client, node, pattern, (keys) => {
+  await Promise.all(primaries.map((node) => scanNode(session.ctx.router, client, node, pattern, (keys) => {
     count += keys.length;
   })));
   return encodeInteger(count);
 }
 
 async function removeKeys(session: HandlerSession, client: CallClient, primaries: ClusterNode[], pattern: Buffer, sync: boolean): Promise<Buffer> {
-  await Promise.all(primaries.map((node) => scanNode(session, client, node, pattern, async (keys) => {
+  await Promise.all(primaries.map((node) => scanNode(session.ctx.router, client, node, pattern, async (keys) => {
     // One key per command: the keys of one step are in many slots, and a node takes one slot per command.
     const removals = keys.map((key) => nodeCall(session.ctx.router, client, node, 'primary', encodeCommand([sync ? 'DEL' : 'UNLINK', key]), sync ? 'del' : 'unlink'));
     for (const reply of await Promise.all(removals)) if (reply[0] === 0x2d) throw new Error(reply.toString('latin1', 1).trim());
@@ -101,7 +87,7 @@ async function randomKey(session: HandlerSession, client: CallClient, primaries:
     if (name !== null) return encodeBulk(name, client.protocol);
   }
   const found: Buffer[] = []; // the client's names
-  await Promise.all(primaries.map((node) => scanNode(session, client, node, pattern, (keys) => {
+  await Promise.all(primaries.map((node) => scanNode(session.ctx.router, client, node, pattern, (keys) => {
     for (const key of keys) {
       const name = names.visibleName(key);
       if (name !== null) found.push(name);

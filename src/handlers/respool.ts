@@ -7,6 +7,7 @@ import { arityError } from '../commands/command-table.js';
 import type { Handler } from '../client/handler-session.js';
 import { fleetReply } from '../fleet/fleet-view.js';
 import { isObserveSubcommand, respoolObserve, RESPOOL_OBSERVE_HELP } from './respool-observe.js';
+import { colocate, RESPOOL_COLOCATE_HELP } from './colocate-check.js';
 
 /**
  * RESPOOL HOTKEYS | NODES | SPLIT …: respool's own command (src/hotkeys/control.ts). With users
@@ -20,8 +21,9 @@ export const respool: Handler = (session, req) => {
     return session.replyNow(encodeError(ProxyError.noPerm(`User ${state.user ?? 'default'} has no permissions to run the 'respool' command`)));
   }
   const sub = req.args[1]?.toString('latin1').toUpperCase();
-  if (sub === undefined || sub === 'HELP') return session.replyNow(encodeArray([...HELP, ...RESPOOL_OBSERVE_HELP].map((l) => encodeSimple(l))));
+  if (sub === undefined || sub === 'HELP') return session.replyNow(encodeArray([...HELP, ...RESPOOL_OBSERVE_HELP, ...RESPOOL_COLOCATE_HELP].map((l) => encodeSimple(l))));
   if (isObserveSubcommand(sub)) return respoolObserve(session, req, sub); // SLOWLOG, LATENCY, NODE (handlers/respool-observe.ts)
+  if (sub === 'COLOCATE') return colocate(session, req); // CHECK, MOVE (handlers/colocate-check.ts)
   if (sub === 'FLEET') {
     // The fleet's members as this instance sees them (src/fleet/fleet-view.ts).
     const arity = arityError({ name: 'respool|fleet', arity: 2 }, req.args.length);

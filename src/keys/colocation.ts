@@ -46,6 +46,11 @@ export class KeyColocation {
     this.everyKeyPrefix = first !== undefined && first.glob.length === 1 && first.glob[0] === 0x2a /* * */ ? first.prefix : null;
   }
 
+  /** Each rule's glob, in the order of the rules. */
+  globs(): Buffer[] {
+    return this.rules.map((r) => r.glob);
+  }
+
   /** Each tag's `{tag}` once: what a stored name of some rule starts with. */
   tagPrefixes(): Buffer[] {
     return this.byPrefix.map((p) => p.prefix);

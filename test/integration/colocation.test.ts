@@ -72,7 +72,8 @@ describe('colocation rules', () => {
       await c.watch('app:a', 'app:b');
       const exec = await c.multi().incr('app:a').set('app:b', 'x').exec();
       const script = await c.eval("redis.call('set', KEYS[2], redis.call('get', KEYS[1])) return redis.call('get', KEYS[2])", 2, 'app:a', 'app:queue');
-      return [exec, script, await c.mget('app:a', 'app:b', 'app:queue')];
+      const names = await c.eval('return {KEYS[1], KEYS[2], ARGV[1]}', 2, 'app:a', 'app:b', 'app:a'); // the client's names back
+      return [exec, script, names, await c.mget('app:a', 'app:b', 'app:queue')];
     });
   });
 
@@ -107,6 +108,45 @@ describe('colocation rules', () => {
         return [((await c.keys('*')) as string[]).sort(), ((await c.keys('app:[ab]')) as string[]).sort(), scanned.sort(), await c.dbsize() > 0];
       });
     }
+  });
+
+  it('RESPOOL COLOCATE CHECK lists keys stored before their rule, and MOVE puts them under the rule\'s name', async () => {
+    await Promise.all((await cluster.primaries()).map((n) => n.call('FLUSHALL')));
+    const raw = async (...args: string[]) => (await cluster.primaryForSlot(calculateSlot(args[1]!))).call(...args);
+    await raw('SET', 'app:old', 'before the rule', 'PX', '600000'); // written before the rule existed
+    await raw('SET', 'app:both', 'old value');
+    await raw('SET', 'plain:1', 'no rule takes it');
+    const c = await through(some);
+    await c.set('app:both', 'new value'); // stored {app}app:both: the old app:both cannot be moved over it
+    await c.set('app:a', 'colocated');
+    expect(await c.get('app:old')).toBeNull(); // read as {app}app:old
+
+    const entries = (rows: unknown) => (rows as string[][]).map((r) => Object.fromEntries(r.flatMap((v, i) => (i % 2 === 0 ? [[v, r[i + 1]]] : []))) as Record<string, string>);
+    const checked = entries(await c.call('RESPOOL', 'COLOCATE', 'CHECK')).sort((a, b) => a.key!.localeCompare(b.key!));
+    const nodeOf = async (k: string) => (await cluster.primaryForSlot(calculateSlot(k))).address;
+    expect(checked).toEqual([
+      { key: 'app:both', client_key: 'app:both', stored_as: '{app}app:both', node: await nodeOf('app:both') },
+      { key: 'app:old', client_key: 'app:old', stored_as: '{app}app:old', node: await nodeOf('app:old') },
+    ]);
+    expect(entries(await c.call('RESPOOL', 'COLOCATE', 'CHECK', 'COUNT', '1'))).toHaveLength(1);
+    // Another respool over the same nodes, every key colocated under {all}: each of these keys is one, {app}app:a too.
+    const everyClient = await through(every);
+    expect(entries(await everyClient.call('RESPOOL', 'COLOCATE', 'CHECK')).map((e) => e.key).sort()).toEqual(['app:both', 'app:old', 'plain:1', '{app}app:a', '{app}app:both']);
+
+    const moved = entries(await c.call('RESPOOL', 'COLOCATE', 'MOVE')).sort((a, b) => a.key!.localeCompare(b.key!));
+    expect(moved).toEqual([
+      { key: 'app:both', stored_as: '{app}app:both', result: 'target exists' },
+      { key: 'app:old', stored_as: '{app}app:old', result: 'moved' },
+    ]);
+    expect(await c.get('app:old')).toBe('before the rule');
+    const ttl = await c.pttl('app:old');
+    expect(ttl).toBeGreaterThan(500_000);
+    expect(ttl).toBeLessThanOrEqual(600_000);
+    expect(await raw('EXISTS', 'app:old')).toBe(0);
+    expect(await c.get('app:both')).toBe('new value');
+    expect(entries(await c.call('RESPOOL', 'COLOCATE', 'CHECK')).map((e) => e.key)).toEqual(['app:both']);
+    await expect(c.call('RESPOOL', 'COLOCATE', 'CHECK', 'COUNT', '0')).rejects.toThrow(/not an integer/);
+    await expect(c.call('RESPOOL', 'COLOCATE', 'FIX')).rejects.toThrow(/unknown subcommand/i);
   });
 
   it('a client name that is another key\'s stored form is refused', async () => {
