@@ -84,6 +84,11 @@ export class TrackingLanes {
     this.brokenRedirect = false;
   }
 
+  /** BCAST's prefixes as the client gave them, accepted so far. */
+  clientPrefixes(): Buffer[] {
+    return [...this.prefixes.values()];
+  }
+
   get laneCount(): number {
     return this.lanes.size;
   }
@@ -102,10 +107,10 @@ export class TrackingLanes {
     if (o.bcast) {
       push('BCAST');
       // An empty prefix means every key: Valkey registers "" for BCAST without PREFIX too. Under
-      // a namespace the node matches the stored names (keys/tracking-names.ts).
+      // a namespace or colocation rules the node matches the stored names (keys/tracking-names.ts).
       const names = this.session.state.acl.keyNames;
       const prefixes = [...this.prefixes.values()];
-      if (names?.namespace != null) for (const p of storedTrackingPrefixes(names, prefixes)) push('PREFIX', p);
+      if (names != null) for (const p of storedTrackingPrefixes(names, prefixes)) push('PREFIX', p);
       else if (!prefixes.some((p) => p.length === 0)) for (const p of prefixes) push('PREFIX', p);
     }
     if (o.optin) push('OPTIN');

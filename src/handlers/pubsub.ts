@@ -13,7 +13,7 @@ import type { CallOwner } from '../routing/upstream-call.js';
 import type { ClusterNode } from '../cluster/topology.js';
 import type { CommandRequest, Handler, HandlerSession } from '../client/handler-session.js';
 import type { ReplyEntry } from '../client/reply-queue.js';
-import { clientMessages, clientShardChannel, storedChannelName } from '../keys/channel-names.js';
+import { catchesNotifications, clientMessages, clientShardChannel, notificationPatterns, storedChannelName } from '../keys/channel-names.js';
 
 interface Operation {
   readonly kind: SubscriptionKind;
@@ -116,7 +116,10 @@ function subscribeInto(session: HandlerSession, op: Operation, command: string, 
   const stored = hubNames(session, kind, names);
   const storedKeys = stored === names ? keys : stored.map(nameKey);
   const hub = session.ctx.pubsub;
+  const catchAll = kind === 'pattern' ? notificationCatchAll(session, names) : [];
   hub.subscribe(owner, kind, stored, (error) => {
+    // The notification patterns before the confirmation: a write right after it is notified.
+    if (error === null && catchAll.length > 0) return hub.subscribe(owner, 'pattern', catchAll, (e) => entry.fill(e === null ? confirmations : encodeError(e)));
     if (error === null) return entry.fill(confirmations);
     keys.forEach((key, i) => {
       if (!hub.holdsName(owner, kind, keyName(storedKeys[i]!))) subs.remove(kind, key);
@@ -176,7 +179,7 @@ export function unsubscribeNow(session: HandlerSession, command: UnsubscribeComm
       frames.push(encodeConfirmation(protocol, command, name, subs.countFor(kind)));
     }
   }
-  session.ctx.pubsub.unsubscribe(subs.owner, kind, hubNames(session, kind, names));
+  session.ctx.pubsub.unsubscribe(subs.owner, kind, hubNamesToLeave(session, kind, names, subs));
   return { frame: frames.length === 1 ? frames[0]! : Buffer.concat(frames), ok: true };
 }
 
@@ -198,7 +201,7 @@ class SessionSubscriber implements Subscriber {
 
   deliver(frame: Buffer): void {
     const names = this.session.state.acl.keyNames;
-    const messages = names === null ? frame : clientMessages(names, frame);
+    const messages = names === null ? frame : clientMessages(names, frame, () => this.session.state.subscriptions?.names('pattern') ?? []);
     if (messages.length > 0) this.session.push(messages);
   }
 
@@ -221,6 +224,32 @@ function hubNames(session: HandlerSession, kind: SubscriptionKind, names: Buffer
   const keyNames = session.state.acl.keyNames;
   if (keyNames === null) return names;
   return names.map((name) => storedChannelName(keyNames, name, kind === 'pattern'));
+}
+
+/**
+ * The hub names a client no longer needs once it left `names` (already removed from `subs`): their
+ * hub names, and for a namespaced client's patterns the notification patterns too — less those
+ * its remaining patterns still need (two client patterns can share a hub pattern: `*` and
+ * `__keyevent@*__:*` both use the latter).
+ */
+function hubNamesToLeave(session: HandlerSession, kind: SubscriptionKind, names: Buffer[], subs: ClientSubscriptions): Buffer[] {
+  const leaving = hubNames(session, kind, names);
+  const keyNames = session.state.acl.keyNames;
+  if (kind !== 'pattern' || names.length === 0 || keyNames === null || keyNames.namespace === null) return leaving;
+  const remaining = subs.names('pattern');
+  const needed = new Set([...hubNames(session, kind, remaining), ...notificationCatchAll(session, remaining)].map((n) => n.toString('latin1')));
+  return [...leaving, ...notificationPatterns(keyNames)].filter((n) => !needed.has(n.toString('latin1')));
+}
+
+/**
+ * The hub patterns that catch the namespace's notifications, when one of a namespaced client's
+ * new patterns can match notifications without naming them (`*`: keys/channel-names.ts
+ * catchesNotifications); [] otherwise. Subscribing them again is harmless (the hub holds a name once).
+ */
+function notificationCatchAll(session: HandlerSession, patterns: Buffer[]): Buffer[] {
+  const keyNames = session.state.acl.keyNames;
+  if (keyNames === null || !patterns.some((p) => catchesNotifications(keyNames, p))) return [];
+  return notificationPatterns(keyNames);
 }
 
 function adopt(session: HandlerSession, subs: ClientSubscriptions): Subscriber {

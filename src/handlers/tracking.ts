@@ -1,4 +1,4 @@
-import { storedTrackingArgs } from '../keys/tracking-names.js';
+import { clientTrackingError, clientTrackingInfo, storedTrackingArgs } from '../keys/tracking-names.js';
 import { encodeCommand, encodeError, encodeInteger, encodeSimple } from '../resp/encode.js';
 import { wrongArity } from '../commands/command-table.js';
 import { ProxyError } from '../errors.js';
@@ -195,9 +195,13 @@ export function sendBlockOnTrackingLane(session: HandlerSession, lanes: Tracking
 function clientTracking(session: HandlerSession, req: CommandRequest): void {
   const parsed = parseTracking(req.args, (id) => session.ctx.sessionById(id) !== undefined);
   if ('error' in parsed) return session.replyNow(encodeError(parsed.error));
-  // Under a namespace, BCAST's prefixes are the stored names' (keys/tracking-names.ts).
+  // Under a namespace or colocation rules, BCAST's prefixes are the stored names' (keys/tracking-names.ts).
   const names = session.state.acl.keyNames;
-  if (names?.namespace != null && parsed.options.bcast) parsed.line = { ...parsed.line, args: storedTrackingArgs(names, parsed.line.args, true) };
+  if (names != null && parsed.options.bcast) {
+    const args = storedTrackingArgs(names, parsed.line.args, true); // the PREFIX pairs moved last: REDIRECT's id is found again
+    const redirectAt = parsed.line.redirectAt < 0 ? -1 : args.findIndex((a, i) => i >= 3 && a.toString('latin1').toLowerCase() === 'redirect') + 1;
+    parsed.line = { args, redirectAt };
+  }
   const state = session.state;
   const current = state.tracking;
   if (!parsed.on) {
@@ -228,7 +232,7 @@ function clientTracking(session: HandlerSession, req: CommandRequest): void {
         },
         (err: Error) => {
           lanes.close(false);
-          entry.fill(encodeError(err.message));
+          entry.fill(encodeError(names === null ? err.message : clientTrackingError(names, parsed.options.prefixes, err.message)));
         },
       );
       return;
@@ -253,7 +257,10 @@ function clientTracking(session: HandlerSession, req: CommandRequest): void {
       replies.forEach((r, i) => {
         if ((r[0] !== 0x2d) !== accepted) current.drop(conns[i]!, false);
       });
-      entry.fill(replies[0]!);
+      const reply = replies[0]!;
+      if (accepted || names === null) return entry.fill(reply);
+      const prefixes = [...current.clientPrefixes(), ...parsed.options.prefixes];
+      entry.fill(encodeError(clientTrackingError(names, prefixes, reply.toString('utf8', 1, reply.length - 2))));
     })();
   });
 }
@@ -288,7 +295,11 @@ function trackingInfo(session: HandlerSession, req: CommandRequest): void {
     if (caching !== null) conn.send(caching, ignoreReply());
     conn.send(TRACKINGINFO, {
       sentAt: 0,
-      onReply: (frame) => entry.fill(rewriteTrackingInfo(Buffer.from(frame), lanes.redirectTo, lanes.brokenRedirect)),
+      onReply: (frame) => {
+        const info = rewriteTrackingInfo(Buffer.from(frame), lanes.redirectTo, lanes.brokenRedirect);
+        // Under a namespace or colocation rules the lane holds the prefixes' stored forms.
+        entry.fill(session.state.acl.keyNames == null ? info : clientTrackingInfo(info, lanes.options.bcast, lanes.clientPrefixes()));
+      },
       onLinkFailure: (error) => entry.fill(encodeError(error)),
     });
     if (caching !== null) conn.send(PING, ignoreReply());

@@ -1,6 +1,8 @@
 import { bulkPayload, splitAggregate, splitFrames } from '../resp/decode.js';
 import { encodeBulk, encodeCommand } from '../resp/encode.js';
 import { RequestFrame } from '../resp/request-framer.js';
+import { globMatch } from '../util/glob.js';
+import { escapeGlob, globsOverlap } from './glob-overlap.js';
 import type { KeyNames } from './key-names.js';
 
 const STAR = Buffer.from('*');
@@ -8,6 +10,8 @@ const NOTIFICATION = Buffer.from('__key');
 const KEYSPACE = Buffer.from('__keyspace@');
 const KEYEVENT = Buffer.from('__keyevent@');
 const NOTIFICATION_END = Buffer.from('__:');
+const ANY_NOTIFICATION = Buffer.from('__key*');
+const EVERY_KEYEVENT = Buffer.from('__keyevent@*__:*');
 
 /**
  * Channel names between a client and the nodes, for a user with a namespace (users[].keyPrefix;
@@ -106,24 +110,42 @@ function keyspaceChannel(channel: Buffer): { head: Buffer; key: Buffer } | null 
 }
 
 /**
+ * A namespaced client's pattern that does not name notifications but can match them (`*`,
+ * `_*`, …): on one server it receives the keyspace notifications of every key, which the
+ * namespace's channel pattern (`ns*`) cannot. Such patterns share two more hub patterns that
+ * catch the namespace's notifications (notificationPatterns); each delivery through them is
+ * matched against the client's patterns under the client's names (clientMessages).
+ */
+export function catchesNotifications(names: KeyNames, pattern: Buffer): boolean {
+  return names.namespace !== null && !startsWith(pattern, NOTIFICATION) && globsOverlap(pattern, ANY_NOTIFICATION);
+}
+
+/** The hub patterns that catch a namespace's keyspace and key-event notifications (any database). */
+export function notificationPatterns(names: KeyNames): Buffer[] {
+  if (names.namespace === null) return [];
+  return [Buffer.concat([Buffer.from('__keyspace@*__:'), escapeGlob(names.namespace), STAR]), EVERY_KEYEVENT];
+}
+
+/**
  * A run of message pushes as the hub delivers them (`message ch payload`, `pmessage pat ch
  * payload`, `smessage ch payload`; RESP2 or RESP3) with the client's names, leaving out the
  * notifications about keys it cannot reach (possibly every one: an empty buffer).
  */
-export function clientMessages(names: KeyNames, frames: Buffer): Buffer {
+export function clientMessages(names: KeyNames, frames: Buffer, patterns: () => Buffer[] = () => []): Buffer {
   if (names.namespace === null && frames.indexOf(NOTIFICATION) < 0) return frames; // colocation alone renames only notifications' keys
   const out: Buffer[] = [];
   for (const frame of splitFrames(frames)) {
-    const message = clientMessage(names, frame);
+    const message = clientMessage(names, frame, patterns);
     if (message !== null) out.push(message);
   }
   return out.length === 1 ? out[0]! : Buffer.concat(out);
 }
 
-function clientMessage(names: KeyNames, frame: Buffer): Buffer | null {
+function clientMessage(names: KeyNames, frame: Buffer, patterns: () => Buffer[]): Buffer | null {
   const parts = splitAggregate(frame);
   if (parts === null || parts.length < 3) return frame;
   const kind = bulkPayload(parts[0]!)?.toString('latin1');
+  if (kind === 'pmessage' && parts.length === 4 && isNotificationPattern(names, bulkPayload(parts[1]!))) return caughtNotification(names, frame, parts, patterns());
   const at = kind === 'pmessage' && parts.length === 4 ? 2 : kind === 'message' || kind === 'smessage' ? 1 : -1;
   if (at < 0) return frame;
   const out = [...parts];
@@ -144,6 +166,37 @@ function clientMessage(names: KeyNames, frame: Buffer): Buffer | null {
     if (pattern !== null) out[1] = encodeBulk(clientPattern(names, pattern), 2);
   }
   return Buffer.concat([Buffer.from(`${String.fromCharCode(frame[0]!)}${out.length}\r\n`, 'latin1'), ...out]);
+}
+
+function isNotificationPattern(names: KeyNames, pattern: Buffer | null): boolean {
+  return pattern !== null && notificationPatterns(names).some((p) => p.equals(pattern));
+}
+
+/**
+ * A notification one of notificationPatterns caught: one pmessage per client pattern that
+ * catchesNotifications and matches the channel under the client's names (as one server sends one
+ * per matching pattern), or null for none (another namespace's key, or no such pattern matches).
+ */
+function caughtNotification(names: KeyNames, frame: Buffer, parts: Buffer[], patterns: Buffer[]): Buffer | null {
+  const stored = bulkPayload(parts[2]!);
+  const channel = stored === null ? null : clientChannelOf(names, stored);
+  if (channel === null) return null;
+  let payload = parts[3]!;
+  if (startsWith(stored!, KEYEVENT)) {
+    const key = bulkPayload(payload);
+    const name = key === null ? null : names.visibleName(key);
+    if (name === null) return null;
+    payload = encodeBulk(name, 2);
+  }
+  const head = Buffer.from(`${String.fromCharCode(frame[0]!)}4\r\n`, 'latin1');
+  const caught = bulkPayload(parts[1]!)!;
+  const out: Buffer[] = [];
+  for (const pattern of patterns) {
+    // A pattern that catches notifications unnamed, matched here; or one whose own hub pattern this is.
+    const matches = catchesNotifications(names, pattern) ? globMatch(pattern, channel) : storedChannelName(names, pattern, true).equals(caught);
+    if (matches) out.push(head, parts[0]!, encodeBulk(pattern, 2), encodeBulk(channel, 2), payload);
+  }
+  return out.length === 0 ? null : Buffer.concat(out);
 }
 
 /** A shard channel the hub lost (its slot moved) as the client subscribed to it. */

@@ -47,6 +47,18 @@ export class KeyNames {
     return Buffer.concat([this.namespace, colocated ?? key]);
   }
 
+  /**
+   * The stored forms of the names that start with `prefix` (BCAST's PREFIX): behind the namespace,
+   * as they are (unless a rule takes every key) and behind each rule's tag.
+   */
+  storedPrefixes(prefix: Buffer): Buffer[] {
+    const ns = this.namespace ?? Buffer.alloc(0);
+    if (this.colocation === null) return [Buffer.concat([ns, prefix])];
+    const forms = this.colocation.everyKeyPrefix !== null ? [] : [Buffer.concat([ns, prefix])];
+    for (const tag of this.colocation.tagPrefixes()) forms.push(Buffer.concat([ns, tag, prefix]));
+    return forms;
+  }
+
   /** A client name that has no stored form of its own (colocation.ts, `collides`). */
   collides(key: Buffer): boolean {
     return this.colocation?.collides(key) ?? false;

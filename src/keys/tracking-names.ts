@@ -23,30 +23,62 @@ export function clientInvalidation(names: KeyNames, push: Buffer): Buffer | null
   return Buffer.concat([Buffer.from(`${String.fromCharCode(push[0]!)}2\r\n`, 'latin1'), parts[0]!, Buffer.from(`*${out.length}\r\n`, 'latin1'), ...out]);
 }
 
-/** BCAST's prefixes as the nodes match them: behind the namespace (the namespace alone for every key). */
+/**
+ * BCAST's prefixes as the nodes match them: each client prefix in every stored form a name
+ * starting with it can take (behind the namespace, and behind each colocation rule's tag); for
+ * every key (no prefix, or ""), the namespace alone — or [] with no namespace: every key.
+ * A stored name `{T}p…` that no rule of T takes is a client name of its own that does not start
+ * with `p`; its invalidations reach the client too (more than Valkey sends, never fewer).
+ */
 export function storedTrackingPrefixes(names: KeyNames | null, prefixes: Buffer[]): Buffer[] {
-  const ns = names?.namespace ?? null;
-  if (ns === null) return prefixes;
-  if (prefixes.length === 0 || prefixes.some((p) => p.length === 0)) return [ns];
-  return prefixes.map((p) => Buffer.concat([ns, p]));
+  if (names === null) return prefixes;
+  const ns = names.namespace;
+  if (prefixes.length === 0 || prefixes.some((p) => p.length === 0)) return ns === null ? [] : [ns];
+  return prefixes.flatMap((p) => names.storedPrefixes(p));
 }
 
 /**
- * A client's CLIENT TRACKING ON line with BCAST's prefixes as the nodes match them (behind the
- * namespace; the namespace itself for BCAST without PREFIX). Arguments before the options
- * (CLIENT TRACKING ON) and every other option stay where they are, so REDIRECT's index holds.
+ * A client's CLIENT TRACKING ON line with BCAST's prefixes as the nodes match them
+ * (storedTrackingPrefixes). Arguments before the options (CLIENT TRACKING ON) and every other
+ * option stay where they are, so REDIRECT's index holds; the PREFIX pairs go last.
  */
 export function storedTrackingArgs(names: KeyNames, args: readonly Buffer[], bcast: boolean): Buffer[] {
-  const ns = names.namespace;
-  if (ns === null || !bcast) return [...args];
-  const out = [...args];
-  let prefixed = false;
-  for (let j = 3; j + 1 < out.length; j++) {
-    if (out[j]!.toString('latin1').toLowerCase() !== 'prefix') continue;
-    out[j + 1] = Buffer.concat([ns, out[j + 1]!]);
-    prefixed = true;
-    j++;
+  if (!bcast) return [...args];
+  const out: Buffer[] = [];
+  const prefixes: Buffer[] = [];
+  for (let j = 0; j < args.length; j++) {
+    if (j >= 3 && j + 1 < args.length && args[j]!.toString('latin1').toLowerCase() === 'prefix') {
+      prefixes.push(args[++j]!);
+      continue;
+    }
+    out.push(args[j]!);
   }
-  if (!prefixed) out.push(Buffer.from('PREFIX'), ns);
+  for (const p of storedTrackingPrefixes(names, prefixes)) out.push(Buffer.from('PREFIX'), p);
   return out;
+}
+
+/**
+ * A node's error for a tracking line whose prefixes were rewritten (Valkey's "Prefix 'X' overlaps
+ * with …"), naming the client's prefixes instead of their stored forms.
+ */
+export function clientTrackingError(names: KeyNames, prefixes: Buffer[], error: string): string {
+  if (!error.includes("'")) return error;
+  let text = error;
+  for (const p of prefixes) {
+    for (const form of storedTrackingPrefixes(names, [p])) text = text.split(`'${form.toString('latin1')}'`).join(`'${p.toString('latin1')}'`);
+  }
+  return text;
+}
+
+const PREFIXES_FIELD = Buffer.from('$8\r\nprefixes\r\n');
+
+/**
+ * CLIENT TRACKINGINFO's reply with BCAST's prefixes as the client gave them: its last field,
+ * `prefixes`, in Valkey's order (its prefix table's, bytewise), "" for BCAST without PREFIX.
+ */
+export function clientTrackingInfo(reply: Buffer, bcast: boolean, prefixes: Buffer[]): Buffer {
+  const at = reply[0] === 0x2d ? -1 : reply.lastIndexOf(PREFIXES_FIELD);
+  if (at < 0) return reply;
+  const shown = !bcast ? [] : prefixes.length === 0 ? [Buffer.alloc(0)] : [...prefixes].sort(Buffer.compare);
+  return Buffer.concat([reply.subarray(0, at + PREFIXES_FIELD.length), Buffer.from(`*${shown.length}\r\n`, 'latin1'), ...shown.map((p) => encodeBulk(p, 2))]);
 }

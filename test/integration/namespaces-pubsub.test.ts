@@ -115,6 +115,67 @@ async function tracking(port: number, auth: string[] | null): Promise<{ read: ()
   };
 }
 
+/**
+ * A pattern that names no notification channel (`*`) beside one that does, as one application
+ * sees them: its keyspace and key-event notifications, one pmessage per matching pattern, and
+ * none once it left `*`. `other` writes the same key in another namespace meanwhile.
+ */
+async function patternNotifications(port: number, auth: string[] | null, other: string[] | null): Promise<string[]> {
+  const sub = await connect(port, 2, auth);
+  const writer = await connect(port, 2, auth);
+  const stranger = other === null ? null : await connect(port, 2, other);
+  const out: string[] = [];
+  const messages = async (n: number) => {
+    const got: string[] = [];
+    for (let i = 0; i < n; i++) got.push(await sub.read());
+    out.push(...got.sort()); // keyspace and key-event pushes of one write: compared as a set
+    await expect(sub.read(300)).rejects.toThrow(/timed out/);
+  };
+  try {
+    out.push(await sub.call('PSUBSCRIBE', '*'));
+    if (stranger !== null) await stranger.call('SET', 'foo', 'theirs');
+    await writer.call('SET', 'foo', 'bar');
+    await messages(2);
+    out.push(await sub.call('PSUBSCRIBE', '__keyevent@*__:*'));
+    await writer.call('DEL', 'foo');
+    await messages(3);
+    out.push(await sub.call('PUNSUBSCRIBE', '*'));
+    if (stranger !== null) await stranger.call('SET', 'foo', 'theirs again');
+    await writer.call('SET', 'foo', '1');
+    await messages(1);
+  } finally {
+    sub.close();
+    writer.close();
+    stranger?.close();
+  }
+  return out;
+}
+
+/**
+ * BCAST prefixes as a client sees them: CLIENT TRACKINGINFO, and Valkey's overlap errors (with
+ * another provided prefix, and with an existing one), in RESP2 and RESP3.
+ */
+async function trackingPrefixes(port: number, auth: string[] | null): Promise<string[]> {
+  const out: string[] = [];
+  for (const protocol of [2, 3] as const) {
+    const c = await connect(port, protocol, auth);
+    const d = await connect(port, protocol, auth);
+    try {
+      out.push(await c.call('CLIENT', 'TRACKINGINFO'));
+      out.push(await c.call('CLIENT', 'TRACKING', 'ON', 'BCAST', 'PREFIX', 'foo', 'PREFIX', 'bar'));
+      out.push(await c.call('CLIENT', 'TRACKINGINFO'));
+      out.push(await c.call('CLIENT', 'TRACKING', 'ON', 'BCAST', 'PREFIX', 'foobar'));
+      out.push(await d.call('CLIENT', 'TRACKING', 'ON', 'BCAST', 'PREFIX', 'FOOBAR', 'PREFIX', 'FOO'));
+      out.push(await d.call('CLIENT', 'TRACKING', 'ON', 'BCAST'));
+      out.push(await d.call('CLIENT', 'TRACKINGINFO'));
+    } finally {
+      c.close();
+      d.close();
+    }
+  }
+  return out;
+}
+
 describe('namespaced channels (users[].keyPrefix)', () => {
   let standalone: ValkeyNode;
   let cluster: ValkeyCluster;
@@ -143,6 +204,18 @@ describe('namespaced channels (users[].keyPrefix)', () => {
     }
   };
 
+  /** The tracking exchange against one valkey-server (the oracle), from an empty keyspace. */
+  const oracleTracking = async (): Promise<string[]> => {
+    await oracle.call('FLUSHALL');
+    const alone = await tracking(oracle.port, null);
+    try {
+      for (const key of ['tk', 'bc:1', 'rk']) await alone.write(key);
+      return await alone.read();
+    } finally {
+      alone.close();
+    }
+  };
+
   const upstreams: Array<{ name: string; seed: () => Array<{ host: string; port: number }> }> = [
     { name: 'standalone', seed: () => [{ host: standalone.host, port: standalone.port }] },
     { name: '3+3 cluster', seed: () => [{ host: cluster.nodes[0]!.host, port: cluster.nodes[0]!.port }] },
@@ -157,15 +230,7 @@ describe('namespaced channels (users[].keyPrefix)', () => {
       }, 60_000);
 
       it('tracking invalidations name the client\'s keys, and only its own', async () => {
-        await oracle.call('FLUSHALL');
-        const alone = await tracking(oracle.port, null);
-        let want: string[];
-        try {
-          for (const key of ['tk', 'bc:1', 'rk']) await alone.write(key);
-          want = await alone.read();
-        } finally {
-          alone.close();
-        }
+        const want = await oracleTracking();
         const a = await tracking(proxy.address.port, ['a', 'pa']);
         const b = await tracking(proxy.address.port, ['b', 'pb']);
         try {
@@ -178,6 +243,36 @@ describe('namespaced channels (users[].keyPrefix)', () => {
           b.close();
         }
       });
+
+      it('PSUBSCRIBE * gets the namespace\'s keyspace notifications as one server sends them, and no other namespace\'s', async () => {
+        await oracle.call('FLUSHALL');
+        const want = await patternNotifications(oracle.port, null, null);
+        expect(await patternNotifications(proxy.address.port, ['a', 'pa'], ['b', 'pb'])).toEqual(want);
+      });
+
+      it('CLIENT TRACKINGINFO and BCAST\'s overlap errors name the client\'s prefixes', async () => {
+        const want = await trackingPrefixes(oracle.port, null);
+        expect(await trackingPrefixes(proxy.address.port, ['a', 'pa'])).toEqual(want);
+        const colocated = await startTestProxy(upstream.seed(), { colocate: [{ keys: '*', tag: 'all' }], cluster: { refreshPeriodMs: 1000 } } as Partial<RespoolConfig>);
+        proxies.push(colocated);
+        expect(await trackingPrefixes(colocated.address.port, null)).toEqual(want);
+      });
+
+      // BCAST PREFIX bc: under colocation rules: the nodes track every stored form of bc:… ({all}bc:…, {bc}bc:…).
+      for (const colocate of [[{ keys: '*', tag: 'all' }], [{ keys: 'bc:*', tag: 'bc' }]]) {
+        it(`tracking invalidations name the client's keys under the colocation rule ${colocate[0]!.keys} → {${colocate[0]!.tag}}`, async () => {
+          const colocated = await startTestProxy(upstream.seed(), { colocate, cluster: { refreshPeriodMs: 1000 } } as Partial<RespoolConfig>);
+          proxies.push(colocated);
+          const want = await oracleTracking();
+          const through = await tracking(colocated.address.port, null);
+          try {
+            for (const key of ['tk', 'bc:1', 'rk']) await through.write(key);
+            expect(await through.read()).toEqual(want);
+          } finally {
+            through.close();
+          }
+        });
+      }
 
       for (const protocol of [2, 3] as const) {
         it(`RESP${protocol}: each namespace's subscriber sees its own application's messages, as one server gives them`, async () => {
