@@ -6,31 +6,55 @@
 #   scripts/valkey-suite.sh --check [unit ...]   and fail (exit 1) if a unit listed in
 #                                                test/suite/expected.tsv gets fewer ok than its
 #                                                min_ok; without units, runs the listed ones
+#   scripts/valkey-suite.sh --isolated ...       the same in a network namespace of its own, so
+#                                                several runs can go at once (root; see below)
 #
 # The suite itself is ../shared/valkey-suite/run.sh beside the repository (override with
 # VALKEY_SUITE_DIR). UNIT_TIMEOUT (seconds, run.sh's default 600) bounds a hung unit.
 # RESPOOL_SUITE_CONFIG: a respool config file for the run (say, colocation rules: the suite then
 # checks the key-name rewriting in both directions); default none, as a new user runs respool.
+# SUITE_EXPECTED: the unit/min_ok file --check reads (default test/suite/expected.tsv; the runs
+# with a config have their own, beside it).
 # The six valkey-server processes and respool run in a temp dir and are stopped at exit; only
 # the PIDs started here are ever signalled. run.sh's logs go to ${TMPDIR:-/tmp}/valkey-suite-PORT/.
+# --isolated: the run gets a loopback of its own (unshare -n) and a TMPDIR of its own (named on
+# stderr), so its ports, the tcl runner's fixed 21079 and the lock below meet no other run's.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 suite_dir=${VALKEY_SUITE_DIR:-$root/../shared/valkey-suite}
-expected=$root/test/suite/expected.tsv
+expected=${SUITE_EXPECTED:-$root/test/suite/expected.tsv}
 
 check=0
+isolated=0
 units=()
 for a in "$@"; do
   case "$a" in
     --check) check=1 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --isolated) isolated=1 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "valkey-suite: unknown flag $a" >&2; exit 2 ;;
     *) units+=("$a") ;;
   esac
 done
 
 say() { echo "valkey-suite: $*" >&2; }
+
+if [ $isolated = 1 ] && [ -z "${RESPOOL_SUITE_ISOLATED:-}" ]; then
+  [ "$(id -u)" = 0 ] || { say "--isolated needs root (unshare -n)"; exit 2; }
+  if ! command -v ip >/dev/null; then
+    say "ip missing: installing Debian's iproute2"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq --no-install-recommends iproute2 >/dev/null 2>&1 ||
+      { apt-get update -qq && apt-get install -y -qq --no-install-recommends iproute2 >/dev/null; } ||
+      { say "could not install iproute2"; exit 2; }
+  fi
+  private=$(mktemp -d "${TMPDIR:-/tmp}/respool-valkey-suite-run.XXXXXX")
+  say "isolated run: loopback of its own, TMPDIR=$private"
+  args=(); for a in "$@"; do [ "$a" = --isolated ] || args+=("$a"); done
+  exec env RESPOOL_SUITE_ISOLATED=1 TMPDIR="$private" \
+    unshare -n bash -c 'ip link set lo up && exec bash "$0" "$@"' "$0" ${args[@]+"${args[@]}"}
+fi
 
 # --- prerequisites ------------------------------------------------------------------------------
 [ -x "$suite_dir/run.sh" ] || [ -f "$suite_dir/run.sh" ] || { say "no run.sh in $suite_dir"; exit 2; }
@@ -166,8 +190,11 @@ done
 say "cluster ${ports[*]} (respool upstream $primary), respool on 127.0.0.1:$rp_port"
 
 # --- the suite ----------------------------------------------------------------------------------
-# run.sh prints one line per unit as it finishes; the secs column is the time since the line
-# before (that is, the unit's own wall time).
+# run.sh once per unit; it prints the unit's line as it finishes, and the secs column is the
+# time since the line before (the unit's own wall time). Between units, what a unit ended in
+# mid-test leaves behind is undone, as run.sh itself kills a script left running: a CLIENT PAUSE
+# (pause.tcl pauses writes for 6000 s and unpauses at the end of the test) and a maxmemory
+# (tracking.tcl's eviction test) would fail the next units for the wrong reason.
 start=$(date +%s); last=$start
 declare -A got=()
 # run.sh writes to a file, not a pipe: its per-unit watchdog (a `sleep UNIT_TIMEOUT`) outlives
@@ -175,21 +202,33 @@ declare -A got=()
 # run.sh counts a unit that the tcl runner ended with [TIMEOUT] (one test hung for 60 s: the
 # rest of the unit never ran) as neither err nor exception; such units are flagged here.
 logs=${TMPDIR:-/tmp}/valkey-suite-$rp_port
-SUITE_OUT=$logs bash "$suite_dir/run.sh" "$rp_port" "${units[@]}" >"$work/suite.out" 2>&1 </dev/null 9>&- &
+(
+  child=""
+  trap '[ -n "$child" ] && kill "$child" 2>/dev/null; exit 143' INT TERM # run.sh's own trap ends its unit
+  for u in "${units[@]}"; do
+    SUITE_OUT=$logs bash "$suite_dir/run.sh" "$rp_port" "$u" &
+    child=$!; wait "$child"; child=""
+    valkey-cli -h 127.0.0.1 -p "$rp_port" client unpause >/dev/null 2>&1
+    valkey-cli -h 127.0.0.1 -p "$rp_port" config set maxmemory 0 >/dev/null 2>&1
+  done
+) >"$work/suite.out" 2>&1 </dev/null 9>&- &
 suite_pid=$!
-pids=("$suite_pid" "${pids[@]}") # run.sh first: its own trap ends the unit it is running
+pids=("$suite_pid" "${pids[@]}") # the loop first: it ends the run.sh it is waiting for
+header=0; tok=0; terr=0; texc=0
 while IFS= read -r line; do
   now=$(date +%s)
   read -r u ok err exc rest <<<"$line"
   if [[ "$u" == unit/* && "$ok" =~ ^[0-9]+$ && -z "$rest" ]]; then
     hung=$(grep -a -A1 '^\[TIMEOUT\]' "$logs/$(echo "$u" | tr / _).log" 2>/dev/null | sed -n 's/.*(IN PROGRESS) //p' | head -1)
     printf '%s %5ds%s\n' "$line" $((now - last)) "${hung:+  TIMEOUT in: $hung}"; got[$u]=$ok; last=$now
+    tok=$((tok + ok)); terr=$((terr + err)); texc=$((texc + exc))
   elif [[ "$u" == unit && "$ok" == ok ]]; then
-    printf '%s %6s\n' "$line" secs
-  else
+    [ $header = 1 ] || printf '%s %6s\n' "$line" secs; header=1
+  elif [[ "$line" != "valkey suite: "* ]]; then # run.sh's total for its one unit: the run's is below
     echo "$line"
   fi
 done < <(tail -n +1 -f --pid="$suite_pid" "$work/suite.out")
+echo "valkey suite: $tok ok, $terr err, $texc exception (logs: $logs)"
 echo "valkey-suite: $(( $(date +%s) - start ))s wall"
 
 status=0
@@ -207,10 +246,10 @@ if [ $check = 1 ]; then
     [ "$have" -ge "${min_ok[$u]}" ] || short+=("$u: $have ok < min_ok ${min_ok[$u]}")
   done
   if [ ${#short[@]} -gt 0 ]; then
-    say "below expected.tsv:"; printf '  %s\n' "${short[@]}" >&2
+    say "below $(basename "$expected"):"; printf '  %s\n' "${short[@]}" >&2
     say "logs: $logs/"; status=1
   else
-    say "every unit reached its min_ok in expected.tsv"
+    say "every unit reached its min_ok in $(basename "$expected")"
   fi
 fi
 exit $status
