@@ -2,6 +2,8 @@ import { nodeCrypto } from '../util/lazy-builtins.js';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { ReplicationFeed, isSelect, type ReplicationFeedHandler } from '../upstream/replication-feed.js';
+import { clientStreamCommand } from '../keys/stream-names.js';
+import type { KeyNames } from '../keys/key-names.js';
 import type { ServerContext } from '../client/server-context.js';
 import type { ReplyEntry } from '../client/reply-queue.js';
 import type { Handler, HandlerSession } from '../client/handler-session.js';
@@ -20,6 +22,11 @@ import type { Handler, HandlerSession } from '../client/handler-session.js';
  *     already selected that database (each primary selects database 0 once after attaching; a
  *     cluster has no other). A tap for change data capture, not a way to copy a cluster.
  * PSYNC is always a full resync (`+FULLRESYNC <id> 0`): respool keeps no backlog.
+ *
+ * A client with a namespace or colocation rules (keys/key-names.ts) gets the stream in its own
+ * names, and only its own (keys/stream-names.ts: another namespace's commands are left out, a
+ * MULTI … EXEC group left with nothing inside with them), and always the empty snapshot: a
+ * node's snapshot holds every application's keys under their stored names.
  *
  * Costs and bounds: each attach makes every primary save a snapshot (BGSAVE), as SYNC to the node
  * would; at most dedicated.maxReplicaStreams clients at once (0 turns SYNC off). Reading pauses
@@ -53,6 +60,8 @@ class ReplicaStream implements ReplicationFeedHandler {
   /** Answered with the snapshot's header (or an error) once known; until then later requests wait. */
   private readonly entry: ReplyEntry;
   private readonly passThrough: boolean;
+  /** The client's key names (null: the stored ones are its own). */
+  private readonly names: KeyNames | null;
   private snapshotsEnded = 0;
   /** True once the client has its snapshot header: from then on units go straight to it. */
   private live = false;
@@ -70,7 +79,8 @@ class ReplicaStream implements ReplicationFeedHandler {
     private readonly psync: boolean,
   ) {
     this.entry = session.reserve();
-    this.passThrough = primaries.length === 1;
+    this.names = session.state.acl.keyNames;
+    this.passThrough = primaries.length === 1 && this.names === null;
   }
 
   start(): void {
@@ -138,16 +148,32 @@ class ReplicaStream implements ReplicationFeedHandler {
 
   private sendUnit(commands: Buffer[]): void {
     if (this.passThrough) return this.send(commands.length === 1 ? commands[0]! : Buffer.concat(commands));
+    const names = this.names;
+    const table = names === null ? null : this.session.ctx.commands();
     const kept: Buffer[] = [];
+    let inner = 0; // the commands kept that are not SELECT
     for (const command of commands) {
       if (isSelect(command)) {
         const select = command.toString('latin1').toLowerCase();
         if (select === this.lastSelect) continue;
         this.lastSelect = select;
+        kept.push(command);
+        continue;
       }
-      kept.push(command);
+      const shown = names === null ? command : clientStreamCommand(names, table!, command);
+      if (shown === null) continue;
+      kept.push(shown);
+      inner++;
     }
+    const dropped = inner < commands.filter((c) => !isSelect(c)).length;
+    if (dropped && isGroup(kept)) return this.sendSelectsOnly(kept);
     if (kept.length > 0) this.send(kept.length === 1 ? kept[0]! : Buffer.concat(kept));
+  }
+
+  /** A MULTI … EXEC group emptied by the client's names: only its SELECTs (the stream's database) go on. */
+  private sendSelectsOnly(kept: Buffer[]): void {
+    const selects = kept.filter((c) => isSelect(c));
+    if (selects.length > 0) this.send(Buffer.concat(selects));
   }
 
   private send(bytes: Buffer): void {
@@ -187,4 +213,17 @@ class ReplicaStream implements ReplicationFeedHandler {
     for (const feed of this.feeds) feed.close();
     this.held = [];
   }
+}
+
+const MULTI = Buffer.from('*1\r\n$5\r\nmulti\r\n');
+const EXEC = Buffer.from('*1\r\n$4\r\nexec\r\n');
+
+/** Whether `commands` (SELECTs aside) are MULTI then EXEC and nothing between. */
+function isGroup(commands: Buffer[]): boolean {
+  const rest = commands.filter((c) => !isSelect(c));
+  return rest.length === 2 && sameWord(rest[0]!, MULTI) && sameWord(rest[1]!, EXEC);
+}
+
+function sameWord(frame: Buffer, word: Buffer): boolean {
+  return frame.length === word.length && frame.toString('latin1').toLowerCase() === word.toString('latin1');
 }

@@ -11,7 +11,7 @@ export type ReplyNames = (reply: Buffer) => Buffer;
 /**
  * The replies that carry key names back, and how each is turned into the client's names
  * (key-names.ts): a popped key (BLPOP, BZPOPMIN, LMPOP, BLMPOP, ZMPOP …), the streams of
- * XREAD/XREADGROUP, RANDOMKEY's key, and the key lists of KEYS and SCAN — there also filtered by
+ * XREAD/XREADGROUP, RANDOMKEY's key, a script's declared keys it returns, and the key lists of KEYS and SCAN — there also filtered by
  * the client's pattern when the nodes could not be (request-names.ts) and cleared of keys no
  * client name reaches. Null: the command's reply names no key. Errors and nulls pass unchanged.
  */
@@ -51,9 +51,40 @@ export function replyNamesFor(names: KeyNames, command: string, args: readonly B
       const asked = args.slice(2).map((a) => Buffer.from(a)); // the request's bytes are not kept past its handling
       return (reply) => clientNumsub(asked, reply);
     }
+    case 'eval':
+    case 'eval_ro':
+    case 'evalsha':
+    case 'evalsha_ro':
+    case 'fcall':
+    case 'fcall_ro':
+      return scriptReplyNames(names, args);
     default:
       return null;
   }
+}
+
+/**
+ * A script's or function's reply, where a bulk string that is exactly the stored name of one of
+ * its declared keys (a script returning KEYS[1]) is given as the name the client passed, as one
+ * server would return it. Any other string is a value and stays; a value equal to a declared
+ * key's stored name ({all}k, s:k) is the one thing turned that was not a name.
+ */
+function scriptReplyNames(names: KeyNames, args: readonly Buffer[]): ReplyNames | null {
+  const numkeys = Number(args[2]?.toString('latin1'));
+  if (!Number.isInteger(numkeys) || numkeys <= 0 || args.length < 3 + numkeys) return null;
+  const back = new Map<string, Buffer>();
+  for (const key of args.slice(3, 3 + numkeys)) {
+    const stored = names.storedName(key);
+    if (stored !== null) back.set(stored.toString('latin1'), Buffer.from(key)); // the request's bytes are not kept
+  }
+  if (back.size === 0) return null;
+  const walk = (frame: Buffer): Buffer => {
+    if (frame[0] !== 0x24 /* $ */) return filterChildren(frame, walk);
+    const payload = bulkPayload(frame);
+    const name = payload === null ? undefined : back.get(payload.toString('latin1'));
+    return name === undefined ? frame : encodeBulk(name, 2);
+  };
+  return walk;
 }
 
 /** A bulk string with the client's name for the stored name it holds. */

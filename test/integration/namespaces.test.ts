@@ -31,6 +31,8 @@ const families: Exchange = async (c) => {
   out.push(await c.xadd('stream', '1-1', 'f', 'v'), await c.xlen('stream'));
   out.push(await c.blpop('{q}list2', 1), await c.exists('{k}', '{q}list', 'h', 'nope'), await c.type('z'));
   out.push(await c.eval("redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])", 1, 'scripted', 'sv'));
+  // A script that returns its declared keys: the names the client passed, as one server returns them.
+  out.push(await c.eval('return {KEYS[1], KEYS[2], ARGV[1], {KEYS[1]}}', 2, 'a{t}', 'b{t}', 'c{t}'));
   const tx = await c.multi().incr('counter').incr('counter').get('counter').exec();
   out.push(tx);
   // Names in EXEC's array: a popped key, KEYS — the client's, as outside MULTI.

@@ -30,10 +30,11 @@ class ReplicaTap {
     socket.on('error', () => {});
   }
 
-  static async attach(port: number, command = 'SYNC'): Promise<ReplicaTap> {
+  static async attach(port: number, command = 'SYNC', auth: string[] | null = null): Promise<ReplicaTap> {
     const socket = net.connect(port, '127.0.0.1');
     await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
     const tap = new ReplicaTap(socket);
+    if (auth !== null) socket.write(`AUTH ${auth.join(' ')}\r\n`); // its +OK lands in the preamble
     socket.write(`${command}\r\n`);
     await waitFor(() => tap.snapshot !== null || tap.preamble.startsWith('-'), 'the snapshot', 15_000);
     return tap;
@@ -235,5 +236,55 @@ describe('a valkey-server made a replica of respool in front of a standalone ser
     expect(tap.snapshot!.subarray(0, 5).toString()).toBe('REDIS'); // the server's own snapshot, relayed
     upstream.kill('SIGKILL');
     await waitFor(() => tap.closed, 'the tap to close', 5000);
+  });
+});
+
+describe('SYNC through respool under a namespace and colocation rules (issue 30)', () => {
+  let cluster: ValkeyCluster;
+  let proxy: RespoolProxy;
+
+  beforeAll(async () => {
+    cluster = await startCluster({ primaries: 3, replicasPerPrimary: 0 });
+    const seed = cluster.nodes[0]!;
+    proxy = await startTestProxy([{ host: seed.host, port: seed.port }], {
+      users: [
+        { name: 'default', password: 'adminpw' },
+        { name: 'a', password: 'pa', keyPrefix: 'a:' },
+        { name: 'b', password: 'pb', keyPrefix: 'b:' },
+      ],
+      colocate: [{ keys: 'q:*', tag: 'q' }],
+    } as never);
+  });
+
+  afterAll(async () => {
+    await proxy?.close();
+    await cluster?.stop();
+  });
+
+  it('the stream names the client\'s keys, and leaves out another namespace\'s writes', async () => {
+    const a = clientFor(proxy, { username: 'a', password: 'pa' } as never);
+    const b = clientFor(proxy, { username: 'b', password: 'pb' } as never);
+    const tap = await ReplicaTap.attach(proxy.address.port, 'SYNC', ['a', 'pa']);
+    try {
+      expect(tap.preamble).toBe(`+OK\n$${EMPTY_RDB.length}\n`);
+      expect(tap.snapshot).toEqual(EMPTY_RDB); // a node's snapshot holds every namespace's keys: never relayed
+      await b.set('k1', 'theirs');
+      await b.multi().set('{t}x', '1').incr('{t}y').exec(); // b's group: left out whole
+      await a.set('k1', 'mine');
+      await a.multi().set('q:1', 'one').incr('q:2').exec(); // colocated under {q}, on one node
+      await b.set('k2', 'theirs');
+      await a.del('k1');
+      await waitFor(() => tap.writes().includes('del k1'), 'the writes', 5000);
+      await new Promise((r) => setTimeout(r, 200)); // anything else would have come by now
+      // The primaries' streams merge in arrival order; a group stays whole.
+      const writes = tap.writes();
+      const multi = writes.indexOf('multi');
+      expect(writes.slice(multi, multi + 4)).toEqual(['multi', 'set q:1 one', 'incr q:2', 'exec']);
+      expect([...writes].sort()).toEqual(['del k1', 'exec', 'incr q:2', 'multi', 'set k1 mine', 'set q:1 one']);
+    } finally {
+      tap.close();
+      a.disconnect();
+      b.disconnect();
+    }
   });
 });
