@@ -57,7 +57,7 @@ import { reloadUpstreamTls } from './upstream/dial.js';
 import { UserDirectory, type DirectoryClient } from './acl/user-directory.js';
 import { FleetAcl } from './fleet/fleet-acl.js';
 import { listenUnix } from './session/unix-listener.js';
-import { IdentityMirror, isNodeDenial } from './upstream/identity-mirror.js';
+import { IdentityMirror, isNodeDenial, mirrorVerdict } from './upstream/identity-mirror.js';
 import { asSeenByClient } from './acl/upstream-identity.js';
 import { clientInfoLine } from './handlers/client-commands.js';
 
@@ -348,7 +348,10 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
       let why = '';
       try {
         const frame = await pools.get(primary.host, primary.port, 2, 'primary').call(['ACL', 'DRYRUN', user, 'ACL', 'SETUSER', `${config.acl.mirrorPrefix}probe`]);
-        allowed = frame.toString('latin1', 0, 5) === '+OK\r\n';
+        const verdict = mirrorVerdict(frame);
+        // A node busy with a script (or loading) says nothing of what it allows: keep what was known.
+        if (verdict === null && mirrorAllowed !== null) return;
+        allowed = verdict === true;
         if (!allowed) why = String(decodeReply(frame) instanceof RespError ? (decodeReply(frame) as RespError).message : decodeReply(frame));
       } catch (err) {
         if (mirrorAllowed !== null) return; // the node is not reachable now: keep what was known

@@ -273,3 +273,16 @@ export function isNodeDenial(frame: Buffer): boolean {
   return head.startsWith('NOPERM') || head.includes('ACL failure in script') || head.includes('no permissions to') || head.includes('insufficient ACL permissions');
 }
 
+
+/** Errors that say the node cannot answer now, not what it allows: a busy script, a load, a failover. */
+const NOT_NOW = /^-(BUSY|LOADING|TRYAGAIN|MASTERDOWN|CLUSTERDOWN|UNBLOCKED)\b/;
+
+/**
+ * What `ACL DRYRUN <respool's user> ACL SETUSER …` answered about mirroring (acl.upstream auto):
+ * true for +OK, false for a denial (DRYRUN's reason, or an error such as NOPERM), null when the
+ * node could not say now (BUSY while a script runs, LOADING …) — so what was known stays.
+ */
+export function mirrorVerdict(frame: Buffer): boolean | null {
+  if (frame.toString('latin1', 0, 5) === '+OK\r\n') return true;
+  return NOT_NOW.test(frame.toString('latin1', 0, 16)) ? null : false;
+}
