@@ -29,7 +29,8 @@
 //  * When the specs cannot resolve the keys (an `unknown` spec, or an INCOMPLETE spec that
 //    matched), a command-specific parser mirrors Valkey's native getkeys procs: SORT (sort key +
 //    last STORE destination; BY/GET patterns are not keys, as in Valkey), SORT_RO (sort key),
-//    MIGRATE (key at 3, or the keys after KEYS when key is ""). Unknown commands with unresolvable
+//    MIGRATE (key at 3, or the keys after KEYS when key is ""), PFMERGE with no source (its
+//    destkey, which Valkey's spec walk misses). Unknown commands with unresolvable
 //    specs (modules) get the keys of the specs that did resolve: best effort, possibly incomplete.
 //  * When a spec reports a syntax error (bad numkeys, out-of-range positions), no keys are
 //    returned, as Valkey does; the server will reply with the error. Valkey then runs its native
@@ -274,11 +275,22 @@ function migrateGetKeys(args: readonly Buffer[]): KeyRef[] {
   return out;
 }
 
+/**
+ * PFMERGE destkey [sourcekey ...] with no source: its second spec (a range from index 2) finds
+ * nothing, so Valkey's spec walk calls the whole command invalid and it routes and ACL-checks as
+ * keyless — yet it creates destkey. Here destkey is its key: routed to its slot, and under a
+ * namespace or a colocation rule renamed, so it cannot land in another namespace.
+ */
+function pfmergeGetKeys(args: readonly Buffer[]): KeyRef[] {
+  return args.length === 2 ? [{ index: 1, flags: KeySpecFlag.RW | KeySpecFlag.ACCESS | KeySpecFlag.INSERT }] : [];
+}
+
 /** Command name (lower case) → native parser. */
 export const NATIVE_GETKEYS: ReadonlyMap<string, NativeGetKeys> = new Map<string, NativeGetKeys>([
   ['sort', sortGetKeys],
   ['sort_ro', sortRoGetKeys],
   ['migrate', migrateGetKeys],
+  ['pfmerge', pfmergeGetKeys],
 ]);
 
 function refsToIndexes(refs: KeyRef[]): number[] {

@@ -27,6 +27,7 @@ const families: Exchange = async (c) => {
   out.push(await c.hset('h', 'f', '1'), await c.hgetall('h'), await c.sadd('s1', 'a', 'b'), await c.sadd('s2', 'b', 'c'));
   out.push(await c.zadd('z', 1, 'one', 2, 'two'), await c.zrange('z', 0, -1, 'WITHSCORES'));
   out.push(await c.pfadd('hll', 'a', 'b'), await c.pfcount('hll'));
+  out.push(await c.call('PFMERGE', 'empty-hll'), await c.exists('empty-hll')); // no source: destkey is created, in the namespace
   out.push(await c.setbit('bits', 7, 1), await c.bitcount('bits'));
   out.push(await c.xadd('stream', '1-1', 'f', 'v'), await c.xlen('stream'));
   out.push(await c.blpop('{q}list2', 1), await c.exists('{k}', '{q}list', 'h', 'nope'), await c.type('z'));

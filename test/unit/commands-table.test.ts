@@ -532,6 +532,12 @@ describe('against a real valkey-server', () => {
     expect(keysOf(['SPUBLISH', 'ch', 'm'])).toEqual([1]);
   });
 
+  it('PFMERGE with no source: destkey is its key although GETKEYS finds none (it creates destkey)', async () => {
+    expect(await client.call(['COMMAND', 'GETKEYS', 'PFMERGE', 'dest'])).toBeInstanceOf(RespErr);
+    expect(keysOf(['PFMERGE', 'dest'])).toEqual([1]);
+    expect(keysOf(['PFMERGE', 'dest', 's1', 's2'])).toEqual([1, 2, 3]);
+  });
+
   function project(s: CommandSpec) {
     return {
       name: s.name,
