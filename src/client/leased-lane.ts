@@ -4,6 +4,7 @@ import type { LinkRequest } from '../upstream/link.js';
 import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
 import type { ReplyEntry } from './reply-queue.js';
 import type { HandlerSession } from './handler-session.js';
+import type { ReplyNames } from '../keys/reply-names.js';
 
 /**
  * A client's own leased connection from WATCH until the transaction is over: WATCH needs the same
@@ -39,6 +40,8 @@ export class LeasedLane {
   selects: Array<{ index: number; db: number }> | null = null;
   /** respool refused a command queued since MULTI (its keys live on another node): EXEC discards. */
   dirty = false;
+  /** How each command queued since MULTI turns its element of EXEC's array into the client's names (keys/reply-names.ts). */
+  queuedNames: Array<ReplyNames | null> = [];
 
   constructor(
     readonly conn: DedicatedConnection,

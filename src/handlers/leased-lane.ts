@@ -3,6 +3,7 @@
 import { encodeCommand, encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import type { LeasedLane } from '../client/leased-lane.js';
+import { execReplyNames } from '../keys/reply-names.js';
 import { local, parseDbIndex } from './local.js';
 import { LANE_OWN_COMMANDS, runsOnWatchLane } from './client-modes.js';
 import type { CommandFamily } from '../commands/proxy-handling.js';
@@ -83,6 +84,7 @@ function sendOnLane(session: HandlerSession, lane: LeasedLane, req: CommandReque
     if (!lane.inMulti) {
       lane.queued = 0;
       lane.selects = null;
+      lane.queuedNames = [];
     }
     lane.inMulti = true; // a nested MULTI is refused by the server, not queued
   } else if (command === 'exec' || command === 'discard') {
@@ -101,7 +103,10 @@ function sendOnLane(session: HandlerSession, lane: LeasedLane, req: CommandReque
     }
   }
   // Everything else sent inside MULTI is queued by the server, or refused — which aborts EXEC.
-  if (lane.inMulti && command !== 'multi' && command !== 'watch') lane.queued++;
+  if (lane.inMulti && command !== 'multi' && command !== 'watch') {
+    lane.queued++;
+    lane.queuedNames.push(session.state.queuedReplyNames); // a popped key, KEYS … in EXEC's array as the client's
+  }
   if (!ends) {
     lane.send(req.raw, session.reserve(), afterReply);
     return;
@@ -120,7 +125,10 @@ function sendOnLane(session: HandlerSession, lane: LeasedLane, req: CommandReque
       }
       lane.end(reply[0] !== 0x2d /* an error leaves state unknown */);
     };
-    lane.send(raw, entry, afterReply, discard ? (reply) => (reply[0] === 0x2d ? reply : EXEC_ABORT) : undefined);
+    const names = lane.queuedNames;
+    lane.queuedNames = [];
+    const answer = discard ? (reply: Buffer) => (reply[0] === 0x2d ? reply : EXEC_ABORT) : command === 'exec' ? (reply: Buffer) => execReplyNames(names, reply) : undefined;
+    lane.send(raw, entry, afterReply, answer);
   });
 }
 

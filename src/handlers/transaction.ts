@@ -17,6 +17,7 @@ import { watchCrossSlotError } from './leased-lane.js';
 import { LeasedLane } from '../client/leased-lane.js';
 import { sendBlockOnTrackingLane } from './tracking.js';
 import type { CommandRequest, Handler, HandlerSession } from '../client/handler-session.js';
+import { execReplyNames } from '../keys/reply-names.js';
 
 const OK = encodeSimple('OK');
 const QUEUED = encodeSimple('QUEUED');
@@ -267,7 +268,7 @@ function exec(session: HandlerSession, tx: Transaction): void {
   // The commands EXEC ran count as the client's (tot-cmds), as Valkey counts each one it calls.
   const ran = (reply: Buffer): Buffer => {
     session.state.execRan(reply);
-    return withClientNames(tx, reply);
+    return execReplyNames(tx.queued.map((q) => q.replyNames), reply); // a popped key, KEYS, SCAN … as the client's (keys/reply-names.ts)
   };
   if (forwarded.length === 0) {
     // Nothing for the upstream (empty, or only respool's own commands): answer here.
@@ -330,17 +331,6 @@ function afterSelects(session: HandlerSession, forwarded: readonly QueuedCommand
   });
   if (db >= 0) session.state.select(db);
   return encodeArray(parts.slice(0, -1));
-}
-
-/**
- * EXEC's array with each element's key names as the client's (a popped key, KEYS, SCAN … under a
- * namespace or colocation rules: keys/reply-names.ts), as the same command outside MULTI answers.
- */
-function withClientNames(tx: Transaction, reply: Buffer): Buffer {
-  if (!tx.queued.some((q) => q.replyNames != null)) return reply;
-  const parts = reply[0] === 0x2a /* * */ ? splitAggregate(reply) : null;
-  if (parts === null || parts.length !== tx.queued.length) return reply; // an error or nil: nothing ran
-  return encodeArray(parts.map((part, i) => tx.queued[i]!.replyNames?.(part) ?? part));
 }
 
 /** EXEC's array from the upstream, with respool's own commands' replies put back in their places. */

@@ -1,5 +1,5 @@
 import { bulkPayload, splitAggregate } from '../resp/decode.js';
-import { encodeBulk } from '../resp/encode.js';
+import { encodeArray, encodeBulk } from '../resp/encode.js';
 import { globMatch } from '../util/glob.js';
 import type { KeyNames } from './key-names.js';
 import { matchIndex } from './request-names.js';
@@ -85,6 +85,18 @@ function scriptReplyNames(names: KeyNames, args: readonly Buffer[]): ReplyNames 
     return name === undefined ? frame : encodeBulk(name, 2);
   };
   return walk;
+}
+
+/**
+ * EXEC's array with each element's key names as the client's: `perCommand[i]` turns the i-th
+ * queued command's reply (null: it names no key). An error, a nil, or an array of another length
+ * (nothing ran, or not the commands counted) passes unchanged.
+ */
+export function execReplyNames(perCommand: ReadonlyArray<ReplyNames | null | undefined>, reply: Buffer): Buffer {
+  if (!perCommand.some((n) => n != null)) return reply;
+  const parts = reply[0] === 0x2a /* * */ ? splitAggregate(reply) : null;
+  if (parts === null || parts.length !== perCommand.length) return reply;
+  return encodeArray(parts.map((part, i) => perCommand[i]?.(part) ?? part));
 }
 
 /** A bulk string with the client's name for the stored name it holds. */

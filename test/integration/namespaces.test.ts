@@ -38,6 +38,9 @@ const families: Exchange = async (c) => {
   out.push(tx);
   // Names in EXEC's array: a popped key, KEYS — the client's, as outside MULTI.
   out.push(await c.multi().rpush('{t}mq', 'a').call('LMPOP', '1', '{t}mq', 'LEFT').keys('{t}m*').rpush('{t}mq', 'b').call('BLPOP', '{t}mq', '1').exec());
+  // The same after WATCH: the block runs on the client's own connection to the node (a WATCH lane).
+  await c.watch('{t}mq');
+  out.push(await c.multi().rpush('{t}mq', 'c').call('LMPOP', '1', '{t}mq', 'LEFT').call('BLPOP', '{t}mq', '1').exec());
   out.push((await c.keys('*')).sort(), await c.dbsize());
   const scanned: string[] = [];
   let cursor = '0';
