@@ -23,7 +23,9 @@
 // each variant's CPU per request ÷ plain's in the same round.
 //
 // Env: BENCH_QUICK=1, BENCH_ROUNDS (5), BENCH_N_P1 (100000), BENCH_N_P16 (400000),
-// BENCH_VARIANTS (comma-separated names; plain always runs).
+// BENCH_VARIANTS (comma-separated names; plain always runs), BENCH_PIN=1: every respool on core
+// 0, the valkey-servers and valkey-benchmark on core 1 (taskset), so a respool's CPU per request
+// does not move with where the scheduler puts the others (the section is then key-names-pinned).
 // Loopback only; only the processes it started are stopped, by pid (bench/lib/common.mjs).
 import fs from 'node:fs';
 import path from 'node:path';
@@ -40,6 +42,9 @@ const N = { 1: envInt('BENCH_N_P1', QUICK ? 20_000 : 100_000), 16: envInt('BENCH
 const PIPELINES = [1, 16];
 const TESTS = ['GET', 'SET'];
 const CLIENTS = 50;
+const PIN = envFlag('BENCH_PIN');
+/** valkey-benchmark, on core 1 when pinned. */
+const benchmark = (args, opts) => (PIN ? run('taskset', ['-c', '1', 'valkey-benchmark', ...args], opts) : run('valkey-benchmark', args, opts));
 
 const ALL_VARIANTS = [
   { name: 'plain', config: '' },
@@ -78,6 +83,7 @@ async function startVariant(v, seed) {
   fs.writeFileSync(logFile, '');
   const child = spawn(process.execPath, args, { logFile });
   await waitForPing(port, { child, what: `respool (${v.name})`, timeoutMs: 15_000, ...(v.auth ? { auth: ['a', 'pa'] } : {}) });
+  if (PIN) await run('taskset', ['-a', '-p', '-c', '0', String(child.pid)]); // every thread of it
   return { ...v, port, child, cmd: `node ${args.join(' ')}   # ${JSON.stringify(v.config)}` };
 }
 
@@ -88,7 +94,7 @@ function benchArgs(v, pipeline, test, n) {
 async function oneRun(v, pipeline, test, round) {
   const n = N[pipeline];
   const cpu0 = cpuSeconds(v.child.pid);
-  const res = await run('valkey-benchmark', benchArgs(v, pipeline, test, n), { timeoutMs: 180_000 });
+  const res = await benchmark(benchArgs(v, pipeline, test, n), { timeoutMs: 180_000 });
   const cpu1 = cpuSeconds(v.child.pid);
   const parsed = parseBenchmarkText(res.out)[test];
   const r = { round, variant: v.name, pipeline, test, n, rps: parsed?.rps ?? NaN, p99Ms: parsed?.p99Ms ?? NaN, cpuUsPerReq: ((cpu1 - cpu0) / n) * 1e6 };
@@ -101,9 +107,10 @@ const cluster = await startCluster({ primaries: 3, replicasPerPrimary: 0 });
 const variants = [];
 try {
   const seed = cluster.nodes[0];
+  if (PIN) for (const node of cluster.nodes) await run('taskset', ['-a', '-p', '-c', '1', String(node.pid)]);
   for (const v of VARIANTS) variants.push(await startVariant(v, seed));
   await sleep(1000);
-  for (const v of variants) for (const p of PIPELINES) for (const t of TESTS) await run('valkey-benchmark', benchArgs(v, p, t, QUICK ? 5000 : 20_000));
+  for (const v of variants) for (const p of PIPELINES) for (const t of TESTS) await benchmark(benchArgs(v, p, t, QUICK ? 5000 : 20_000));
   const runs = [];
   for (let round = 1; round <= ROUNDS; round++) {
     for (const p of PIPELINES) for (const t of TESTS) {
@@ -134,11 +141,12 @@ try {
       v.name === 'plain' ? '1' : mm(vsPlain(v.name, p, t, cpu), (x) => fmt(x, 3)),
       v.name === 'plain' ? '1' : mm(vsPlain(v.name, p, t, rps), (x) => fmt(x, 3))]);
   }
+  const section = PIN ? 'key-names-pinned' : 'key-names';
   const summary = (name) => PIPELINES.map((p) => `P=${p}: ${TESTS.map((t) => `${t} ${fmt(median(vsPlain(name, p, t, cpu)), 3)}×`).join(', ')}`).join('; ');
   const md = [
-    '## What rewriting key names costs: a namespace and colocation rules (issue 30)',
+    `## What rewriting key names costs: a namespace and colocation rules (issue 30)${PIN ? ', pinned' : ', unpinned'}`,
     '',
-    `**Rerun:** \`npm run bench:key-names\` (${QUICK ? '**BENCH_QUICK=1 smoke run** — ' : ''}${ROUNDS} round(s), variants in an order rotated every round; ` +
+    `**Rerun:** \`${PIN ? 'BENCH_PIN=1 ' : ''}npm run bench:key-names\` (${PIN ? 'pinned: every respool on core 0, the valkey-servers and valkey-benchmark on core 1; ' : 'unpinned; '}${QUICK ? '**BENCH_QUICK=1 smoke run** — ' : ''}${ROUNDS} round(s), variants in an order rotated every round; ` +
       `${fmtInt(N[1])} requests per run at P=1, ${fmtInt(N[16])} at P=16; valkey-benchmark -c ${CLIENTS} -d 100 -r 100000 against respool in front of 3 primaries). ` +
       `respool build: ${respoolBuildLabel()}.`,
     '',
@@ -151,10 +159,10 @@ try {
       `Keys on the nodes afterwards: ${fmtInt(stored['a:'])} under a:, ${fmtInt(stored['{all}'])} under {all}, ${fmtInt(stored.plain)} plain (the rewriting happened). ` +
       'CPU per request is the steadier figure: requests/s and p99 move with whatever else this shared 2-core machine runs.',
     '',
-    `Measured ${started.toISOString()} → ${new Date().toISOString()} on ${fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join('/')} load (1/5/15 min). Raw runs: bench/out/key-names.json.`,
+    `Measured ${started.toISOString()} → ${new Date().toISOString()} on ${fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join('/')} load (1/5/15 min). Raw runs: bench/out/${section}.json.`,
   ].join('\n');
-  writeOutputs('key-names', { config: { rounds: ROUNDS, n: N, clients: CLIENTS }, variants: variants.map((v) => ({ name: v.name, cmd: v.cmd })), runs, stored }, md);
-  writeSection('key-names', md);
+  writeOutputs(section, { config: { rounds: ROUNDS, n: N, clients: CLIENTS }, variants: variants.map((v) => ({ name: v.name, cmd: v.cmd })), runs, stored }, md);
+  writeSection(section, md);
   console.log(md);
 } finally {
   for (const v of variants) await stop(v.child);
