@@ -288,13 +288,23 @@ function publish(session: HandlerSession, req: CommandRequest): void {
   const node = publishNode(session);
   if (node === undefined) return keyed(session, req);
   const channel = Buffer.from(req.args[1]!);
-  const entry = session.reserve();
-  const owner: CallOwner = {
-    client: session,
-    onCallDone: (reply) => entry.fill(publishReply(session, channel, reply)),
+  const hub = session.ctx.pubsub;
+  const send = (entry: ReplyEntry, raw: Buffer): void => {
+    const owner: CallOwner = {
+      client: session,
+      onCallDone: (reply) => entry.fill(publishReply(session, channel, reply)),
+    };
+    session.ctx.metrics?.commandCounter('publish').inc();
+    session.ctx.router.dispatchTo(owner, raw, 'publish', node, 'primary', 0);
   };
-  session.ctx.metrics?.commandCounter('publish').inc();
-  session.ctx.router.dispatchTo(owner, req.raw, 'publish', node, 'primary', 0);
+  if (hub.unsubscribesSettled) return send(session.reserve(), req.raw);
+  // An UNSUBSCRIBE of respool's is still on its way to the node, which would count it: the
+  // PUBLISH waits for its confirmation, and the client's later requests wait for the PUBLISH.
+  const raw = Buffer.from(req.raw);
+  session.runExclusive(() => {
+    const entry = session.reserve();
+    hub.afterUnsubscribes(() => send(entry, raw));
+  });
 }
 
 /**

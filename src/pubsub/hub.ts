@@ -233,6 +233,22 @@ export class PubSubHub implements HubCore {
     return { address: classic.address, upstream, clients };
   }
 
+  /**
+   * Runs `then` once the node holding respool's classic subscriptions has confirmed every
+   * UNSUBSCRIBE respool asked of it: until then it still counts those names, and a PUBLISH's
+   * count (countsFor) would be one too many (handlers/pubsub.ts waits for this).
+   */
+  afterUnsubscribes(then: () => void): void {
+    const classic = this.classic.current;
+    if (classic === null) return then();
+    classic.afterUnsubscribes(then);
+  }
+
+  /** Whether afterUnsubscribes would run its callback at once. */
+  get unsubscribesSettled(): boolean {
+    return this.classic.current?.unsubscribesSettled ?? true;
+  }
+
   /** Subscribers of one channel / pattern / shard channel in respool (receivers only). */
   subscriberCount(kind: SubscriptionKind, name: Buffer | string): number {
     const key = typeof name === 'string' ? Buffer.from(name).toString('latin1') : name.toString('latin1');

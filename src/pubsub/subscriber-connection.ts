@@ -106,6 +106,9 @@ export class SubscriberConnection {
   private readonly queued: Array<{ data: Buffer; pending: Pending }> = [];
   /** UNSUBSCRIBEs to write at the end of this turn, by command (see `outbox` above). */
   private outbox: Map<UpstreamSubscribeCommand, Buffer[]> | null = null;
+  /** Names UNSUBSCRIBEd (asked for, or sent) that the node has not confirmed: it still counts them for PUBLISH. */
+  private leaving = 0;
+  private readonly whenSettled: Array<() => void> = [];
   private tickTimer: NodeJS.Timeout | null = null;
   private lastWriteAt = performance.now();
   /** When bytes last arrived (pushes count: they prove the node alive). */
@@ -153,6 +156,7 @@ export class SubscriberConnection {
   /** `command` (an UNSUBSCRIBE kind) of `name`, written with the others asked for this turn at its end. */
   unsubscribeLater(command: UpstreamSubscribeCommand, name: Buffer): void {
     if (this.state === 'closed') return;
+    this.leaving++; // settled again once the node confirmed it (flushOutbox)
     let outbox = this.outbox;
     if (outbox === null) {
       outbox = this.outbox = new Map();
@@ -169,14 +173,32 @@ export class SubscriberConnection {
     if (outbox === null || this.state === 'closed') return;
     for (const [command, names] of outbox) {
       for (let i = 0; i < names.length; i += MAX_NAMES_PER_COMMAND) {
-        this.send(command, names.slice(i, i + MAX_NAMES_PER_COMMAND), {
-          confirmed: () => {},
+        const batch = names.slice(i, i + MAX_NAMES_PER_COMMAND);
+        this.send(command, batch, {
+          confirmed: () => this.left(batch.length),
           failed: (error, lost) => {
+            this.left(batch.length);
             if (!lost) this.handler.unsubscribeRefused?.(this, command, error);
           },
         });
       }
     }
+  }
+
+  /** Whether every UNSUBSCRIBE asked for here has been confirmed by the node (it counts no name respool let go). */
+  get unsubscribesSettled(): boolean {
+    return this.leaving === 0 || this.state === 'closed';
+  }
+
+  /** Runs `then` once every UNSUBSCRIBE asked for so far is confirmed (or the connection is gone). */
+  afterUnsubscribes(then: () => void): void {
+    if (this.unsubscribesSettled) return then();
+    this.whenSettled.push(then);
+  }
+
+  private left(names: number): void {
+    this.leaving = Math.max(0, this.leaving - names);
+    if (this.leaving === 0) for (const then of this.whenSettled.splice(0)) then();
   }
 
   close(reason = 'closed by respool'): void {
@@ -185,12 +207,14 @@ export class SubscriberConnection {
     this.state = 'closed';
     this.closeReason = reason;
     this.outbox = null;
+    this.leaving = 0;
     if (this.tickTimer) clearInterval(this.tickTimer);
     this.writer.discard();
     this.conn.destroy();
     const error = `connection to upstream ${this.address} was lost (${reason})`;
     for (const p of this.pending.drain()) p.callbacks?.failed(error, true);
     for (const { pending } of this.queued.splice(0)) pending.callbacks?.failed(error, true);
+    for (const then of this.whenSettled.splice(0)) then();
     this.handler.closed(this, reason);
   }
 

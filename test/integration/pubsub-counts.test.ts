@@ -3,6 +3,7 @@ import { startCluster, type ValkeyCluster } from '../harness/valkey-processes.js
 import { RawClient } from '../harness/raw-client.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { startTestProxy } from '../helpers/proxy.js';
+import { waitFor } from '../helpers/wait.js';
 
 /**
  * PUBLISH and PUBSUB NUMSUB/NUMPAT count receivers through respool as one server would, although
@@ -51,6 +52,24 @@ describe('pub/sub counts through respool in front of a 3-primary cluster', () =>
     out.push(await publisher.call('PUBSUB', 'CHANNELS', 'cnt:*'));
     return out;
   }
+
+  it('a PUBLISH right after the last subscriber left counts 0, as one server does (respool\'s UNSUBSCRIBE confirmed first)', async () => {
+    // Seen in Valkey's suite (pubsub.tcl "PUBLISH/SUBSCRIBE basics") under load: the node had not
+    // yet run respool's deferred UNSUBSCRIBE and still counted respool's connection.
+    const sub = await RawClient.connect(proxy.address.port);
+    const pub = await RawClient.connect(proxy.address.port);
+    opened.push(sub, pub);
+    const counts: unknown[] = [];
+    for (let i = 0; i < 30; i++) {
+      await sub.call('SUBSCRIBE', `race:${i}`);
+      counts.push(await pub.call('PUBLISH', `race:${i}`, 'm'));
+      const seen = sub.unsolicited.length + 1;
+      await waitFor(() => sub.unsolicited.length >= seen, 'the message', 2000); // before UNSUBSCRIBE, so it is not taken for its reply
+      await sub.call('UNSUBSCRIBE', `race:${i}`);
+      counts.push(await pub.call('PUBLISH', `race:${i}`, 'm'));
+    }
+    expect(counts).toEqual(Array.from({ length: 60 }, (_, i) => (i % 2 === 0 ? 1 : 0)));
+  });
 
   it('PUBLISH, NUMSUB, NUMPAT and CHANNELS answer as a single node does', async () => {
     const direct = await scenario(single.nodes[0]!.port);
