@@ -10,8 +10,42 @@ import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } fr
 import type { RespoolConfig } from '../../src/config/types.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { clientFor, startTestProxy } from '../helpers/proxy.js';
+import { RawConnection } from '../helpers/raw-resp.js';
 
 type Exchange = (c: Valkey) => Promise<unknown>;
+
+/**
+ * The families again over a raw RESP3 connection (HELLO 3), replies compared byte for byte: maps,
+ * sets, doubles, and the names in them (XREAD's and XREADGROUP's map of streams, popped keys, a
+ * script's declared key). Hash tags where a command names two keys, as a cluster needs.
+ */
+const RESP3_FAMILIES: string[][] = [
+  ['SET', '{k}', 'v1'], ['GET', '{k}'], ['MSET', '{m}1', '1', '{m}2', '2'], ['MGET', '{m}1', '{m}2', 'nope'],
+  ['RPUSH', '{q}list', 'x', 'y', 'z'], ['LRANGE', '{q}list', '0', '-1'], ['LMOVE', '{q}list', '{q}list2', 'LEFT', 'RIGHT'],
+  ['LMPOP', '1', '{q}list', 'LEFT'], ['BLPOP', '{q}list2', '1'],
+  ['HSET', 'h', 'f', '1', 'g', '2'], ['HGETALL', 'h'], ['SADD', 's1', 'a', 'b'], ['SMEMBERS', 's1'], ['SISMEMBER', 's1', 'a'],
+  ['ZADD', 'z', '1.5', 'one', '2', 'two'], ['ZSCORE', 'z', 'one'], ['ZRANGE', 'z', '0', '-1', 'WITHSCORES'], ['ZMPOP', '1', 'z', 'MIN'],
+  ['PFADD', 'hll', 'a', 'b'], ['PFCOUNT', 'hll'], ['SETBIT', 'bits', '7', '1'], ['BITCOUNT', 'bits'],
+  ['GEOADD', 'geo', '13.361389', '38.115556', 'Palermo'], ['GEOPOS', 'geo', 'Palermo'],
+  ['XADD', 'stream', '1-1', 'f', 'v'], ['XREAD', 'STREAMS', 'stream', '0'], ['XGROUP', 'CREATE', 'stream', 'grp', '0'],
+  ['XREADGROUP', 'GROUP', 'grp', 'c1', 'STREAMS', 'stream', '>'], ['XPENDING', 'stream', 'grp'],
+  ['EVAL', "return redis.call('GET', KEYS[1])", '1', '{k}'], ['EVAL', 'return KEYS[1]', '1', '{k}'],
+  ['MULTI'], ['INCR', 'counter'], ['GET', 'counter'], ['EXEC'],
+  ['EXISTS', '{k}', 'h', 'nope'], ['TYPE', 'z'], ['DBSIZE'],
+];
+
+async function resp3Exchange(port: number, auth: string[] | null): Promise<string[]> {
+  const c = await RawConnection.connect(port);
+  try {
+    if (auth !== null) expect(await c.call('AUTH', ...auth)).toBe('+OK\r\n');
+    await c.call('HELLO', '3'); // its reply names the server: not compared
+    const out: string[] = [];
+    for (const command of RESP3_FAMILIES) out.push(`${command[0]} → ${await c.call(...command)}`);
+    return out;
+  } finally {
+    c.close();
+  }
+}
 
 const users = [
   { name: 'default', password: 'adminpw' },
@@ -111,6 +145,14 @@ describe('namespaces (users[].keyPrefix)', () => {
         expect(stored.length).toBeGreaterThan(0);
         expect(stored.every((k) => k.startsWith('a:') || k.startsWith('b:'))).toBe(true);
         expect(stored.filter((k) => k.startsWith('a:')).length).toBe(stored.filter((k) => k.startsWith('b:')).length);
+      });
+
+      it('RESP3: two namespaces with the same key names each answer byte for byte as one server of their own', async () => {
+        await Promise.all((await upstream.nodes()).map((n) => n.call('FLUSHALL')));
+        await oracle.call('FLUSHALL');
+        const want = await resp3Exchange(oracle.port, null);
+        expect(await resp3Exchange(proxy.address.port, ['a', 'pa'])).toEqual(want);
+        expect(await resp3Exchange(proxy.address.port, ['b', 'pb'])).toEqual(want);
       });
 
       it('FLUSHALL, DBSIZE and RANDOMKEY keep to the namespace; a script cannot reach another', async () => {
