@@ -202,6 +202,7 @@ declare -A got=()
 # run.sh counts a unit that the tcl runner ended with [TIMEOUT] (one test hung for 60 s: the
 # rest of the unit never ran) as neither err nor exception; such units are flagged here.
 logs=${TMPDIR:-/tmp}/valkey-suite-$rp_port
+: >"$work/suite.out" # made here, before the reader below opens it (the loop's own redirect may come after)
 (
   child=""
   trap '[ -n "$child" ] && kill "$child" 2>/dev/null; exit 143' INT TERM # run.sh's own trap ends its unit
@@ -211,7 +212,7 @@ logs=${TMPDIR:-/tmp}/valkey-suite-$rp_port
     valkey-cli -h 127.0.0.1 -p "$rp_port" client unpause >/dev/null 2>&1
     valkey-cli -h 127.0.0.1 -p "$rp_port" config set maxmemory 0 >/dev/null 2>&1
   done
-) >"$work/suite.out" 2>&1 </dev/null 9>&- &
+) >>"$work/suite.out" 2>&1 </dev/null 9>&- &
 suite_pid=$!
 pids=("$suite_pid" "${pids[@]}") # the loop first: it ends the run.sh it is waiting for
 header=0; tok=0; terr=0; texc=0
