@@ -151,7 +151,7 @@ class ReplicaStream implements ReplicationFeedHandler {
     const names = this.names;
     const table = names === null ? null : this.session.ctx.commands();
     const kept: Buffer[] = [];
-    let inner = 0; // the commands kept that are not SELECT
+    let dropped = false; // a command not the client's to see was left out
     for (const command of commands) {
       if (isSelect(command)) {
         const select = command.toString('latin1').toLowerCase();
@@ -161,11 +161,12 @@ class ReplicaStream implements ReplicationFeedHandler {
         continue;
       }
       const shown = names === null ? command : clientStreamCommand(names, table!, command);
-      if (shown === null) continue;
+      if (shown === null) {
+        dropped = true;
+        continue;
+      }
       kept.push(shown);
-      inner++;
     }
-    const dropped = inner < commands.filter((c) => !isSelect(c)).length;
     if (dropped && isGroup(kept)) return this.sendSelectsOnly(kept);
     if (kept.length > 0) this.send(kept.length === 1 ? kept[0]! : Buffer.concat(kept));
   }
