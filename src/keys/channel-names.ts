@@ -120,10 +120,15 @@ export function catchesNotifications(names: KeyNames, pattern: Buffer): boolean 
   return names.namespace !== null && !startsWith(pattern, NOTIFICATION) && globsOverlap(pattern, ANY_NOTIFICATION);
 }
 
+/** Each user's notificationPatterns, made once: they are looked at for every pmessage it is delivered. */
+const patternsOf = new WeakMap<KeyNames, Buffer[]>();
+
 /** The hub patterns that catch a namespace's keyspace and key-event notifications (any database). */
 export function notificationPatterns(names: KeyNames): Buffer[] {
   if (names.namespace === null) return [];
-  return [Buffer.concat([Buffer.from('__keyspace@*__:'), escapeGlob(names.namespace), STAR]), EVERY_KEYEVENT];
+  let patterns = patternsOf.get(names);
+  if (patterns === undefined) patternsOf.set(names, (patterns = [Buffer.concat([Buffer.from('__keyspace@*__:'), escapeGlob(names.namespace), STAR]), EVERY_KEYEVENT]));
+  return patterns;
 }
 
 /**
