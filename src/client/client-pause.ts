@@ -150,12 +150,15 @@ function baseMayWrite(spec: CommandSpec): boolean {
 function fcallMayWrite(session: HandlerSession, spec: CommandSpec, args: readonly Buffer[]): boolean {
   if (args.length < 2) return baseMayWrite(spec);
   const functions = session.ctx.functions;
-  const flags = functions?.flagsOf(args[1]!.toString('utf8'));
+  // The nodes list a namespaced user's functions under their stored names (keys/function-names.ts).
+  const naming = session.state.acl.keyNames?.functions ?? null;
+  const name = (naming === null ? args[1]! : naming.storedName(args[1]!)).toString('utf8');
+  const flags = functions?.flagsOf(name);
   if (flags === undefined) {
     if (functions !== undefined) {
       const pause = session.ctx.clientPause;
       void functions.refresh().then(() => {
-        if (functions.flagsOf(args[1]!.toString('utf8')) !== undefined) pause.recheck();
+        if (functions.flagsOf(name) !== undefined) pause.recheck();
       });
     }
     return baseMayWrite(spec);

@@ -14,11 +14,13 @@ import { CommandFlag, commandFlagBit } from './command-flags.js';
 import { NameIndex } from './name-index.js';
 import { ProxyError } from '../errors.js';
 import {
+  compileCountKeyFinder,
   compileKeyFinder,
   findKeyRefs,
   makeKeySpec,
   NATIVE_GETKEYS,
   type BeginSearch,
+  type CountKeyFinder,
   type FindKeys,
   type KeyFinder,
   type KeyRef,
@@ -59,6 +61,10 @@ export interface CommandSpec {
   parent?: CommandSpec;
   /** Key finder compiled from keySpecs (set by CommandTable; internal). */
   findKeys?: KeyFinder;
+  /** The same from the argument count alone, when its keys sit at fixed places; else null (set by CommandTable; internal). */
+  keysByCount?: CountKeyFinder | null;
+  /** Whether renaming its fixed keys is all key-name rewriting does to it (set by keys/naming-plan.ts on first use; internal). */
+  onlyFixedKeys?: boolean;
   /** Subcommands by name bytes, case-insensitive (set by CommandTable; internal). */
   subcommandIndex?: NameIndex<CommandSpec>;
   /** Its latency histogram (set by observe/command-latency.ts on first use; internal). */
@@ -255,6 +261,7 @@ export class CommandTable {
     };
     if (parent !== undefined) spec.parent = parent;
     spec.findKeys = compileKeyFinder({ name, arity: e.arity, keySpecs, legacyKeys });
+    spec.keysByCount = compileCountKeyFinder({ name, arity: e.arity, keySpecs, legacyKeys });
     this.byFullName.set(name, spec);
     if (parent === undefined) {
       this.index.set(name, spec);

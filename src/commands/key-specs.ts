@@ -338,6 +338,9 @@ export function findKeyRefs(cmd: KeyFinderInput, args: readonly Buffer[]): KeyRe
 
 const SIMPLE_FLAGS_MASK = KeySpecFlag.INCOMPLETE;
 
+/** Key indexes from the argument count alone: the commands whose keys sit at fixed places (see compileCountKeyFinder). */
+export type CountKeyFinder = (argCount: number) => number[];
+
 /**
  * Compiles the key specs of a command into a function from args to key indexes. Common shapes
  * get a dedicated closure: one key at a fixed index (GET, SET, HSET, ... ~75% of commands) and
@@ -353,47 +356,8 @@ export function compileKeyFinder(cmd: KeyFinderInput): KeyFinder {
     return (args) => refsToIndexes(legacyRefs(legacy, args));
   }
 
-  if (specs.length === 1 && native === undefined) {
-    const spec = specs[0]!;
-    const bs = spec.beginSearch;
-    const fk = spec.findKeys;
-    if (bs.type === 'index' && fk.type === 'range' && fk.limit === 0 && (spec.flags & SIMPLE_FLAGS_MASK) === 0) {
-      const first = bs.index;
-      const step = fk.keyStep >= 1 ? fk.keyStep : 1;
-      if (fk.lastKey === 0) {
-        // One key at a fixed position.
-        return (args) => (first < args.length ? [first] : []);
-      }
-      if (fk.lastKey > 0) {
-        const lastRel = fk.lastKey;
-        return (args) => {
-          const last = first + lastRel;
-          if (last >= args.length) return [];
-          const out: number[] = [];
-          for (let i = first; i <= last; i += step) out.push(i);
-          return out;
-        };
-      }
-      const fromEnd = fk.lastKey; // < 0
-      if (step === 1) {
-        return (args) => {
-          const last = args.length + fromEnd;
-          if (last < first || first >= args.length) return [];
-          const n = last - first + 1;
-          const out = new Array<number>(n);
-          for (let i = 0; i < n; i++) out[i] = first + i;
-          return out;
-        };
-      }
-      return (args) => {
-        const last = args.length + fromEnd;
-        if (last < first || first >= args.length) return [];
-        const out: number[] = [];
-        for (let i = first; i <= last; i += step) out.push(i);
-        return out;
-      };
-    }
-  }
+  const byCount = compileCountKeyFinder(cmd);
+  if (byCount !== null) return (args) => byCount(args.length);
 
   const compiled = compileSpecs(specs);
   return (args) => {
@@ -402,5 +366,53 @@ export function compileKeyFinder(cmd: KeyFinderInput): KeyFinder {
     if (st === ST_OK) return out;
     if (native !== undefined) return refsToIndexes(native(args));
     return st === ST_INVALID ? [] : out; // unresolvable (module) specs: best effort
+  };
+}
+
+/**
+ * The key finder of a command whose keys the argument count alone places — one index+range key
+ * spec, no native parser — or null. Such requests can have their keys found (and renamed:
+ * keys/prefixed-request.ts) without a view of any argument.
+ */
+export function compileCountKeyFinder(cmd: KeyFinderInput): CountKeyFinder | null {
+  const specs = cmd.keySpecs;
+  if (specs.length !== 1 || NATIVE_GETKEYS.has(cmd.name)) return null;
+  const spec = specs[0]!;
+  const bs = spec.beginSearch;
+  const fk = spec.findKeys;
+  if (bs.type !== 'index' || fk.type !== 'range' || fk.limit !== 0 || (spec.flags & SIMPLE_FLAGS_MASK) !== 0) return null;
+  const first = bs.index;
+  const step = fk.keyStep >= 1 ? fk.keyStep : 1;
+  if (fk.lastKey === 0) {
+    // One key at a fixed position.
+    return (argc) => (first < argc ? [first] : []);
+  }
+  if (fk.lastKey > 0) {
+    const lastRel = fk.lastKey;
+    return (argc) => {
+      const last = first + lastRel;
+      if (last >= argc) return [];
+      const out: number[] = [];
+      for (let i = first; i <= last; i += step) out.push(i);
+      return out;
+    };
+  }
+  const fromEnd = fk.lastKey; // < 0
+  if (step === 1) {
+    return (argc) => {
+      const last = argc + fromEnd;
+      if (last < first || first >= argc) return [];
+      const n = last - first + 1;
+      const out = new Array<number>(n);
+      for (let i = 0; i < n; i++) out[i] = first + i;
+      return out;
+    };
+  }
+  return (argc) => {
+    const last = argc + fromEnd;
+    if (last < first || first >= argc) return [];
+    const out: number[] = [];
+    for (let i = first; i <= last; i += step) out.push(i);
+    return out;
   };
 }

@@ -36,6 +36,7 @@ import { clientInfoLine } from './client-commands.js';
 import { touchesFleetKeys } from '../fleet/reserved-keys.js';
 import { requestWithStoredNames } from '../keys/request-names.js';
 import { replyNamesFor } from '../keys/reply-names.js';
+import { onlyFixedKeysRenamed, withNamespacedKeys } from '../keys/naming-plan.js';
 import { requestWithStoredChannels } from '../keys/channel-names.js';
 
 /** The one dispatch table: command family → the handler that owns its decisions. */
@@ -101,7 +102,7 @@ export function dispatch(session: DispatchedSession, frame: RequestFrame): boole
   // Under a namespace or colocation rules, the reply's key names turn back into the client's
   // (keys/reply-names.ts); a queued command's reply is QUEUED.
   const names = state.acl.keyNames;
-  let replyNames = names !== null && spec !== undefined ? replyNamesFor(names, command, frame.args) : null;
+  let replyNames = names !== null && spec !== undefined && !onlyFixedKeysRenamed(spec) ? replyNamesFor(names, command, frame.args) : null;
   // Queued, its names turn back in EXEC's array, long after these views of the read buffer are gone.
   if (inMulti && replyNames !== null) replyNames = replyNamesFor(names!, command, frame.args.map((a) => Buffer.from(a)));
   state.queuedReplyNames = inMulti ? replyNames : null;
@@ -170,7 +171,10 @@ function route(session: HandlerSession, received: CommandRequest, family: Comman
   if (!acl.unrestricted && denied(session, req, acl, refusal)) return;
   // From here on the request names keys as the nodes store them (src/keys/key-names.ts); the ACL
   // above judged the client's names, MONITOR and the slow log show them.
-  if (spec !== undefined && acl.keyNames !== null) {
+  const prefixed = spec !== undefined && acl.keyNames?.prefixOnly != null ? withNamespacedKeys(req as RequestFrame, spec, acl.keyNames.prefixOnly) : null;
+  if (prefixed !== null) {
+    req = prefixed as CommandRequest; // a GET, SET … as a namespaced user: its keys renamed, nothing else to do (keys/naming-plan.ts)
+  } else if (spec !== undefined && acl.keyNames !== null) {
     const stored = requestWithStoredNames(acl.keyNames, session.ctx.commands(), spec, req as RequestFrame);
     if (Buffer.isBuffer(stored)) {
       if (state.transaction !== null) state.transaction.dirty = true; // EXEC aborts, as for any refused command

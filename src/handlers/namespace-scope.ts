@@ -7,9 +7,10 @@ import { scanNode } from '../routing/node-scan.js';
 import type { CallClient } from '../routing/upstream-call.js';
 import type { ClusterNode } from '../cluster/topology.js';
 import type { KeyNames } from '../keys/key-names.js';
+import type { FunctionNames } from '../keys/function-names.js';
 
 /** The commands that speak for the whole keyspace, answered for a namespace's keys only. */
-export const NAMESPACE_SCOPED: ReadonlySet<string> = new Set(['dbsize', 'flushall', 'flushdb', 'randomkey']);
+export const NAMESPACE_SCOPED: ReadonlySet<string> = new Set(['dbsize', 'flushall', 'flushdb', 'randomkey', 'function|flush']);
 
 /** RANDOMKEY: the nodes' own picks tried before the namespace is scanned for one. */
 const RANDOM_TRIES = 4;
@@ -24,6 +25,7 @@ const RANDOM_TRIES = 4;
  *                     written meanwhile by others may remain, as after Valkey's ASYNC flush)
  *   RANDOMKEY         a node's RANDOMKEY when it lands in the namespace (a few tries), else one of
  *                     the namespace's keys found by scanning; nil when it has none
+ *   FUNCTION FLUSH    the namespace's function libraries deleted on every primary (keys/function-names.ts)
  *
  * Inside MULTI (and on a WATCH lane) they are refused: queued, the node would run them over
  * every application's keys.
@@ -45,20 +47,38 @@ export function namespaceScoped(session: HandlerSession, req: CommandRequest, na
     let work: Promise<Buffer>;
     if (req.command === 'dbsize') work = countKeys(session, client, primaries, pattern);
     else if (req.command === 'randomkey') work = randomKey(session, client, primaries, names, pattern);
+    else if (req.command === 'function|flush') work = removeLibraries(session, client, primaries, names.functions!);
     else work = removeKeys(session, client, primaries, pattern, isSync(req));
     void work.then((reply) => entry.fill(reply), (e: Error) => entry.fill(encodeError(`ERR respool: ${e.message}`)));
   });
 }
 
-/** Valkey's argument error for FLUSHALL/FLUSHDB (ASYNC or SYNC; the arity was checked at admission). */
+/** Valkey's argument error for FLUSHALL/FLUSHDB/FUNCTION FLUSH (ASYNC or SYNC; the arity was checked at admission). */
 function badArguments(req: CommandRequest): string | null {
-  if (req.args.length === 1) return null;
-  const word = req.args[1]!.toString('latin1').toLowerCase();
-  return req.args.length === 2 && (word === 'async' || word === 'sync') ? null : 'ERR syntax error';
+  const at = req.command === 'function|flush' ? 2 : 1;
+  if (req.args.length === at) return null;
+  if (at === 2 && req.args.length > 3) return `ERR unknown subcommand or wrong number of arguments for '${req.args[1]!.toString('utf8')}'. Try FUNCTION HELP.`;
+  const word = req.args[at]!.toString('latin1').toLowerCase();
+  if (req.args.length === at + 1 && (word === 'async' || word === 'sync')) return null;
+  return at === 2 ? 'ERR FUNCTION FLUSH only supports SYNC|ASYNC option' : 'ERR syntax error';
 }
 
 function isSync(req: CommandRequest): boolean {
   return req.args.length === 2 && req.args[1]!.toString('latin1').toLowerCase() === 'sync';
+}
+
+/** FUNCTION FLUSH for a namespace: each primary's libraries of the namespace, listed and deleted there. */
+async function removeLibraries(session: HandlerSession, client: CallClient, primaries: ClusterNode[], functions: FunctionNames): Promise<Buffer> {
+  const router = session.ctx.router;
+  const pattern = Buffer.concat([functions.marker, Buffer.from('*')]);
+  await Promise.all(primaries.map(async (node) => {
+    const list = await nodeCall(router, client, node, 'primary', encodeCommand(['FUNCTION', 'LIST', 'LIBRARYNAME', pattern]), 'function|list');
+    for (const name of functions.storedLibraryNames(list)) {
+      const reply = await nodeCall(router, client, node, 'primary', encodeCommand(['FUNCTION', 'DELETE', name]), 'function|delete');
+      if (reply[0] === 0x2d && !reply.toString('latin1').includes('not found')) throw new Error(reply.toString('latin1', 1).trim());
+    }
+  }));
+  return Buffer.from('+OK\r\n');
 }
 
 async function countKeys(session: HandlerSession, client: CallClient, primaries: ClusterNode[], pattern: Buffer): Promise<Buffer> {

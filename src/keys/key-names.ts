@@ -1,5 +1,6 @@
 import type { KeyColocation } from './colocation.js';
 import { escapeGlob } from './glob-overlap.js';
+import { FunctionNames } from './function-names.js';
 
 const STAR = Buffer.from('*');
 
@@ -27,6 +28,10 @@ export class KeyNames {
   readonly scopePattern: Buffer;
   /** SORT's BY and GET patterns are sent behind this (raw: they are not globs), or kept as they are when null. */
   readonly sortPrefix: Buffer | null;
+  /** The namespace when it is the only change to a key's name (no colocation rules): every stored name is it + the client's. */
+  readonly prefixOnly: Buffer | null;
+  /** Function library and function names behind the namespace (function-names.ts), or null without one. */
+  readonly functions: FunctionNames | null;
 
   constructor(
     /** users[].keyPrefix, or null. */
@@ -38,6 +43,8 @@ export class KeyNames {
     this.sortPrefix = inner === null ? null : Buffer.concat([outer, inner]);
     this.nodePatternPrefix = this.sortPrefix === null ? null : escapeGlob(this.sortPrefix);
     this.scopePattern = namespace === null ? STAR : Buffer.concat([escapeGlob(namespace), STAR]);
+    this.prefixOnly = colocation === null ? namespace : null;
+    this.functions = namespace === null ? null : new FunctionNames(namespace);
   }
 
   /** The stored name of a client's key, or null when it is stored as it is. */

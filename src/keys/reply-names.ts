@@ -2,6 +2,7 @@ import { bulkPayload, splitAggregate } from '../resp/decode.js';
 import { encodeArray, encodeBulk } from '../resp/encode.js';
 import { globMatch } from '../util/glob.js';
 import type { KeyNames } from './key-names.js';
+import type { FunctionNames } from './function-names.js';
 import { matchIndex } from './request-names.js';
 import { clientChannelList, clientNumsub } from './channel-names.js';
 
@@ -16,51 +17,74 @@ export type ReplyNames = (reply: Buffer) => Buffer;
  * client name reaches. Null: the command's reply names no key. Errors and nulls pass unchanged.
  */
 export function replyNamesFor(names: KeyNames, command: string, args: readonly Buffer[]): ReplyNames | null {
-  switch (command) {
-    case 'blpop':
-    case 'brpop':
-    case 'bzpopmin':
-    case 'bzpopmax':
-    case 'lmpop':
-    case 'blmpop':
-    case 'zmpop':
-    case 'bzmpop':
-      return (reply) => filterChildren(reply, (child, i) => (i === 0 ? clientBulk(names, child) : child));
-    case 'xread':
-    case 'xreadgroup':
-      // RESP2: [[name, entries], …]; RESP3: a map name → entries.
-      return (reply) =>
-        reply[0] === 0x25 /* % */
-          ? filterChildren(reply, (child, i) => (i % 2 === 0 ? clientBulk(names, child) : child))
-          : filterChildren(reply, (pair) => filterChildren(pair, (child, i) => (i === 0 ? clientBulk(names, child) : child)));
-    case 'randomkey':
-      return (reply) => clientBulk(names, reply);
-    case 'keys':
-      return (reply) => visibleKeys(names, reply, names.nodePatternPrefix === null ? (args[1] ?? null) : null);
-    case 'scan': {
+  return REPLY_NAMERS.get(command)?.(names, args) ?? null;
+}
+
+/** Whether `command`'s reply may name keys or channels (replyNamesFor can turn it). */
+export function namesKeysInReply(command: string): boolean {
+  return REPLY_NAMERS.has(command);
+}
+
+type ReplyNamer = (names: KeyNames, args: readonly Buffer[]) => ReplyNames | null;
+
+const poppedKey: ReplyNamer = (names) => (reply) => filterChildren(reply, (child, i) => (i === 0 ? clientBulk(names, child) : child));
+// RESP2: [[name, entries], …]; RESP3: a map name → entries.
+const streamNames: ReplyNamer = (names) => (reply) =>
+  reply[0] === 0x25 /* % */
+    ? filterChildren(reply, (child, i) => (i % 2 === 0 ? clientBulk(names, child) : child))
+    : filterChildren(reply, (pair) => filterChildren(pair, (child, i) => (i === 0 ? clientBulk(names, child) : child)));
+const channelList: ReplyNamer = (names) => (names.namespace === null ? null : (reply) => clientChannelList(names, reply));
+const numsub: ReplyNamer = (names, args) => {
+  if (names.namespace === null) return null;
+  const asked = args.slice(2).map((a) => Buffer.from(a)); // the request's bytes are not kept past its handling
+  return (reply) => clientNumsub(asked, reply);
+};
+
+const REPLY_NAMERS: ReadonlyMap<string, ReplyNamer> = new Map<string, ReplyNamer>([
+  ...['blpop', 'brpop', 'bzpopmin', 'bzpopmax', 'lmpop', 'blmpop', 'zmpop', 'bzmpop'].map((c): [string, ReplyNamer] => [c, poppedKey]),
+  ['xread', streamNames],
+  ['xreadgroup', streamNames],
+  ['randomkey', (names) => (reply) => clientBulk(names, reply)],
+  ['keys', (names, args) => (reply) => visibleKeys(names, reply, names.nodePatternPrefix === null ? (args[1] ?? null) : null)],
+  [
+    'scan',
+    (names, args) => {
       const at = matchIndex(args);
       const pattern = at > 0 && names.nodePatternPrefix === null ? args[at]! : null;
       return (reply) => filterChildren(reply, (child, i) => (i === 1 ? visibleKeys(names, child, pattern) : child));
-    }
-    case 'pubsub|channels':
-    case 'pubsub|shardchannels':
-      return names.namespace === null ? null : (reply) => clientChannelList(names, reply);
-    case 'pubsub|numsub':
-    case 'pubsub|shardnumsub': {
-      if (names.namespace === null) return null;
-      const asked = args.slice(2).map((a) => Buffer.from(a)); // the request's bytes are not kept past its handling
-      return (reply) => clientNumsub(asked, reply);
-    }
-    case 'eval':
-    case 'eval_ro':
-    case 'evalsha':
-    case 'evalsha_ro':
-    case 'fcall':
-    case 'fcall_ro':
-      return scriptReplyNames(names, args);
-    default:
-      return null;
-  }
+    },
+  ],
+  ['pubsub|channels', channelList],
+  ['pubsub|shardchannels', channelList],
+  ['pubsub|numsub', numsub],
+  ['pubsub|shardnumsub', numsub],
+  ...['eval', 'eval_ro', 'evalsha', 'evalsha_ro'].map((c): [string, ReplyNamer] => [c, scriptReplyNames]),
+  ['fcall', functionCallNames],
+  ['fcall_ro', functionCallNames],
+  ['function|load', (names) => (names.functions === null ? null : libraryLoaded(names.functions))],
+  ['function|list', (names) => (names.functions === null ? null : libraryList(names.functions))],
+  ['function|delete', (names) => (names.functions === null ? null : (reply) => names.functions!.clientError(reply))],
+]);
+
+/** FCALL's reply: its declared keys as the client's (scriptReplyNames), its errors without the namespace's function marker. */
+function functionCallNames(names: KeyNames, args: readonly Buffer[]): ReplyNames | null {
+  const keys = scriptReplyNames(names, args);
+  const functions = names.functions;
+  if (functions === null) return keys;
+  return (reply) => (reply[0] === 0x2d || reply[0] === 0x21 ? functions.clientError(reply) : keys === null ? reply : keys(reply));
+}
+
+/** FUNCTION LOAD's reply: the library's name as the client gave it. */
+function libraryLoaded(functions: FunctionNames): ReplyNames {
+  return (reply) => {
+    const stored = bulkPayload(reply);
+    const name = stored === null ? null : functions.clientName(stored);
+    return name !== null ? encodeBulk(name, 2) : functions.clientError(reply);
+  };
+}
+
+function libraryList(functions: FunctionNames): ReplyNames {
+  return (reply) => (reply[0] === 0x2d ? functions.clientError(reply) : functions.clientLibraries(reply));
 }
 
 /**

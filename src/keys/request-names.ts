@@ -6,6 +6,8 @@ import type { KeyNames } from './key-names.js';
 import { namesChannels } from './channel-names.js';
 
 const MATCH = Buffer.from('MATCH');
+const LIBRARYNAME = Buffer.from('LIBRARYNAME');
+
 const STAR = Buffer.from('*');
 
 /**
@@ -45,6 +47,24 @@ export function requestWithStoredNames(names: KeyNames, table: CommandTable, spe
       i++;
     }
   }
+  const functions = names.functions;
+  if (functions !== null && (command === 'fcall' || command === 'fcall_ro' || command.startsWith('function|'))) {
+    const a = frame.args;
+    if (command === 'function|dump' || command === 'function|restore') {
+      return encodeError(ProxyError.functionsOfEveryNamespace(command === 'function|dump' ? 'FUNCTION DUMP' : 'FUNCTION RESTORE'));
+    }
+    if ((command === 'fcall' || command === 'fcall_ro' || command === 'function|delete') && a.length > (command === 'function|delete' ? 2 : 1)) {
+      const at = command === 'function|delete' ? 2 : 1;
+      set(at, functions.storedName(a[at]!));
+    } else if (command === 'function|load' && a.length > 2) {
+      set(a.length - 1, functions.storedCode(a[a.length - 1]!));
+    } else if (command === 'function|list') {
+      const at = libraryNameIndex(a);
+      const pattern = Buffer.concat([functions.marker, at > 0 ? a[at]! : STAR]);
+      if (at > 0) set(at, pattern);
+      else args = [...a, LIBRARYNAME, pattern];
+    }
+  }
   if (commandMayHaveKeys(spec) && !namesChannels(command)) {
     for (const i of table.keyIndexes(spec, frame.args)) {
       const key = (args ?? frame.args)[i]!;
@@ -58,6 +78,20 @@ export function requestWithStoredNames(names: KeyNames, table: CommandTable, spe
   out.spec = frame.spec;
   out.command = frame.command;
   return out;
+}
+
+/** SORT's BY/GET patterns; SPUBLISH's and SSUBSCRIBE's "keys", which are channels. */
+export function namesPatternsOrChannels(command: string): boolean {
+  return command === 'sort' || command === 'sort_ro' || namesChannels(command);
+}
+
+/** FUNCTION LIST's LIBRARYNAME pattern (its index), or -1. */
+function libraryNameIndex(args: readonly Buffer[]): number {
+  for (let i = 2; i + 1 < args.length; i++) {
+    const a = args[i]!;
+    if (a.length === 11 && a.toString('latin1').toLowerCase() === 'libraryname') return i + 1;
+  }
+  return -1;
 }
 
 /** SCAN's MATCH argument (its pattern's index), or -1. */

@@ -47,6 +47,44 @@ async function resp3Exchange(port: number, auth: string[] | null): Promise<strin
   }
 }
 
+/**
+ * Function libraries over a raw connection (RESP2, or RESP3 after HELLO 3): loaded, called, listed
+ * with and without code and patterns, replaced, deleted — replies compared byte for byte. One
+ * function per library and one library per listing: a server lists them in its hash order (seeded
+ * per process), which no two servers share.
+ */
+const LIBRARY = "#!lua name=lib\nredis.register_function('get1', function(keys, args) return redis.call('GET', keys[1]) end)";
+const LIBRARY_T = [
+  '#!lua name=libt',
+  "redis.register_function{function_name='set1', callback=function(keys, args) return redis.call('SET', keys[1], args[1]) end, description='sets'}",
+].join('\n');
+const LIBRARY_2 = [
+  '#!lua name=lib',
+  "redis.register_function{function_name = \"get1\", callback = function(keys, args) return 'v2:' .. (redis.call('GET', keys[1]) or '') end, flags = {'no-writes'}}",
+].join('\n');
+const FUNCTION_EXCHANGE: string[][] = [
+  ['FUNCTION', 'LOAD', LIBRARY], ['FUNCTION', 'LOAD', LIBRARY], ['FUNCTION', 'LOAD', LIBRARY_T], ['FCALL', 'set1', '1', '{k}', 'v'],
+  ['FCALL', 'get1', '1', '{k}'], ['FCALL', 'nosuch', '0'], ['FUNCTION', 'LIST', 'LIBRARYNAME', 'lib'],
+  ['FUNCTION', 'LIST', 'LIBRARYNAME', 'lib', 'WITHCODE'], ['FUNCTION', 'LIST', 'WITHCODE', 'LIBRARYNAME', 'lib?'],
+  ['FUNCTION', 'LIST', 'LIBRARYNAME', 'zz*'], ['FUNCTION', 'DELETE', 'nosuch'], ['FUNCTION', 'DELETE', 'libt'], ['FUNCTION', 'LIST'],
+  ['FUNCTION', 'LOAD', 'REPLACE', LIBRARY_2], ['FCALL_RO', 'get1', '1', '{k}'], ['FCALL', 'set1', '1', '{k}', 'v'],
+  ['FUNCTION', 'LIST', 'WITHCODE'], ['FUNCTION', 'DELETE', 'lib'], ['FUNCTION', 'LIST'], ['FUNCTION', 'LOAD', LIBRARY],
+  ['FUNCTION', 'FLUSH', 'NOW'], ['FUNCTION', 'FLUSH', 'a', 'b'],
+];
+
+async function functionExchange(port: number, auth: string[] | null, protocol: 2 | 3, commands: string[][]): Promise<string[]> {
+  const c = await RawConnection.connect(port);
+  try {
+    if (auth !== null) expect(await c.call('AUTH', ...auth)).toBe('+OK\r\n');
+    if (protocol === 3) await c.call('HELLO', '3');
+    const out: string[] = [];
+    for (const command of commands) out.push(`${command.slice(0, 3).join(' ').slice(0, 40)} → ${await c.call(...command)}`);
+    return out;
+  } finally {
+    c.close();
+  }
+}
+
 const users = [
   { name: 'default', password: 'adminpw' },
   { name: 'a', password: 'pa', keyPrefix: 'a:' },
@@ -174,6 +212,55 @@ describe('namespaces (users[].keyPrefix)', () => {
         await expect(a.multi().flushall().exec()).rejects.toThrow(/EXECABORT/);
         expect(await b.get('only-b')).toBe('1');
       });
+
+      it('CLIENT PAUSE WRITE lets a namespaced no-writes function run at once and holds one that writes, as Valkey', async () => {
+        const PAUSE_MS = 2500;
+        const a = await RawConnection.connect(proxy.address.port);
+        expect(await a.call('AUTH', 'a', 'pa')).toBe('+OK\r\n');
+        await a.call('FUNCTION', 'FLUSH');
+        const library = "#!lua name=pauselib\nredis.register_function{function_name='ro', callback=function(k) return redis.call('get', k[1]) end, flags={'no-writes'}}\nredis.register_function('rw', function(k) return redis.call('incr', k[1]) end)";
+        expect(await a.call('FUNCTION', 'LOAD', library)).toBe('$8\r\npauselib\r\n');
+        const admin = await RawConnection.connect(proxy.address.port);
+        expect(await admin.call('AUTH', 'default', 'adminpw')).toBe('+OK\r\n');
+        const held: Record<string, boolean> = {};
+        for (const [name, command] of [['ro', ['FCALL', 'ro', '1', 'k']], ['rw', ['FCALL', 'rw', '1', 'n']]] as const) {
+          expect(await admin.call('CLIENT', 'PAUSE', String(PAUSE_MS), 'WRITE')).toBe('+OK\r\n');
+          const started = Date.now();
+          await a.call(...command);
+          held[name] = Date.now() - started > PAUSE_MS / 2;
+          expect(await admin.call('CLIENT', 'UNPAUSE')).toBe('+OK\r\n');
+        }
+        expect(held).toEqual({ ro: false, rw: true });
+        await a.call('FUNCTION', 'FLUSH');
+        a.close();
+        admin.close();
+      }, 30_000);
+
+      for (const protocol of [2, 3] as const) {
+        it(`RESP${protocol}: each namespace has function libraries of its own, byte for byte as one server of its own`, async () => {
+          const nodes = await upstream.nodes();
+          await Promise.all(nodes.map((n) => n.call('FUNCTION', 'FLUSH')));
+          await oracle.call('FUNCTION', 'FLUSH');
+          const want = await functionExchange(oracle.port, null, protocol, FUNCTION_EXCHANGE);
+          // a's library stays loaded while b runs the same exchange: b neither sees it nor collides with it.
+          expect(await functionExchange(proxy.address.port, ['a', 'pa'], protocol, FUNCTION_EXCHANGE)).toEqual(want);
+          expect(await functionExchange(proxy.address.port, ['b', 'pb'], protocol, FUNCTION_EXCHANGE)).toEqual(want);
+          const listing = [['FUNCTION', 'LIST', 'WITHCODE']];
+          const wantListing = await functionExchange(oracle.port, null, protocol, listing);
+          for (const n of nodes) {
+            const names = ((await n.call('FUNCTION', 'LIST')) as unknown[][]).map((lib) => String(lib[1]));
+            expect(names.sort()).toEqual(['ns613a__lib', 'ns623a__lib']); // a: and b: in hex
+          }
+          // b's FUNCTION FLUSH leaves a's library; DUMP and RESTORE would carry every namespace's.
+          expect(await functionExchange(proxy.address.port, ['b', 'pb'], protocol, [['FUNCTION', 'FLUSH'], ['FUNCTION', 'LIST']])).toEqual([
+            'FUNCTION FLUSH → +OK\r\n',
+            'FUNCTION LIST → *0\r\n',
+          ]);
+          expect(await functionExchange(proxy.address.port, ['a', 'pa'], protocol, listing)).toEqual(wantListing);
+          const [dump] = await functionExchange(proxy.address.port, ['a', 'pa'], protocol, [['FUNCTION', 'DUMP']]);
+          expect(dump).toMatch(/^FUNCTION DUMP → -ERR respool: FUNCTION DUMP of a user with a namespace/);
+        });
+      }
     });
   }
 });

@@ -1,0 +1,32 @@
+import type { CommandSpec } from '../commands/command-table.js';
+import { RequestFrame } from '../resp/request-framer.js';
+import { MAX_PREFIXED_KEYS, prefixedRequest } from './prefixed-request.js';
+import { namesKeysInReply } from './reply-names.js';
+import { namesPatternsOrChannels } from './request-names.js';
+
+/**
+ * Whether renaming keys that sit at fixed places is all the rewriting does to a command (GET,
+ * SET, MGET, HSET …): no patterns, channels or scope, no names in its reply. Worked out once per
+ * command (CommandSpec.onlyFixedKeys), so such a request pays none of the other lookups.
+ */
+export function onlyFixedKeysRenamed(spec: CommandSpec): boolean {
+  let only = spec.onlyFixedKeys;
+  if (only === undefined) only = spec.onlyFixedKeys = spec.keysByCount != null && !namesPatternsOrChannels(spec.name) && !namesKeysInReply(spec.name);
+  return only;
+}
+
+/**
+ * A namespaced user's request with its keys behind `namespace`, when that is all it needs
+ * (onlyFixedKeysRenamed) — the hot path: no argument views, one new buffer (prefixed-request.ts).
+ * Null: the request takes the general path (requestWithStoredNames, then scope and channels).
+ */
+export function withNamespacedKeys(frame: RequestFrame, spec: CommandSpec, namespace: Buffer): RequestFrame | null {
+  if (!onlyFixedKeysRenamed(spec)) return null;
+  const keys = spec.keysByCount!(frame.argCount);
+  if (keys.length === 0) return frame;
+  if (keys.length > MAX_PREFIXED_KEYS) return null;
+  const out = new RequestFrame(prefixedRequest(frame.raw, keys, namespace));
+  out.spec = frame.spec;
+  out.command = frame.command;
+  return out;
+}

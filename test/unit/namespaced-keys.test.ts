@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest';
+import { CommandTable } from '../../src/commands/command-table.js';
+import { KeyNames } from '../../src/keys/key-names.js';
+import { onlyFixedKeysRenamed, withNamespacedKeys } from '../../src/keys/naming-plan.js';
+import { MAX_PREFIXED_KEYS, prefixedRequest } from '../../src/keys/prefixed-request.js';
+import { replyNamesFor } from '../../src/keys/reply-names.js';
+import { requestWithStoredNames } from '../../src/keys/request-names.js';
+import { encodeCommand } from '../../src/resp/encode.js';
+import { RequestFrame, RequestFramer } from '../../src/resp/request-framer.js';
+
+const table = CommandTable.builtin();
+const b = (s: string) => Buffer.from(s, 'latin1');
+const names = new KeyNames(b('ns:'), null);
+
+/** A request as the framer hands it on: its exact bytes, no argument views yet. */
+function framed(args: Buffer[]): RequestFrame {
+  const framer = new RequestFramer();
+  framer.push(encodeCommand(args));
+  const frame = framer.next();
+  if (frame === null) throw new Error('not framed');
+  return frame;
+}
+
+/** What the general path (argument views, re-encoding) makes of the same request. */
+function general(args: Buffer[]): Buffer {
+  const spec = table.lookup(args)!;
+  const out = requestWithStoredNames(names, table, spec, framed(args));
+  return Buffer.isBuffer(out) ? out : out.raw;
+}
+
+describe('prefixedRequest (a namespace put into a request\'s bytes)', () => {
+  const cases: Array<[string, string[], number[]]> = [
+    ['one key', ['GET', 'k'], [1]],
+    ['a value after the key, longer than the byte-copy limit', ['SET', 'key:1', 'v'.repeat(300)], [1]],
+    ['a key whose length gains a digit (8 + 3 = 11)', ['GET', 'k'.repeat(8)], [1]],
+    ['a key whose length gains a digit (98 + 3 = 101)', ['GET', 'k'.repeat(98)], [1]],
+    ['an empty key', ['GET', ''], [1]],
+    ['every other argument (MSET)', ['MSET', 'a', '1', 'b', '2', 'c', '3'], [1, 3, 5]],
+    ['consecutive keys (MGET)', ['MGET', 'a', 'bb', 'ccc'], [1, 2, 3]],
+    ['binary bytes in key and value', ['SET', '\r\n$3\r\n', '\x00\xff'], [1]],
+  ];
+  it.each(cases)('%s', (_what, words, keys) => {
+    const args = words.map(b);
+    const expected = encodeCommand(args.map((a, i) => (keys.includes(i) ? Buffer.concat([b('ns:'), a]) : a)));
+    expect(prefixedRequest(encodeCommand(args), keys, b('ns:')).toString('latin1')).toBe(expected.toString('latin1'));
+  });
+});
+
+describe('withNamespacedKeys (the hot path) against requestWithStoredNames (the general path)', () => {
+  it('makes the same bytes for every command it takes, and no reply of those names a key', () => {
+    let taken = 0;
+    for (const name of table.names()) {
+      const spec = table.get(name)!;
+      if (!onlyFixedKeysRenamed(spec)) continue;
+      const words = name.split('|');
+      // Enough arguments for any fixed key place, one of them long enough to change a header's digits.
+      for (const extra of [1, 2, 5, 9]) {
+        const args = [...words.map(b), ...Array.from({ length: extra }, (_, i) => b(i === 0 ? 'x'.repeat(9) : `arg${i}`))];
+        const fast = withNamespacedKeys(framed(args), table.lookup(args)!, b('ns:'));
+        expect(fast, name).not.toBeNull();
+        expect(fast!.raw.toString('latin1'), `${name} with ${extra} arguments`).toBe(general(args).toString('latin1'));
+        expect(replyNamesFor(names, spec.name, args), name).toBeNull();
+      }
+      taken++;
+    }
+    expect(taken).toBeGreaterThan(100); // GET, SET, HSET, MGET, DEL …: most of the table
+    for (const name of ['sort', 'sort_ro', 'spublish', 'ssubscribe', 'blpop', 'xread', 'eval', 'keys', 'scan', 'randomkey']) {
+      expect(onlyFixedKeysRenamed(table.get(name)!), name).toBe(false);
+    }
+  });
+
+  it('leaves a request with more keys than it renames in place to the general path', () => {
+    const args = [b('DEL'), ...Array.from({ length: MAX_PREFIXED_KEYS + 1 }, (_, i) => b(`k${i}`))];
+    expect(withNamespacedKeys(framed(args), table.lookup(args)!, b('ns:'))).toBeNull();
+    const fits = [b('DEL'), ...Array.from({ length: MAX_PREFIXED_KEYS }, (_, i) => b(`k${i}`))];
+    expect(withNamespacedKeys(framed(fits), table.lookup(fits)!, b('ns:'))!.raw.equals(general(fits))).toBe(true);
+  });
+});
