@@ -167,8 +167,6 @@ export const ProxyError = {
   /** DBSIZE, FLUSHALL, FLUSHDB, RANDOMKEY queued by a user with a namespace (handlers/namespace-scope.ts). */
   notInNamespaceTransaction: (command: string) =>
     `ERR respool: ${command} of a user with a namespace (users[].keyPrefix) cannot run inside MULTI or after WATCH: the node would run it over every namespace's keys; send it outside the transaction`,
-  functionsOfEveryNamespace: (command: string) =>
-    `ERR respool: ${command} of a user with a namespace (users[].keyPrefix) is not supported: its payload holds every namespace's function libraries; load the namespace's libraries with FUNCTION LOAD`,
   migrateToSelf: () =>
     `ERR respool: MIGRATE to respool itself is not supported: the node would restore the keys onto itself through respool and then delete them; connect to a node directly`,
   /** CONFIG SET refused by a node after others applied it (handlers/config-set.ts); `unrestored`: "" when every other node was put back. */

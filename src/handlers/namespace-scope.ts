@@ -7,10 +7,10 @@ import { scanNode } from '../routing/node-scan.js';
 import type { CallClient } from '../routing/upstream-call.js';
 import type { ClusterNode } from '../cluster/topology.js';
 import type { KeyNames } from '../keys/key-names.js';
-import type { FunctionNames } from '../keys/function-names.js';
+import { namespaceFunctions } from './namespace-functions.js';
 
 /** The commands that speak for the whole keyspace, answered for a namespace's keys only. */
-export const NAMESPACE_SCOPED: ReadonlySet<string> = new Set(['dbsize', 'flushall', 'flushdb', 'randomkey', 'function|flush']);
+export const NAMESPACE_SCOPED: ReadonlySet<string> = new Set(['dbsize', 'flushall', 'flushdb', 'randomkey', 'function|flush', 'function|dump', 'function|restore']);
 
 /** RANDOMKEY: the nodes' own picks tried before the namespace is scanned for one. */
 const RANDOM_TRIES = 4;
@@ -25,7 +25,7 @@ const RANDOM_TRIES = 4;
  *                     written meanwhile by others may remain, as after Valkey's ASYNC flush)
  *   RANDOMKEY         a node's RANDOMKEY when it lands in the namespace (a few tries), else one of
  *                     the namespace's keys found by scanning; nil when it has none
- *   FUNCTION FLUSH    the namespace's function libraries deleted on every primary (keys/function-names.ts)
+ *   FUNCTION FLUSH / DUMP / RESTORE  the namespace's function libraries only (namespace-functions.ts)
  *
  * Inside MULTI (and on a WATCH lane) they are refused: queued, the node would run them over
  * every application's keys.
@@ -47,7 +47,7 @@ export function namespaceScoped(session: HandlerSession, req: CommandRequest, na
     let work: Promise<Buffer>;
     if (req.command === 'dbsize') work = countKeys(session, client, primaries, pattern);
     else if (req.command === 'randomkey') work = randomKey(session, client, primaries, names, pattern);
-    else if (req.command === 'function|flush') work = removeLibraries(session, client, primaries, names.functions!);
+    else if (req.command.startsWith('function|')) work = namespaceFunctions(session, client, primaries, names.functions!, req);
     else work = removeKeys(session, client, primaries, pattern, isSync(req));
     void work.then((reply) => entry.fill(reply), (e: Error) => entry.fill(encodeError(`ERR respool: ${e.message}`)));
   });
@@ -55,6 +55,7 @@ export function namespaceScoped(session: HandlerSession, req: CommandRequest, na
 
 /** Valkey's argument error for FLUSHALL/FLUSHDB/FUNCTION FLUSH (ASYNC or SYNC; the arity was checked at admission). */
 function badArguments(req: CommandRequest): string | null {
+  if (req.command === 'function|dump' || req.command === 'function|restore') return null; // arity checked; RESTORE's policy there
   const at = req.command === 'function|flush' ? 2 : 1;
   if (req.args.length === at) return null;
   if (at === 2 && req.args.length > 3) return `ERR unknown subcommand or wrong number of arguments for '${req.args[1]!.toString('utf8')}'. Try FUNCTION HELP.`;
@@ -65,20 +66,6 @@ function badArguments(req: CommandRequest): string | null {
 
 function isSync(req: CommandRequest): boolean {
   return req.args.length === 2 && req.args[1]!.toString('latin1').toLowerCase() === 'sync';
-}
-
-/** FUNCTION FLUSH for a namespace: each primary's libraries of the namespace, listed and deleted there. */
-async function removeLibraries(session: HandlerSession, client: CallClient, primaries: ClusterNode[], functions: FunctionNames): Promise<Buffer> {
-  const router = session.ctx.router;
-  const pattern = Buffer.concat([functions.marker, Buffer.from('*')]);
-  await Promise.all(primaries.map(async (node) => {
-    const list = await nodeCall(router, client, node, 'primary', encodeCommand(['FUNCTION', 'LIST', 'LIBRARYNAME', pattern]), 'function|list');
-    for (const name of functions.storedLibraryNames(list)) {
-      const reply = await nodeCall(router, client, node, 'primary', encodeCommand(['FUNCTION', 'DELETE', name]), 'function|delete');
-      if (reply[0] === 0x2d && !reply.toString('latin1').includes('not found')) throw new Error(reply.toString('latin1', 1).trim());
-    }
-  }));
-  return Buffer.from('+OK\r\n');
 }
 
 async function countKeys(session: HandlerSession, client: CallClient, primaries: ClusterNode[], pattern: Buffer): Promise<Buffer> {

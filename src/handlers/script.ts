@@ -1,6 +1,7 @@
 import { encodeCommand, encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { oneShotCommand, type OneShotOptions } from '../upstream/one-shot.js';
+import { nodeCall } from '../routing/internal-call.js';
 import { keyed } from './keyed.js';
 import { Link, ignoreReply, type LinkRequest } from '../upstream/link.js';
 import { UpstreamCall, type CallFactory, type CallOwner } from '../routing/upstream-call.js';
@@ -149,12 +150,24 @@ export function oneShotTo(session: HandlerSession, address: string): OneShotOpti
 /**
  * FUNCTION STATS: its `running_script` is what a user asks it for while a function runs long,
  * so then it goes to that node, on a connection of its own (FUNCTION STATS is allowed while
- * busy; the shared link waits behind the script). Otherwise any node answers, as today.
+ * busy; the shared link waits behind the script). Otherwise any node answers, as today. For a
+ * namespaced user the same node is also asked for the namespace's libraries, which its counts
+ * become (keys/function-names.ts clientStats).
  */
 const functionStats: Handler = (session, req) => {
   const busy = session.ctx.runningScripts.longRunning()[0];
-  if (busy === undefined) return keyed(session, req);
+  const functions = session.state.acl.keyNames?.functions ?? null;
+  if (busy === undefined && functions === null) return keyed(session, req);
   const entry = session.reserve();
-  oneShotCommand(oneShotTo(session, busy), req.args.map((a) => Buffer.from(a)))
-    .then((reply) => entry.fill(reply), (err: Error) => entry.fill(encodeError(err.message)));
+  const args = req.args.map((a) => Buffer.from(a));
+  const router = session.ctx.router;
+  const node = router.topology()?.shards[0]?.primary;
+  let ask: (command: Buffer[], name: string) => Promise<Buffer>;
+  if (busy !== undefined) ask = (command) => oneShotCommand(oneShotTo(session, busy), command).catch((err: Error) => encodeError(err.message));
+  else if (node !== undefined) ask = (command, name) => nodeCall(router, entry.client, node, 'primary', encodeCommand(command), name);
+  else return entry.fill(encodeError(ProxyError.topologyUnknown()));
+  const stats = ask(args, 'function|stats');
+  if (functions === null) return void stats.then((reply) => entry.fill(reply));
+  const list = ask([Buffer.from('FUNCTION'), Buffer.from('LIST'), Buffer.from('LIBRARYNAME'), Buffer.concat([functions.marker, Buffer.from('*')])], 'function|list');
+  void Promise.all([stats, list]).then(([s, l]) => entry.fill(functions.clientStats(s, l)));
 };

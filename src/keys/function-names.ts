@@ -1,5 +1,5 @@
 import { bulkPayload, splitAggregate } from '../resp/decode.js';
-import { encodeBulk } from '../resp/encode.js';
+import { encodeBulk, encodeInteger } from '../resp/encode.js';
 
 /**
  * Function libraries per namespace. Valkey keeps one set of libraries per server, and its library
@@ -97,6 +97,84 @@ export class FunctionNames {
       if (ours) kept.push(fields);
     }
     return Buffer.concat([Buffer.from(`${String.fromCharCode(reply[0]!)}${kept.length}\r\n`, 'latin1'), ...kept]);
+  }
+
+  /**
+   * FUNCTION STATS as the client's: the running function named as the client called it (nil when
+   * it is another namespace's), and the Lua engine's counts those of the namespace's libraries in
+   * `list` (FUNCTION LIST LIBRARYNAME <marker>* from the same node; null when it could not answer,
+   * busy: the counts then stay the node's).
+   */
+  clientStats(stats: Buffer, list: Buffer | null): Buffer {
+    if (stats[0] === 0x2d) return this.clientError(stats);
+    const resp3 = stats[0] === 0x25;
+    const counts = list === null || list[0] === 0x2d ? null : this.libraryCounts(list);
+    return this.changeFields(stats, (field, value) => {
+      if (field === 'running_script') return this.clientRunning(value, resp3);
+      if (field !== 'engines' || counts === null) return value;
+      return this.changeFields(value, (engine, info) =>
+        engine !== 'LUA'
+          ? info
+          : this.changeFields(info, (f, v) => (f === 'libraries_count' ? encodeInteger(counts.libraries) : f === 'functions_count' ? encodeInteger(counts.functions) : v)),
+      );
+    });
+  }
+
+  private clientRunning(running: Buffer, resp3: boolean): Buffer {
+    if (running[0] !== 0x2a && running[0] !== 0x25) return running; // nothing runs
+    let ours = false;
+    const renamed = this.changeFields(running, (field, value) => {
+      if (field === 'name') {
+        const name = bulkPayload(value);
+        const client = name === null ? null : this.clientName(name);
+        ours = client !== null;
+        return client === null ? value : encodeBulk(client, 2);
+      }
+      if (field !== 'command' || (value[0] !== 0x2a && value[0] !== 0x7e)) return value;
+      const words = splitAggregate(value) ?? [];
+      const name = words.length > 1 ? bulkPayload(words[1]!) : null;
+      const client = name === null ? null : this.clientName(name);
+      if (client !== null) words[1] = encodeBulk(client, 2);
+      return Buffer.concat([Buffer.from(`*${words.length}\r\n`, 'latin1'), ...words]);
+    });
+    return ours ? renamed : Buffer.from(resp3 ? '_\r\n' : '$-1\r\n', 'latin1');
+  }
+
+  private libraryCounts(list: Buffer): { libraries: number; functions: number } {
+    let libraries = 0;
+    let functions = 0;
+    const all = list[0] === 0x2a || list[0] === 0x7e ? splitAggregate(list) : null;
+    for (const library of all ?? []) {
+      let ours = false;
+      let count = 0;
+      this.changeFields(library, (field, value) => {
+        if (field === 'library_name') ours = this.clientName(bulkPayload(value) ?? Buffer.alloc(0)) !== null;
+        if (field === 'functions') count = (value[0] === 0x2a || value[0] === 0x7e ? splitAggregate(value)?.length : 0) ?? 0;
+        return value;
+      });
+      if (ours) {
+        libraries++;
+        functions += count;
+      }
+    }
+    return { libraries, functions };
+  }
+
+  /** The code, as the client loaded it, of each of the namespace's libraries in a FUNCTION LIST WITHCODE reply (FUNCTION DUMP). */
+  libraryCodes(reply: Buffer): Buffer[] {
+    const codes: Buffer[] = [];
+    const libraries = reply[0] === 0x2a || reply[0] === 0x7e ? splitAggregate(reply) : null;
+    for (const library of libraries ?? []) {
+      let ours = false;
+      let code: Buffer | null = null;
+      this.changeFields(library, (field, value) => {
+        if (field === 'library_name') ours = this.clientName(bulkPayload(value) ?? Buffer.alloc(0)) !== null;
+        if (field === 'library_code') code = bulkPayload(value);
+        return value;
+      });
+      if (ours && code !== null) codes.push(this.clientCode(code));
+    }
+    return codes;
   }
 
   /** The stored names of the namespace's libraries in a node's FUNCTION LIST reply (FUNCTION FLUSH deletes them). */

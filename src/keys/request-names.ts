@@ -50,15 +50,13 @@ export function requestWithStoredNames(names: KeyNames, table: CommandTable, spe
   const functions = names.functions;
   if (functions !== null && (command === 'fcall' || command === 'fcall_ro' || command.startsWith('function|'))) {
     const a = frame.args;
-    if (command === 'function|dump' || command === 'function|restore') {
-      return encodeError(ProxyError.functionsOfEveryNamespace(command === 'function|dump' ? 'FUNCTION DUMP' : 'FUNCTION RESTORE'));
-    }
     if ((command === 'fcall' || command === 'fcall_ro' || command === 'function|delete') && a.length > (command === 'function|delete' ? 2 : 1)) {
       const at = command === 'function|delete' ? 2 : 1;
       set(at, functions.storedName(a[at]!));
     } else if (command === 'function|load' && a.length > 2) {
       set(a.length - 1, functions.storedCode(a[a.length - 1]!));
-    } else if (command === 'function|list') {
+    } else if (command === 'function|list' && !endsWithLibraryName(a)) {
+      // (a LIBRARYNAME without its pattern goes as it is: the node answers that error)
       const at = libraryNameIndex(a);
       const pattern = Buffer.concat([functions.marker, at > 0 ? a[at]! : STAR]);
       if (at > 0) set(at, pattern);
@@ -92,6 +90,10 @@ function libraryNameIndex(args: readonly Buffer[]): number {
     if (a.length === 11 && a.toString('latin1').toLowerCase() === 'libraryname') return i + 1;
   }
   return -1;
+}
+
+function endsWithLibraryName(args: readonly Buffer[]): boolean {
+  return args.length > 2 && args[args.length - 1]!.toString('latin1').toLowerCase() === 'libraryname';
 }
 
 /** SCAN's MATCH argument (its pattern's index), or -1. */
