@@ -34,7 +34,7 @@ import { ACL_DENIED_CMD, ACL_DENIED_KEY, aclErrorMessage, checkCommand, needsNod
 import type { AclUser } from '../acl/rules.js';
 import { clientInfoLine } from './client-commands.js';
 import { touchesFleetKeys } from '../fleet/reserved-keys.js';
-import { requestWithStoredNames } from '../keys/request-names.js';
+import { STORED_KEY_TOO_LONG, requestWithStoredNames } from '../keys/request-names.js';
 import { replyNamesFor } from '../keys/reply-names.js';
 import { onlyFixedKeysRenamed, withNamespacedKeys } from '../keys/naming-plan.js';
 import { requestWithStoredChannels } from '../keys/channel-names.js';
@@ -171,11 +171,14 @@ function route(session: HandlerSession, received: CommandRequest, family: Comman
   if (!acl.unrestricted && denied(session, req, acl, refusal)) return;
   // From here on the request names keys as the nodes store them (src/keys/key-names.ts); the ACL
   // above judged the client's names, MONITOR and the slow log show them.
-  const prefixed = spec !== undefined && acl.keyNames?.prefixOnly != null ? withNamespacedKeys(req as RequestFrame, spec, acl.keyNames.prefixOnly) : null;
+  const maxKeyLength = session.ctx.config.limits.maxBulkLength;
+  const prefixed = spec !== undefined && acl.keyNames?.prefixOnly != null ? withNamespacedKeys(req as RequestFrame, spec, acl.keyNames.prefixOnly, maxKeyLength) : null;
+  if (prefixed === STORED_KEY_TOO_LONG) return storedKeyTooLong(session);
   if (prefixed !== null) {
     req = prefixed as CommandRequest; // a GET, SET … as a namespaced user: its keys renamed, nothing else to do (keys/naming-plan.ts)
   } else if (spec !== undefined && acl.keyNames !== null) {
-    const stored = requestWithStoredNames(acl.keyNames, session.ctx.commands(), spec, req as RequestFrame);
+    const stored = requestWithStoredNames(acl.keyNames, session.ctx.commands(), spec, req as RequestFrame, maxKeyLength);
+    if (stored === STORED_KEY_TOO_LONG) return storedKeyTooLong(session);
     if (Buffer.isBuffer(stored)) {
       if (state.transaction !== null) state.transaction.dirty = true; // EXEC aborts, as for any refused command
       state.refusedNow = true;
@@ -215,6 +218,13 @@ function route(session: HandlerSession, received: CommandRequest, family: Comman
     return session.replyNow(encodeError(ProxyError.trackingOutsideDb0(state.db)));
   }
   HANDLERS[family](session, req);
+}
+
+/** A key over the nodes' bulk limit once renamed: Valkey's protocol error, and the client closed as Valkey closes it. */
+function storedKeyTooLong(session: HandlerSession): void {
+  session.state.refusedNow = true;
+  session.replyNow(STORED_KEY_TOO_LONG);
+  session.closeAfterReplies();
 }
 
 /**

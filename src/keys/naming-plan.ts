@@ -2,7 +2,7 @@ import type { CommandSpec } from '../commands/command-table.js';
 import { RequestFrame } from '../resp/request-framer.js';
 import { MAX_PREFIXED_KEYS, prefixedRequest } from './prefixed-request.js';
 import { namesKeysInReply } from './reply-names.js';
-import { namesPatternsOrChannels } from './request-names.js';
+import { STORED_KEY_TOO_LONG, namesPatternsOrChannels } from './request-names.js';
 
 /**
  * Whether renaming keys that sit at fixed places is all the rewriting does to a command (GET,
@@ -19,13 +19,16 @@ export function onlyFixedKeysRenamed(spec: CommandSpec): boolean {
  * A namespaced user's request with its keys behind `namespace`, when that is all it needs
  * (onlyFixedKeysRenamed) — the hot path: no argument views, one new buffer (prefixed-request.ts).
  * Null: the request takes the general path (requestWithStoredNames, then scope and channels).
+ * STORED_KEY_TOO_LONG: a key would be longer than `maxKeyLength` once behind the namespace.
  */
-export function withNamespacedKeys(frame: RequestFrame, spec: CommandSpec, namespace: Buffer): RequestFrame | null {
+export function withNamespacedKeys(frame: RequestFrame, spec: CommandSpec, namespace: Buffer, maxKeyLength: number): RequestFrame | Buffer | null {
   if (!onlyFixedKeysRenamed(spec)) return null;
   const keys = spec.keysByCount!(frame.argCount);
   if (keys.length === 0) return frame;
   if (keys.length > MAX_PREFIXED_KEYS) return null;
-  const out = new RequestFrame(prefixedRequest(frame.raw, keys, namespace));
+  const raw = prefixedRequest(frame.raw, keys, namespace, maxKeyLength);
+  if (raw === null) return STORED_KEY_TOO_LONG;
+  const out = new RequestFrame(raw);
   out.spec = frame.spec;
   out.command = frame.command;
   return out;

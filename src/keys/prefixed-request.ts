@@ -21,9 +21,10 @@ const LOOP_COPY = 64;
 
 /**
  * `raw` (a multibulk request the framer checked) with `prefix` before each argument whose index is
- * in `keys` (ascending, at most MAX_PREFIXED_KEYS, every one below the argument count).
+ * in `keys` (ascending, at most MAX_PREFIXED_KEYS, every one below the argument count); null when
+ * a key would then be longer than `maxLength` (the nodes' proto-max-bulk-len).
  */
-export function prefixedRequest(raw: Buffer, keys: readonly number[], prefix: Buffer): Buffer {
+export function prefixedRequest(raw: Buffer, keys: readonly number[], prefix: Buffer, maxLength: number): Buffer | null {
   const n = keys.length;
   let p = 1;
   while (raw[p] !== CR) p++;
@@ -35,6 +36,7 @@ export function prefixedRequest(raw: Buffer, keys: readonly number[], prefix: Bu
     for (p++; raw[p] !== CR; p++) len = len * 10 + raw[p]! - D0;
     p += 2;
     if (arg === keys[k]) {
+      if (len + prefix.length > maxLength) return null;
       found[k * 3] = header;
       found[k * 3 + 1] = p;
       found[k * 3 + 2] = len;

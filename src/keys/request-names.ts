@@ -6,6 +6,12 @@ import type { KeyNames } from './key-names.js';
 import { namesChannels } from './channel-names.js';
 
 const MATCH = Buffer.from('MATCH');
+/**
+ * A key longer than the nodes take (proto-max-bulk-len: limits.maxBulkLength) once stored: what
+ * Valkey answers a bulk string over its limit, before it closes the connection — the caller
+ * closes the client's, so no shared link carries a request the node would close it for.
+ */
+export const STORED_KEY_TOO_LONG = encodeError('ERR Protocol error: invalid bulk length');
 const LIBRARYNAME = Buffer.from('LIBRARYNAME');
 
 const STAR = Buffer.from('*');
@@ -15,14 +21,14 @@ const STAR = Buffer.from('*');
  * colocation rules): every key argument its command's key specs name (scripts' and functions'
  * KEYS, WATCH's, MIGRATE's included), and the patterns that stand for keys — KEYS's and SCAN's
  * MATCH, SORT's BY and GET. The same frame when nothing changes; an error reply for a name that
- * has no stored form of its own.
+ * has no stored form of its own, or STORED_KEY_TOO_LONG.
  *
  * A pattern is sent behind the stored names' common prefix when there is one (a namespace, a rule
  * for every key: `nodePatternPrefix`), and the node filters as it would. Under other rules a
  * pattern may match keys stored both ways, so KEYS and SCAN ask for every key in reach
  * (`scopePattern`), and reply-names.ts applies the client's pattern to the client's names.
  */
-export function requestWithStoredNames(names: KeyNames, table: CommandTable, spec: CommandSpec, frame: RequestFrame): RequestFrame | Buffer {
+export function requestWithStoredNames(names: KeyNames, table: CommandTable, spec: CommandSpec, frame: RequestFrame, maxKeyLength: number): RequestFrame | Buffer {
   const command = spec.name;
   let args: Buffer[] | null = null;
   const set = (i: number, value: Buffer) => {
@@ -67,6 +73,7 @@ export function requestWithStoredNames(names: KeyNames, table: CommandTable, spe
     for (const i of table.keyIndexes(spec, frame.args)) {
       const key = (args ?? frame.args)[i]!;
       const stored = names.storedName(key);
+      if (stored !== null && stored.length > maxKeyLength) return STORED_KEY_TOO_LONG;
       if (stored !== null) set(i, stored);
       else if (names.collides(key)) return encodeError(ProxyError.colocatedNameTaken(key.toString('utf8').slice(0, 64)));
     }

@@ -159,6 +159,32 @@ describe('namespaces (users[].keyPrefix)', () => {
     { name: '3+3 cluster', seed: () => [{ host: cluster.nodes[0]!.host, port: cluster.nodes[0]!.port }], nodes: () => cluster.primaries() },
   ];
 
+  it("a key the namespace makes longer than the nodes take gets Valkey's protocol error and the connection closed, as a server does; others go on", async () => {
+    const LIMIT = 1024 * 1024; // Valkey's smallest proto-max-bulk-len
+    const limited = await startTestProxy([{ host: standalone.host, port: standalone.port }], { users, limits: { maxBulkLength: LIMIT } } as Partial<RespoolConfig>);
+    proxies.push(limited);
+    await oracle.call('CONFIG', 'SET', 'proto-max-bulk-len', String(LIMIT));
+    try {
+      const server = await RawConnection.connect(oracle.port);
+      const want = await server.call('SET', 'k'.repeat(LIMIT + 1), 'v'); // what a's key is once behind "a:"
+      await server.waitClosed();
+      const a = await RawConnection.connect(limited.address.port);
+      const b = await RawConnection.connect(limited.address.port);
+      expect(await a.call('AUTH', 'a', 'pa')).toBe('+OK\r\n');
+      expect(await b.call('AUTH', 'b', 'pb')).toBe('+OK\r\n');
+      expect(await a.call('SET', 'k'.repeat(LIMIT - 2), 'v')).toBe('+OK\r\n'); // stored: exactly the limit
+      expect(await a.call('SET', 'k'.repeat(LIMIT - 1), 'v')).toBe(want);
+      await a.waitClosed();
+      expect(want).toBe('-ERR Protocol error: invalid bulk length\r\n');
+      expect(await b.call('PING')).toBe('+PONG\r\n'); // the shared links never carried it
+      expect(await b.call('SINTERCARD', '1', 'k'.repeat(LIMIT - 1))).toBe(want); // the general path too (a numkeys command)
+      await b.waitClosed();
+      b.close();
+    } finally {
+      await oracle.call('CONFIG', 'SET', 'proto-max-bulk-len', String(512 * 1024 * 1024));
+    }
+  }, 30_000);
+
   for (const upstream of upstreams) {
     describe(upstream.name, () => {
       let proxy: RespoolProxy;

@@ -4,13 +4,14 @@ import { KeyNames } from '../../src/keys/key-names.js';
 import { onlyFixedKeysRenamed, withNamespacedKeys } from '../../src/keys/naming-plan.js';
 import { MAX_PREFIXED_KEYS, prefixedRequest } from '../../src/keys/prefixed-request.js';
 import { replyNamesFor } from '../../src/keys/reply-names.js';
-import { requestWithStoredNames } from '../../src/keys/request-names.js';
+import { STORED_KEY_TOO_LONG, requestWithStoredNames } from '../../src/keys/request-names.js';
 import { encodeCommand } from '../../src/resp/encode.js';
 import { RequestFrame, RequestFramer } from '../../src/resp/request-framer.js';
 
 const table = CommandTable.builtin();
 const b = (s: string) => Buffer.from(s, 'latin1');
 const names = new KeyNames(b('ns:'), null);
+const MAX = 512 * 1024 * 1024; // limits.maxBulkLength's default
 
 /** A request as the framer hands it on: its exact bytes, no argument views yet. */
 function framed(args: Buffer[]): RequestFrame {
@@ -24,7 +25,7 @@ function framed(args: Buffer[]): RequestFrame {
 /** What the general path (argument views, re-encoding) makes of the same request. */
 function general(args: Buffer[]): Buffer {
   const spec = table.lookup(args)!;
-  const out = requestWithStoredNames(names, table, spec, framed(args));
+  const out = requestWithStoredNames(names, table, spec, framed(args), MAX);
   return Buffer.isBuffer(out) ? out : out.raw;
 }
 
@@ -42,7 +43,7 @@ describe('prefixedRequest (a namespace put into a request\'s bytes)', () => {
   it.each(cases)('%s', (_what, words, keys) => {
     const args = words.map(b);
     const expected = encodeCommand(args.map((a, i) => (keys.includes(i) ? Buffer.concat([b('ns:'), a]) : a)));
-    expect(prefixedRequest(encodeCommand(args), keys, b('ns:')).toString('latin1')).toBe(expected.toString('latin1'));
+    expect(prefixedRequest(encodeCommand(args), keys, b('ns:'), MAX)!.toString('latin1')).toBe(expected.toString('latin1'));
   });
 });
 
@@ -56,7 +57,7 @@ describe('withNamespacedKeys (the hot path) against requestWithStoredNames (the 
       // Enough arguments for any fixed key place, one of them long enough to change a header's digits.
       for (const extra of [1, 2, 5, 9]) {
         const args = [...words.map(b), ...Array.from({ length: extra }, (_, i) => b(i === 0 ? 'x'.repeat(9) : `arg${i}`))];
-        const fast = withNamespacedKeys(framed(args), table.lookup(args)!, b('ns:'));
+        const fast = withNamespacedKeys(framed(args), table.lookup(args)!, b('ns:'), MAX) as RequestFrame | null;
         expect(fast, name).not.toBeNull();
         expect(fast!.raw.toString('latin1'), `${name} with ${extra} arguments`).toBe(general(args).toString('latin1'));
         expect(replyNamesFor(names, spec.name, args), name).toBeNull();
@@ -71,8 +72,16 @@ describe('withNamespacedKeys (the hot path) against requestWithStoredNames (the 
 
   it('leaves a request with more keys than it renames in place to the general path', () => {
     const args = [b('DEL'), ...Array.from({ length: MAX_PREFIXED_KEYS + 1 }, (_, i) => b(`k${i}`))];
-    expect(withNamespacedKeys(framed(args), table.lookup(args)!, b('ns:'))).toBeNull();
+    expect(withNamespacedKeys(framed(args), table.lookup(args)!, b('ns:'), MAX)).toBeNull();
     const fits = [b('DEL'), ...Array.from({ length: MAX_PREFIXED_KEYS }, (_, i) => b(`k${i}`))];
-    expect(withNamespacedKeys(framed(fits), table.lookup(fits)!, b('ns:'))!.raw.equals(general(fits))).toBe(true);
+    expect((withNamespacedKeys(framed(fits), table.lookup(fits)!, b('ns:'), MAX) as RequestFrame).raw.equals(general(fits))).toBe(true);
+  });
+
+  it("answers Valkey's protocol error for a key the namespace makes longer than the nodes take, on both paths", () => {
+    const at = (key: string) => [b('SET'), b(key), b('v')];
+    expect(withNamespacedKeys(framed(at('k'.repeat(7))), table.get('set')!, b('ns:'), 10)).toBeInstanceOf(RequestFrame); // 3 + 7 = 10
+    expect(withNamespacedKeys(framed(at('k'.repeat(8))), table.get('set')!, b('ns:'), 10)).toBe(STORED_KEY_TOO_LONG);
+    expect(requestWithStoredNames(names, table, table.get('set')!, framed(at('k'.repeat(8))), 10)).toBe(STORED_KEY_TOO_LONG);
+    expect(STORED_KEY_TOO_LONG.toString()).toBe('-ERR Protocol error: invalid bulk length\r\n');
   });
 });
