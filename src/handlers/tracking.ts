@@ -1,4 +1,4 @@
-import { clientTrackingError, clientTrackingInfo, storedTrackingArgs } from '../keys/tracking-names.js';
+import { clientTrackingError, clientTrackingInfo, storedTrackingLine } from '../keys/tracking-names.js';
 import { encodeCommand, encodeError, encodeInteger, encodeSimple } from '../resp/encode.js';
 import { wrongArity } from '../commands/command-table.js';
 import { ProxyError } from '../errors.js';
@@ -197,11 +197,7 @@ function clientTracking(session: HandlerSession, req: CommandRequest): void {
   if ('error' in parsed) return session.replyNow(encodeError(parsed.error));
   // Under a namespace or colocation rules, BCAST's prefixes are the stored names' (keys/tracking-names.ts).
   const names = session.state.acl.keyNames;
-  if (names != null && parsed.options.bcast) {
-    const args = storedTrackingArgs(names, parsed.line.args, true); // the PREFIX pairs moved last: REDIRECT's id is found again
-    const redirectAt = parsed.line.redirectAt < 0 ? -1 : args.findIndex((a, i) => i >= 3 && a.toString('latin1').toLowerCase() === 'redirect') + 1;
-    parsed.line = { args, redirectAt };
-  }
+  if (names != null && parsed.options.bcast) parsed.line = storedTrackingLine(names, parsed.line);
   const state = session.state;
   const current = state.tracking;
   if (!parsed.on) {

@@ -37,24 +37,32 @@ export function storedTrackingPrefixes(names: KeyNames | null, prefixes: Buffer[
   return prefixes.flatMap((p) => names.storedPrefixes(p));
 }
 
+/** A CLIENT TRACKING line: its arguments, and where REDIRECT's id is among them (-1: none). */
+export interface TrackingArgs {
+  readonly args: readonly Buffer[];
+  readonly redirectAt: number;
+}
+
 /**
- * A client's CLIENT TRACKING ON line with BCAST's prefixes as the nodes match them
- * (storedTrackingPrefixes). Arguments before the options (CLIENT TRACKING ON) and every other
- * option stay where they are, so REDIRECT's index holds; the PREFIX pairs go last.
+ * A client's CLIENT TRACKING ON … BCAST line with its prefixes as the nodes match them
+ * (storedTrackingPrefixes): every other argument in its order, the PREFIX pairs last (one client
+ * prefix may have several stored forms), and `redirectAt` where REDIRECT's id is now.
  */
-export function storedTrackingArgs(names: KeyNames, args: readonly Buffer[], bcast: boolean): Buffer[] {
-  if (!bcast) return [...args];
+export function storedTrackingLine(names: KeyNames, line: TrackingArgs): TrackingArgs {
+  const { args } = line;
   const out: Buffer[] = [];
   const prefixes: Buffer[] = [];
+  let redirectAt = -1;
   for (let j = 0; j < args.length; j++) {
     if (j >= 3 && j + 1 < args.length && args[j]!.toString('latin1').toLowerCase() === 'prefix') {
       prefixes.push(args[++j]!);
       continue;
     }
+    if (j === line.redirectAt) redirectAt = out.length;
     out.push(args[j]!);
   }
   for (const p of storedTrackingPrefixes(names, prefixes)) out.push(Buffer.from('PREFIX'), p);
-  return out;
+  return { args: out, redirectAt };
 }
 
 /**
