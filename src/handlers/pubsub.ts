@@ -56,6 +56,7 @@ const OPERATIONS: Readonly<Record<string, Operation>> = {
 export const pubsub: Handler = (session, req) => {
   if (req.command === 'publish') return publish(session, req);
   if (req.command === 'pubsub|numsub') return numsub(session, req);
+  if (req.command === 'pubsub|numpat' && session.state.acl.keyNames?.namespace != null) return namespaceNumpat(session, req, session.state.acl.keyNames.namespace);
   if (req.command === 'pubsub|numpat' || req.command === 'pubsub|channels') return atClassicNode(session, req);
   const op = OPERATIONS[req.command];
   if (op === undefined) return refused(session, req);
@@ -362,6 +363,23 @@ function atClassicNode(session: HandlerSession, req: CommandRequest): void {
   const entry = session.reserve();
   session.ctx.metrics?.commandCounter(req.command).inc();
   session.ctx.router.dispatchTo(entry, req.raw, req.command, node, 'primary', 0);
+}
+
+/**
+ * PUBSUB NUMPAT of a namespaced user: the node's count holds every namespace's patterns and the
+ * catch-alls a namespaced PSUBSCRIBE * adds (notificationCatchAll), so the answer is counted
+ * here, as a server of the namespace's own counts: the distinct patterns of the namespace's
+ * clients on this respool (a fleet peer's clients are not seen).
+ */
+function namespaceNumpat(session: HandlerSession, req: CommandRequest, namespace: Buffer): void {
+  const patterns = new Set<string>();
+  for (const other of session.ctx.sessions()) {
+    const ns = other.state.acl.keyNames?.namespace;
+    if (ns == null || !ns.equals(namespace)) continue;
+    for (const p of other.state.subscriptions?.patterns ?? []) patterns.add(p);
+  }
+  session.ctx.metrics?.commandCounter(req.command).inc();
+  session.replyNow(encodeInteger(patterns.size));
 }
 
 /** The topology node holding respool's classic subscriptions, if any. */

@@ -250,6 +250,31 @@ describe('namespaced channels (users[].keyPrefix)', () => {
         expect(await patternNotifications(proxy.address.port, ['a', 'pa'], ['b', 'pb'])).toEqual(want);
       });
 
+      it("PUBSUB NUMPAT counts the namespace's own patterns, as one server of its own", async () => {
+        const numpat = async (port: number, auth: string[] | null): Promise<string> => {
+          const sub = await connect(port, 2, auth);
+          const again = await connect(port, 2, auth);
+          const asker = await connect(port, 2, auth);
+          try {
+            sub.send('PSUBSCRIBE', 'p1*', 'p2*', '*'); // * also catches the namespace's keyspace notifications (two patterns more on the node)
+            for (let i = 0; i < 3; i++) await sub.read();
+            again.send('PSUBSCRIBE', 'p1*');
+            await again.read();
+            return await asker.call('PUBSUB', 'NUMPAT');
+          } finally {
+            [sub, again, asker].forEach((c) => c.close());
+          }
+        };
+        const want = await numpat(oracle.port, null);
+        expect(want).toBe(':3\r\n');
+        const b = await connect(proxy.address.port, 2, ['b', 'pb']);
+        b.send('PSUBSCRIBE', 'bq*', 'br*'); // another namespace's, meanwhile
+        await b.read();
+        await b.read();
+        expect(await numpat(proxy.address.port, ['a', 'pa'])).toBe(want);
+        b.close();
+      });
+
       it('CLIENT TRACKINGINFO and BCAST\'s overlap errors name the client\'s prefixes', async () => {
         const want = await trackingPrefixes(oracle.port, null);
         expect(await trackingPrefixes(proxy.address.port, ['a', 'pa'])).toEqual(want);
