@@ -28,11 +28,11 @@ export const enum Refusal {
   NoMulti,
 }
 
-export function admissionRefusal(spec: CommandSpec | undefined, args: readonly Buffer[], authenticated: boolean, inMulti: boolean): Refusal {
+export function admissionRefusal(spec: CommandSpec | undefined, argCount: number, authenticated: boolean, inMulti: boolean): Refusal {
   if (spec === undefined) return Refusal.UnknownCommand;
   // lookup() answers the container itself when its subcommand is unknown.
-  if (spec.subcommands !== undefined && args.length > 1 && spec.name.indexOf('|') < 0) return Refusal.UnknownSubcommand;
-  if (wrongArity(spec, args.length)) return Refusal.WrongArity;
+  if (spec.subcommands !== undefined && argCount > 1 && spec.name.indexOf('|') < 0) return Refusal.UnknownSubcommand;
+  if (wrongArity(spec, argCount)) return Refusal.WrongArity;
   if (!authenticated && (spec.flags & CommandFlag.NO_AUTH) === 0) return Refusal.NoAuth;
   if (inMulti && (spec.flags & CommandFlag.NO_MULTI) !== 0) return Refusal.NoMulti;
   return Refusal.None;

@@ -83,7 +83,7 @@ export function dispatch(session: DispatchedSession, frame: RequestFrame): boole
   const state = session.state;
   const spec = ctx.commands().lookupFrame(frame);
   const inMulti = spec !== undefined && inTransaction(state);
-  const refusal = admissionRefusal(spec, frame.args, state.user !== null, inMulti);
+  const refusal = admissionRefusal(spec, frame.argCount, state.user !== null, inMulti); // the count only: no argument views (resp/request-framer.ts)
   const command = spec?.name ?? frame.args[0]!.toString('latin1').toLowerCase();
   const req = frame as RequestFrame<CommandSpec>; // the frame is the request: no wrapper per request
   req.spec = spec;

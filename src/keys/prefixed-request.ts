@@ -46,6 +46,7 @@ export function prefixedRequest(raw: Buffer, keys: readonly number[], prefix: Bu
     p += len + 2;
   }
   const out = Buffer.allocUnsafe(raw.length + extra);
+  if (n === 1) return oneKeyPrefixed(raw, out, extra, found[0]!, found[2]!, prefix);
   let from = 0;
   let at = 0;
   for (let k = 0; k < n; k++) {
@@ -61,6 +62,24 @@ export function prefixedRequest(raw: Buffer, keys: readonly number[], prefix: Bu
     from = body;
   }
   copy(raw, from, raw.length, out, at);
+  return out;
+}
+
+/**
+ * One key (most requests): the whole request copied once, `extra` bytes in — which puts the key
+ * and everything after it where they belong — then the bytes before the key's header moved to the
+ * front (copyWithin: no view made) and the new header and the prefix written between. A copy of
+ * a whole buffer makes no view either, where Node 20's Buffer.copy of a part makes one.
+ */
+function oneKeyPrefixed(raw: Buffer, out: Buffer, extra: number, header: number, len: number, prefix: Buffer): Buffer {
+  raw.copy(out, extra);
+  out.copyWithin(0, extra, extra + header);
+  let at = header;
+  out[at++] = 0x24; // $
+  at = writeDecimal(out, at, len + prefix.length);
+  out[at++] = CR;
+  out[at++] = 0x0a;
+  for (let i = 0; i < prefix.length; i++) out[at++] = prefix[i]!;
   return out;
 }
 
