@@ -258,10 +258,16 @@ export class CommandTable {
       flagNames: e.flags,
       aclCategories: e.acl,
       legacyKeys,
+      // Every field a spec can get, set here: specs keep one shape (V8 map), so the request path's
+      // reads of them stay monomorphic when some are filled on first use (onlyFixedKeys, latency).
+      parent,
+      subcommands: undefined,
+      findKeys: compileKeyFinder({ name, arity: e.arity, keySpecs, legacyKeys }),
+      keysByCount: compileCountKeyFinder({ name, arity: e.arity, keySpecs, legacyKeys }),
+      onlyFixedKeys: undefined,
+      subcommandIndex: undefined,
+      latency: undefined,
     };
-    if (parent !== undefined) spec.parent = parent;
-    spec.findKeys = compileKeyFinder({ name, arity: e.arity, keySpecs, legacyKeys });
-    spec.keysByCount = compileCountKeyFinder({ name, arity: e.arity, keySpecs, legacyKeys });
     this.byFullName.set(name, spec);
     if (parent === undefined) {
       this.index.set(name, spec);

@@ -36,7 +36,7 @@ import { clientInfoLine } from './client-commands.js';
 import { touchesFleetKeys } from '../fleet/reserved-keys.js';
 import { STORED_KEY_TOO_LONG, requestWithStoredNames } from '../keys/request-names.js';
 import { replyNamesFor } from '../keys/reply-names.js';
-import { onlyFixedKeysRenamed, withNamespacedKeys } from '../keys/naming-plan.js';
+import { onlyFixedKeysRenamed, untouchedByRules, withNamespacedKeys } from '../keys/naming-plan.js';
 import { requestWithStoredChannels } from '../keys/channel-names.js';
 
 /** The one dispatch table: command family → the handler that owns its decisions. */
@@ -172,10 +172,13 @@ function route(session: HandlerSession, received: CommandRequest, family: Comman
   // From here on the request names keys as the nodes store them (src/keys/key-names.ts); the ACL
   // above judged the client's names, MONITOR and the slow log show them.
   const maxKeyLength = session.ctx.config.limits.maxBulkLength;
-  const prefixed = spec !== undefined && acl.keyNames?.prefixOnly != null ? withNamespacedKeys(req as RequestFrame, spec, acl.keyNames.prefixOnly, maxKeyLength) : null;
+  const names = spec === undefined ? null : acl.keyNames;
+  let prefixed: RequestFrame | Buffer | null = null;
+  if (names?.prefixOnly != null) prefixed = withNamespacedKeys(req as RequestFrame, spec!, names.prefixOnly, maxKeyLength);
+  else if (names?.rulesOnly != null && untouchedByRules(req as RequestFrame, spec!, names.rulesOnly)) prefixed = req as RequestFrame;
   if (prefixed === STORED_KEY_TOO_LONG) return storedKeyTooLong(session);
   if (prefixed !== null) {
-    req = prefixed as CommandRequest; // a GET, SET … as a namespaced user: its keys renamed, nothing else to do (keys/naming-plan.ts)
+    req = prefixed as CommandRequest; // a GET, SET … : its keys renamed behind the namespace, or none a rule touches (keys/naming-plan.ts)
   } else if (spec !== undefined && acl.keyNames !== null) {
     const stored = requestWithStoredNames(acl.keyNames, session.ctx.commands(), spec, req as RequestFrame, maxKeyLength);
     if (stored === STORED_KEY_TOO_LONG) return storedKeyTooLong(session);

@@ -12,7 +12,11 @@ interface CompiledRule {
   readonly glob: Buffer;
   /** `{tag}`: what the stored name starts with, so every key of the rule hashes to one slot. */
   readonly prefix: Buffer;
+  /** The glob's literal start when the glob is that followed by one `*` (`rq:*`, `*`), else null: matched in place (matchesIn). */
+  readonly literalStart: Buffer | null;
 }
+
+const OPEN_BRACE = 0x7b;
 
 /**
  * Colocation rules (config `colocate`): the names a client says and the names the nodes store.
@@ -35,7 +39,10 @@ export class KeyColocation {
   readonly everyKeyPrefix: Buffer | null;
 
   constructor(rules: readonly ColocationRule[]) {
-    this.rules = rules.map((r) => ({ glob: Buffer.from(r.keys, 'utf8'), prefix: Buffer.from(`{${r.tag}}`, 'utf8') }));
+    this.rules = rules.map((r) => {
+      const glob = Buffer.from(r.keys, 'utf8');
+      return { glob, prefix: Buffer.from(`{${r.tag}}`, 'utf8'), literalStart: literalStartOf(glob) };
+    });
     this.byPrefix = [];
     for (const rule of this.rules) {
       const known = this.byPrefix.find((p) => p.prefix.equals(rule.prefix));
@@ -64,6 +71,29 @@ export class KeyColocation {
     return null;
   }
 
+  /**
+   * Whether the key in buf[start, end) needs the rules' attention: it matches a rule, or starts
+   * with `{` (it could be a rule's stored form: `collides`). False is the common case of a rule
+   * no key matches — a GET of another application's key — answered without a view of the key
+   * for a rule of the shape `literal*` (keys/naming-plan.ts).
+   */
+  touches(buf: Buffer, start: number, end: number): boolean {
+    if (end > start && buf[start] === OPEN_BRACE) return true;
+    for (const rule of this.rules) {
+      const literal = rule.literalStart;
+      if (literal === null) {
+        if (globMatch(rule.glob, buf.subarray(start, end))) return true;
+        continue;
+      }
+      const n = literal.length;
+      if (end - start < n) continue;
+      let i = 0;
+      while (i < n && buf[start + i] === literal[i]) i++;
+      if (i === n) return true;
+    }
+    return false;
+  }
+
   /** A client name that matches no rule but is another key's stored form (see the class comment). */
   collides(key: Buffer): boolean {
     return this.ruleName(key) !== null;
@@ -85,6 +115,17 @@ export class KeyColocation {
     if (name !== null) return name;
     return this.storedName(stored) === null ? stored : null;
   }
+}
+
+/** `glob` without its one trailing `*` when the rest holds no glob syntax (`rq:*` → `rq:`, `*` → empty), else null. */
+function literalStartOf(glob: Buffer): Buffer | null {
+  const last = glob.length - 1;
+  if (last < 0 || glob[last] !== 0x2a) return null;
+  for (let i = 0; i < last; i++) {
+    const c = glob[i];
+    if (c === 0x2a || c === 0x3f || c === 0x5b || c === 0x5c) return null; // * ? [ \
+  }
+  return glob.subarray(0, last);
 }
 
 /**

@@ -30,6 +30,8 @@ export class KeyNames {
   readonly sortPrefix: Buffer | null;
   /** The namespace when it is the only change to a key's name (no colocation rules): every stored name is it + the client's. */
   readonly prefixOnly: Buffer | null;
+  /** The colocation rules when they are the only change to key names (no namespace), else null. */
+  readonly rulesOnly: KeyColocation | null;
   /** Function library and function names behind the namespace (function-names.ts), or null without one. */
   readonly functions: FunctionNames | null;
 
@@ -44,6 +46,7 @@ export class KeyNames {
     this.nodePatternPrefix = this.sortPrefix === null ? null : escapeGlob(this.sortPrefix);
     this.scopePattern = namespace === null ? STAR : Buffer.concat([escapeGlob(namespace), STAR]);
     this.prefixOnly = colocation === null ? namespace : null;
+    this.rulesOnly = namespace === null ? colocation : null;
     this.functions = namespace === null ? null : new FunctionNames(namespace);
   }
 

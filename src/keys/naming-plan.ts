@@ -1,6 +1,7 @@
 import type { CommandSpec } from '../commands/command-table.js';
 import { RequestFrame } from '../resp/request-framer.js';
-import { MAX_PREFIXED_KEYS, prefixedRequest } from './prefixed-request.js';
+import type { KeyColocation } from './colocation.js';
+import { MAX_PREFIXED_KEYS, prefixedRequest, someArgument } from './prefixed-request.js';
 import { namesKeysInReply } from './reply-names.js';
 import { STORED_KEY_TOO_LONG, namesPatternsOrChannels } from './request-names.js';
 
@@ -32,4 +33,16 @@ export function withNamespacedKeys(frame: RequestFrame, spec: CommandSpec, names
   out.spec = frame.spec;
   out.command = frame.command;
   return out;
+}
+
+/**
+ * Whether colocation rules (and no namespace) leave this request as it is: a command whose
+ * rewriting is only its fixed keys, none of which a rule touches (colocation.ts `touches`) — the
+ * GET of a key no rule names pays one walk over the headers, no argument views. False: the
+ * request takes the general path (requestWithStoredNames), which renames or refuses.
+ */
+export function untouchedByRules(frame: RequestFrame, spec: CommandSpec, rules: KeyColocation): boolean {
+  if (!onlyFixedKeysRenamed(spec)) return false;
+  const keys = spec.keysByCount!(frame.argCount);
+  return keys.length === 0 || !someArgument(frame.raw, keys, rules);
 }

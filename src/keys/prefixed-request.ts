@@ -65,6 +65,33 @@ export function prefixedRequest(raw: Buffer, keys: readonly number[], prefix: Bu
   return out;
 }
 
+/** What someArgument asks of each argument it is given: where its bytes lie in `raw`. */
+export interface ArgumentTest {
+  touches(raw: Buffer, start: number, end: number): boolean;
+}
+
+/**
+ * Whether `test` holds for some argument whose index is in `keys` (ascending, each below the
+ * argument count): the same walk over the headers, no view.
+ */
+export function someArgument(raw: Buffer, keys: readonly number[], test: ArgumentTest): boolean {
+  const n = keys.length;
+  let p = 1;
+  while (raw[p] !== CR) p++;
+  p += 2; // past "*<argc>\r\n"
+  for (let arg = 0, k = 0; k < n; arg++) {
+    let len = 0;
+    for (p++; raw[p] !== CR; p++) len = len * 10 + raw[p]! - D0;
+    p += 2;
+    if (arg === keys[k]) {
+      if (test.touches(raw, p, p + len)) return true;
+      k++;
+    }
+    p += len + 2;
+  }
+  return false;
+}
+
 /**
  * One key (most requests): the whole request copied once, `extra` bytes in — which puts the key
  * and everything after it where they belong — then the bytes before the key's header moved to the
@@ -72,7 +99,7 @@ export function prefixedRequest(raw: Buffer, keys: readonly number[], prefix: Bu
  * a whole buffer makes no view either, where Node 20's Buffer.copy of a part makes one.
  */
 function oneKeyPrefixed(raw: Buffer, out: Buffer, extra: number, header: number, len: number, prefix: Buffer): Buffer {
-  raw.copy(out, extra);
+  out.set(raw, extra); // TypedArray set: no Node Buffer.copy argument checks
   out.copyWithin(0, extra, extra + header);
   let at = header;
   out[at++] = 0x24; // $

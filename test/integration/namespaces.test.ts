@@ -122,6 +122,8 @@ const families: Exchange = async (c) => {
     scanned.push(...batch);
   } while (cursor !== '0');
   out.push(scanned.sort());
+  // The SCAN family over one key (small, listpack-encoded: one step, in insertion order on any server).
+  out.push(await c.hscan('h', '0', 'COUNT', 100), await c.sscan('s1', '0', 'MATCH', '*'), await c.zscan('z', '0'));
   out.push(await c.sort('{q}list', 'ALPHA'), await c.rename('{k}', '{k}2'), await c.get('{k}2'));
   return out;
 };

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { CommandTable } from '../../src/commands/command-table.js';
+import { KeyColocation } from '../../src/keys/colocation.js';
 import { KeyNames } from '../../src/keys/key-names.js';
-import { onlyFixedKeysRenamed, withNamespacedKeys } from '../../src/keys/naming-plan.js';
+import { onlyFixedKeysRenamed, untouchedByRules, withNamespacedKeys } from '../../src/keys/naming-plan.js';
 import { MAX_PREFIXED_KEYS, prefixedRequest } from '../../src/keys/prefixed-request.js';
 import { replyNamesFor } from '../../src/keys/reply-names.js';
 import { STORED_KEY_TOO_LONG, requestWithStoredNames } from '../../src/keys/request-names.js';
@@ -83,5 +84,43 @@ describe('withNamespacedKeys (the hot path) against requestWithStoredNames (the 
     expect(withNamespacedKeys(framed(at('k'.repeat(8))), table.get('set')!, b('ns:'), 10)).toBe(STORED_KEY_TOO_LONG);
     expect(requestWithStoredNames(names, table, table.get('set')!, framed(at('k'.repeat(8))), 10)).toBe(STORED_KEY_TOO_LONG);
     expect(STORED_KEY_TOO_LONG.toString()).toBe('-ERR Protocol error: invalid bulk length\r\n');
+  });
+});
+
+describe('untouchedByRules (colocation rules a request\'s keys do not match) against requestWithStoredNames', () => {
+  const rules = new KeyColocation([
+    { keys: 'rq:*', tag: 'rq' },
+    { keys: 'job?:[ab]*', tag: 'jobs' },
+    { keys: 'esc\\*x*', tag: 'esc' },
+  ]);
+  const ruled = new KeyNames(null, rules);
+  const cases: Array<[string, string[], boolean]> = [
+    ['a key no rule matches', ['GET', 'app:1'], true],
+    ['a literal-prefix rule', ['GET', 'rq:job:1'], false],
+    ['shorter than the literal start', ['GET', 'rq'], true],
+    ['a glob rule (matched through a view)', ['SET', 'job1:a-1', 'v'], false],
+    ['a glob rule, unmatched', ['SET', 'job1:c-1', 'v'], true],
+    ['an escaped star in the glob', ['GET', 'esc*x1'], false],
+    ['what looks like a stored form: the general path refuses it', ['GET', '{rq}rq:x'], false],
+    ['a brace that is no stored form', ['GET', '{other}k'], false],
+    ['several keys, the last one matched', ['MGET', 'a', 'b', 'rq:c'], false],
+    ['several keys, none matched', ['MSET', 'a', '1', 'b', '2'], true],
+    ['a keyless command takes the general path (it has no key finder by count)', ['PING'], false],
+  ];
+  it.each(cases)('%s', (_what, words, untouched) => {
+    const args = words.map(b);
+    const spec = table.lookup(args)!;
+    expect(untouchedByRules(framed(args), spec, rules)).toBe(untouched);
+    if (untouched) {
+      const frame = framed(args);
+      expect(requestWithStoredNames(ruled, table, spec, frame, MAX)).toBe(frame); // the general path changes nothing either
+    }
+  });
+
+  it('leaves every command whose rewriting is more than its fixed keys to the general path', () => {
+    for (const name of ['sort', 'blpop', 'eval', 'keys', 'scan', 'spublish']) {
+      const args = [...name.split('|').map(b), b('x'), b('0')];
+      expect(untouchedByRules(framed(args), table.get(name)!, rules), name).toBe(false);
+    }
   });
 });
