@@ -22,7 +22,7 @@
 // µs per request (utime+stime ÷ requests). Medians over rounds, and the median over rounds of
 // each variant's CPU per request ÷ plain's in the same round.
 //
-// Env: BENCH_QUICK=1, BENCH_ROUNDS (5), BENCH_N_P1 (100000), BENCH_N_P16 (400000),
+// Env: BENCH_QUICK=1, BENCH_ROUNDS (7), BENCH_N_P1 (150000), BENCH_N_P16 (1200000),
 // BENCH_VARIANTS (comma-separated names; plain always runs), BENCH_PIN=1: every respool on core
 // 0, the valkey-servers and valkey-benchmark on core 1 (taskset), so a respool's CPU per request
 // does not move with where the scheduler puts the others (the section is then key-names-pinned).
@@ -37,8 +37,10 @@ import { writeSection } from './lib/results-file.mjs';
 import { respoolBuildLabel } from './lib/respool-build.mjs';
 
 const QUICK = envFlag('BENCH_QUICK');
-const ROUNDS = envInt('BENCH_ROUNDS', QUICK ? 1 : 5);
-const N = { 1: envInt('BENCH_N_P1', QUICK ? 20_000 : 100_000), 16: envInt('BENCH_N_P16', QUICK ? 100_000 : 400_000) };
+// Runs long enough that a P=16 run's CPU per request moves less than the effect measured (at
+// 400,000 requests and 5 rounds one variant's ratio to plain spread 0.8–1.4× round to round).
+const ROUNDS = envInt('BENCH_ROUNDS', QUICK ? 1 : 7);
+const N = { 1: envInt('BENCH_N_P1', QUICK ? 20_000 : 150_000), 16: envInt('BENCH_N_P16', QUICK ? 100_000 : 1_200_000) };
 const PIPELINES = [1, 16];
 const TESTS = ['GET', 'SET'];
 const CLIENTS = 50;
@@ -146,7 +148,7 @@ try {
   const md = [
     `## What rewriting key names costs: a namespace and colocation rules (issue 30)${PIN ? ', pinned' : ', unpinned'}`,
     '',
-    `**Rerun:** \`${PIN ? 'BENCH_PIN=1 ' : ''}npm run bench:key-names\` (${PIN ? 'pinned: every respool on core 0, the valkey-servers and valkey-benchmark on core 1; ' : 'unpinned; '}${QUICK ? '**BENCH_QUICK=1 smoke run** — ' : ''}${ROUNDS} round(s), variants in an order rotated every round; ` +
+    `**Rerun:** \`${PIN ? 'BENCH_PIN=1 ' : ''}${only !== null ? `BENCH_VARIANTS="${[...only].join(',')}" ` : ''}npm run bench:key-names\` (${PIN ? 'pinned: every respool on core 0, the valkey-servers and valkey-benchmark on core 1; ' : 'unpinned; '}${QUICK ? '**BENCH_QUICK=1 smoke run** — ' : ''}${ROUNDS} round(s), variants in an order rotated every round; ` +
       `${fmtInt(N[1])} requests per run at P=1, ${fmtInt(N[16])} at P=16; valkey-benchmark -c ${CLIENTS} -d 100 -r 100000 against respool in front of 3 primaries). ` +
       `respool build: ${respoolBuildLabel()}.`,
     '',
