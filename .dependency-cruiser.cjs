@@ -15,6 +15,7 @@ const LAYERS = [
   ['handlers', 'src/handlers/'], // one file per command family; index.ts: dispatch
   ['workers', 'src/workers/'], // the supervisor, messages between workers
   ['client', 'src/client/'], // per-client state, reply queue, the contract handlers see
+  ['tenants', 'src/tenants/'], // applications sharing respool: their limits and counts
   ['scripts', 'src/scripts/'], // scripts seen and scripts running
   ['observe', 'src/observe/'], // what a request cost: slow log, command logs, big keys, saturation
   ['hotkeys', 'src/hotkeys/'], // detection, split copies (plugs into routing through routing/hooks.ts)

@@ -13,6 +13,8 @@ export const ProxyError = {
   shed: (node: string, why: string) =>
     `ERR respool: request to upstream ${node} refused: ${why}; try again later`,
   maxClients: (max: number) => `ERR max number of clients reached (respool limit ${max})`,
+  /** A tenant's clients at its limits.maxClients (src/tenants): Valkey's words, then whose limit. */
+  tenantMaxClients: (tenant: string, max: number | null) => `ERR max number of clients reached (tenant ${tenant}: limits.maxClients ${max ?? 'none'})`,
   outputBufferExceeded: (bytes: number, max: number) =>
     `ERR respool: closing this connection: ${bytes} bytes of unread replies exceed the limit of ${max}`,
   outputStalled: (bytes: number, ms: number) =>

@@ -60,6 +60,7 @@ import { listenUnix } from './session/unix-listener.js';
 import { IdentityMirror, isNodeDenial, mirrorVerdict } from './upstream/identity-mirror.js';
 import { asSeenByClient } from './acl/upstream-identity.js';
 import { clientInfoLine } from './handlers/client-commands.js';
+import { TenantDirectory } from './tenants/tenant-directory.js';
 
 export interface RespoolProxy {
   /** The running configuration (a reload changes it in place). */
@@ -273,6 +274,9 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     deliver: (line) => monitors.deliver(line),
   }));
 
+  // Applications sharing this respool: each configured user's tenant, its limits and counts (src/tenants).
+  const tenants = new TenantDirectory(config.tenants, config.users);
+  metrics.tenantsAtScrape(() => tenants.list());
   const ctx: ServerContext = {
     config,
     memory,
@@ -280,6 +284,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     log,
     metrics,
     users,
+    tenants,
     fleetAcl,
     hotKeys,
     dedicated,
@@ -595,7 +600,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
       leases: () => dedicated.stats().byNode,
       circuit: (address: string) => pools.health(address).circuit.state,
     };
-    for (const r of observeRoutes({ metrics, observer, saturation, events, bigKeys, nodes })) admin.registerRoute(r.method, r.path, r.handler);
+    for (const r of observeRoutes({ metrics, observer, saturation, events, bigKeys, nodes, tenants: () => tenants.list().map((t) => t.snapshot()) })) admin.registerRoute(r.method, r.path, r.handler);
     // What respool holds for its clients: the memory ceiling, the lanes, the clients holding the most.
     const clientFacts = function* () {
       for (const s of sessions) yield { id: s.id, address: s.address, name: s.state.name ?? '', laneClass: s.laneClass, pending: s.pending, outputBytes: () => s.outputBytes(), queryBytes: () => s.queryBytes() };

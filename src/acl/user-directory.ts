@@ -30,6 +30,8 @@ export interface DirectoryConfig {
   upstreamAuth: { username: string | null; password: string } | null;
   /** Absent: none. */
   colocate?: ColocationRule[];
+  /** Tenants (config tenants[]): a user of one takes its keyPrefix (users[].tenant). Absent: none. */
+  tenants?: ReadonlyArray<{ readonly name: string; readonly keyPrefix: string | null }>;
 }
 
 /** A connection as the directory sees it (a client session). */
@@ -267,7 +269,8 @@ export class UserDirectory {
    */
   private resolveIdentity(user: AclUser): void {
     const configured = this.config.users.find((u) => u.name === user.name);
-    const prefix = configured?.keyPrefix;
+    const tenant = configured?.tenant === undefined ? undefined : this.config.tenants?.find((t) => t.name === configured.tenant);
+    const prefix = configured?.keyPrefix ?? tenant?.keyPrefix ?? undefined; // a user gives one or its tenant does (config/file-config.ts)
     if (prefix === undefined) user.keyNames = this.sharedNames;
     else if (user.keyNames?.namespace?.toString('utf8') !== prefix) user.keyNames = new KeyNames(Buffer.from(prefix, 'utf8'), this.colocation);
     const namespaced = user.keyNames?.namespace != null;

@@ -17,6 +17,8 @@ export interface UserConfig {
    * taken off every name in its replies; absent: it sees the keyspace as it is.
    */
   keyPrefix?: string;
+  /** Its tenant (config tenants[].name), whose keyPrefix it takes; absent: the default tenant. */
+  tenant?: string;
 }
 
 /** The rule words of one configured user: {name, password} alone is `on >password +@all ~* &*`. */

@@ -7,6 +7,7 @@ import type { RateLimitedLog } from '../util/rate-limited-log.js';
 import { displayKey } from '../hotkeys/detector.js';
 import type { BigKeys } from '../observe/big-keys.js';
 import type { Topology } from '../cluster/topology.js';
+import type { TenantSnapshot } from '../tenants/tenant.js';
 
 /**
  * Read-only JSON for operators and the status page (admin/status-page.ts), next to /topology and
@@ -19,6 +20,7 @@ import type { Topology } from '../cluster/topology.js';
  *   GET /slowlog      respool's slow log (?count=n, default 10; -1 all), with node and time split
  *   GET /events       the last operator event lines (node lost/back, circuits, topology, shedding)
  *   GET /bigkeys      the largest keys by reply size in the hot-key sampler's sample
+ *   GET /tenants      each tenant's namespace, limits and figures (RESPOOL TENANTS's)
  */
 /** What /nodes needs of the running proxy. */
 export interface NodeFacts {
@@ -46,7 +48,7 @@ function nodeRows(facts: NodeFacts): unknown {
   return { mode: topology?.mode ?? null, nodes: rows };
 }
 
-export function observeRoutes(deps: { metrics: Metrics; observer: RequestObserver; saturation: NodeSaturation; events: RateLimitedLog; bigKeys: BigKeys | null; nodes: NodeFacts }): AdminRoute[] {
+export function observeRoutes(deps: { metrics: Metrics; observer: RequestObserver; saturation: NodeSaturation; events: RateLimitedLog; bigKeys: BigKeys | null; nodes: NodeFacts; tenants: () => TenantSnapshot[] }): AdminRoute[] {
   return [
     { method: 'GET', path: '/nodes', handler: () => jsonResponse(200, nodeRows(deps.nodes)) },
     {
@@ -84,6 +86,7 @@ export function observeRoutes(deps: { metrics: Metrics; observer: RequestObserve
       },
     },
     { method: 'GET', path: '/events', handler: () => jsonResponse(200, { events: deps.events.recent() }) },
+    { method: 'GET', path: '/tenants', handler: () => jsonResponse(200, { tenants: deps.tenants() }) },
     {
       method: 'GET',
       path: '/bigkeys',

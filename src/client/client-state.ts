@@ -4,6 +4,7 @@ import type { TrackingLanes } from './tracking-lanes.js';
 import type { ClientSubscriptions } from '../pubsub/client-subscriptions.js';
 import type { AclUser } from '../acl/rules.js';
 import type { ReplyNames } from '../keys/reply-names.js';
+import type { Tenant } from '../tenants/tenant.js';
 
 /** Where a client's users come from (the user directory, src/acl/user-directory.ts). */
 export interface UserSource {
@@ -74,6 +75,8 @@ export class ClientState {
   pausedHeld = false;
   /** MONITOR: the client gets every command's line (monitor-feed.ts) until RESET or close. */
   monitoring = false;
+  /** Its user's tenant (src/tenants), whose limits hold back its requests; null: the default tenant (the session keeps it: joinTenant). */
+  tenant: Tenant | null = null;
 
   /** CLIENT REPLY OFF / SKIP (Valkey's reply_off, reply_skip_next, reply_skip flags). */
   private replyOff = false;

@@ -5,6 +5,7 @@ import type { ClientState } from './client-state.js';
 import type { EntryClient, ReplyEntry } from './reply-queue.js';
 import type { ServerContext } from './server-context.js';
 import type { ReplyNames } from '../keys/reply-names.js';
+import type { Tenant } from '../tenants/tenant.js';
 
 /** One framed client request, as the handlers see it. */
 export interface CommandRequest {
@@ -61,6 +62,11 @@ export interface HandlerSession extends EntryClient {
   push(frame: Buffer): void;
   /** Closes after every queued reply has been written (QUIT, protocol errors). */
   closeAfterReplies(): void;
+  /**
+   * Makes the client one of `tenant`'s (its user changed: AUTH, HELLO AUTH, RESET), leaving the
+   * tenant it was in; false when `tenant` has no room for another client (its maxClients).
+   */
+  joinTenant(tenant: Tenant | null, checkRoom: boolean): boolean;
   /**
    * Switching lanes (a leased connection) is a barrier: `start` runs once every earlier reply has
    * been written, and no later request is handled until the replies `start` queued are written too.

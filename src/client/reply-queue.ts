@@ -103,7 +103,11 @@ export class ReplyQueue {
     return this.entries.length;
   }
 
+  /** The count of replies owed that the client's tenant keeps over all its clients (src/tenants/tenant.ts), or null. */
+  owed: { count: number } | null = null;
+
   push(entry: ReplyEntry): void {
+    if (this.owed !== null) this.owed.count++;
     entry.replyNames = this.replyNames;
     if (this.series !== null) {
       entry.startedAt = this.stamp;
@@ -147,6 +151,7 @@ export class ReplyQueue {
     let now = -1; // one clock read per drain, only when a timed entry leaves
     while (head !== undefined && head.reply !== null) {
       this.entries.shift();
+      if (this.owed !== null) this.owed.count--;
       if (head.held) {
         this.heldCount--;
         this.heldBytes -= head.reply.length;

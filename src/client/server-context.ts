@@ -21,6 +21,7 @@ import type { FairAdmission } from './fair-admission.js';
 import type { HelloIdentity } from './hello-identity.js';
 import type { FunctionFlags } from '../scripts/function-flags.js';
 import type { MemoryCeiling } from './memory-ceiling.js';
+import type { TenantDirectory } from '../tenants/tenant-directory.js';
 
 /** What a client session needs from the running proxy (kept narrow so sessions stay testable). */
 export interface ServerContext {
@@ -30,6 +31,8 @@ export interface ServerContext {
   readonly metrics?: Metrics;
   /** respool's users (config, ACL file, ACL SETUSER), their identities on the nodes, ACL LOG. */
   readonly users: UserDirectory;
+  /** Applications sharing this respool (config tenants[]): each user's tenant, its limits and counts (src/tenants). */
+  readonly tenants: TenantDirectory;
   /** In a fleet with shared state: shares a client's ACL change with every member (fleet/fleet-acl.ts). */
   readonly fleetAcl?: { share(args: readonly Buffer[]): Promise<void> } | null;
   /** Hot keys: the RESPOOL command steers them. */

@@ -112,6 +112,7 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
     bulkConnectionsPerNode: 1,
   },
   colocate: [], // key names as the client says them
+  tenants: [], // every user in the default tenant: no namespace beyond users[].keyPrefix, no limits
   transactions: {
     crossSlot: 'split', // an application written for one server expects its transactions to run
   },

@@ -11,7 +11,7 @@ import { colocationProblem, type ColocationRule } from '../keys/colocation.js';
 import type { UpstreamSetting } from '../acl/upstream-identity.js';
 import { OBSERVABILITY_SWITCHES } from './observability-config.js';
 import { CONFIG_VALIDATOR_FILE } from '../own-files.js';
-import { ACL_UPSTREAM_MODES, CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type ReadStrategyName } from './types.js';
+import { ACL_UPSTREAM_MODES, CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type ReadStrategyName, type TenantConfig } from './types.js';
 import { ValueProblem, show, suggest, toEnum, toHostPort, toMaxMemory, toWorkers } from './values.js';
 import { convertListen, toSocketMode, toAdminAddress, readTokenFile, readFirstLine, toAnnounced, toPeersFrom, toZone, toHttpUrl, toNumber, dedupe } from './setting-converters.js';
 
@@ -193,6 +193,16 @@ export function convertSettings(data: unknown, where: string, env: NodeJS.Proces
     set('upstreamAuth.password', convert('upstreamAuth', auth, (v) => readPassword(v as Record<string, unknown>, env)));
   }
 
+  // Tenants before users: a user takes its tenant's namespace (users[].keyPrefix).
+  const tenants: TenantConfig[] = [];
+  if (Array.isArray(settings.tenants) && !isBad('tenants')) {
+    (settings.tenants as Array<Record<string, unknown>>).forEach((t, i) => {
+      const tenant = convert(`tenants[${i}]`, t, () => readTenant(t, tenants));
+      if (tenant) tenants.push(tenant);
+    });
+    out.set('tenants', tenants);
+  }
+
   if (Array.isArray(settings.users) && !isBad('users')) {
     const users: UserConfig[] = [];
     (settings.users as Array<Record<string, unknown>>).forEach((u, i) => {
@@ -210,6 +220,7 @@ export function convertSettings(data: unknown, where: string, env: NodeJS.Proces
           ...(rules !== undefined ? { rules } : {}),
           ...(upstream !== undefined ? { upstream } : {}),
           ...(typeof u.keyPrefix === 'string' ? { keyPrefix: u.keyPrefix } : {}),
+          ...(typeof u.tenant === 'string' ? tenantOfUser(u.tenant, u.keyPrefix, tenants) : {}),
         };
         const problem = aclRulesProblem(entry); // Valkey's ACL SETUSER error for a bad rule (src/acl/users.ts)
         if (problem !== null) throw new ValueProblem(problem);
@@ -322,4 +333,32 @@ function suggestNested(key: string): string | undefined {
   );
   const leaf = suggest(key, byLeaf.keys());
   return leaf === undefined ? undefined : byLeaf.get(leaf);
+}
+
+/** One tenants[] entry, checked against the tenants before it (names, namespaces). */
+function readTenant(t: Record<string, unknown>, before: readonly TenantConfig[]): TenantConfig {
+  const name = t.name as string;
+  const twin = before.findIndex((x) => x.name === name);
+  if (twin >= 0) throw new ValueProblem(`tenant ${JSON.stringify(name)} is already defined in tenants[${twin}]`);
+  const keyPrefix = typeof t.keyPrefix === 'string' ? t.keyPrefix : null;
+  if (keyPrefix !== null) {
+    // One namespace must not hold another's keys: "a:" would see every key of "a:b:".
+    const other = before.find((x) => x.keyPrefix !== null && (x.keyPrefix.startsWith(keyPrefix) || keyPrefix.startsWith(x.keyPrefix)));
+    if (other !== undefined) throw new ValueProblem(`keyPrefix ${JSON.stringify(keyPrefix)} overlaps tenant ${JSON.stringify(other.name)}'s ${JSON.stringify(other.keyPrefix)}: one namespace would hold the other's keys`);
+  }
+  const l = (t.limits ?? {}) as Record<string, unknown>;
+  const limit = (v: unknown): number | null => (typeof v === 'number' ? v : null);
+  return {
+    name,
+    keyPrefix,
+    limits: { opsPerSecond: limit(l.opsPerSecond), bytesPerSecond: limit(l.bytesPerSecond), maxClients: limit(l.maxClients), maxInflight: limit(l.maxInflight) },
+  };
+}
+
+/** users[].tenant, checked: a tenant of tenants[]; a namespace on the user or on its tenant, not both (the user directory gives it the tenant's). */
+function tenantOfUser(name: string, ownPrefix: unknown, tenants: readonly TenantConfig[]): Pick<UserConfig, 'tenant'> {
+  const tenant = tenants.find((t) => t.name === name);
+  if (tenant === undefined) throw new ValueProblem(`tenant ${JSON.stringify(name)} is not one of tenants[] (${tenants.map((t) => t.name).join(', ') || 'none defined'})`);
+  if (tenant.keyPrefix !== null && ownPrefix !== undefined) throw new ValueProblem(`give keyPrefix on the user or on its tenant ${JSON.stringify(name)}, not both`);
+  return { tenant: name };
 }

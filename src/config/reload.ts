@@ -29,10 +29,12 @@ const NEEDS_RESTART: readonly string[] = [
   'admission.bulkConnectionsPerNode', 'limits.maxMemory',
   // colocation rules change every stored name they cover: clients would lose sight of their keys mid-run
   'colocate',
+  // tenants and their limits are set up once (src/tenants)
+  'tenants',
 ];
 
 /** Leaves compared as a whole (lists and maps of their own). */
-const WHOLE: ReadonlySet<string> = new Set(['users', 'upstreams', 'cluster.peers', 'cluster.peersFrom', 'reads.prefixes', 'hotKeys.split']);
+const WHOLE: ReadonlySet<string> = new Set(['users', 'tenants', 'upstreams', 'cluster.peers', 'cluster.peersFrom', 'reads.prefixes', 'hotKeys.split']);
 
 export interface ReloadPlan {
   /** Leaf paths whose new value is applied. */

@@ -214,6 +214,8 @@ function clusterSchema(): Schema {
   };
 }
 
+/** A tenant's name: it labels metrics. */
+const TENANT_NAME = '^[A-Za-z0-9_.-]+$';
 const password: Schema = { type: 'string', minLength: 1, 'x-expect': 'must be a non-empty string' };
 const passwordEnv: Schema = {
   type: 'string', pattern: ENV_NAME_PATTERN.source,
@@ -315,6 +317,33 @@ export const CONFIG_FILE_SCHEMA: Schema = {
           upstream: userUpstream,
           // a namespace: no glob characters, braces (the stored name keeps the client's hash tag) or spaces
           keyPrefix: { type: 'string', minLength: 1, pattern: '^[^\\s{}*?\\[\\]\\\\]+$', 'x-expect': 'must be a non-empty prefix without spaces, braces, or glob characters (* ? [ ] \\)' },
+          tenant: { type: 'string', pattern: TENANT_NAME, 'x-expect': 'must be the name of one of tenants[]' },
+        },
+      },
+    },
+    // Applications sharing this respool (src/tenants): their users' namespace and limits.
+    tenants: {
+      type: 'array',
+      'x-expect': 'must be a list of { name, keyPrefix?, limits? } mappings',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['name'],
+        'x-expect': 'must be a mapping with name, and keyPrefix and/or limits',
+        properties: {
+          name: { type: 'string', pattern: TENANT_NAME, 'x-expect': 'must be a name of letters, digits, _, - or .' },
+          keyPrefix: { type: 'string', minLength: 1, pattern: '^[^\\s{}*?\\[\\]\\\\]+$', 'x-expect': 'must be a non-empty prefix without spaces, braces, or glob characters (* ? [ ] \\)' },
+          limits: {
+            type: 'object',
+            additionalProperties: false,
+            'x-expect': 'must be a mapping of opsPerSecond, bytesPerSecond, maxClients, maxInflight',
+            properties: {
+              opsPerSecond: { type: 'number', exclusiveMinimum: 0, 'x-expect': 'must be a number of requests per second above 0' },
+              bytesPerSecond: { type: 'number', exclusiveMinimum: 0, 'x-expect': 'must be a number of bytes per second above 0' },
+              maxClients: { type: 'integer', minimum: 1, 'x-expect': 'must be a whole number of clients, at least 1' },
+              maxInflight: { type: 'integer', minimum: 1, 'x-expect': 'must be a whole number of replies, at least 1' },
+            },
+          },
         },
       },
     },

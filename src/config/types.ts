@@ -122,6 +122,29 @@ export interface RespoolConfig {
   transactions: TransactionsConfig;
   /** Keys stored under one hash tag so they share a slot (src/keys/colocation.ts); empty = names unchanged. */
   colocate: ColocationRule[];
+  /** Applications sharing this respool, each with its users' namespace and limits (src/tenants); empty = one default tenant, no limits. */
+  tenants: TenantConfig[];
+}
+
+/** One tenant (docs/tenants.md): its users (users[].tenant) share its namespace and its limits. */
+export interface TenantConfig {
+  /** Letters, digits, `_`, `-`, `.`: it names the tenant in metrics and RESPOOL TENANTS. */
+  name: string;
+  /** The namespace of its users (users[].keyPrefix for each of them), or null. */
+  keyPrefix: string | null;
+  limits: TenantLimits;
+}
+
+/** Null: no limit. */
+export interface TenantLimits {
+  /** Requests handed on per second, over all its clients; past it respool reads less from them. */
+  opsPerSecond: number | null;
+  /** Request bytes read plus reply bytes written per second, over all its clients; the same back-pressure. */
+  bytesPerSecond: number | null;
+  /** Its clients at once (connections authenticated as its users); the next gets Valkey's max-clients error. */
+  maxClients: number | null;
+  /** Replies its clients are owed at once; past it their next requests wait. */
+  maxInflight: number | null;
 }
 
 /** split: one MULTI … EXEC block per slot (atomic per slot, not across); refuse: CROSSSLOT, as a cluster node answers. */

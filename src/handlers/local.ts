@@ -146,6 +146,7 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
       resetSubscriptions(session); // no confirmations, as Valkey; subscribes still pending upstream finish first
       ctx.monitors.remove(session); // MONITOR ends too (Valkey's clearClientConnectionState)
       state.reset();
+      session.joinTenant(ctx.tenants.of(state.user), false); // back as the default user: its tenant, room or not (the client was already counted)
       return encodeSimple('RESET');
     case 'client|reply': {
       const mode = arg(2).toLowerCase();
@@ -216,6 +217,9 @@ function authenticate(session: HandlerSession, command: Buffer, user: string, pa
     users.log.add('auth', state.transaction !== null ? 'multi' : 'toplevel', command.toString(), user, clientInfoLine(session));
     return encodeError(ProxyError.wrongPass());
   }
+  // One of its user's tenant's clients from now: refused, as Valkey refuses a client past maxclients, when the tenant is full.
+  const tenant = ctx.tenants.of(user);
+  if (!session.joinTenant(tenant, true)) return encodeError(ProxyError.tenantMaxClients(tenant!.name, tenant!.maxClients));
   state.authenticate(user, entry!);
   return null;
 }

@@ -548,6 +548,38 @@ export const METRIC_DEFINITIONS = {
     labelNames: ['rank', 'key'],
   },
 
+  // Tenants (config tenants[], src/tenants): one series per configured tenant, copied at scrape time.
+  tenant_requests_total: {
+    type: 'counter',
+    help: 'Requests a tenant\'s clients handed on.',
+    labelNames: ['tenant'],
+  },
+  tenant_bytes_total: {
+    type: 'counter',
+    help: 'Bytes a tenant\'s clients sent (in: requests) and were sent (out: replies and pushes): what tenants[].limits.bytesPerSecond counts.',
+    labelNames: ['tenant', 'direction'],
+  },
+  tenant_clients: {
+    type: 'gauge',
+    help: 'Connections authenticated as a tenant\'s users now.',
+    labelNames: ['tenant'],
+  },
+  tenant_held_total: {
+    type: 'counter',
+    help: 'Times a tenant\'s client was held back by one of its limits (ops: opsPerSecond, bytes: bytesPerSecond, inflight: maxInflight).',
+    labelNames: ['tenant', 'limit'],
+  },
+  tenant_held_seconds_total: {
+    type: 'counter',
+    help: 'Time during which some client of a tenant was held back by its limits.',
+    labelNames: ['tenant'],
+  },
+  tenant_refused_clients_total: {
+    type: 'counter',
+    help: 'Connections or AUTHs refused for a tenant\'s limits.maxClients.',
+    labelNames: ['tenant'],
+  },
+
   config_last_reload_successful: {
     type: 'gauge',
     help: '1 at start and after a SIGHUP reload that applied, 0 after one whose config was rejected (the running config stays).',

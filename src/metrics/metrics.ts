@@ -144,6 +144,20 @@ interface NodeSeries<C> {
   readonly child: C;
 }
 
+/** What the tenants' metrics read of a tenant (src/tenants/tenant.ts Tenant). */
+export interface TenantFigures {
+  readonly name: string;
+  readonly clients: number;
+  readonly counts: {
+    readonly requests: number;
+    readonly bytesIn: number;
+    readonly bytesOut: number;
+    readonly heldMs: number;
+    readonly held: Readonly<Record<string, number>>;
+    readonly refusedClients: number;
+  };
+}
+
 export class Metrics {
   /** The private registry holding every respool metric (and the default process metrics). */
   readonly registry: Registry;
@@ -410,6 +424,29 @@ export class Metrics {
       this.connects.set(key, series);
     }
     return series.child;
+  }
+
+  /**
+   * The tenants' figures, copied into respool_tenant_* when the registry is read: a tenant counts
+   * in plain numbers on the hot path (src/tenants/tenant.ts), never through a labelled child.
+   */
+  tenantsAtScrape(list: () => ReadonlyArray<TenantFigures>): void {
+    const counter = (c: Counter<string>, read: (t: TenantFigures) => Array<[string[], number]>) => {
+      (c as unknown as { collect: () => void }).collect = () => {
+        c.reset();
+        for (const t of list()) for (const [labels, value] of read(t)) c.labels(...labels).inc(value);
+      };
+    };
+    counter(this.raw.tenant_requests_total, (t) => [[[t.name], t.counts.requests]]);
+    counter(this.raw.tenant_bytes_total, (t) => [[[t.name, 'in'], t.counts.bytesIn], [[t.name, 'out'], t.counts.bytesOut]]);
+    counter(this.raw.tenant_held_total, (t) => Object.entries(t.counts.held).map(([limit, n]): [string[], number] => [[t.name, limit], n]));
+    counter(this.raw.tenant_held_seconds_total, (t) => [[[t.name], t.counts.heldMs / 1000]]);
+    counter(this.raw.tenant_refused_clients_total, (t) => [[[t.name], t.counts.refusedClients]]);
+    const clients = this.raw.tenant_clients as Gauge<string>;
+    (clients as unknown as { collect: () => void }).collect = () => {
+      clients.reset();
+      for (const t of list()) clients.labels(t.name).set(t.clients);
+    };
   }
 
   /**

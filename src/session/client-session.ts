@@ -18,6 +18,7 @@ import type { AdmittedClient } from '../client/fair-admission.js';
 import type { ReplyNames } from '../keys/reply-names.js';
 import { laneClass, type LaneClass } from '../client/lane-class.js';
 import { HOLDER_BYTES, type MemoryHolder } from '../client/memory-ceiling.js';
+import type { Tenant } from '../tenants/tenant.js';
 
 /**
  * What a session costs before and between requests (a connection storm, idle clients): one
@@ -137,6 +138,12 @@ export class ClientSession implements DispatchedSession, AdmittedClient, MemoryH
     socket.on('end', ClientSession.onSocketEnd);
     socket.on('close', ClientSession.onSocketClose);
     socket.on('error', ignoreSocketError);
+    // A client starts as the default user: one of that user's tenant's clients, if it has room.
+    const tenant = ctx.tenants.of(this.state.user);
+    if (tenant !== null && !this.joinTenant(tenant, true)) {
+      this.replyNow(encodeError(ProxyError.tenantMaxClients(tenant.name, tenant.maxClients)));
+      this.closeAfterReplies();
+    }
   }
 
   // The socket's listeners (`this` is the socket), shared by every session.
@@ -368,9 +375,16 @@ export class ClientSession implements DispatchedSession, AdmittedClient, MemoryH
           this.ctx.admission.wantTurn(this);
           break;
         }
+        const tenant = this.state.tenant;
+        // Its tenant's limits (src/tenants/tenant.ts): held, it is woken when they allow again.
+        if (tenant !== null && this.framer.bufferedBytes > 0 && !tenant.mayAdmit(this)) {
+          framesLeft = true;
+          break;
+        }
         if ((frame = this.framer.next()) === null) break; // at most a request still arriving
         count++;
         bytes += frame.raw.length;
+        tenant?.admitted(frame.raw.length);
         if (!dispatch(this, frame)) return this.holdForPause(frame); // CLIENT PAUSE holds it
       }
     } catch (err) {
@@ -461,6 +475,33 @@ export class ClientSession implements DispatchedSession, AdmittedClient, MemoryH
     this.maybeResumeReading();
   }
 
+  joinTenant(tenant: Tenant | null, checkRoom: boolean): boolean {
+    const was = this.state.tenant;
+    if (tenant === was) return true;
+    if (tenant !== null && checkRoom && !tenant.hasRoom()) {
+      tenant.refused();
+      return false;
+    }
+    // The replies it is owed now move with it: each tenant's count comes back to 0 with its clients.
+    const owed = this.replies.length;
+    if (was !== null) {
+      was.leave();
+      was.inflight.count -= owed;
+    }
+    if (tenant !== null) {
+      tenant.enter();
+      tenant.inflight.count += owed;
+    }
+    this.state.tenant = tenant;
+    this.replies.owed = tenant?.inflight ?? null;
+    return true;
+  }
+
+  /** Its tenant's limits allow again (src/tenants/tenant.ts): what waits in its buffer gets a turn. */
+  tenantReady(): void {
+    this.wake();
+  }
+
   /** Replies left or output drained: requests waiting in its buffer get a turn, reading may resume. */
   private wake(): void {
     if (this.closed) return;
@@ -540,6 +581,7 @@ export class ClientSession implements DispatchedSession, AdmittedClient, MemoryH
     else this.writer.write(data);
     this.bytesOut += data.length;
     if (this.ctx.metrics !== undefined) this.ctx.metrics.traffic.clientOut += data.length;
+    this.state.tenant?.replyWritten(data.length);
     const unread = this.writer.unsentBytes;
     const max = this.ctx.config.clients.maxOutputBytesPerClient;
     if (unread > max) return this.dropSlowClient(unread);
@@ -632,6 +674,7 @@ export class ClientSession implements DispatchedSession, AdmittedClient, MemoryH
     if (this.closed) return;
     this.closed = true;
     if (this.held !== null) this.ctx.clientPause.forget(this);
+    this.joinTenant(null, false);
     this.state.release();
     const hooks = this.closeHooks;
     this.closeHooks = null;

@@ -16,6 +16,7 @@ import { RunningScripts } from '../../src/scripts/running-scripts.js';
 import type { ServerContext } from '../../src/client/server-context.js';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import type { RespoolConfig } from '../../src/config/types.js';
+import { TenantDirectory } from '../../src/tenants/tenant-directory.js';
 
 // Client sessions without a server or a network: the real session, dispatch and router, over a
 // fake client socket, in front of whatever pools the test gives (fakes of its own, or real
@@ -80,6 +81,7 @@ export function fakeContext(pools: unknown, node: { host: string; port: number }
     router,
     log: pino({ level: 'silent' }),
     users: new UserDirectory(config, () => table, () => []),
+    tenants: new TenantDirectory(config.tenants, config.users),
     admission: new FairAdmission(),
     clientPause: new ClientPause(),
     monitors: new MonitorFeed(),

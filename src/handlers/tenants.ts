@@ -1,0 +1,44 @@
+import { encodeArray, encodeBulk, encodeInteger, encodeMap } from '../resp/encode.js';
+import type { Tenant } from '../tenants/tenant.js';
+import type { HandlerSession } from '../client/handler-session.js';
+
+export const RESPOOL_TENANTS_HELP = ['TENANTS', '    Each tenant (config tenants[]): its namespace, limits, clients now and what its clients did.'];
+
+/**
+ * RESPOOL TENANTS: one map per tenant (a flat array in RESP2), in config order — its name,
+ * keyPrefix, limits (null: none), clients and replies owed now, clients held back now, requests
+ * and bytes so far, how often and how long its limits held its clients back, connections refused.
+ */
+export function tenantsReply(session: HandlerSession): Buffer {
+  const protocol = session.state.protocol;
+  return encodeArray(session.ctx.tenants.list().map((t) => tenantMap(t, protocol)));
+}
+
+function tenantMap(t: Tenant, protocol: 2 | 3): Buffer {
+  const s = t.snapshot();
+  const bulk = (v: string | null) => encodeBulk(v, protocol);
+  const number = (v: number | null) => (v === null ? encodeBulk(null, protocol) : Number.isInteger(v) ? encodeInteger(v) : bulk(String(v)));
+  const field = (name: string, value: Buffer): [Buffer, Buffer] => [bulk(name), value];
+  return encodeMap(
+    [
+      field('name', bulk(s.name)),
+      field('key-prefix', bulk(s.keyPrefix)),
+      field('ops-per-second', number(s.limits.opsPerSecond)),
+      field('bytes-per-second', number(s.limits.bytesPerSecond)),
+      field('max-clients', number(s.limits.maxClients)),
+      field('max-inflight', number(s.limits.maxInflight)),
+      field('clients', encodeInteger(s.clients)),
+      field('inflight', encodeInteger(s.inflight)),
+      field('held-clients', encodeInteger(s.heldClients)),
+      field('requests', encodeInteger(s.requests)),
+      field('bytes-in', encodeInteger(s.bytesIn)),
+      field('bytes-out', encodeInteger(s.bytesOut)),
+      field('held-ops', encodeInteger(s.held.ops)),
+      field('held-bytes', encodeInteger(s.held.bytes)),
+      field('held-inflight', encodeInteger(s.held.inflight)),
+      field('held-ms', encodeInteger(Math.round(s.heldMs))),
+      field('refused-clients', encodeInteger(s.refusedClients)),
+    ],
+    protocol,
+  );
+}

@@ -1,0 +1,164 @@
+import type { TenantConfig } from '../config/types.js';
+import { clockNow } from '../util/read-clock.js';
+import { TokenBucket } from './token-bucket.js';
+
+/** The share of a second a rate limit lets through at once (its bucket's depth): small, so a run stays within a few % of the rate. */
+const BURST_SECONDS = 0.05;
+
+/** What a tenant needs of a client it holds back: to be handed its turn again once its limits allow. */
+export interface TenantClient {
+  readonly closed: boolean;
+  /** The tenant's limits allow again: the client hands on what it holds (ClientSession.wake). */
+  tenantReady(): void;
+}
+
+/** A tenant's limits and figures at one moment (RESPOOL TENANTS, /tenants). */
+export interface TenantSnapshot {
+  name: string;
+  keyPrefix: string | null;
+  limits: TenantConfig['limits'];
+  clients: number;
+  inflight: number;
+  heldClients: number;
+  requests: number;
+  bytesIn: number;
+  bytesOut: number;
+  held: Record<TenantHold, number>;
+  heldMs: number;
+  refusedClients: number;
+}
+
+/** Why a tenant refused or held back its clients: the label of respool_tenant_*_total. */
+export type TenantHold = 'ops' | 'bytes' | 'inflight';
+
+/**
+ * One tenant at run time (config tenants[]): its limits over every client of its users, and what
+ * they did. A request is handed on only while the tenant's limits allow (mayAdmit); a client held
+ * back stops handing on and — its requests left in its buffer — reading (ClientSession's
+ * read-ahead bound): the back-pressure of a busy server, not an error.
+ *
+ *   ops      : a bucket of opsPerSecond; a request takes 1
+ *   bytes    : a bucket of bytesPerSecond; a request takes its bytes, a reply written its bytes
+ *   inflight : replies its clients are owed now (their reply queues' entries) < maxInflight
+ *   clients  : connections authenticated as its users ≤ maxClients (enter/leave)
+ *
+ *   invariants: a held client is in `held` at most once and is woken once per wake (one timer per
+ *               tenant); `clients` and `inflight` come back to 0 when its clients are gone.
+ */
+export class Tenant {
+  readonly name: string;
+  readonly keyPrefix: string | null;
+  private readonly limits: TenantConfig['limits'];
+  private readonly ops: TokenBucket | null;
+  private readonly bytes: TokenBucket | null;
+  /** Connections of its users now. */
+  clients = 0;
+  /** Replies its clients are owed now (ReplyQueue keeps it: push +1, written −1). */
+  readonly inflight = { count: 0 };
+  /** Requests handed on, request and reply bytes, and what held or refused its clients: RESPOOL TENANTS and metrics. */
+  readonly counts = { requests: 0, bytesIn: 0, bytesOut: 0, heldMs: 0, held: { ops: 0, bytes: 0, inflight: 0 }, refusedClients: 0 };
+  private readonly held = new Set<TenantClient>();
+  private wakeTimer: NodeJS.Timeout | null = null;
+  private heldSince = 0;
+
+  constructor(config: TenantConfig) {
+    this.name = config.name;
+    this.keyPrefix = config.keyPrefix;
+    this.limits = config.limits;
+    const now = clockNow();
+    const { opsPerSecond, bytesPerSecond } = config.limits;
+    this.ops = opsPerSecond === null ? null : new TokenBucket(opsPerSecond, Math.max(1, opsPerSecond * BURST_SECONDS), now);
+    this.bytes = bytesPerSecond === null ? null : new TokenBucket(bytesPerSecond, Math.max(1, bytesPerSecond * BURST_SECONDS), now);
+  }
+
+  get maxClients(): number | null {
+    return this.limits.maxClients;
+  }
+
+  /** Whether one more client may join (maxClients). */
+  hasRoom(): boolean {
+    return this.limits.maxClients === null || this.clients < this.limits.maxClients;
+  }
+
+  enter(): void {
+    this.clients++;
+  }
+
+  leave(): void {
+    this.clients--;
+  }
+
+  /** A connection refused for maxClients. */
+  refused(): void {
+    this.counts.refusedClients++;
+  }
+
+  /**
+   * Whether `client` may hand on a request now; when not, it is held and woken (tenantReady) once
+   * the limit that held it allows again.
+   */
+  mayAdmit(client: TenantClient): boolean {
+    const now = clockNow();
+    let hold: TenantHold | null = null;
+    if (this.ops !== null && !this.ops.available(now)) hold = 'ops';
+    else if (this.bytes !== null && !this.bytes.available(now)) hold = 'bytes';
+    else if (this.limits.maxInflight !== null && this.inflight.count >= this.limits.maxInflight) hold = 'inflight';
+    if (hold === null) return true;
+    if (!this.held.has(client)) {
+      this.held.add(client);
+      this.counts.held[hold]++;
+      if (this.held.size === 1) this.heldSince = now;
+    }
+    // The rates tell when they allow again; in-flight replies wake it as they are written (replyWritten).
+    if (hold !== 'inflight') this.scheduleWake(Math.max(this.ops?.msUntilAvailable(now) ?? 0, this.bytes?.msUntilAvailable(now) ?? 0));
+    return false;
+  }
+
+  /** A request of `bytes` was handed on. */
+  admitted(bytes: number): void {
+    const now = clockNow();
+    this.counts.requests++;
+    this.counts.bytesIn += bytes;
+    this.ops?.take(1, now);
+    this.bytes?.take(bytes, now);
+  }
+
+  /** A reply of `bytes` was written to one of its clients. */
+  replyWritten(bytes: number): void {
+    this.counts.bytesOut += bytes;
+    this.bytes?.take(bytes, clockNow());
+    if (this.held.size > 0 && this.limits.maxInflight !== null && this.inflight.count < this.limits.maxInflight) this.scheduleWake(0);
+  }
+
+  private scheduleWake(ms: number): void {
+    if (this.wakeTimer !== null) return;
+    this.wakeTimer = setTimeout(this.wake, Math.max(1, Math.ceil(ms)));
+  }
+
+  private readonly wake = (): void => {
+    this.wakeTimer = null;
+    const held = [...this.held];
+    this.held.clear();
+    this.counts.heldMs += clockNow() - this.heldSince;
+    for (const client of held) if (!client.closed) client.tenantReady();
+  };
+
+  /** What RESPOOL TENANTS and /tenants show of it. */
+  snapshot(): TenantSnapshot {
+    const c = this.counts;
+    return {
+      name: this.name,
+      keyPrefix: this.keyPrefix,
+      limits: { ...this.limits },
+      clients: this.clients,
+      inflight: this.inflight.count,
+      heldClients: this.held.size,
+      requests: c.requests,
+      bytesIn: c.bytesIn,
+      bytesOut: c.bytesOut,
+      held: { ...c.held },
+      heldMs: c.heldMs,
+      refusedClients: c.refusedClients,
+    };
+  }
+}

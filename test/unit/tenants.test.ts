@@ -1,0 +1,148 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { ConfigError, parseCommandLine } from '../../src/config/load-config.js';
+import { TokenBucket } from '../../src/tenants/token-bucket.js';
+import { holdClock, releaseClock } from '../../src/util/read-clock.js';
+import { Tenant, type TenantClient } from '../../src/tenants/tenant.js';
+import { TenantDirectory } from '../../src/tenants/tenant-directory.js';
+import type { TenantConfig } from '../../src/config/types.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'respool-tenants-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+let files = 0;
+
+function load(yaml: string) {
+  const file = join(dir, `t${++files}.yaml`);
+  writeFileSync(file, yaml);
+  const r = parseCommandLine(['--config', file, '--upstream', '127.0.0.1:7000'], {});
+  if (r.kind !== 'run') throw new Error(`expected run, got ${r.kind}`);
+  return r.config;
+}
+
+function loadError(yaml: string): string {
+  try {
+    load(yaml);
+  } catch (err) {
+    if (err instanceof ConfigError) return err.message;
+    throw err;
+  }
+  throw new Error('the config loaded');
+}
+
+const limits = (l: Partial<TenantConfig['limits']> = {}): TenantConfig['limits'] => ({ opsPerSecond: null, bytesPerSecond: null, maxClients: null, maxInflight: null, ...l });
+
+describe('tenants in the config', () => {
+  it('gives each user its tenant and the tenant\'s namespace', () => {
+    const config = load(`
+tenants:
+  - { name: teama, keyPrefix: "a:", limits: { opsPerSecond: 500, maxClients: 3 } }
+  - { name: teamb, limits: { bytesPerSecond: 1000000, maxInflight: 10 } }
+users:
+  - { name: default, password: admin }
+  - { name: alice, password: pa, tenant: teama }
+  - { name: bob, password: pb, tenant: teamb, keyPrefix: "b:" }
+`);
+    expect(config.tenants).toEqual([
+      { name: 'teama', keyPrefix: 'a:', limits: limits({ opsPerSecond: 500, maxClients: 3 }) },
+      { name: 'teamb', keyPrefix: null, limits: limits({ bytesPerSecond: 1_000_000, maxInflight: 10 }) },
+    ]);
+    expect(config.users.find((u) => u.name === 'alice')).toEqual({ name: 'alice', password: 'pa', tenant: 'teama' }); // the namespace is the tenant's
+    expect(config.users.find((u) => u.name === 'bob')).toMatchObject({ tenant: 'teamb', keyPrefix: 'b:' });
+    const directory = new TenantDirectory(config.tenants, config.users);
+    expect(directory.of('alice')?.name).toBe('teama');
+    expect(directory.of('default')).toBeNull();
+    expect(directory.of(null)).toBeNull();
+  });
+
+  it('refuses what cannot work, with a clear error', () => {
+    expect(loadError('tenants: [{ name: a }]\nusers: [{ name: u, password: p, tenant: nosuch }]')).toMatch(/tenant "nosuch" is not one of tenants\[\] \(a\)/);
+    expect(loadError('tenants: [{ name: a, keyPrefix: "app:" }, { name: b, keyPrefix: "app:x:" }]')).toMatch(/keyPrefix "app:x:" overlaps tenant "a"'s "app:"/);
+    expect(loadError('tenants: [{ name: a }, { name: a }]')).toMatch(/tenant "a" is already defined in tenants\[0\]/);
+    expect(loadError('tenants: [{ name: a, keyPrefix: "a:" }]\nusers: [{ name: u, password: p, tenant: a, keyPrefix: "u:" }]')).toMatch(/give keyPrefix on the user or on its tenant "a", not both/);
+    expect(loadError('tenants: [{ name: "a b" }]')).toMatch(/tenants.*name/);
+    expect(loadError('tenants: [{ name: a, keyPrefix: "{x}" }]')).toMatch(/keyPrefix/);
+    expect(loadError('tenants: [{ name: a, limits: { opsPerSecond: 0 } }]')).toMatch(/opsPerSecond/);
+    expect(loadError('tenants: [{ name: a, limits: { maxClients: 1.5 } }]')).toMatch(/maxClients/);
+    expect(loadError('tenants: [{ name: a, limits: { opsPerSec: 10 } }]')).toMatch(/opsPerSec/);
+  });
+});
+
+describe('TokenBucket', () => {
+  it('lets its rate through over time, a burst at most, and counts a debt', () => {
+    const bucket = new TokenBucket(100, 5, 0);
+    let taken = 0;
+    for (let t = 0; t <= 1000; t++) {
+      while (bucket.available(t)) {
+        bucket.take(1, t);
+        taken++;
+      }
+    }
+    expect(taken).toBeGreaterThanOrEqual(100);
+    expect(taken).toBeLessThanOrEqual(106); // the rate over 1 s, plus the burst
+    const bytes = new TokenBucket(1000, 50, 0);
+    bytes.take(2050, 0); // a request far over the burst: 2 s of debt
+    expect(bytes.available(1000)).toBe(false);
+    expect(bytes.msUntilAvailable(1000)).toBeCloseTo(1000, 0);
+    expect(bytes.available(2001)).toBe(true);
+  });
+});
+
+describe('Tenant', () => {
+  const client = (): TenantClient & { woken: number } => {
+    const c = { closed: false, woken: 0, tenantReady: () => { c.woken++; } };
+    return c;
+  };
+
+  it('holds its clients past opsPerSecond and wakes each once when the rate allows', () => {
+    vi.useFakeTimers();
+    try {
+      const tenant = new Tenant({ name: 't', keyPrefix: null, limits: limits({ opsPerSecond: 1000 }) });
+      const a = client();
+      const b = client();
+      let admitted = 0;
+      holdClock(); // one moment: no token comes in meanwhile
+      try {
+        while (tenant.mayAdmit(a)) {
+          tenant.admitted(10);
+          admitted++;
+        }
+        expect(admitted).toBeLessThanOrEqual(51); // the 50 ms burst
+        expect(tenant.mayAdmit(b)).toBe(false);
+        expect(tenant.mayAdmit(a)).toBe(false); // held once
+      } finally {
+        releaseClock();
+      }
+      expect(tenant.snapshot()).toMatchObject({ heldClients: 2, held: { ops: 2, bytes: 0, inflight: 0 }, requests: admitted });
+      vi.advanceTimersByTime(5);
+      expect([a.woken, b.woken]).toEqual([1, 1]);
+      expect(tenant.snapshot().heldClients).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('holds at maxInflight until a reply is written, and counts clients against maxClients', () => {
+    vi.useFakeTimers();
+    try {
+      const tenant = new Tenant({ name: 't', keyPrefix: null, limits: limits({ maxInflight: 2, maxClients: 1 }) });
+      const a = client();
+      tenant.inflight.count = 2;
+      expect(tenant.mayAdmit(a)).toBe(false);
+      vi.advanceTimersByTime(100);
+      expect(a.woken).toBe(0); // nothing but a written reply frees it
+      tenant.inflight.count = 1;
+      tenant.replyWritten(5);
+      vi.advanceTimersByTime(2);
+      expect(a.woken).toBe(1);
+      expect(tenant.hasRoom()).toBe(true);
+      tenant.enter();
+      expect(tenant.hasRoom()).toBe(false);
+      tenant.leave();
+      expect(tenant.hasRoom()).toBe(true);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
