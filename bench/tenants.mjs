@@ -6,10 +6,11 @@
 //    runs: ops and bytes buckets, replies owed, clients) against the same user in no tenant,
 //    valkey-benchmark GET/SET, 50 clients, P=1 and P=16, rounds interleaved (target ≤ 1.05×).
 // 2. Probe and flood: tenant `probe` (4 clients, P=1 GET) alone, then while tenant `flood` runs
-//    200 clients P=32 1 KB SETs — with flood unlimited and with flood held to FLOOD_OPS ops/s —
+//    200 clients P=32 1 KB SETs — the fair share between tenants always on; flood unlimited,
+//    held to FLOOD_OPS ops/s, and held to FLOOD_INFLIGHT replies owed —
 //    probe's p99 ÷ its p99 alone (target ≤ 2× with the limit), flood's requests/s.
 //
-// Env: BENCH_ROUNDS (5), BENCH_N_P1 (100000), BENCH_N_P16 (600000), FLOOD_OPS (20000),
+// Env: BENCH_ROUNDS (5), BENCH_N_P1 (150000), BENCH_N_P16 (1200000), FLOOD_OPS (20000), FLOOD_INFLIGHT (256),
 // BENCH_PIN=1 (respool on core 0, servers and load on core 1). Loopback only; only the processes
 // it started are stopped, by pid.
 import fs from 'node:fs';
@@ -22,8 +23,9 @@ import { writeSection } from './lib/results-file.mjs';
 import { respoolBuildLabel } from './lib/respool-build.mjs';
 
 const ROUNDS = envInt('BENCH_ROUNDS', 5);
-const N = { 1: envInt('BENCH_N_P1', 100_000), 16: envInt('BENCH_N_P16', 600_000) };
+const N = { 1: envInt('BENCH_N_P1', 150_000), 16: envInt('BENCH_N_P16', 1_200_000) };
 const FLOOD_OPS = envInt('FLOOD_OPS', 20_000);
+const FLOOD_INFLIGHT = envInt('FLOOD_INFLIGHT', 256);
 const PIN = envFlag('BENCH_PIN');
 const benchmark = (args, opts) => (PIN ? run('taskset', ['-c', '1', 'valkey-benchmark', ...args], opts) : run('valkey-benchmark', args, opts));
 
@@ -32,7 +34,12 @@ const ACCOUNTING = [
   { name: 'no tenant', config: 'users:\n  - { name: default, password: adminpw }\n  - { name: a, password: pa }\n' },
   { name: 'tenant', config: `tenants:\n  - { name: t, limits: ${HUGE} }\nusers:\n  - { name: default, password: adminpw }\n  - { name: a, password: pa, tenant: t }\n` },
 ];
-const floodConfig = (limit) => `tenants:\n  - { name: probe }\n  - { name: flood${limit ? `, limits: { opsPerSecond: ${FLOOD_OPS} }` : ''} }\n`
+const FLOOD_LIMITS = {
+  unlimited: null,
+  [`held to ${FLOOD_OPS} ops/s`]: `{ opsPerSecond: ${FLOOD_OPS} }`,
+  [`held to ${FLOOD_INFLIGHT} replies owed`]: `{ maxInflight: ${FLOOD_INFLIGHT} }`,
+};
+const floodConfig = (limits) => `tenants:\n  - { name: probe }\n  - { name: flood${limits ? `, limits: ${limits}` : ''} }\n`
   + 'users:\n  - { name: default, password: adminpw }\n  - { name: p, password: pp, tenant: probe }\n  - { name: f, password: pf, tenant: flood }\n';
 
 const { startCluster } = await import(path.join(ROOT_DIR, 'build/harness/valkey-processes.js'));
@@ -40,10 +47,11 @@ const { startCluster } = await import(path.join(ROOT_DIR, 'build/harness/valkey-
 async function startRespool(name, config, seed) {
   const port = await uniquePort();
   fs.mkdirSync(OUT_DIR, { recursive: true });
-  const configFile = path.join(OUT_DIR, `tenants-${name.replace(/\s+/g, '-')}.yaml`);
+  const slug = name.replace(/[^A-Za-z0-9]+/g, '-');
+  const configFile = path.join(OUT_DIR, `tenants-${slug}.yaml`);
   fs.writeFileSync(configFile, config);
   const args = ['bin/respool.js', '--config', configFile, '--listen', `${HOST}:${port}`, '--upstream', `${seed.host}:${seed.port}`, '--mode', 'cluster', '--connections-per-node', '2', '--log-level', 'warn'];
-  const logFile = path.join(OUT_DIR, `tenants-${name.replace(/\s+/g, '-')}.log`);
+  const logFile = path.join(OUT_DIR, `tenants-${slug}.log`);
   fs.writeFileSync(logFile, '');
   const child = spawn(process.execPath, args, { logFile });
   await waitForPing(port, { child, what: `respool (${name})`, timeoutMs: 15_000, auth: ['default', 'adminpw'] });
@@ -80,26 +88,27 @@ try {
 
   // 2. Probe and flood.
   const floodRuns = [];
-  for (const limited of [false, true]) {
-    const proxy = await startRespool(limited ? 'flood limited' : 'flood unlimited', floodConfig(limited), seed);
+  for (const [limited, limits] of Object.entries(FLOOD_LIMITS)) {
+    const proxy = await startRespool(`flood ${limited}`, floodConfig(limits), seed);
     procs.push(proxy);
-    const probeArgs = ['-h', HOST, '-p', String(proxy.port), '--user', 'p', '-a', 'pp', '-c', '4', '-n', '20000', '-P', '1', '-t', 'get'];
+    const probe = (n) => ['-h', HOST, '-p', String(proxy.port), '--user', 'p', '-a', 'pp', '-c', '4', '-n', String(n), '-P', '1', '-t', 'get'];
+    await benchmark(probe(3000)); // warm-up: connections, links, the JIT
     const floodArgs = ['-h', HOST, '-p', String(proxy.port), '--user', 'f', '-a', 'pf', '-c', '200', '-n', '100000000', '-d', '1024', '-r', '100000', '-P', '32', '-t', 'set'];
     for (let round = 1; round <= ROUNDS; round++) {
-      const alone = parseBenchmarkText((await benchmark(probeArgs)).out).GET;
+      const alone = parseBenchmarkText((await benchmark(probe(10_000))).out).GET;
       // The flood runs until the probe is done, then is stopped (by its pid).
       let floodChild = null;
       const flood = benchmark(floodArgs, { timeoutMs: 300_000, onSpawn: (c) => { floodChild = c; } }).catch(() => ({ out: '' }));
       await sleep(1000);
       const f0 = cpuSeconds(proxy.child.pid);
       const t0 = Date.now();
-      const during = parseBenchmarkText((await benchmark(probeArgs)).out).GET;
+      const during = parseBenchmarkText((await benchmark(probe(10_000))).out).GET;
       const seconds = (Date.now() - t0) / 1000;
       const f1 = cpuSeconds(proxy.child.pid);
       floodChild?.kill('SIGINT');
       await flood;
       const r = { round, limited, aloneP99: alone?.p99Ms ?? NaN, duringP99: during?.p99Ms ?? NaN, respoolCpu: (f1 - f0) / seconds };
-      log(`probe/flood ${limited ? 'limited' : 'unlimited'} round ${round}: probe p99 alone ${fmt(r.aloneP99, 3)} ms, during ${fmt(r.duringP99, 3)} ms`);
+      log(`probe/flood ${limited} round ${round}: probe p99 alone ${fmt(r.aloneP99, 3)} ms, during ${fmt(r.duringP99, 3)} ms`);
       floodRuns.push(r);
       await sleep(500);
     }
@@ -113,9 +122,9 @@ try {
   for (const p of [1, 16]) for (const t of ['GET', 'SET']) {
     rows.push([t, p, mm(of('no tenant', p, t).map((r) => r.cpuUsPerReq), (x) => fmt(x, 2)), mm(of('tenant', p, t).map((r) => r.cpuUsPerReq), (x) => fmt(x, 2)), mm(ratio(p, t), (x) => fmt(x, 3))]);
   }
-  const floodRows = [false, true].map((limited) => {
+  const floodRows = Object.keys(FLOOD_LIMITS).map((limited) => {
     const rs = floodRuns.filter((r) => r.limited === limited);
-    return [limited ? `flood held to ${fmtInt(FLOOD_OPS)} ops/s` : 'flood unlimited', mm(rs.map((r) => r.aloneP99), (x) => fmt(x, 3)), mm(rs.map((r) => r.duringP99), (x) => fmt(x, 3)), mm(rs.map((r) => r.duringP99 / r.aloneP99), (x) => fmt(x, 2))];
+    return [`flood ${limited}`, mm(rs.map((r) => r.aloneP99), (x) => fmt(x, 3)), mm(rs.map((r) => r.duringP99), (x) => fmt(x, 3)), mm(rs.map((r) => r.duringP99 / r.aloneP99), (x) => fmt(x, 2))];
   });
   const md = [
     `## Tenants: what a tenant's accounting costs, and a probing tenant beside a flooding one (issue 31)${PIN ? ', pinned' : ', unpinned'}`,
@@ -126,11 +135,9 @@ try {
     '',
     `Accounting, medians of the per-round ratios: ${[1, 16].map((p) => `P=${p} GET ${fmt(median(ratio(p, 'GET')), 3)}×, SET ${fmt(median(ratio(p, 'SET')), 3)}×`).join('; ')} (target ≤ 1.05×).`,
     '',
-    'Probe and flood: tenant probe (4 clients, P=1 GET, 20,000 requests) alone, then while tenant flood runs 200 clients P=32 1 KB SETs, on one respool:',
+    'Probe and flood: tenant probe (4 clients, P=1 GET, 10,000 requests, after a warm-up) alone, then while tenant flood runs 200 clients P=32 1 KB SETs, on one respool. Every row has the fair share (docs/tenants.md); the flood is unlimited, held to an ops/s limit, or to a maxInflight:',
     '',
     mdTable(['flood', 'probe p99 alone, ms', 'probe p99 during the flood, ms', 'during ÷ alone'], floodRows, ['l', 'r', 'r', 'r']),
-    '',
-    'Fair share on shared links (requests of tenants taken in turn) is not built yet: the unlimited row is what fair admission between clients alone gives.',
     '',
     `Measured ${started.toISOString()} → ${new Date().toISOString()} on ${fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join('/')} load (1/5/15 min). Raw runs: bench/out/tenants${PIN ? '-pinned' : ''}.json.`,
   ].join('\n');

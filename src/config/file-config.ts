@@ -338,6 +338,7 @@ function suggestNested(key: string): string | undefined {
 /** One tenants[] entry, checked against the tenants before it (names, namespaces). */
 function readTenant(t: Record<string, unknown>, before: readonly TenantConfig[]): TenantConfig {
   const name = t.name as string;
+  if (name === 'default') throw new ValueProblem('the name "default" is the tenant of users in no tenant (docs/tenants.md): give this one another name');
   const twin = before.findIndex((x) => x.name === name);
   if (twin >= 0) throw new ValueProblem(`tenant ${JSON.stringify(name)} is already defined in tenants[${twin}]`);
   const keyPrefix = typeof t.keyPrefix === 'string' ? t.keyPrefix : null;

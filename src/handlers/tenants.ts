@@ -36,6 +36,7 @@ function tenantMap(t: Tenant, protocol: 2 | 3): Buffer {
       field('held-ops', encodeInteger(s.held.ops)),
       field('held-bytes', encodeInteger(s.held.bytes)),
       field('held-inflight', encodeInteger(s.held.inflight)),
+      field('held-share', encodeInteger(s.held.share)),
       field('held-ms', encodeInteger(Math.round(s.heldMs))),
       field('refused-clients', encodeInteger(s.refusedClients)),
     ],

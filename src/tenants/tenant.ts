@@ -4,6 +4,20 @@ import { TokenBucket } from './token-bucket.js';
 
 /** The share of a second a rate limit lets through at once (its bucket's depth): small, so a run stays within a few % of the rate. */
 const BURST_SECONDS = 0.05;
+/**
+ * Fair share while several tenants have requests under way: each hands on at most TURN_SHARE
+ * requests between two turns of the event loop, and is owed at most INFLIGHT_SHARE replies, so
+ * one tenant's deep pipelines fill neither a turn's link batches nor the links' queues ahead of
+ * another's requests. Alone, a tenant is not held by them.
+ */
+export const TURN_SHARE = 64;
+export const INFLIGHT_SHARE = 64;
+/**
+ * A tenant counts as busy for this long after it last handed a request on: a client at pipeline
+ * 1 has nothing under way between a reply and its next request, and another tenant's pipelines
+ * must not fill the links in that gap.
+ */
+export const BUSY_MS = 100;
 
 /** What a tenant needs of a client it holds back: to be handed its turn again once its limits allow. */
 export interface TenantClient {
@@ -28,8 +42,16 @@ export interface TenantSnapshot {
   refusedClients: number;
 }
 
-/** Why a tenant refused or held back its clients: the label of respool_tenant_*_total. */
-export type TenantHold = 'ops' | 'bytes' | 'inflight';
+/** Why a tenant refused or held back its clients: the label of respool_tenant_*_total (share: fair share with other tenants). */
+export type TenantHold = 'ops' | 'bytes' | 'inflight' | 'share';
+
+/** What a tenant asks of all of them: whether another tenant has requests under way too. */
+export interface TenantPeers {
+  /** Another tenant than `tenant` is owed replies now, or handed a request on within BUSY_MS. */
+  othersBusy(tenant: Tenant): boolean;
+  /** A tenant handed a request on: every tenant's share of a turn starts again on the next turn (Tenant.startTurn). */
+  admittedInTurn(): void;
+}
 
 /**
  * One tenant at run time (config tenants[]): its limits over every client of its users, and what
@@ -56,12 +78,22 @@ export class Tenant {
   /** Replies its clients are owed now (ReplyQueue keeps it: push +1, written −1). */
   readonly inflight = { count: 0 };
   /** Requests handed on, request and reply bytes, and what held or refused its clients: RESPOOL TENANTS and metrics. */
-  readonly counts = { requests: 0, bytesIn: 0, bytesOut: 0, heldMs: 0, held: { ops: 0, bytes: 0, inflight: 0 }, refusedClients: 0 };
+  readonly counts = { requests: 0, bytesIn: 0, bytesOut: 0, heldMs: 0, held: { ops: 0, bytes: 0, inflight: 0, share: 0 }, refusedClients: 0 };
+  /** Some client is held until fewer replies than this are owed (maxInflight, INFLIGHT_SHARE); 0: none is. */
+  private repliesBelow = 0;
+  /** Requests handed on since its share of a turn was last renewed (fair share). */
+  private turnUsed = 0;
+  /** When it last handed a request on (util/read-clock.ts), -Infinity before: busy until BUSY_MS after. */
+  lastAdmittedAt = Number.NEGATIVE_INFINITY;
+  private turnRenewal: NodeJS.Immediate | null = null;
   private readonly held = new Set<TenantClient>();
   private wakeTimer: NodeJS.Timeout | null = null;
   private heldSince = 0;
 
-  constructor(config: TenantConfig) {
+  constructor(
+    config: TenantConfig,
+    private readonly peers: TenantPeers | null = null,
+  ) {
     this.name = config.name;
     this.keyPrefix = config.keyPrefix;
     this.limits = config.limits;
@@ -103,14 +135,20 @@ export class Tenant {
     if (this.ops !== null && !this.ops.available(now)) hold = 'ops';
     else if (this.bytes !== null && !this.bytes.available(now)) hold = 'bytes';
     else if (this.limits.maxInflight !== null && this.inflight.count >= this.limits.maxInflight) hold = 'inflight';
+    else if ((this.turnUsed >= TURN_SHARE || this.inflight.count >= INFLIGHT_SHARE) && this.peers?.othersBusy(this) === true) hold = 'share';
     if (hold === null) return true;
+    // Held until replies are written: woken by replyWritten once fewer than `repliesBelow` are owed.
+    if (hold === 'inflight') this.repliesBelow = this.limits.maxInflight!;
+    else if (hold === 'share' && this.inflight.count >= INFLIGHT_SHARE) this.repliesBelow = INFLIGHT_SHARE;
     if (!this.held.has(client)) {
       this.held.add(client);
       this.counts.held[hold]++;
       if (this.held.size === 1) this.heldSince = now;
     }
-    // The rates tell when they allow again; in-flight replies wake it as they are written (replyWritten).
-    if (hold !== 'inflight') this.scheduleWake(Math.max(this.ops?.msUntilAvailable(now) ?? 0, this.bytes?.msUntilAvailable(now) ?? 0));
+    // The rates tell when they allow again; replies owed wake it as they are written (replyWritten);
+    // its share of a turn is renewed on the next turn.
+    if (hold === 'share' && this.inflight.count < INFLIGHT_SHARE) this.renewTurnShare();
+    else if (hold === 'ops' || hold === 'bytes') this.scheduleWake(Math.max(this.ops?.msUntilAvailable(now) ?? 0, this.bytes?.msUntilAvailable(now) ?? 0));
     return false;
   }
 
@@ -119,6 +157,9 @@ export class Tenant {
     const now = clockNow();
     this.counts.requests++;
     this.counts.bytesIn += bytes;
+    this.turnUsed++;
+    this.lastAdmittedAt = now;
+    this.peers?.admittedInTurn();
     this.ops?.take(1, now);
     this.bytes?.take(bytes, now);
   }
@@ -127,7 +168,30 @@ export class Tenant {
   replyWritten(bytes: number): void {
     this.counts.bytesOut += bytes;
     this.bytes?.take(bytes, clockNow());
-    if (this.held.size > 0 && this.limits.maxInflight !== null && this.inflight.count < this.limits.maxInflight) this.scheduleWake(0);
+    if (this.inflight.count < this.repliesBelow) {
+      this.repliesBelow = 0;
+      this.scheduleWake(0);
+    }
+  }
+
+  /** Owed replies now, or handed a request on within BUSY_MS of `now`. */
+  busy(now: number): boolean {
+    return this.inflight.count > 0 || now - this.lastAdmittedAt < BUSY_MS;
+  }
+
+  /** A new turn of the event loop: its share of a turn starts again (TenantPeers.admittedInTurn). */
+  startTurn(): void {
+    this.turnUsed = 0;
+  }
+
+  /** On the next turn of the event loop (after its reads): the share of a turn starts again, the clients it held go on. */
+  private renewTurnShare(): void {
+    if (this.turnRenewal !== null) return;
+    this.turnRenewal = setImmediate(() => {
+      this.turnRenewal = null;
+      this.turnUsed = 0;
+      this.wake();
+    });
   }
 
   private scheduleWake(ms: number): void {

@@ -141,7 +141,7 @@ describe('tenants', () => {
       expect(metrics).toMatch(/respool_tenant_clients\{tenant="teama"\} 0/);
       const res = await fetch(`http://${proxy.adminAddress!.host}:${proxy.adminAddress!.port}/tenants`);
       const body = (await res.json()) as { tenants: Array<{ name: string; requests: number; bytesIn: number }> };
-      expect(body.tenants.map((t) => t.name)).toEqual(['teama', 'teamb', 'paced', 'metered']);
+      expect(body.tenants.map((t) => t.name)).toEqual(['teama', 'teamb', 'paced', 'metered', 'default']);
       expect(body.tenants[3]!.bytesIn).toBeGreaterThan(1_000_000);
     }, 60_000);
   });

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { ConfigError, parseCommandLine } from '../../src/config/load-config.js';
 import { TokenBucket } from '../../src/tenants/token-bucket.js';
 import { holdClock, releaseClock } from '../../src/util/read-clock.js';
-import { Tenant, type TenantClient } from '../../src/tenants/tenant.js';
+import { INFLIGHT_SHARE, TURN_SHARE, Tenant, type TenantClient } from '../../src/tenants/tenant.js';
 import { TenantDirectory } from '../../src/tenants/tenant-directory.js';
 import type { TenantConfig } from '../../src/config/types.js';
 
@@ -52,14 +52,17 @@ users:
     expect(config.users.find((u) => u.name === 'bob')).toMatchObject({ tenant: 'teamb', keyPrefix: 'b:' });
     const directory = new TenantDirectory(config.tenants, config.users);
     expect(directory.of('alice')?.name).toBe('teama');
-    expect(directory.of('default')).toBeNull();
-    expect(directory.of(null)).toBeNull();
+    expect(directory.of('default')?.name).toBe('default'); // users in no tenant, and clients before AUTH
+    expect(directory.of(null)?.name).toBe('default');
+    expect(directory.list().map((t) => t.name)).toEqual(['teama', 'teamb', 'default']);
+    expect(new TenantDirectory([], config.users).of('alice')).toBeNull(); // no tenants configured: none at all
   });
 
   it('refuses what cannot work, with a clear error', () => {
     expect(loadError('tenants: [{ name: a }]\nusers: [{ name: u, password: p, tenant: nosuch }]')).toMatch(/tenant "nosuch" is not one of tenants\[\] \(a\)/);
     expect(loadError('tenants: [{ name: a, keyPrefix: "app:" }, { name: b, keyPrefix: "app:x:" }]')).toMatch(/keyPrefix "app:x:" overlaps tenant "a"'s "app:"/);
     expect(loadError('tenants: [{ name: a }, { name: a }]')).toMatch(/tenant "a" is already defined in tenants\[0\]/);
+    expect(loadError('tenants: [{ name: default }]')).toMatch(/the name "default" is the tenant of users in no tenant/);
     expect(loadError('tenants: [{ name: a, keyPrefix: "a:" }]\nusers: [{ name: u, password: p, tenant: a, keyPrefix: "u:" }]')).toMatch(/give keyPrefix on the user or on its tenant "a", not both/);
     expect(loadError('tenants: [{ name: "a b" }]')).toMatch(/tenants.*name/);
     expect(loadError('tenants: [{ name: a, keyPrefix: "{x}" }]')).toMatch(/keyPrefix/);
@@ -114,7 +117,7 @@ describe('Tenant', () => {
       } finally {
         releaseClock();
       }
-      expect(tenant.snapshot()).toMatchObject({ heldClients: 2, held: { ops: 2, bytes: 0, inflight: 0 }, requests: admitted });
+      expect(tenant.snapshot()).toMatchObject({ heldClients: 2, held: { ops: 2, bytes: 0, inflight: 0, share: 0 }, requests: admitted });
       vi.advanceTimersByTime(5);
       expect([a.woken, b.woken]).toEqual([1, 1]);
       expect(tenant.snapshot().heldClients).toBe(0);
@@ -144,5 +147,29 @@ describe('Tenant', () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+
+  it('takes its fair share while another tenant is busy, and all it wants while alone', async () => {
+    const directory = new TenantDirectory([
+      { name: 'flood', keyPrefix: null, limits: limits() },
+      { name: 'probe', keyPrefix: null, limits: limits() },
+    ], []);
+    const [flood, probe] = directory.list();
+    const a = client();
+    for (let i = 0; i < TURN_SHARE * 2; i++) {
+      expect(flood!.mayAdmit(a)).toBe(true); // alone: no share applies
+      flood!.admitted(10);
+    }
+    probe!.inflight.count = 1; // another tenant has a request under way
+    expect(flood!.mayAdmit(a)).toBe(false);
+    expect(probe!.mayAdmit(client())).toBe(true);
+    expect(flood!.snapshot().held.share).toBe(1);
+    await new Promise((r) => setImmediate(r)); // the next turn: its share starts again
+    expect(a.woken).toBe(1);
+    expect(flood!.mayAdmit(a)).toBe(true);
+    flood!.inflight.count = INFLIGHT_SHARE; // owed its share of replies
+    expect(flood!.mayAdmit(a)).toBe(false);
+    probe!.inflight.count = 0;
+    expect(flood!.mayAdmit(a)).toBe(true); // alone again
   });
 });
