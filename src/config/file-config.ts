@@ -12,7 +12,7 @@ import type { UpstreamSetting } from '../acl/upstream-identity.js';
 import { OBSERVABILITY_SWITCHES } from './observability-config.js';
 import { CONFIG_VALIDATOR_FILE } from '../own-files.js';
 import { ACL_UPSTREAM_MODES, CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type ReadStrategyName, type TenantConfig } from './types.js';
-import { ValueProblem, show, suggest, toEnum, toHostPort, toMaxMemory, toWorkers } from './values.js';
+import { ValueProblem, show, suggest, toEnum, toHostPort, toMaxMemory, toSize, toWorkers } from './values.js';
 import { convertListen, toSocketMode, toAdminAddress, readTokenFile, readFirstLine, toAnnounced, toPeersFrom, toZone, toHttpUrl, toNumber, dedupe } from './setting-converters.js';
 
 // The YAML config file (and the RESPOOL_<PATH> variables, env-config.ts, through the same schema
@@ -349,10 +349,18 @@ function readTenant(t: Record<string, unknown>, before: readonly TenantConfig[])
   }
   const l = (t.limits ?? {}) as Record<string, unknown>;
   const limit = (v: unknown): number | null => (typeof v === 'number' ? v : null);
+  // A size per second: 50mb, or a number of bytes.
+  let bytesPerSecond: number | null = null;
+  try {
+    if (l.bytesPerSecond !== undefined) bytesPerSecond = toSize(l.bytesPerSecond, { min: 1, max: 1024 ** 4 });
+  } catch (e) {
+    if (e instanceof ValueProblem) throw new ValueProblem(`limits.bytesPerSecond: ${e.message}`);
+    throw e;
+  }
   return {
     name,
     keyPrefix,
-    limits: { opsPerSecond: limit(l.opsPerSecond), bytesPerSecond: limit(l.bytesPerSecond), maxClients: limit(l.maxClients), maxInflight: limit(l.maxInflight) },
+    limits: { opsPerSecond: limit(l.opsPerSecond), bytesPerSecond, maxClients: limit(l.maxClients), maxInflight: limit(l.maxInflight) },
   };
 }
 

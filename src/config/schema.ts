@@ -339,7 +339,7 @@ export const CONFIG_FILE_SCHEMA: Schema = {
             'x-expect': 'must be a mapping of opsPerSecond, bytesPerSecond, maxClients, maxInflight',
             properties: {
               opsPerSecond: { type: 'number', exclusiveMinimum: 0, 'x-expect': 'must be a number of requests per second above 0' },
-              bytesPerSecond: { type: 'number', exclusiveMinimum: 0, 'x-expect': 'must be a number of bytes per second above 0' },
+              bytesPerSecond: { type: ['number', 'string'], 'x-expect': 'must be a size per second such as 50mb or 50000000' },
               maxClients: { type: 'integer', minimum: 1, 'x-expect': 'must be a whole number of clients, at least 1' },
               maxInflight: { type: 'integer', minimum: 1, 'x-expect': 'must be a whole number of replies, at least 1' },
             },

@@ -42,6 +42,8 @@ beforeAll(async () => {
     hotKeys,
     slowlog: { thresholdUs: 20_000, maxLen: 128 },
     saturation: { p99Ms: 10, cpuPercent: 90, cpuSampleMs: 500 },
+    // A tenant (no user in it): every client is then the default tenant's, and the page has a tenants table.
+    tenants: [{ name: 'shop', keyPrefix: 'shop:', limits: { opsPerSecond: 5000, bytesPerSecond: 50_000_000, maxClients: 500, maxInflight: null } }],
   });
   base = `http://127.0.0.1:${proxy.adminAddress!.port}`;
   load = await RawClient.connect(proxy.address.port);
@@ -137,6 +139,12 @@ describe('the status page on the admin port', () => {
     // the fleet's members (/fleet): this instance alone, alive, with every slot
     expect(await page.$eval('#fleet-section', (e) => (e as unknown as { hidden: boolean }).hidden)).toBe(false);
     await waitFor(async () => (await cells(page, 'fleet')).some((r) => r.includes('alive') && r.includes('16384')), 'this instance in the fleet table', 10_000, 100);
+    // the tenants (/tenants): the configured one with its limits, and the default one, whose clients sent the traffic
+    expect(await page.$eval('#tenants-section', (e) => (e as unknown as { hidden: boolean }).hidden)).toBe(false);
+    await waitFor(async () => {
+      const rows = await cells(page, 'tenants');
+      return rows.some((r) => r[0] === 'shop' && r[1] === 'shop:' && r[2] === '0 of 500') && rows.some((r) => r[0] === 'default' && Number(r[5]) > 0);
+    }, 'the tenants table', 10_000, 100);
     // Every header is words, not a JSON field name; the page fits a 1400-pixel window.
     const headers = await page.$$eval('th', (ths) => ths.map((th) => th.textContent ?? ''));
     for (const h of headers) expect(h, 'a table header').not.toMatch(/[a-z][A-Z]|_/);

@@ -38,7 +38,7 @@ describe('tenants in the config', () => {
     const config = load(`
 tenants:
   - { name: teama, keyPrefix: "a:", limits: { opsPerSecond: 500, maxClients: 3 } }
-  - { name: teamb, limits: { bytesPerSecond: 1000000, maxInflight: 10 } }
+  - { name: teamb, limits: { bytesPerSecond: 1mb, maxInflight: 10 } }
 users:
   - { name: default, password: admin }
   - { name: alice, password: pa, tenant: teama }
@@ -46,7 +46,7 @@ users:
 `);
     expect(config.tenants).toEqual([
       { name: 'teama', keyPrefix: 'a:', limits: limits({ opsPerSecond: 500, maxClients: 3 }) },
-      { name: 'teamb', keyPrefix: null, limits: limits({ bytesPerSecond: 1_000_000, maxInflight: 10 }) },
+      { name: 'teamb', keyPrefix: null, limits: limits({ bytesPerSecond: 1024 * 1024, maxInflight: 10 }) },
     ]);
     expect(config.users.find((u) => u.name === 'alice')).toEqual({ name: 'alice', password: 'pa', tenant: 'teama' }); // the namespace is the tenant's
     expect(config.users.find((u) => u.name === 'bob')).toMatchObject({ tenant: 'teamb', keyPrefix: 'b:' });
@@ -68,6 +68,8 @@ users:
     expect(loadError('tenants: [{ name: a, keyPrefix: "{x}" }]')).toMatch(/keyPrefix/);
     expect(loadError('tenants: [{ name: a, limits: { opsPerSecond: 0 } }]')).toMatch(/opsPerSecond/);
     expect(loadError('tenants: [{ name: a, limits: { maxClients: 1.5 } }]')).toMatch(/maxClients/);
+    expect(loadError('tenants: [{ name: a, limits: { bytesPerSecond: 0 } }]')).toMatch(/tenants\[0\]: limits.bytesPerSecond: must be a size from 1b to 1tb \(got 0\)/);
+    expect(loadError('tenants: [{ name: a, limits: { bytesPerSecond: fast } }]')).toMatch(/bytesPerSecond: must be a size like 512mb/);
     expect(loadError('tenants: [{ name: a, limits: { opsPerSec: 10 } }]')).toMatch(/opsPerSec/);
   });
 });

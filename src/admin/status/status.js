@@ -196,6 +196,27 @@ function renderFleet(fleet) {
   ], members));
 }
 
+/** The tenants (GET /tenants): hidden without any; a limit of null is none. */
+function renderTenants(tenants) {
+  const list = tenants === null || !Array.isArray(tenants.tenants) ? [] : tenants.tenants;
+  document.getElementById('tenants-section').hidden = list.length === 0;
+  if (list.length === 0) return;
+  const limit = (v, unit) => (v === null || v === undefined ? 'none' : `${v}${unit}`);
+  show('tenants', table([
+    ['tenant', (t) => t.name],
+    ['namespace', (t) => t.keyPrefix || '—'],
+    ['clients', (t) => `${t.clients} of ${limit(t.limits.maxClients, '')}`, 'num'],
+    ['replies owed', (t) => `${t.inflight} of ${limit(t.limits.maxInflight, '')}`, 'num'],
+    ['held now', (t) => t.heldClients, 'num'],
+    ['requests', (t) => t.requests, 'num'],
+    ['in / out', (t) => `${bytes(t.bytesIn)} / ${bytes(t.bytesOut)}`, 'num'],
+    ['rate limits', (t) => `${limit(t.limits.opsPerSecond, '/s')} · ${t.limits.bytesPerSecond === null ? 'none' : `${bytes(t.limits.bytesPerSecond)}/s`}`, 'wrap'],
+    ['holds: rate, bytes, replies, share', (t) => `${t.held.ops}, ${t.held.bytes}, ${t.held.inflight}, ${t.held.share}`, 'wrap'],
+    ['time held', (t) => ago(Math.round(t.heldMs)), 'num'],
+    ['refused', (t) => t.refusedClients, 'num'],
+  ], list, (t) => (t.heldClients > 0 ? 'warn' : '')));
+}
+
 /** What respool holds for its clients (GET /clients): limits.maxMemory, bytes per lane class, the lanes, the clients holding the most. */
 function renderClients(clients) {
   if (clients === null) return show('buffers', empty('no client data'));
@@ -243,7 +264,7 @@ function renderSummary(topology, saturation) {
 
 const SOURCES = {
   topology: '/topology', nodes: '/nodes', latency: '/latency', saturation: '/saturation', clients: '/clients', hot: '/hotkeys',
-  big: '/bigkeys', slow: '/slowlog?count=10', events: '/events', fleet: '/fleet',
+  big: '/bigkeys', slow: '/slowlog?count=10', events: '/events', fleet: '/fleet', tenants: '/tenants',
 };
 
 let polling = false;
@@ -272,6 +293,7 @@ async function poll() {
     renderSlowlog(d.slow);
     renderEvents(d.events);
     renderFleet(d.fleet);
+    renderTenants(d.tenants);
     const errors = failed.filter((f) => f !== null);
     const updated = document.getElementById('updated');
     updated.textContent = errors.length > 0 ? `errors: ${errors.join('; ')}` : `updated ${new Date().toLocaleTimeString()}`;
