@@ -5,12 +5,14 @@
 // 1. Accounting: respool CPU per request of a tenant whose limits are never reached (every check
 //    runs: ops and bytes buckets, replies owed, clients) against the same user in no tenant,
 //    valkey-benchmark GET/SET, 50 clients, P=1 and P=16, rounds interleaved (target ≤ 1.05×).
-// 2. Probe and flood: tenant `probe` (4 clients, P=1 GET) alone, then while tenant `flood` runs
+// 2. Paced: a tenant held to PACED_OPS ops/s against valkey-benchmark at full speed, P=1 and
+//    P=16: requests/s ÷ the limit (target within ±10%).
+// 3. Probe and flood: tenant `probe` (4 clients, P=1 GET) alone, then while tenant `flood` runs
 //    200 clients P=32 1 KB SETs — the fair share between tenants always on; flood unlimited,
 //    held to FLOOD_OPS ops/s, and held to FLOOD_INFLIGHT replies owed —
 //    probe's p99 ÷ its p99 alone (target ≤ 2× with the limit), flood's requests/s.
 //
-// Env: BENCH_ROUNDS (5), BENCH_N_P1 (150000), BENCH_N_P16 (1200000), FLOOD_OPS (20000), FLOOD_INFLIGHT (256),
+// Env: BENCH_ROUNDS (5), BENCH_N_P1 (150000), BENCH_N_P16 (1200000), PACED_OPS (5000), FLOOD_OPS (20000), FLOOD_INFLIGHT (256),
 // BENCH_PIN=1 (respool on core 0, servers and load on core 1). Loopback only; only the processes
 // it started are stopped, by pid.
 import fs from 'node:fs';
@@ -26,6 +28,7 @@ const ROUNDS = envInt('BENCH_ROUNDS', 5);
 const N = { 1: envInt('BENCH_N_P1', 150_000), 16: envInt('BENCH_N_P16', 1_200_000) };
 const FLOOD_OPS = envInt('FLOOD_OPS', 20_000);
 const FLOOD_INFLIGHT = envInt('FLOOD_INFLIGHT', 256);
+const PACED_OPS = envInt('PACED_OPS', 5000);
 const PIN = envFlag('BENCH_PIN');
 const benchmark = (args, opts) => (PIN ? run('taskset', ['-c', '1', 'valkey-benchmark', ...args], opts) : run('valkey-benchmark', args, opts));
 
@@ -86,7 +89,21 @@ try {
   }
   for (const v of variants) await stop(v.child);
 
-  // 2. Probe and flood.
+  // 2. How near its limit a tenant runs: valkey-benchmark at full speed against PACED_OPS ops/s.
+  const pacedProxy = await startRespool('paced', `tenants:\n  - { name: paced, limits: { opsPerSecond: ${PACED_OPS} } }\nusers:\n  - { name: default, password: adminpw }\n  - { name: a, password: pa, tenant: paced }\n`, seed);
+  procs.push(pacedProxy);
+  const pacedRuns = [];
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const p of [1, 16]) {
+      const res = await benchmark(['-h', HOST, '-p', String(pacedProxy.port), '--user', 'a', '-a', 'pa', '-c', '50', '-n', String(PACED_OPS * 5), '-P', String(p), '-t', 'get'], { timeoutMs: 120_000 });
+      const rps = parseBenchmarkText(res.out).GET?.rps ?? NaN;
+      log(`paced round ${round} P${p}: ${fmtInt(rps)} rps against ${fmtInt(PACED_OPS)}`);
+      pacedRuns.push({ round, pipeline: p, rps });
+    }
+  }
+  await stop(pacedProxy.child);
+
+  // 3. Probe and flood.
   const floodRuns = [];
   for (const [limited, limits] of Object.entries(FLOOD_LIMITS)) {
     const proxy = await startRespool(`flood ${limited}`, floodConfig(limits), seed);
@@ -135,6 +152,8 @@ try {
     '',
     `Accounting, medians of the per-round ratios: ${[1, 16].map((p) => `P=${p} GET ${fmt(median(ratio(p, 'GET')), 3)}×, SET ${fmt(median(ratio(p, 'SET')), 3)}×`).join('; ')} (target ≤ 1.05×).`,
     '',
+    `A tenant limited to ${fmtInt(PACED_OPS)} ops/s, valkey-benchmark at full speed (50 clients, ${fmtInt(PACED_OPS * 5)} GETs): ${[1, 16].map((p) => `P=${p} ${mm(pacedRuns.filter((r) => r.pipeline === p).map((r) => r.rps / PACED_OPS), (x) => fmt(x, 3))}× the limit`).join('; ')} (target: within ±10%).`,
+    '',
     'Probe and flood: tenant probe (4 clients, P=1 GET, 10,000 requests, after a warm-up) alone, then while tenant flood runs 200 clients P=32 1 KB SETs, on one respool. Every row has the fair share (docs/tenants.md); the flood is unlimited, held to an ops/s limit, or to a maxInflight:',
     '',
     mdTable(['flood', 'probe p99 alone, ms', 'probe p99 during the flood, ms', 'during ÷ alone'], floodRows, ['l', 'r', 'r', 'r']),
@@ -142,7 +161,7 @@ try {
     `Measured ${started.toISOString()} → ${new Date().toISOString()} on ${fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join('/')} load (1/5/15 min). Raw runs: bench/out/tenants${PIN ? '-pinned' : ''}.json.`,
   ].join('\n');
   const section = PIN ? 'tenants-pinned' : 'tenants';
-  writeOutputs(section, { rounds: ROUNDS, n: N, floodOps: FLOOD_OPS, runs, floodRuns, commands: procs.map((p) => p.cmd) }, md);
+  writeOutputs(section, { rounds: ROUNDS, n: N, floodOps: FLOOD_OPS, pacedOps: PACED_OPS, runs, pacedRuns, floodRuns, commands: procs.map((p) => p.cmd) }, md);
   writeSection(section, md);
   console.log(md);
 } finally {
