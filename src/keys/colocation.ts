@@ -12,7 +12,7 @@ interface CompiledRule {
   readonly glob: Buffer;
   /** `{tag}`: what the stored name starts with, so every key of the rule hashes to one slot. */
   readonly prefix: Buffer;
-  /** The glob's literal start when the glob is that followed by one `*` (`rq:*`, `*`), else null: matched in place (matchesIn). */
+  /** The glob's literal start when the glob is that followed by one `*` (`rq:*`, `*`), else null: compared in place (ruleMatches). */
   readonly literalStart: Buffer | null;
 }
 
@@ -66,7 +66,7 @@ export class KeyColocation {
   /** The stored name of a client's key, or null when it is stored as it is. */
   storedName(key: Buffer): Buffer | null {
     for (const rule of this.rules) {
-      if (globMatch(rule.glob, key)) return Buffer.concat([rule.prefix, key]);
+      if (ruleMatches(rule, key, 0, key.length)) return Buffer.concat([rule.prefix, key]);
     }
     return null;
   }
@@ -79,18 +79,7 @@ export class KeyColocation {
    */
   touches(buf: Buffer, start: number, end: number): boolean {
     if (end > start && buf[start] === OPEN_BRACE) return true;
-    for (const rule of this.rules) {
-      const literal = rule.literalStart;
-      if (literal === null) {
-        if (globMatch(rule.glob, buf.subarray(start, end))) return true;
-        continue;
-      }
-      const n = literal.length;
-      if (end - start < n) continue;
-      let i = 0;
-      while (i < n && buf[start + i] === literal[i]) i++;
-      if (i === n) return true;
-    }
+    for (const rule of this.rules) if (ruleMatches(rule, buf, start, end)) return true;
     return false;
   }
 
@@ -115,6 +104,16 @@ export class KeyColocation {
     if (name !== null) return name;
     return this.storedName(stored) === null ? stored : null;
   }
+}
+
+/** Whether the name in buf[start, end) matches `rule`: a `literal*` rule by its literal start, in place; any other on the name itself. */
+function ruleMatches(rule: CompiledRule, buf: Buffer, start: number, end: number): boolean {
+  const literal = rule.literalStart;
+  if (literal === null) return globMatch(rule.glob, start === 0 && end === buf.length ? buf : buf.subarray(start, end));
+  const n = literal.length;
+  if (end - start < n) return false;
+  for (let i = 0; i < n; i++) if (buf[start + i] !== literal[i]) return false;
+  return true;
 }
 
 /** `glob` without its one trailing `*` when the rest holds no glob syntax (`rq:*` → `rq:`, `*` → empty), else null. */

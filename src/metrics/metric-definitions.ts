@@ -566,7 +566,7 @@ export const METRIC_DEFINITIONS = {
   },
   tenant_held_total: {
     type: 'counter',
-    help: 'Times a tenant\'s client was held back by one of its limits (ops: opsPerSecond, bytes: bytesPerSecond, inflight: maxInflight).',
+    help: 'Times a tenant\'s client was held back by one of its limits (ops: opsPerSecond, bytes: bytesPerSecond, inflight: maxInflight) or for its fair share beside other busy tenants (share).',
     labelNames: ['tenant', 'limit'],
   },
   tenant_held_seconds_total: {

@@ -18,7 +18,7 @@ import type { AdmittedClient } from '../client/fair-admission.js';
 import type { ReplyNames } from '../keys/reply-names.js';
 import { laneClass, type LaneClass } from '../client/lane-class.js';
 import { HOLDER_BYTES, type MemoryHolder } from '../client/memory-ceiling.js';
-import type { Tenant } from '../tenants/tenant.js';
+import { moveClient, type Tenant } from '../tenants/tenant.js';
 
 /**
  * What a session costs before and between requests (a connection storm, idle clients): one
@@ -482,16 +482,7 @@ export class ClientSession implements DispatchedSession, AdmittedClient, MemoryH
       tenant.refused();
       return false;
     }
-    // The replies it is owed now move with it: each tenant's count comes back to 0 with its clients.
-    const owed = this.replies.length;
-    if (was !== null) {
-      was.leave();
-      was.inflight.count -= owed;
-    }
-    if (tenant !== null) {
-      tenant.enter();
-      tenant.inflight.count += owed;
-    }
+    moveClient(was, tenant, this.replies.length);
     this.state.tenant = tenant;
     this.replies.owed = tenant?.inflight ?? null;
     return true;

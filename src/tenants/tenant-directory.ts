@@ -3,7 +3,7 @@ import { clockNow } from '../util/read-clock.js';
 import { Tenant, type TenantPeers } from './tenant.js';
 
 /** The tenant of users in no tenant (and of clients before AUTH), when tenants are configured: no limits, but counted and given its fair share. */
-export const DEFAULT_TENANT = 'default';
+const DEFAULT_TENANT = 'default';
 
 /**
  * The tenants of this respool (config tenants[]) and which tenant each configured user belongs to
@@ -13,15 +13,17 @@ export const DEFAULT_TENANT = 'default';
  * on the hot path).
  */
 export class TenantDirectory implements TenantPeers {
-  private readonly byName = new Map<string, Tenant>();
   private readonly byUser = new Map<string, Tenant>();
   private readonly fallback: Tenant | null;
+  /** Every tenant, the default one last (none without tenants configured). */
+  private readonly all: readonly Tenant[];
 
   constructor(tenants: readonly TenantConfig[], users: ReadonlyArray<{ readonly name: string; readonly tenant?: string }>) {
-    for (const config of tenants) this.byName.set(config.name, new Tenant(config, this));
+    const byName = new Map(tenants.map((config) => [config.name, new Tenant(config, this)]));
     this.fallback = tenants.length === 0 ? null : new Tenant({ name: DEFAULT_TENANT, keyPrefix: null, limits: { opsPerSecond: null, bytesPerSecond: null, maxClients: null, maxInflight: null } }, this);
+    this.all = this.fallback === null ? [] : [...byName.values(), this.fallback];
     for (const user of users) {
-      const tenant = user.tenant === undefined ? undefined : this.byName.get(user.tenant);
+      const tenant = user.tenant === undefined ? undefined : byName.get(user.tenant);
       if (tenant !== undefined) this.byUser.set(user.name, tenant);
     }
   }
@@ -32,8 +34,8 @@ export class TenantDirectory implements TenantPeers {
   }
 
   /** Every tenant, the default one last. */
-  list(): Tenant[] {
-    return this.fallback === null ? [] : [...this.byName.values(), this.fallback];
+  list(): readonly Tenant[] {
+    return this.all;
   }
 
   private turnScheduled = false;
@@ -47,7 +49,7 @@ export class TenantDirectory implements TenantPeers {
   /** After this turn's reads (setImmediate): every tenant's share of a turn starts again. */
   private readonly startTurn = (): void => {
     this.turnScheduled = false;
-    for (const tenant of this.list()) tenant.startTurn();
+    for (const tenant of this.all) tenant.startTurn();
   };
 
   /** The last answer of othersBusy, for the tenant and the clock reading it was for: a read callback holds the clock, and its requests ask again. */
@@ -57,15 +59,11 @@ export class TenantDirectory implements TenantPeers {
     const now = clockNow();
     const asked = this.busyAsked;
     if (asked.tenant === tenant && asked.at === now) return asked.busy;
-    let busy = this.fallback !== tenant && this.fallback!.busy(now);
-    if (!busy) for (const other of this.byName.values()) if (other !== tenant && other.busy(now)) busy = true;
+    let busy = false;
+    for (const other of this.all) if (other !== tenant && other.busy(now)) busy = true;
     asked.tenant = tenant;
     asked.at = now;
     asked.busy = busy;
     return busy;
-  }
-
-  get size(): number {
-    return this.byName.size;
   }
 }

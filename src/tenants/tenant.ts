@@ -26,6 +26,21 @@ export interface TenantClient {
   tenantReady(): void;
 }
 
+/**
+ * A client moves from one tenant to another (or to none: `to` null), with the replies it is owed:
+ * each tenant's counts come back to 0 with its clients.
+ */
+export function moveClient(from: Tenant | null, to: Tenant | null, owed: number): void {
+  if (from !== null) {
+    from.clients--;
+    from.inflight.count -= owed;
+  }
+  if (to !== null) {
+    to.clients++;
+    to.inflight.count += owed;
+  }
+}
+
 /** A tenant's limits and figures at one moment (RESPOOL TENANTS, /tenants). */
 export interface TenantSnapshot {
   name: string;
@@ -62,7 +77,7 @@ export interface TenantPeers {
  *   ops      : a bucket of opsPerSecond; a request takes 1
  *   bytes    : a bucket of bytesPerSecond; a request takes its bytes, a reply written its bytes
  *   inflight : replies its clients are owed now (their reply queues' entries) < maxInflight
- *   clients  : connections authenticated as its users ≤ maxClients (enter/leave)
+ *   clients  : connections authenticated as its users ≤ maxClients (moveClient)
  *
  *   invariants: a held client is in `held` at most once and is woken once per wake (one timer per
  *               tenant); `clients` and `inflight` come back to 0 when its clients are gone.
@@ -84,8 +99,9 @@ export class Tenant {
   /** Requests handed on since its share of a turn was last renewed (fair share). */
   private turnUsed = 0;
   /** When it last handed a request on (util/read-clock.ts), -Infinity before: busy until BUSY_MS after. */
-  lastAdmittedAt = Number.NEGATIVE_INFINITY;
-  private turnRenewal: NodeJS.Immediate | null = null;
+  private lastAdmittedAt = Number.NEGATIVE_INFINITY;
+  /** Some client is held until its share of a turn starts again (startTurn). */
+  private heldForTurn = false;
   private readonly held = new Set<TenantClient>();
   private wakeTimer: NodeJS.Timeout | null = null;
   private heldSince = 0;
@@ -110,14 +126,6 @@ export class Tenant {
   /** Whether one more client may join (maxClients). */
   hasRoom(): boolean {
     return this.limits.maxClients === null || this.clients < this.limits.maxClients;
-  }
-
-  enter(): void {
-    this.clients++;
-  }
-
-  leave(): void {
-    this.clients--;
   }
 
   /** A connection refused for maxClients. */
@@ -146,8 +154,8 @@ export class Tenant {
       if (this.held.size === 1) this.heldSince = now;
     }
     // The rates tell when they allow again; replies owed wake it as they are written (replyWritten);
-    // its share of a turn is renewed on the next turn.
-    if (hold === 'share' && this.inflight.count < INFLIGHT_SHARE) this.renewTurnShare();
+    // its share of a turn starts again on the next turn (startTurn: its admissions in this turn scheduled it).
+    if (hold === 'share' && this.inflight.count < INFLIGHT_SHARE) this.heldForTurn = true;
     else if (hold === 'ops' || hold === 'bytes') this.scheduleWake(Math.max(this.ops?.msUntilAvailable(now) ?? 0, this.bytes?.msUntilAvailable(now) ?? 0));
     return false;
   }
@@ -179,19 +187,12 @@ export class Tenant {
     return this.inflight.count > 0 || now - this.lastAdmittedAt < BUSY_MS;
   }
 
-  /** A new turn of the event loop: its share of a turn starts again (TenantPeers.admittedInTurn). */
+  /** A new turn of the event loop (TenantPeers.admittedInTurn): its share of a turn starts again, the clients it held for it go on. */
   startTurn(): void {
     this.turnUsed = 0;
-  }
-
-  /** On the next turn of the event loop (after its reads): the share of a turn starts again, the clients it held go on. */
-  private renewTurnShare(): void {
-    if (this.turnRenewal !== null) return;
-    this.turnRenewal = setImmediate(() => {
-      this.turnRenewal = null;
-      this.turnUsed = 0;
-      this.wake();
-    });
+    if (!this.heldForTurn) return;
+    this.heldForTurn = false;
+    this.wake();
   }
 
   private scheduleWake(ms: number): void {

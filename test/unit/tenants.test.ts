@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { ConfigError, parseCommandLine } from '../../src/config/load-config.js';
 import { TokenBucket } from '../../src/tenants/token-bucket.js';
 import { holdClock, releaseClock } from '../../src/util/read-clock.js';
-import { INFLIGHT_SHARE, TURN_SHARE, Tenant, type TenantClient } from '../../src/tenants/tenant.js';
+import { INFLIGHT_SHARE, TURN_SHARE, Tenant, moveClient, type TenantClient } from '../../src/tenants/tenant.js';
 import { TenantDirectory } from '../../src/tenants/tenant-directory.js';
 import type { TenantConfig } from '../../src/config/types.js';
 
@@ -142,9 +142,9 @@ describe('Tenant', () => {
       vi.advanceTimersByTime(2);
       expect(a.woken).toBe(1);
       expect(tenant.hasRoom()).toBe(true);
-      tenant.enter();
+      moveClient(null, tenant, 0);
       expect(tenant.hasRoom()).toBe(false);
-      tenant.leave();
+      moveClient(tenant, null, 0);
       expect(tenant.hasRoom()).toBe(true);
     } finally {
       vi.useRealTimers();
