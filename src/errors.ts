@@ -14,6 +14,8 @@ export const ProxyError = {
     `ERR respool: request to upstream ${node} refused: ${why}; try again later`,
   maxClients: (max: number) => `ERR max number of clients reached (respool limit ${max})`,
   /** A tenant's clients at its limits.maxClients (src/tenants): Valkey's words, then whose limit. */
+  tenantElsewhere: (user: string, tenant: string) =>
+    `ERR respool: user ${user} is in tenant ${tenant}, whose keys are on other upstreams: AUTH as ${user} on a connection with no subscriptions, transaction, WATCH or tracking`,
   tenantMaxClients: (tenant: string, max: number | null) => `ERR max number of clients reached (tenant ${tenant}: limits.maxClients ${max ?? 'none'})`,
   outputBufferExceeded: (bytes: number, max: number) =>
     `ERR respool: closing this connection: ${bytes} bytes of unread replies exceed the limit of ${max}`,

@@ -3,12 +3,9 @@ import type { Logger } from 'pino';
 import type { RespoolConfig } from './config/types.js';
 import { CommandTable } from './commands/command-table.js';
 import { decodeReply, RespError } from './resp/decode.js';
-import { TopologyRefresher } from './cluster/topology-refresher.js';
+import type { TopologyRefresher } from './cluster/topology-refresher.js';
 import type { Topology } from './cluster/topology.js';
-import { UpstreamPools } from './upstream/upstream-pools.js';
-import { Router } from './routing/router.js';
-import { RunningScripts } from './scripts/running-scripts.js';
-import { ScriptCache } from './scripts/script-cache.js';
+import type { UpstreamPools } from './upstream/upstream-pools.js';
 import { ClientSession } from './session/client-session.js';
 import { acceptReadingShared } from './session/shared-reads.js';
 import type { ServerContext } from './client/server-context.js';
@@ -29,8 +26,6 @@ import { encodeError } from './resp/encode.js';
 import { ProxyError } from './errors.js';
 import { ReadRouting } from './routing/read-strategy.js';
 import { resolveOwnZone } from './cluster/zone-discovery.js';
-import { DedicatedPools } from './upstream/dedicated-pool.js';
-import { PubSubHub } from './pubsub/hub.js';
 import { addressOf, announceAddress, ClusterEmulation } from './fleet/cluster-emulation.js';
 import { Membership } from './fleet/membership.js';
 import { FleetStore } from './fleet/fleet-store.js';
@@ -39,8 +34,6 @@ import { fleetView } from './fleet/fleet-view.js';
 import { dnsResolver, type PeerResolver } from './fleet/peer-sources.js';
 import { FairAdmission } from './client/fair-admission.js';
 import { ScriptLineRelay } from './client/script-line-relay.js';
-import { HelloIdentity } from './client/hello-identity.js';
-import { FunctionFlags } from './scripts/function-flags.js';
 import { Link } from './upstream/link.js';
 import { AUTO_SHARE, MemoryCeiling, resolveMaxMemory } from './client/memory-ceiling.js';
 import { cgroupMemoryLimit } from './util/cgroup-memory.js';
@@ -57,10 +50,9 @@ import { reloadUpstreamTls } from './upstream/dial.js';
 import { UserDirectory, type DirectoryClient } from './acl/user-directory.js';
 import { FleetAcl } from './fleet/fleet-acl.js';
 import { listenUnix } from './session/unix-listener.js';
-import { IdentityMirror, isNodeDenial, mirrorVerdict } from './upstream/identity-mirror.js';
-import { asSeenByClient } from './acl/upstream-identity.js';
-import { clientInfoLine } from './handlers/client-commands.js';
+import { type IdentityMirror, mirrorVerdict } from './upstream/identity-mirror.js';
 import { TenantDirectory } from './tenants/tenant-directory.js';
+import { Backend, tenantBackends } from './backend.js';
 
 export interface RespoolProxy {
   /** The running configuration (a reload changes it in place). */
@@ -126,34 +118,17 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   // Operator event lines (node lost/back, circuits, topology changes, shedding, reloads): one
   // per second per kind and node at most, with a `suppressed` count (util/rate-limited-log.ts).
   const events = new RateLimitedLog(log);
-  const pools = new UpstreamPools(config, metrics, events);
-  metrics.upstreamTraffic = pools.load; // respool_upstream_{sent,received}_bytes_total
-  const refresher = new TopologyRefresher({
-    events,
-    seeds: config.upstreams,
-    mode: config.mode,
-    pools,
-    minIntervalMs: config.cluster.refreshMinIntervalMs,
-    periodMs: config.cluster.refreshPeriodMs,
-    log,
-    metrics,
-  });
   const reads = new ReadRouting(config.reads, log, metrics);
   // respool's own zone (config, RESPOOL_ZONE, or opt-in metadata lookup bounded by reads.metadataTimeoutMs).
   const ownZone = resolveOwnZone(config.reads, process.env, log).then((z) => reads.setOwnZone(z.zone, z.source));
-  const router = new Router(refresher, pools, config.cluster, log, metrics, reads);
   // A fleet's runtime state (split rules, copy fills, the write lease) in the upstream (src/fleet).
-  const fleetStore = usesFleetState(config) ? new FleetStore({ config, refresher, pools, log }) : null;
-  const fleetState = fleetStore === null ? null : new FleetState({ store: fleetStore, leaseMs: config.cluster.fleetLeaseMs, log, metrics });
-  // Hot keys (src/hotkeys): detection + split copies; hooks itself into the router when active.
-  const fleet = fleetStore === null || fleetState === null ? null : { state: fleetState, store: fleetStore };
-  const hotKeys = new HotKeys({ config: config.hotKeys, router, refresher, pools, log, metrics, fleet });
-  hotKeys.start();
-  // Leased connections: a client gone while blocked is unblocked from a shared link by its id.
-  const dedicated = new DedicatedPools(config, async (host, port, id) => {
-    await pools.get(host, port, 2, 'primary').call(['CLIENT', 'UNBLOCK', id]);
-  }, { metrics });
-  const pubsub = new PubSubHub({ refresher, redirects: router.redirects, config, log, metrics });
+  let fleetState = null as FleetState | null;
+  const fleetOf = (refresher: TopologyRefresher, pools: UpstreamPools) => {
+    if (!usesFleetState(config)) return null;
+    const store = new FleetStore({ config, refresher, pools, log });
+    fleetState = new FleetState({ store, leaseMs: config.cluster.fleetLeaseMs, log, metrics });
+    return { state: fleetState, store };
+  };
   const sessions = new Set<ClientSession>();
   // respool's users: the configuration's, the ACL file's, ACL SETUSER's (src/acl/user-directory.ts).
   const directoryClients = function* (): Iterable<DirectoryClient> {
@@ -171,26 +146,14 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     }
   };
   const users = new UserDirectory(config, () => table, directoryClients, (user, reason) => metrics.raw.acl_denials_total.labels(user, reason).inc());
+  // The main upstreams (config.upstreams): pools, topology, router, leases, subscriptions, hot keys (backend.ts).
+  const main = new Backend(config, { metrics, events, log, reads, users, fleet: fleetOf });
+  const { pools, refresher, router, hotKeys, dedicated, pubsub, mirror, hello } = main;
+  metrics.upstreamTraffic = pools.load; // respool_upstream_{sent,received}_bytes_total
   // A fleet: users changed at run time through any member reach every member (fleet/fleet-acl.ts).
   const fleetAcl = fleetState === null ? null : new FleetAcl(fleetState, users, log);
-  // Users with an upstream identity: mirrored ones kept on every node; their errors as they know their name.
-  const mirror = new IdentityMirror({
-    users,
-    pools,
-    closeIdentity: (identity) => pools.closeIdentity(identity),
-    events,
-    log,
-  });
-  pools.identityHooks = mirror;
-  dedicated.identityHooks = mirror;
-  router.identityErrors = (call, identity, frame) => {
-    if (isNodeDenial(frame)) mirror.importDenials(call.node, call.client instanceof ClientSession ? clientInfoLine(call.client) : '');
-    return asSeenByClient(frame, identity);
-  };
   const sessionsById = new Map<number, ClientSession>();
   let clientIds = 0;
-  let serverVersion = '8.0.0';
-  let serverName = 'valkey';
   // The cluster clients are shown (handlers/cluster.ts): this instance alone until the fleet's
   // membership (src/fleet) is known, once listening (its port is the bound one). Built when first
   // asked for: its node ids are SHA-1s, and a sidecar no client asks CLUSTER … of never loads
@@ -200,30 +163,6 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   const currentEmulation = () => (emulation ??= ClusterEmulation.ofPeers(announced, []));
   let membership: Membership | null = null;
   let topologyEpoch = 0;
-  // The standalone upstream's `databases` (SELECT's bound), learned on the first SELECT n ≠ 0.
-  let databases: number | null = null;
-  let databasesLookup: Promise<number> | null = null;
-  const learnDatabases = async (): Promise<number> => {
-    const primary = refresher.current?.shards[0]?.primary;
-    if (primary === undefined) return DEFAULT_DATABASES;
-    let frame: Buffer;
-    try {
-      frame = await pools.get(primary.host, primary.port, 2, 'primary').call(['CONFIG', 'GET', 'databases']);
-    } catch (err) {
-      log.warn({ err: (err as Error).message }, `CONFIG GET databases failed; assuming ${DEFAULT_DATABASES} for now`);
-      return DEFAULT_DATABASES; // the node could not be asked: ask again next time
-    }
-    const reply = decodeReply(frame);
-    const value = Array.isArray(reply) && reply.length === 2 ? Number(String(reply[1])) : NaN;
-    if (Number.isSafeInteger(value) && value > 0) databases = value;
-    else {
-      // Refused (CONFIG renamed or not permitted) or not a number: Valkey's default, for good.
-      log.warn({ reply: reply instanceof RespError ? reply.message : String(reply) }, `CONFIG GET databases gave no count; assuming ${DEFAULT_DATABASES}`);
-      databases = DEFAULT_DATABASES;
-    }
-    return databases;
-  };
-
   const observer = new RequestObserver(config, metrics, describeClient); // slow log, command log, per-command latency
   // Big keys: the reply sizes of the hot-key sampler's sampled requests (observe/big-keys.ts).
   const bigKeys = config.bigKeys.enabled ? new BigKeys(config.bigKeys.topK, () => refresher.current, metrics, config.hotKeys.detection.keyNamesInMetrics) : null;
@@ -258,12 +197,6 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   });
   metrics.raw.memory_ceiling_bytes.set(memory.limit);
 
-  // HELLO's server and version, as the first primary's own HELLO names them (client/hello-identity.ts).
-  const hello = new HelloIdentity(() => {
-    const primary = refresher.current?.shards[0]?.primary;
-    return primary === undefined ? Promise.reject(new Error('no primary known')) : pools.get(primary.host, primary.port, 2, 'primary').call(['HELLO']);
-  }, { server: serverName, version: serverVersion });
-
   // MONITOR's feed, with the nodes' script lines relayed while anyone monitors (client/script-line-relay.ts).
   const monitors: MonitorFeed = new MonitorFeed(new ScriptLineRelay({
     nodes: () => refresher.current?.allNodes() ?? [],
@@ -280,22 +213,12 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   const ctx: ServerContext = {
     config,
     memory,
-    router,
+    ...main.context, // router, hot keys, leases, subscriptions, scripts, what the nodes are (backend.ts)
     log,
     metrics,
     users,
     tenants,
     fleetAcl,
-    hotKeys,
-    dedicated,
-    pubsub,
-    hello,
-    scripts: new ScriptCache(),
-    functions: new FunctionFlags(() => {
-      const primary = refresher.current?.shards[0]?.primary;
-      return primary === undefined ? Promise.reject(new Error('no primary known')) : pools.get(primary.host, primary.port, 2, 'primary').call(['FUNCTION', 'LIST']);
-    }),
-    runningScripts: new RunningScripts(),
     admission: new FairAdmission((lane) => metrics.raw.admission_wait_seconds.labels(lane)),
     clientPause: new ClientPause(),
     monitors,
@@ -304,22 +227,10 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     bigKeys,
     sessions: () => sessions,
     sessionById: (id) => sessionsById.get(id),
-    unblockLease: async (host, port, id, how) => {
-      const reply = await pools.get(host, port, 2, 'primary').call(['CLIENT', 'UNBLOCK', id, how.toUpperCase()]);
-      return reply.toString('latin1') === ':1\r\n';
-    },
+    contextOf: (tenant) => (tenant === null ? ctx : ownUpstreams.get(tenant)?.context ?? ctx),
     commands: () => table,
-    isCluster: () => refresher.current?.mode === 'cluster',
-    databases: () => {
-      if (databases !== null) return Promise.resolve(databases);
-      return (databasesLookup ??= learnDatabases().finally(() => {
-        databasesLookup = null;
-      }));
-    },
     clusterView: currentEmulation,
     fleetView: () => fleetView(membership, currentEmulation(), fleetState),
-    serverVersion: () => serverVersion,
-    serverName: () => serverName,
     nextClientId: () => ++clientIds,
     onSessionClosed: (session) => {
       ctx.monitors.remove(session);
@@ -336,6 +247,9 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
       zone: () => reads.ownZone,
     },
   };
+
+  // Tenants with upstreams of their own: a backend each, their clients a context each (backend.ts).
+  const ownUpstreams = tenantBackends(ctx, tenants.list(), { metrics, events, log, reads, users });
 
   // acl.upstream 'auto': restricted users run as mirrored identities (upstream/identity-mirror.ts)
   // where respool's own identity may manage ACL users on the nodes — asked of the first primary
@@ -373,26 +287,18 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     }));
   };
 
-  // After each discovery: drop pools of nodes that left; take the upstream's version and name (read by
-  // discovery's INFO); learn its own command table when the first primary changed. A MOVED
-  // patch removes no node and keeps the first shard, so it needs none of this (and MOVED
-  // storms must stay cheap).
+  // After each discovery (backend.ts does its own part): learn the upstream's command table when
+  // the first primary changed. A MOVED patch removes no node and keeps the first shard.
   let learnedFrom = '';
   refresher.onChange((topology: Topology, change) => {
     if (change === 'moved') return;
     monitors.topologyChanged();
     topologyEpoch++;
     void checkMirrorAllowed(); // acl.upstream auto: whether the nodes still let respool mirror users
-    void hello.learn(); // HELLO's server name and version, as the nodes give them
-    mirror.onTopology(topology); // nodes new, restarted or behind get the mirrored users
-    pools.retainOnly(new Set(topology.allNodes().map((n) => n.address)));
     const primary = topology.shards[0]?.primary;
-    if (primary?.version) serverVersion = primary.version;
-    if (primary?.serverName) serverName = primary.serverName;
     if (!primary || primary.address === learnedFrom) return;
     learnedFrom = primary.address;
-    const pool = pools.get(primary.host, primary.port, 2, 'primary');
-    pool.call(['COMMAND']).then((frame) => {
+    main.askFirstPrimary(['COMMAND']).then((frame) => {
       const reply = decodeReply(frame);
       if (!(reply instanceof RespError)) {
         table = CommandTable.fromCommandInfo(reply);
@@ -498,8 +404,15 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   sampler.unref();
 
   const firstTopology = refresher.start();
+  const tenantTopologies = [...ownUpstreams].map(([tenant, { backend }]) => backend.refresher.start().then(() => {
+    void backend.hello.learn();
+  }, (err: Error) => log.warn({ tenant: tenant.name, err: err.message }, 'tenant upstreams: first discovery failed')));
   await ownZone;
-  await Promise.race([firstTopology, new Promise((r) => setTimeout(r, STARTUP_TOPOLOGY_WAIT_MS).unref())]);
+  await Promise.race([Promise.all([firstTopology, ...tenantTopologies]), new Promise((r) => setTimeout(r, STARTUP_TOPOLOGY_WAIT_MS).unref())]);
+  // A tenant whose upstreams cannot be reached yet: its clients get CLUSTERDOWN until they can.
+  for (const [tenant, { backend }] of ownUpstreams) {
+    if (backend.refresher.current === null) log.warn({ event: 'tenant_upstream_down', tenant: tenant.name, upstreams: tenant.upstreams }, `tenant ${tenant.name}: its upstreams cannot be reached yet; its clients get CLUSTERDOWN until they can`);
+  }
   // Before the first client: its user's identity, HELLO's server name (bounded: a node that does not answer delays nobody long).
   await Promise.race([Promise.all([checkMirrorAllowed(), hello.learn()]), new Promise((r) => setTimeout(r, STARTUP_TOPOLOGY_WAIT_MS).unref())]);
   saturation.start();
@@ -661,11 +574,8 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
         fleetState?.stop();
         metrics.windows.stop();
         saturation.stop();
-        hotKeys.stop();
-        pubsub.close();
-        await dedicated.closeAll();
-        refresher.stop();
-        pools.closeAll();
+        await main.close();
+        for (const { backend } of ownUpstreams.values()) await backend.close();
         await admin?.close();
         log.info('respool stopped');
       })();

@@ -44,6 +44,9 @@ export interface ClientBuffers {
 }
 
 /** What handlers may do with the session they serve (implemented by ClientSession). */
+/** What joinTenant did: see there. */
+export type TenantJoin = 'joined' | 'full' | 'elsewhere';
+
 export interface HandlerSession extends EntryClient {
   readonly state: ClientState;
   readonly ctx: ServerContext;
@@ -64,9 +67,12 @@ export interface HandlerSession extends EntryClient {
   closeAfterReplies(): void;
   /**
    * Makes the client one of `tenant`'s (its user changed: AUTH, HELLO AUTH, RESET), leaving the
-   * tenant it was in; false when `tenant` has no room for another client (its maxClients).
+   * tenant it was in, and sends its requests to `tenant`'s upstreams from now (ServerContext.contextOf).
+   * With `mayRefuse`: 'full' when `tenant` has no room for another client (its maxClients),
+   * 'elsewhere' when `tenant` has upstreams of its own and the client holds something on its
+   * present ones (subscriptions, a transaction, a lease, tracking).
    */
-  joinTenant(tenant: Tenant | null, checkRoom: boolean): boolean;
+  joinTenant(tenant: Tenant | null, mayRefuse: boolean): TenantJoin;
   /**
    * Switching lanes (a leased connection) is a barrier: `start` runs once every earlier reply has
    * been written, and no later request is handled until the replies `start` queued are written too.

@@ -22,6 +22,7 @@ import type { HelloIdentity } from './hello-identity.js';
 import type { FunctionFlags } from '../scripts/function-flags.js';
 import type { MemoryCeiling } from './memory-ceiling.js';
 import type { TenantDirectory } from '../tenants/tenant-directory.js';
+import type { Tenant } from '../tenants/tenant.js';
 
 /** What a client session needs from the running proxy (kept narrow so sessions stay testable). */
 export interface ServerContext {
@@ -33,6 +34,8 @@ export interface ServerContext {
   readonly users: UserDirectory;
   /** Applications sharing this respool (config tenants[]): each user's tenant, its limits and counts (src/tenants). */
   readonly tenants: TenantDirectory;
+  /** The context of a tenant's clients: this one with the tenant's own upstreams (tenants[].upstreams, backend.ts), or the main one. */
+  contextOf?(tenant: Tenant | null): ServerContext;
   /** In a fleet with shared state: shares a client's ACL change with every member (fleet/fleet-acl.ts). */
   readonly fleetAcl?: { share(args: readonly Buffer[]): Promise<void> } | null;
   /** Hot keys: the RESPOOL command steers them. */

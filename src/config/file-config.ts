@@ -4,14 +4,14 @@ import { resolve as resolvePath } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import { readHotKeysFile } from './hot-keys-config.js';
-import { readTlsFile } from './tls-config.js';
+import { readTenantUpstreamTls, readTlsFile } from './tls-config.js';
 import { NUMERIC_FIELDS } from './schema.js';
 import { aclRulesProblem, type UserConfig } from '../acl/users.js';
 import { colocationProblem, type ColocationRule } from '../keys/colocation.js';
 import type { UpstreamSetting } from '../acl/upstream-identity.js';
 import { OBSERVABILITY_SWITCHES } from './observability-config.js';
 import { CONFIG_VALIDATOR_FILE } from '../own-files.js';
-import { ACL_UPSTREAM_MODES, CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type ReadStrategyName, type TenantConfig } from './types.js';
+import { ACL_UPSTREAM_MODES, CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type ReadStrategyName, type TenantConfig, type TenantUpstream } from './types.js';
 import { ValueProblem, show, suggest, toEnum, toHostPort, toMaxMemory, toSize, toWorkers } from './values.js';
 import { convertListen, toSocketMode, toAdminAddress, readTokenFile, readFirstLine, toAnnounced, toPeersFrom, toZone, toHttpUrl, toNumber, dedupe } from './setting-converters.js';
 
@@ -197,7 +197,7 @@ export function convertSettings(data: unknown, where: string, env: NodeJS.Proces
   const tenants: TenantConfig[] = [];
   if (Array.isArray(settings.tenants) && !isBad('tenants')) {
     (settings.tenants as Array<Record<string, unknown>>).forEach((t, i) => {
-      const tenant = convert(`tenants[${i}]`, t, () => readTenant(t, tenants));
+      const tenant = convert(`tenants[${i}]`, t, () => readTenant(t, tenants, env));
       if (tenant) tenants.push(tenant);
     });
     out.set('tenants', tenants);
@@ -336,7 +336,7 @@ function suggestNested(key: string): string | undefined {
 }
 
 /** One tenants[] entry, checked against the tenants before it (names, namespaces). */
-function readTenant(t: Record<string, unknown>, before: readonly TenantConfig[]): TenantConfig {
+function readTenant(t: Record<string, unknown>, before: readonly TenantConfig[], env: NodeJS.ProcessEnv): TenantConfig {
   const name = t.name as string;
   if (name === 'default') throw new ValueProblem('the name "default" is the tenant of users in no tenant (docs/tenants.md): give this one another name');
   const twin = before.findIndex((x) => x.name === name);
@@ -360,7 +360,37 @@ function readTenant(t: Record<string, unknown>, before: readonly TenantConfig[])
   return {
     name,
     keyPrefix,
+    upstream: readTenantUpstream(t, env),
     limits: { opsPerSecond: limit(l.opsPerSecond), bytesPerSecond, maxClients: limit(l.maxClients), maxInflight: limit(l.maxInflight) },
+  };
+}
+
+/** A tenant's own upstreams (tenants[].upstreams, mode, upstreamAuth, upstreamTls), or null: the main ones. */
+function readTenantUpstream(t: Record<string, unknown>, env: NodeJS.ProcessEnv): TenantUpstream | null {
+  if (t.upstreams === undefined) {
+    const stray = ['mode', 'upstreamAuth', 'upstreamTls'].find((k) => t[k] !== undefined);
+    if (stray !== undefined) throw new ValueProblem(`${stray} is for a tenant's own upstreams: give upstreams too`);
+    return null;
+  }
+  const upstreams = (t.upstreams as unknown[]).map((u, i) => {
+    try {
+      return toHostPort(u, false);
+    } catch (e) {
+      throw e instanceof ValueProblem ? new ValueProblem(`upstreams[${i}]: ${e.message}`) : e;
+    }
+  });
+  const auth = t.upstreamAuth as Record<string, unknown> | null | undefined;
+  let upstreamAuth: TenantUpstream['upstreamAuth'] = null;
+  if (auth !== null && auth !== undefined) {
+    const password = readPassword(auth, env);
+    if (password === undefined) throw new ValueProblem('upstreamAuth needs password or passwordEnv');
+    upstreamAuth = { username: typeof auth.username === 'string' ? auth.username : null, password };
+  }
+  return {
+    upstreams,
+    mode: t.mode === undefined ? 'auto' : toEnum(t.mode, MODES),
+    upstreamAuth,
+    upstreamTls: readTenantUpstreamTls(t.upstreamTls as Record<string, unknown> | null | undefined),
   };
 }
 

@@ -223,6 +223,20 @@ const passwordEnv: Schema = {
 };
 const passwordFile: Schema = { type: 'string', minLength: 1, 'x-expect': 'must be a file name' };
 
+/** upstreamAuth (and tenants[].upstreamAuth): how respool authenticates to the nodes; null = no AUTH. */
+function upstreamAuthSchema(): Schema {
+  return {
+    type: ['object', 'null'],
+    additionalProperties: false,
+    'x-expect': 'must be a mapping with username and password (or passwordEnv)',
+    properties: {
+      username: { type: ['string', 'null'], minLength: 1, 'x-expect': 'must be a non-empty string or null' },
+      password,
+      passwordEnv,
+    },
+  };
+}
+
 /** users[].upstream: mirror, none, or a mapped ACL user on the nodes. */
 const userUpstream: Schema = {
   type: ['string', 'object'],
@@ -289,16 +303,7 @@ export const CONFIG_FILE_SCHEMA: Schema = {
     // processes sharing the listen sockets (node's cluster module); "auto" = one per core
     workers: { type: ['integer', 'string'], minimum: 1, maximum: 64, pattern: '^auto$', 'x-expect': 'must be a number of processes (1..64) or auto' },
     // How respool authenticates to the upstream nodes; null = no AUTH. Give password or passwordEnv.
-    upstreamAuth: {
-      type: ['object', 'null'],
-      additionalProperties: false,
-      'x-expect': 'must be a mapping with username and password (or passwordEnv)',
-      properties: {
-        username: { type: ['string', 'null'], minLength: 1, 'x-expect': 'must be a non-empty string or null' },
-        password,
-        passwordEnv,
-      },
-    },
+    upstreamAuth: upstreamAuthSchema(),
     // respool's own users (AUTH name password); empty = clients need no AUTH. `rules`: Valkey ACL
     // rules ("on >secret ~app:* +@read"); without rules a password means `on >password +@all ~* &*`.
     users: {
@@ -324,15 +329,20 @@ export const CONFIG_FILE_SCHEMA: Schema = {
     // Applications sharing this respool (src/tenants): their users' namespace and limits.
     tenants: {
       type: 'array',
-      'x-expect': 'must be a list of { name, keyPrefix?, limits? } mappings',
+      'x-expect': 'must be a list of { name, keyPrefix?, upstreams?, limits? } mappings',
       items: {
         type: 'object',
         additionalProperties: false,
         required: ['name'],
-        'x-expect': 'must be a mapping with name, and keyPrefix and/or limits',
+        'x-expect': 'must be a mapping with name, and keyPrefix, upstreams (mode, upstreamAuth, upstreamTls) and/or limits',
         properties: {
           name: { type: 'string', pattern: TENANT_NAME, 'x-expect': 'must be a name of letters, digits, _, - or .' },
           keyPrefix: { type: 'string', minLength: 1, pattern: '^[^\\s{}*?\\[\\]\\\\]+$', 'x-expect': 'must be a non-empty prefix without spaces, braces, or glob characters (* ? [ ] \\)' },
+          // its own cluster or server, with its own pools, topology, identity and TLS (backend.ts)
+          upstreams: { type: 'array', minItems: 1, items: hostPort, 'x-expect': 'must be a list of host:port strings, at least one' },
+          mode: { enum: [...MODES], 'x-expect': `must be one of ${MODES.join(', ')}` },
+          upstreamAuth: upstreamAuthSchema(),
+          upstreamTls: UPSTREAM_TLS_SCHEMA,
           limits: {
             type: 'object',
             additionalProperties: false,

@@ -191,6 +191,33 @@ export function readTlsFile(
   }
 }
 
+/**
+ * A tenant's upstreamTls mapping (tenants[].upstreamTls) → its settings, checked as the main
+ * upstreamTls is: files readable, cert with key, any setting but `enabled: false` turns it on,
+ * and the files usable together.
+ */
+export function readTenantUpstreamTls(raw: Record<string, unknown> | null | undefined): UpstreamTlsConfig {
+  if (raw === null || raw === undefined) return { ...DEFAULT_UPSTREAM_TLS };
+  const file = (field: string) => (raw[field] === undefined || raw[field] === null ? null : toReadableFile(raw[field]));
+  const tls: UpstreamTlsConfig = {
+    enabled: typeof raw.enabled === 'boolean' ? raw.enabled : Object.entries(raw).some(([, v]) => v !== null),
+    ca: file('ca'),
+    cert: file('cert'),
+    key: file('key'),
+    servername: typeof raw.servername === 'string' ? raw.servername : null,
+    rejectUnauthorized: raw.rejectUnauthorized !== false,
+  };
+  if ((tls.cert === null) !== (tls.key === null)) throw new ValueProblem('upstreamTls.cert and upstreamTls.key go together');
+  if (tls.enabled) {
+    try {
+      secureContextFor(tls);
+    } catch (e) {
+      throw new ValueProblem(`upstreamTls.ca / cert / key: not usable (${(e as Error).message})`);
+    }
+  }
+  return tls;
+}
+
 /** Checks that need every TLS setting together (after merging); problems name the fields. */
 export function checkTls(
   config: { listenTls: unknown; tls: ClientTlsConfig; upstreamTls: UpstreamTlsConfig },

@@ -132,7 +132,17 @@ export interface TenantConfig {
   name: string;
   /** The namespace of its users (users[].keyPrefix for each of them), or null. */
   keyPrefix: string | null;
+  /** Its own cluster or server (tenants[].upstreams), or null: the main upstreams. */
+  upstream: TenantUpstream | null;
   limits: TenantLimits;
+}
+
+/** A tenant's own upstreams: what the main ones take from upstreams, mode, upstreamAuth and upstreamTls. */
+export interface TenantUpstream {
+  upstreams: HostPort[];
+  mode: Mode;
+  upstreamAuth: { username: string | null; password: string } | null;
+  upstreamTls: UpstreamTlsConfig;
 }
 
 /** Null: no limit. */

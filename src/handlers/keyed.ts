@@ -6,6 +6,8 @@ import { ProxyError } from '../errors.js';
 import { crossSlotKeyed } from './cross-slot.js';
 import type { CommandRequest, Handler, HandlerSession } from '../client/handler-session.js';
 import { configGet } from './node-settings.js';
+import { needsNodeCheck } from '../acl/command-check.js';
+import { UpstreamCall, type CallFactory } from '../routing/upstream-call.js';
 
 /**
  * Keyed and keyless commands for one node: the router picks the node (slot owner, read strategy,
@@ -16,11 +18,29 @@ export const keyed: Handler = (session, req) => {
   if (req.command === 'migrate' && req.args.length >= 3 && migratesToRespool(session, req.args[1]!, req.args[2]!)) return migrateToSelf(session, req);
   const entry = session.reserve();
   const ctx = session.ctx;
-  const error = ctx.router.routeKeyed(entry, req.raw, req, req.spec, ctx.commands(), req.command);
+  const error = ctx.router.routeKeyed(entry, req.raw, req, req.spec, ctx.commands(), req.command, false, sortsInOwnNamespace(session, req) ? asRespoolCall : undefined);
   if (error === null) return;
   // Keys in several slots: some commands are carried out over them anyway (cross-slot.ts).
   if (isCrossSlot(error) && crossSlotKeyed(session, req, entry)) return;
   entry.fill(error);
+};
+
+/**
+ * SORT … BY / GET of a namespaced user who may read every key: its patterns were renamed into its
+ * namespace (keys/request-names.ts), so every key the node reads for it is its own, as on a
+ * server of its own. It runs as respool: the node would refuse BY and GET to the user's mirrored
+ * identity, whose key pattern is the namespace (Valkey allows them to users with every key only).
+ */
+function sortsInOwnNamespace(session: HandlerSession, req: CommandRequest): boolean {
+  if (req.command !== 'sort' && req.command !== 'sort_ro') return false;
+  const acl = session.state.acl;
+  return acl.allKeys && acl.keyNames?.namespace != null && req.spec !== undefined && needsNodeCheck(req.spec, req.args);
+}
+
+const asRespoolCall: CallFactory = (owner, router, raw, command, slot) => {
+  const call = new UpstreamCall(owner, router, raw, command, slot);
+  call.asRespool = true;
+  return call;
 };
 
 function isCrossSlot(error: Buffer): boolean {

@@ -219,7 +219,9 @@ function authenticate(session: HandlerSession, command: Buffer, user: string, pa
   }
   // One of its user's tenant's clients from now: refused, as Valkey refuses a client past maxclients, when the tenant is full.
   const tenant = ctx.tenants.of(user);
-  if (!session.joinTenant(tenant, true)) return encodeError(ProxyError.tenantMaxClients(tenant!.name, tenant!.maxClients));
+  const joined = session.joinTenant(tenant, true);
+  if (joined === 'full') return encodeError(ProxyError.tenantMaxClients(tenant!.name, tenant!.maxClients));
+  if (joined === 'elsewhere') return encodeError(ProxyError.tenantElsewhere(user, tenant!.name));
   state.authenticate(user, entry!);
   return null;
 }

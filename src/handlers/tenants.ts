@@ -6,7 +6,7 @@ export const RESPOOL_TENANTS_HELP = ['TENANTS', '    Each tenant (config tenants
 
 /**
  * RESPOOL TENANTS: one map per tenant (a flat array in RESP2), in config order — its name,
- * keyPrefix, limits (null: none), clients and replies owed now, clients held back now, requests
+ * keyPrefix, its own upstreams (null: the main ones), limits (null: none), clients and replies owed now, clients held back now, requests
  * and bytes so far, how often and how long its limits held its clients back, connections refused.
  */
 export function tenantsReply(session: HandlerSession): Buffer {
@@ -23,6 +23,7 @@ function tenantMap(t: Tenant, protocol: 2 | 3): Buffer {
     [
       field('name', bulk(s.name)),
       field('key-prefix', bulk(s.keyPrefix)),
+      field('upstreams', bulk(s.upstreams === null ? null : s.upstreams.join(','))), // null: the main upstreams
       field('ops-per-second', number(s.limits.opsPerSecond)),
       field('bytes-per-second', number(s.limits.bytesPerSecond)),
       field('max-clients', number(s.limits.maxClients)),

@@ -19,6 +19,7 @@ import type { ReplyNames } from '../keys/reply-names.js';
 import { laneClass, type LaneClass } from '../client/lane-class.js';
 import { HOLDER_BYTES, type MemoryHolder } from '../client/memory-ceiling.js';
 import { moveClient, type Tenant } from '../tenants/tenant.js';
+import type { TenantJoin } from '../client/handler-session.js';
 
 /**
  * What a session costs before and between requests (a connection storm, idle clients): one
@@ -119,7 +120,8 @@ export class ClientSession implements DispatchedSession, AdmittedClient, MemoryH
 
   constructor(
     accepted: Socket,
-    readonly ctx: ServerContext,
+    /** The proxy as this client sees it: its tenant's upstreams (contextOf; it changes when its user's tenant does). */
+    public ctx: ServerContext,
   ) {
     const socket = readClientSocket(accepted, ClientSession.onSocketData);
     this.socket = socket;
@@ -140,7 +142,7 @@ export class ClientSession implements DispatchedSession, AdmittedClient, MemoryH
     socket.on('error', ignoreSocketError);
     // A client starts as the default user: one of that user's tenant's clients, if it has room.
     const tenant = ctx.tenants.of(this.state.user);
-    if (tenant !== null && !this.joinTenant(tenant, true)) {
+    if (tenant !== null && this.joinTenant(tenant, true) !== 'joined') {
       this.replyNow(encodeError(ProxyError.tenantMaxClients(tenant.name, tenant.maxClients)));
       this.closeAfterReplies();
     }
@@ -475,17 +477,28 @@ export class ClientSession implements DispatchedSession, AdmittedClient, MemoryH
     this.maybeResumeReading();
   }
 
-  joinTenant(tenant: Tenant | null, checkRoom: boolean): boolean {
+  joinTenant(tenant: Tenant | null, mayRefuse: boolean): TenantJoin {
     const was = this.state.tenant;
-    if (tenant === was) return true;
-    if (tenant !== null && checkRoom && !tenant.hasRoom()) {
+    if (tenant === was) return 'joined';
+    // A tenant with upstreams of its own: what the client holds on the old ones (subscriptions, a
+    // transaction, a lease, tracking) cannot follow it there.
+    const ctx = this.ctx.contextOf?.(tenant) ?? this.ctx;
+    if (mayRefuse && ctx !== this.ctx && this.holdsUpstreamState()) return 'elsewhere';
+    if (tenant !== null && mayRefuse && !tenant.hasRoom()) {
       tenant.refused();
-      return false;
+      return 'full';
     }
     moveClient(was, tenant, this.replies.length);
     this.state.tenant = tenant;
     this.replies.owed = tenant?.inflight ?? null;
-    return true;
+    this.ctx = ctx;
+    return 'joined';
+  }
+
+  /** It holds something on its upstreams beyond single requests: subscriptions, a transaction, a lease, tracking. */
+  private holdsUpstreamState(): boolean {
+    const s = this.state;
+    return (s.subscriptions !== null && s.subscriptions.total() > 0) || s.transaction !== null || s.lane !== null || s.lease !== null || s.tracking !== null;
   }
 
   /** Its tenant's limits allow again (src/tenants/tenant.ts): what waits in its buffer gets a turn. */

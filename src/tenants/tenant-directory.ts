@@ -20,7 +20,7 @@ export class TenantDirectory implements TenantPeers {
 
   constructor(tenants: readonly TenantConfig[], users: ReadonlyArray<{ readonly name: string; readonly tenant?: string }>) {
     const byName = new Map(tenants.map((config) => [config.name, new Tenant(config, this)]));
-    this.fallback = tenants.length === 0 ? null : new Tenant({ name: DEFAULT_TENANT, keyPrefix: null, limits: { opsPerSecond: null, bytesPerSecond: null, maxClients: null, maxInflight: null } }, this);
+    this.fallback = tenants.length === 0 ? null : new Tenant({ name: DEFAULT_TENANT, keyPrefix: null, upstream: null, limits: { opsPerSecond: null, bytesPerSecond: null, maxClients: null, maxInflight: null } }, this);
     this.all = this.fallback === null ? [] : [...byName.values(), this.fallback];
     for (const user of users) {
       const tenant = user.tenant === undefined ? undefined : byName.get(user.tenant);

@@ -45,6 +45,7 @@ export function moveClient(from: Tenant | null, to: Tenant | null, owed: number)
 export interface TenantSnapshot {
   name: string;
   keyPrefix: string | null;
+  upstreams: readonly string[] | null;
   limits: TenantConfig['limits'];
   clients: number;
   inflight: number;
@@ -85,6 +86,8 @@ export interface TenantPeers {
 export class Tenant {
   readonly name: string;
   readonly keyPrefix: string | null;
+  /** Its own upstreams as host:port (tenants[].upstreams), or null: the main ones. */
+  readonly upstreams: readonly string[] | null;
   private readonly limits: TenantConfig['limits'];
   private readonly ops: TokenBucket | null;
   private readonly bytes: TokenBucket | null;
@@ -112,6 +115,7 @@ export class Tenant {
   ) {
     this.name = config.name;
     this.keyPrefix = config.keyPrefix;
+    this.upstreams = config.upstream === null ? null : config.upstream.upstreams.map((u) => `${u.host}:${u.port}`);
     this.limits = config.limits;
     const now = clockNow();
     const { opsPerSecond, bytesPerSecond } = config.limits;
@@ -214,6 +218,7 @@ export class Tenant {
     return {
       name: this.name,
       keyPrefix: this.keyPrefix,
+      upstreams: this.upstreams,
       limits: { ...this.limits },
       clients: this.clients,
       inflight: this.inflight.count,

@@ -43,7 +43,7 @@ beforeAll(async () => {
     slowlog: { thresholdUs: 20_000, maxLen: 128 },
     saturation: { p99Ms: 10, cpuPercent: 90, cpuSampleMs: 500 },
     // A tenant (no user in it): every client is then the default tenant's, and the page has a tenants table.
-    tenants: [{ name: 'shop', keyPrefix: 'shop:', limits: { opsPerSecond: 5000, bytesPerSecond: 50_000_000, maxClients: 500, maxInflight: null } }],
+    tenants: [{ name: 'shop', keyPrefix: 'shop:', upstream: null, limits: { opsPerSecond: 5000, bytesPerSecond: 50_000_000, maxClients: 500, maxInflight: null } }],
   });
   base = `http://127.0.0.1:${proxy.adminAddress!.port}`;
   load = await RawClient.connect(proxy.address.port);
@@ -143,7 +143,7 @@ describe('the status page on the admin port', () => {
     expect(await page.$eval('#tenants-section', (e) => (e as unknown as { hidden: boolean }).hidden)).toBe(false);
     await waitFor(async () => {
       const rows = await cells(page, 'tenants');
-      return rows.some((r) => r[0] === 'shop' && r[1] === 'shop:' && r[2] === '0 of 500') && rows.some((r) => r[0] === 'default' && Number(r[5]) > 0);
+      return rows.some((r) => r[0] === 'shop' && r[1] === 'shop:' && r[2] === 'main' && r[3] === '0 of 500') && rows.some((r) => r[0] === 'default' && Number(r[6]) > 0);
     }, 'the tenants table', 10_000, 100);
     // Every header is words, not a JSON field name; the page fits a 1400-pixel window.
     const headers = await page.$$eval('th', (ths) => ths.map((th) => th.textContent ?? ''));

@@ -18,10 +18,10 @@ import { RawConnection } from '../helpers/raw-resp.js';
 const run = promisify(execFile);
 
 const tenants: RespoolConfig['tenants'] = [
-  { name: 'teama', keyPrefix: 'a:', limits: { opsPerSecond: null, bytesPerSecond: null, maxClients: 3, maxInflight: null } },
-  { name: 'teamb', keyPrefix: 'b:', limits: { opsPerSecond: null, bytesPerSecond: null, maxClients: null, maxInflight: null } },
-  { name: 'paced', keyPrefix: null, limits: { opsPerSecond: 2000, bytesPerSecond: null, maxClients: null, maxInflight: null } },
-  { name: 'metered', keyPrefix: null, limits: { opsPerSecond: null, bytesPerSecond: 200_000, maxClients: null, maxInflight: 4 } },
+  { name: 'teama', keyPrefix: 'a:', upstream: null, limits: { opsPerSecond: null, bytesPerSecond: null, maxClients: 3, maxInflight: null } },
+  { name: 'teamb', keyPrefix: 'b:', upstream: null, limits: { opsPerSecond: null, bytesPerSecond: null, maxClients: null, maxInflight: null } },
+  { name: 'paced', keyPrefix: null, upstream: null, limits: { opsPerSecond: 2000, bytesPerSecond: null, maxClients: null, maxInflight: null } },
+  { name: 'metered', keyPrefix: null, upstream: null, limits: { opsPerSecond: null, bytesPerSecond: 200_000, maxClients: null, maxInflight: 4 } },
 ];
 const users = [
   { name: 'default', rules: 'on >adminpw +@all ~* &* +@respool-admin' },

@@ -13,10 +13,10 @@ const dir = mkdtempSync(join(tmpdir(), 'respool-tenants-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 let files = 0;
 
-function load(yaml: string) {
+function load(yaml: string, env: NodeJS.ProcessEnv = {}) {
   const file = join(dir, `t${++files}.yaml`);
   writeFileSync(file, yaml);
-  const r = parseCommandLine(['--config', file, '--upstream', '127.0.0.1:7000'], {});
+  const r = parseCommandLine(['--config', file, '--upstream', '127.0.0.1:7000'], env);
   if (r.kind !== 'run') throw new Error(`expected run, got ${r.kind}`);
   return r.config;
 }
@@ -45,8 +45,8 @@ users:
   - { name: bob, password: pb, tenant: teamb, keyPrefix: "b:" }
 `);
     expect(config.tenants).toEqual([
-      { name: 'teama', keyPrefix: 'a:', limits: limits({ opsPerSecond: 500, maxClients: 3 }) },
-      { name: 'teamb', keyPrefix: null, limits: limits({ bytesPerSecond: 1024 * 1024, maxInflight: 10 }) },
+      { name: 'teama', keyPrefix: 'a:', upstream: null, limits: limits({ opsPerSecond: 500, maxClients: 3 }) },
+      { name: 'teamb', keyPrefix: null, upstream: null, limits: limits({ bytesPerSecond: 1024 * 1024, maxInflight: 10 }) },
     ]);
     expect(config.users.find((u) => u.name === 'alice')).toEqual({ name: 'alice', password: 'pa', tenant: 'teama' }); // the namespace is the tenant's
     expect(config.users.find((u) => u.name === 'bob')).toMatchObject({ tenant: 'teamb', keyPrefix: 'b:' });
@@ -58,7 +58,33 @@ users:
     expect(new TenantDirectory([], config.users).of('alice')).toBeNull(); // no tenants configured: none at all
   });
 
+  it('reads a tenant\'s own upstreams: seeds, mode, upstreamAuth (from the environment too), upstreamTls', () => {
+    const config = load(`
+tenants:
+  - name: own
+    upstreams: ["10.0.0.5:6379", "10.0.0.6:6380"]
+    mode: cluster
+    upstreamAuth: { username: ownapp, passwordEnv: OWN_UPSTREAM_PASSWORD }
+  - { name: solo, upstreams: ["10.0.0.7:6379"], upstreamTls: { enabled: true, servername: cache.internal } }
+`, { OWN_UPSTREAM_PASSWORD: 'from-env' });
+    expect(config.tenants[0]!.upstream).toEqual({
+      upstreams: [{ host: '10.0.0.5', port: 6379 }, { host: '10.0.0.6', port: 6380 }],
+      mode: 'cluster',
+      upstreamAuth: { username: 'ownapp', password: 'from-env' },
+      upstreamTls: { enabled: false, ca: null, cert: null, key: null, servername: null, rejectUnauthorized: true },
+    });
+    expect(config.tenants[1]!.upstream).toMatchObject({ mode: 'auto', upstreamAuth: null, upstreamTls: { enabled: true, servername: 'cache.internal' } });
+    expect(new TenantDirectory(config.tenants, config.users).list()[0]!.snapshot().upstreams).toEqual(['10.0.0.5:6379', '10.0.0.6:6380']);
+  });
+
   it('refuses what cannot work, with a clear error', () => {
+    expect(loadError('tenants: [{ name: a, upstreamAuth: { password: x } }]')).toMatch(/tenants\[0\]: upstreamAuth is for a tenant's own upstreams: give upstreams too/);
+    expect(loadError('tenants: [{ name: a, upstreams: ["nohost"] }]')).toMatch(/tenants\[0\].*upstreams/);
+    expect(loadError('tenants: [{ name: a, upstreams: [] }]')).toMatch(/upstreams/);
+    expect(loadError('tenants: [{ name: a, upstreams: ["h:1"], upstreamAuth: { username: u } }]')).toMatch(/upstreamAuth needs password or passwordEnv/);
+    expect(loadError('tenants: [{ name: a, upstreams: ["h:1"], upstreamTls: { ca: /no/such/file.pem } }]')).toMatch(/tenants\[0\].*no\/such\/file\.pem/);
+    expect(loadError('tenants: [{ name: a, upstreams: ["h:1"], mode: sharded }]')).toMatch(/mode/);
+    expect(loadError('tenants: [{ name: a, keyPrefix: "{respool-fleet}" }]')).toMatch(/keyPrefix/); // the fleet's reserved keys cannot be a namespace
     expect(loadError('tenants: [{ name: a }]\nusers: [{ name: u, password: p, tenant: nosuch }]')).toMatch(/tenant "nosuch" is not one of tenants\[\] \(a\)/);
     expect(loadError('tenants: [{ name: a, keyPrefix: "app:" }, { name: b, keyPrefix: "app:x:" }]')).toMatch(/keyPrefix "app:x:" overlaps tenant "a"'s "app:"/);
     expect(loadError('tenants: [{ name: a }, { name: a }]')).toMatch(/tenant "a" is already defined in tenants\[0\]/);
@@ -103,7 +129,7 @@ describe('Tenant', () => {
   it('holds its clients past opsPerSecond and wakes each once when the rate allows', () => {
     vi.useFakeTimers();
     try {
-      const tenant = new Tenant({ name: 't', keyPrefix: null, limits: limits({ opsPerSecond: 1000 }) });
+      const tenant = new Tenant({ name: 't', keyPrefix: null, upstream: null, limits: limits({ opsPerSecond: 1000 }) });
       const a = client();
       const b = client();
       let admitted = 0;
@@ -131,7 +157,7 @@ describe('Tenant', () => {
   it('holds at maxInflight until a reply is written, and counts clients against maxClients', () => {
     vi.useFakeTimers();
     try {
-      const tenant = new Tenant({ name: 't', keyPrefix: null, limits: limits({ maxInflight: 2, maxClients: 1 }) });
+      const tenant = new Tenant({ name: 't', keyPrefix: null, upstream: null, limits: limits({ maxInflight: 2, maxClients: 1 }) });
       const a = client();
       tenant.inflight.count = 2;
       expect(tenant.mayAdmit(a)).toBe(false);
@@ -153,8 +179,8 @@ describe('Tenant', () => {
 
   it('takes its fair share while another tenant is busy, and all it wants while alone', async () => {
     const directory = new TenantDirectory([
-      { name: 'flood', keyPrefix: null, limits: limits() },
-      { name: 'probe', keyPrefix: null, limits: limits() },
+      { name: 'flood', keyPrefix: null, upstream: null, limits: limits() },
+      { name: 'probe', keyPrefix: null, upstream: null, limits: limits() },
     ], []);
     const [flood, probe] = directory.list();
     const a = client();

@@ -205,6 +205,7 @@ function renderTenants(tenants) {
   show('tenants', table([
     ['tenant', (t) => t.name],
     ['namespace', (t) => t.keyPrefix || '—'],
+    ['upstreams', (t) => (Array.isArray(t.upstreams) ? t.upstreams.join(', ') : 'main'), 'wrap'],
     ['clients', (t) => `${t.clients} of ${limit(t.limits.maxClients, '')}`, 'num'],
     ['replies owed', (t) => `${t.inflight} of ${limit(t.limits.maxInflight, '')}`, 'num'],
     ['held now', (t) => t.heldClients, 'num'],
