@@ -53,6 +53,7 @@ import { listenUnix } from './session/unix-listener.js';
 import { type IdentityMirror, mirrorVerdict } from './upstream/identity-mirror.js';
 import { TenantDirectory } from './tenants/tenant-directory.js';
 import { Backend, tenantBackends } from './backend.js';
+import { startTenantBudgets } from './workers/tenant-usage.js';
 
 export interface RespoolProxy {
   /** The running configuration (a reload changes it in place). */
@@ -481,6 +482,9 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     await m.start();
   }
 
+  // Tenants' limits over every worker and fleet member together: each takes its share (tenants/tenant-budgets.ts).
+  const budgets = startTenantBudgets({ tenants: tenants.list(), fleetState, membership, log });
+
   let admin: AdminServer | null = null;
   if (config.admin) {
     admin = await startAdminServer(config.admin, metrics, {
@@ -571,6 +575,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
         clearInterval(sampler);
         memory.close();
         membership?.stop();
+        budgets?.stop();
         fleetState?.stop();
         metrics.windows.stop();
         saturation.stop();

@@ -28,6 +28,11 @@ function tenantMap(t: Tenant, protocol: 2 | 3): Buffer {
       field('bytes-per-second', number(s.limits.bytesPerSecond)),
       field('max-clients', number(s.limits.maxClients)),
       field('max-inflight', number(s.limits.maxInflight)),
+      // this worker's or member's part of each limit (tenants/tenant-budgets.ts): the whole when it is alone
+      field('ops-per-second-here', number(s.allowed.opsPerSecond === null ? null : Math.round(s.allowed.opsPerSecond))),
+      field('bytes-per-second-here', number(s.allowed.bytesPerSecond === null ? null : Math.round(s.allowed.bytesPerSecond))),
+      field('max-clients-here', number(s.allowed.maxClients)),
+      field('max-inflight-here', number(s.allowed.maxInflight)),
       field('clients', encodeInteger(s.clients)),
       field('inflight', encodeInteger(s.inflight)),
       field('held-clients', encodeInteger(s.heldClients)),

@@ -1,4 +1,4 @@
-import type { TenantConfig } from '../config/types.js';
+import type { TenantConfig, TenantLimits } from '../config/types.js';
 import { clockNow } from '../util/read-clock.js';
 import { TokenBucket } from './token-bucket.js';
 
@@ -18,6 +18,37 @@ export const INFLIGHT_SHARE = 64;
  * must not fill the links in that gap.
  */
 export const BUSY_MS = 100;
+
+/** The limits a tenant's budget divides among workers and fleet members (tenant-budgets.ts). */
+export type BudgetKind = 'ops' | 'bytes' | 'clients' | 'inflight';
+
+/** What a tenant's clients did on this member over a while: tenant-budgets.ts shares it with the other members. */
+export interface TenantUsage {
+  /** Requests handed on. */
+  ops: number;
+  /** Request and reply bytes. */
+  bytes: number;
+  /** Clients now. */
+  clients: number;
+  /** The most replies owed at once. */
+  inflight: number;
+  /** Which limits held a client back or refused one (HELD_OPS | HELD_BYTES | HELD_CLIENTS | HELD_INFLIGHT). */
+  held: number;
+}
+export const HELD_OPS = 1;
+export const HELD_BYTES = 2;
+export const HELD_CLIENTS = 4;
+export const HELD_INFLIGHT = 8;
+const HELD_BY = { ops: HELD_OPS, bytes: HELD_BYTES, inflight: HELD_INFLIGHT } as const;
+
+/** A rate's bucket after its rate changed: kept (what was taken stays taken), made, or dropped (no limit). */
+function bucketFor(bucket: TokenBucket | null, rate: number | null, now: number): TokenBucket | null {
+  if (rate === null) return null;
+  const burst = Math.max(1, rate * BURST_SECONDS);
+  if (bucket === null) return new TokenBucket(rate, burst, now);
+  bucket.setRate(rate, burst, now);
+  return bucket;
+}
 
 /** What a tenant needs of a client it holds back: to be handed its turn again once its limits allow. */
 export interface TenantClient {
@@ -46,7 +77,9 @@ export interface TenantSnapshot {
   name: string;
   keyPrefix: string | null;
   upstreams: readonly string[] | null;
-  limits: TenantConfig['limits'];
+  limits: TenantLimits;
+  /** This member's part of the limits (the whole of them when it is alone: tenant-budgets.ts). */
+  allowed: TenantLimits;
   clients: number;
   inflight: number;
   heldClients: number;
@@ -88,9 +121,16 @@ export class Tenant {
   readonly keyPrefix: string | null;
   /** Its own upstreams as host:port (tenants[].upstreams), or null: the main ones. */
   readonly upstreams: readonly string[] | null;
-  private readonly limits: TenantConfig['limits'];
-  private readonly ops: TokenBucket | null;
-  private readonly bytes: TokenBucket | null;
+  /** The tenant's whole budget (config, or RESPOOL TENANT SET): over every worker and fleet member. */
+  private limits: TenantLimits;
+  /** This member's part of each limit (tenant-budgets.ts), 1 when it is alone. */
+  private shares: Record<BudgetKind, number> = { ops: 1, bytes: 1, clients: 1, inflight: 1 };
+  /** The limits this member holds its clients to: `limits` × `shares`. */
+  private allowed: TenantLimits;
+  private ops: TokenBucket | null = null;
+  private bytes: TokenBucket | null = null;
+  /** What its clients did since the last takeUsage (tenant-budgets.ts reports it to the other members). */
+  private usage: TenantUsage = { ops: 0, bytes: 0, clients: 0, inflight: 0, held: 0 };
   /** Connections of its users now. */
   clients = 0;
   /** Replies its clients are owed now (ReplyQueue keeps it: push +1, written −1). */
@@ -116,25 +156,69 @@ export class Tenant {
     this.name = config.name;
     this.keyPrefix = config.keyPrefix;
     this.upstreams = config.upstream === null ? null : config.upstream.upstreams.map((u) => `${u.host}:${u.port}`);
-    this.limits = config.limits;
-    const now = clockNow();
-    const { opsPerSecond, bytesPerSecond } = config.limits;
-    this.ops = opsPerSecond === null ? null : new TokenBucket(opsPerSecond, Math.max(1, opsPerSecond * BURST_SECONDS), now);
-    this.bytes = bytesPerSecond === null ? null : new TokenBucket(bytesPerSecond, Math.max(1, bytesPerSecond * BURST_SECONDS), now);
+    this.limits = { ...config.limits };
+    this.allowed = this.limits;
+    this.applyLimits();
   }
 
   get maxClients(): number | null {
-    return this.limits.maxClients;
+    return this.allowed.maxClients;
+  }
+
+  /** Its whole budget now. */
+  get budget(): Readonly<TenantLimits> {
+    return this.limits;
+  }
+
+  /** A new budget (RESPOOL TENANT SET, a reload): this member's shares of it apply at once. */
+  setLimits(limits: TenantLimits): void {
+    this.limits = { ...limits };
+    this.applyLimits();
+    this.wake(); // a raised limit lets held clients go on now
+  }
+
+  /** This member's parts of the budget (tenant-budgets.ts), each in (0, 1]. */
+  setShares(shares: Record<BudgetKind, number>): void {
+    const s = this.shares;
+    if (s.ops === shares.ops && s.bytes === shares.bytes && s.clients === shares.clients && s.inflight === shares.inflight) return;
+    this.shares = { ...shares };
+    this.applyLimits();
+  }
+
+  /** What its clients did since the last call (ops and bytes counted, clients now, the most replies owed at once, which limits held them). */
+  takeUsage(): TenantUsage {
+    const u = this.usage;
+    u.clients = this.clients;
+    u.inflight = Math.max(u.inflight, this.inflight.count);
+    this.usage = { ops: 0, bytes: 0, clients: 0, inflight: this.inflight.count, held: 0 };
+    return u;
+  }
+
+  private applyLimits(): void {
+    const now = clockNow();
+    const l = this.limits;
+    const f = this.shares;
+    const part = (limit: number | null, share: number) => (limit === null ? null : limit * share);
+    const count = (limit: number | null, share: number) => (limit === null ? null : Math.max(1, Math.round(limit * share)));
+    this.allowed = {
+      opsPerSecond: part(l.opsPerSecond, f.ops),
+      bytesPerSecond: part(l.bytesPerSecond, f.bytes),
+      maxClients: count(l.maxClients, f.clients),
+      maxInflight: count(l.maxInflight, f.inflight),
+    };
+    this.ops = bucketFor(this.ops, this.allowed.opsPerSecond, now);
+    this.bytes = bucketFor(this.bytes, this.allowed.bytesPerSecond, now);
   }
 
   /** Whether one more client may join (maxClients). */
   hasRoom(): boolean {
-    return this.limits.maxClients === null || this.clients < this.limits.maxClients;
+    return this.allowed.maxClients === null || this.clients < this.allowed.maxClients;
   }
 
   /** A connection refused for maxClients. */
   refused(): void {
     this.counts.refusedClients++;
+    this.usage.held |= HELD_CLIENTS;
   }
 
   /**
@@ -146,11 +230,12 @@ export class Tenant {
     let hold: TenantHold | null = null;
     if (this.ops !== null && !this.ops.available(now)) hold = 'ops';
     else if (this.bytes !== null && !this.bytes.available(now)) hold = 'bytes';
-    else if (this.limits.maxInflight !== null && this.inflight.count >= this.limits.maxInflight) hold = 'inflight';
+    else if (this.allowed.maxInflight !== null && this.inflight.count >= this.allowed.maxInflight) hold = 'inflight';
     else if ((this.turnUsed >= TURN_SHARE || this.inflight.count >= INFLIGHT_SHARE) && this.peers?.othersBusy(this) === true) hold = 'share';
     if (hold === null) return true;
+    if (hold !== 'share') this.usage.held |= HELD_BY[hold];
     // Held until replies are written: woken by replyWritten once fewer than `repliesBelow` are owed.
-    if (hold === 'inflight') this.repliesBelow = this.limits.maxInflight!;
+    if (hold === 'inflight') this.repliesBelow = this.allowed.maxInflight!;
     else if (hold === 'share' && this.inflight.count >= INFLIGHT_SHARE) this.repliesBelow = INFLIGHT_SHARE;
     if (!this.held.has(client)) {
       this.held.add(client);
@@ -169,6 +254,10 @@ export class Tenant {
     const now = clockNow();
     this.counts.requests++;
     this.counts.bytesIn += bytes;
+    const usage = this.usage;
+    usage.ops++;
+    usage.bytes += bytes;
+    if (this.inflight.count > usage.inflight) usage.inflight = this.inflight.count;
     this.turnUsed++;
     this.lastAdmittedAt = now;
     this.peers?.admittedInTurn();
@@ -179,6 +268,7 @@ export class Tenant {
   /** A reply of `bytes` was written to one of its clients. */
   replyWritten(bytes: number): void {
     this.counts.bytesOut += bytes;
+    this.usage.bytes += bytes;
     this.bytes?.take(bytes, clockNow());
     if (this.inflight.count < this.repliesBelow) {
       this.repliesBelow = 0;
@@ -205,7 +295,9 @@ export class Tenant {
   }
 
   private readonly wake = (): void => {
+    if (this.wakeTimer !== null) clearTimeout(this.wakeTimer);
     this.wakeTimer = null;
+    if (this.held.size === 0) return;
     const held = [...this.held];
     this.held.clear();
     this.counts.heldMs += clockNow() - this.heldSince;
@@ -220,6 +312,7 @@ export class Tenant {
       keyPrefix: this.keyPrefix,
       upstreams: this.upstreams,
       limits: { ...this.limits },
+      allowed: { ...this.allowed },
       clients: this.clients,
       inflight: this.inflight.count,
       heldClients: this.held.size,

@@ -11,12 +11,20 @@ export class TokenBucket {
   private at: number;
 
   constructor(
-    private readonly ratePerSecond: number,
-    private readonly burst: number,
+    private ratePerSecond: number,
+    private burst: number,
     now: number,
   ) {
     this.tokens = burst;
     this.at = now;
+  }
+
+  /** A new rate and depth from now on (its share of a budget changed): what was taken stays taken. */
+  setRate(ratePerSecond: number, burst: number, now: number): void {
+    this.refill(now);
+    this.ratePerSecond = ratePerSecond;
+    this.burst = burst;
+    this.tokens = Math.min(this.tokens, burst);
   }
 
   /** Whether a use may start now (the bucket is above zero). */

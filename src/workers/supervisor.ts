@@ -8,6 +8,7 @@ import { aggregatorRegistry } from '../metrics/prom-client-parts.js';
 import type { Logger } from 'pino';
 import type { HostPort, RespoolConfig } from '../config/types.js';
 import { PEER_COMMAND_MESSAGE } from './peer-commands.js';
+import { TENANT_USAGE_MESSAGE } from './tenant-usage.js';
 import { mergeWindowReports, REPORT_REQUEST, REPORT_RESPONSE, REPORT_TIMEOUT_MS, REPORTS_REQUEST, REPORTS_RESPONSE, type ReportsMessage } from './hot-key-reports.js';
 import type { WindowReport } from '../hotkeys/detector.js';
 import { usesFleetState } from '../fleet/fleet-state.js';
@@ -84,7 +85,7 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
   let stopping = false;
 
   const fork = (index: number) => {
-    const worker = cluster.fork({ RESPOOL_WORKER_INDEX: String(index), ...mirrorSecretEnv });
+    const worker = cluster.fork({ RESPOOL_WORKER_INDEX: String(index), RESPOOL_WORKER_COUNT: String(count), ...mirrorSecretEnv });
     const slot: WorkerSlot = { worker, admin: null };
     slots[index] = slot;
     worker.on('message', (msg: unknown) => {
@@ -98,6 +99,8 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
         if (splitLog.length < SPLIT_LOG_MAX) splitLog.push({ kind: 'command', message: msg as object });
         for (const s of slots) if (s !== slot && !s.worker.isDead()) s.worker.send(msg as object);
       }
+      // A worker's tenant usage (tenant-usage.ts): to every other worker, not kept (the next one comes within a period).
+      if (m?.type === TENANT_USAGE_MESSAGE) for (const s of slots) if (s !== slot && !s.worker.isDead() && s.worker.isConnected()) s.worker.send(msg as object);
       if (m?.type === REPORTS_REQUEST) gatherReports(slot.worker, msg as ReportsMessage);
       if (m?.type === REPORT_RESPONSE) gathering.get((msg as ReportsMessage).id)?.((msg as ReportsMessage).report);
     });
