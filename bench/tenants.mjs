@@ -11,8 +11,11 @@
 //    200 clients P=32 1 KB SETs — the fair share between tenants always on; flood unlimited,
 //    held to FLOOD_OPS ops/s, and held to FLOOD_INFLIGHT replies owed —
 //    probe's p99 ÷ its p99 alone (target ≤ 2× with the limit), flood's requests/s.
+// 4. Shedding: tenants `shop` (priority 10) and `batch` (priority 0) each flood (50 clients, P=16
+//    SETs) with a saturation rule their load meets (saturation.cpuPercent SHED_CPU): each second,
+//    each tenant's requests/s and the rate batch is slowed to — batch is slowed first, shop not.
 //
-// Env: BENCH_ROUNDS (5), BENCH_N_P1 (150000), BENCH_N_P16 (1200000), PACED_OPS (5000), FLOOD_OPS (20000), FLOOD_INFLIGHT (256),
+// Env: BENCH_ROUNDS (5), BENCH_N_P1 (150000), BENCH_N_P16 (1200000), PACED_OPS (5000), FLOOD_OPS (20000), FLOOD_INFLIGHT (256), SHED_CPU (25), SHED_SECONDS (10),
 // BENCH_PIN=1 (respool on core 0, servers and load on core 1). Loopback only; only the processes
 // it started are stopped, by pid.
 import fs from 'node:fs';
@@ -29,6 +32,8 @@ const N = { 1: envInt('BENCH_N_P1', 150_000), 16: envInt('BENCH_N_P16', 1_200_00
 const FLOOD_OPS = envInt('FLOOD_OPS', 20_000);
 const FLOOD_INFLIGHT = envInt('FLOOD_INFLIGHT', 256);
 const PACED_OPS = envInt('PACED_OPS', 5000);
+const SHED_CPU = envInt('SHED_CPU', 25);
+const SHED_SECONDS = envInt('SHED_SECONDS', 10);
 const PIN = envFlag('BENCH_PIN');
 const benchmark = (args, opts) => (PIN ? run('taskset', ['-c', '1', 'valkey-benchmark', ...args], opts) : run('valkey-benchmark', args, opts));
 
@@ -44,6 +49,23 @@ const FLOOD_LIMITS = {
 };
 const floodConfig = (limits) => `tenants:\n  - { name: probe }\n  - { name: flood${limits ? `, limits: ${limits}` : ''} }\n`
   + 'users:\n  - { name: default, password: adminpw }\n  - { name: p, password: pp, tenant: probe }\n  - { name: f, password: pf, tenant: flood }\n';
+
+const shedConfig = 'tenants:\n  - { name: shop, keyPrefix: "shop:", priority: 10 }\n  - { name: batch, keyPrefix: "batch:", priority: 0 }\n'
+  + 'users:\n  - { name: default, rules: "on >adminpw +@all ~* &* +@respool-admin" }\n  - { name: s, password: ps, tenant: shop }\n  - { name: b, password: pb, tenant: batch }\n'
+  + `saturation: { cpuPercent: ${SHED_CPU}, cpuSampleMs: 250, p99Ms: 1h }\n`;
+
+/** RESPOOL TENANTS through valkey-cli --raw: per tenant name, its fields (a flat list of name, value, …). */
+async function tenantFields(port) {
+  const { out } = await run('valkey-cli', ['-h', HOST, '-p', String(port), '--user', 'default', '-a', 'adminpw', '--no-auth-warning', '--raw', 'RESPOOL', 'TENANTS']);
+  const lines = out.split('\n');
+  const byName = {};
+  let current = null;
+  for (let i = 0; i + 1 < lines.length; i += 2) {
+    if (lines[i] === 'name') byName[(current = lines[i + 1])] = {};
+    if (current !== null) byName[current][lines[i]] = lines[i + 1];
+  }
+  return byName;
+}
 
 const { startCluster } = await import(path.join(ROOT_DIR, 'build/harness/valkey-processes.js'));
 
@@ -132,6 +154,27 @@ try {
     await stop(proxy.child);
   }
 
+  // 4. Shedding: both tenants flood; the node rule is met; once a second, who runs at what rate.
+  const shedProxy = await startRespool('shedding', shedConfig, seed);
+  procs.push(shedProxy);
+  const shedFlood = (user, password) => ['-h', HOST, '-p', String(shedProxy.port), '--user', user, '-a', password, '-c', '50', '-n', '100000000', '-d', '100', '-r', '100000', '-P', '16', '-t', 'set'];
+  const shedChildren = [];
+  const floods = [['s', 'ps'], ['b', 'pb']].map(([u, pw]) => benchmark(shedFlood(u, pw), { timeoutMs: 300_000, onSpawn: (c) => shedChildren.push(c) }).catch(() => ({ out: '' })));
+  const shedRuns = [];
+  let last = await tenantFields(shedProxy.port);
+  for (let second = 1; second <= SHED_SECONDS; second++) {
+    await sleep(1000);
+    const now = await tenantFields(shedProxy.port);
+    const rate = (t) => Number(now[t].requests) - Number(last[t].requests);
+    const r = { second, shop: rate('shop'), batch: rate('batch'), batchSlowedTo: now.batch['shed-ops-per-second'] || null, shopSlowedTo: now.shop['shed-ops-per-second'] || null, reason: now.batch['shed-reason'] || '' };
+    log(`shedding second ${second}: shop ${fmtInt(r.shop)}/s, batch ${fmtInt(r.batch)}/s, batch slowed to ${r.batchSlowedTo ?? '—'}`);
+    shedRuns.push(r);
+    last = now;
+  }
+  for (const c of shedChildren) c.kill('SIGINT');
+  await Promise.all(floods);
+  await stop(shedProxy.child);
+
   const mm = (xs, f) => `${f(median(xs))} (${f(Math.min(...xs))}–${f(Math.max(...xs))})`;
   const of = (name, p, t) => runs.filter((r) => r.variant === name && r.pipeline === p && r.test === t);
   const ratio = (p, t) => [...Array(ROUNDS).keys()].map((i) => of('tenant', p, t).find((r) => r.round === i + 1).cpuUsPerReq / of('no tenant', p, t).find((r) => r.round === i + 1).cpuUsPerReq);
@@ -158,10 +201,16 @@ try {
     '',
     mdTable(['flood', 'probe p99 alone, ms', 'probe p99 during the flood, ms', 'during ÷ alone'], floodRows, ['l', 'r', 'r', 'r']),
     '',
+    `Shedding: tenants shop (priority 10) and batch (priority 0) each flood with 50 clients, P=16 100-byte SETs, with a node rule their load meets (saturation.cpuPercent ${SHED_CPU}); each second, each tenant's requests/s and the rate respool slowed it to (RESPOOL TENANTS):`,
+    '',
+    mdTable(['second', 'shop (priority 10) requests/s', 'shop slowed to', 'batch (priority 0) requests/s', 'batch slowed to'], shedRuns.map((r) => [r.second, fmtInt(r.shop), r.shopSlowedTo ?? '—', fmtInt(r.batch), r.batchSlowedTo ?? '—']), ['r', 'r', 'r', 'r', 'r']),
+    '',
+    `Why batch was slowed (its last shed-reason): ${shedRuns.map((r) => r.reason).filter(Boolean).at(-1) ?? 'never slowed'}.`,
+    '',
     `Measured ${started.toISOString()} → ${new Date().toISOString()} on ${fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join('/')} load (1/5/15 min). Raw runs: bench/out/tenants${PIN ? '-pinned' : ''}.json.`,
   ].join('\n');
   const section = PIN ? 'tenants-pinned' : 'tenants';
-  writeOutputs(section, { rounds: ROUNDS, n: N, floodOps: FLOOD_OPS, pacedOps: PACED_OPS, runs, pacedRuns, floodRuns, commands: procs.map((p) => p.cmd) }, md);
+  writeOutputs(section, { rounds: ROUNDS, n: N, floodOps: FLOOD_OPS, pacedOps: PACED_OPS, shedCpu: SHED_CPU, runs, pacedRuns, floodRuns, shedRuns, commands: procs.map((p) => p.cmd) }, md);
   writeSection(section, md);
   console.log(md);
 } finally {

@@ -16,6 +16,7 @@ import { configRoute } from './admin/config-route.js';
 import { observeRoutes } from './admin/observe-routes.js';
 import { clientRoutes } from './admin/client-routes.js';
 import { statusPageRoutes } from './admin/status-page.js';
+import { tenantRoutes } from './admin/tenant-routes.js';
 import { createLogger } from './util/logger.js';
 import { RateLimitedLog } from './util/rate-limited-log.js';
 import { reloadProxy, type ReloadResult } from './config/reload.js';
@@ -52,6 +53,9 @@ import { FleetAcl } from './fleet/fleet-acl.js';
 import { listenUnix } from './session/unix-listener.js';
 import { type IdentityMirror, mirrorVerdict } from './upstream/identity-mirror.js';
 import { TenantDirectory } from './tenants/tenant-directory.js';
+import { changedLimits } from './tenants/limit-changes.js';
+import { TenantShedding } from './tenants/tenant-shedding.js';
+import { FleetTenants } from './fleet/fleet-tenants.js';
 import { Backend, tenantBackends } from './backend.js';
 import { startTenantBudgets } from './workers/tenant-usage.js';
 
@@ -85,6 +89,8 @@ export interface RespoolProxy {
   readonly users: UserDirectory;
   /** Mirrored users on the nodes. */
   readonly mirror: IdentityMirror;
+  /** Changes a tenant's limits here (and in a fleet with shared state, everywhere): RESPOOL TENANT SET from another worker. */
+  changeTenantLimits(name: string, changes: ReadonlyArray<readonly [string, unknown]>): Promise<string | null>;
   /** The fleet's members and their states (null without cluster.peers / peersFrom). */
   readonly membership: Membership | null;
   /** The fleet's shared runtime state (null unless cluster.fleetState is in use). */
@@ -210,6 +216,19 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
 
   // Applications sharing this respool: each configured user's tenant, its limits and counts (src/tenants).
   const tenants = new TenantDirectory(config.tenants, config.users);
+  for (const tenant of tenants.list()) tenant.measureLatency(metrics.windows.tenant(tenant.name)); // its clients' p50/p99
+  // A fleet: tenants' limits changed at run time through any member reach every member (fleet/fleet-tenants.ts).
+  const fleetTenants = fleetState === null ? null : new FleetTenants(fleetState, tenants);
+  const changeTenantLimits = async (name: string, changes: ReadonlyArray<readonly [string, unknown]>): Promise<string | null> => {
+    const tenant = tenants.get(name);
+    if (tenant === undefined) return `no tenant '${name}' (${tenants.list().map((t) => t.name).join(', ') || 'none are configured'})`;
+    const next = changedLimits(tenant.budget, changes);
+    if (typeof next === 'string') return next;
+    tenants.setLimits(name, next);
+    log.info({ event: 'tenant_limits', tenant: name, limits: next }, `tenant ${name}: limits changed at run time`);
+    if (fleetTenants !== null) await fleetTenants.share(name, next);
+    return null;
+  };
   metrics.tenantsAtScrape(() => tenants.list());
   const ctx: ServerContext = {
     config,
@@ -220,6 +239,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     users,
     tenants,
     fleetAcl,
+    changeTenantLimits,
     admission: new FairAdmission((lane) => metrics.raw.admission_wait_seconds.labels(lane)),
     clientPause: new ClientPause(),
     monitors,
@@ -417,6 +437,14 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   // Before the first client: its user's identity, HELLO's server name (bounded: a node that does not answer delays nobody long).
   await Promise.race([Promise.all([checkMirrorAllowed(), hello.learn()]), new Promise((r) => setTimeout(r, STARTUP_TOPOLOGY_WAIT_MS).unref())]);
   saturation.start();
+  // A saturated node slows the lowest-priority tenants first (tenants/tenant-shedding.ts).
+  const shedding = tenants.list().length === 0 ? null : new TenantShedding(
+    () => tenants.list(),
+    () => saturation.states().filter((n) => n.saturated),
+    (tenant, rate, why) => events.emit(rate === null ? 'info' : 'warn', 'tenant_shed', `tenant|${tenant.name}`, { tenant: tenant.name, priority: tenant.priority, opsPerSecond: rate === null ? null : Math.round(rate), reason: why },
+      rate === null ? `tenant ${tenant.name}: no longer slowed (${why})` : `tenant ${tenant.name} (priority ${tenant.priority}) slowed to ${Math.round(rate)} requests/s: ${why}`),
+  );
+  shedding?.start();
 
   // The fleet's shared state is read before clients are served (at most FLEET_START_WAIT_MS: an
   // unreachable state shard does not stop start-up): here when the announce address is known
@@ -523,6 +551,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
       for (const s of sessions) yield { id: s.id, address: s.address, name: s.state.name ?? '', laneClass: s.laneClass, pending: s.pending, outputBytes: () => s.outputBytes(), queryBytes: () => s.queryBytes() };
     };
     for (const r of clientRoutes({ clients: clientFacts, memory, lanes: () => pools.inflightByLane() })) admin.registerRoute(r.method, r.path, r.handler);
+    for (const r of tenantRoutes(changeTenantLimits)) admin.registerRoute(r.method, r.path, r.handler); // POST /tenants: limits at run time
     for (const r of statusPageRoutes()) admin.registerRoute(r.method, r.path, r.handler); // the status page at /
   }
   log.info({ listen: listen === null ? null : address, unixSocket: config.unixSocket, listenTls: tlsAddress, admin: admin?.address ?? null, upstreams: config.upstreams, mode: config.mode }, 'respool listening');
@@ -540,7 +569,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
       log.info({ listenTls: tlsAddress, upstreamTls: config.upstreamTls.enabled }, 'TLS certificates reloaded');
     },
     reload(next) {
-      const result = reloadProxy({ config, log, pools, reads, hotKeys, users, reloadTls: () => (this as RespoolProxy).reloadTls() }, next);
+      const result = reloadProxy({ config, log, pools, reads, hotKeys, users, tenants, reloadTls: () => (this as RespoolProxy).reloadTls() }, next);
       socketOptions.apply(); // clients.tcpKeepAliveMs for connections accepted from now on
       return result;
     },
@@ -550,6 +579,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     hotKeys,
     users,
     mirror,
+    changeTenantLimits,
     membership,
     fleetState,
     clientCount: () => sessions.size,
@@ -576,6 +606,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
         memory.close();
         membership?.stop();
         budgets?.stop();
+        shedding?.stop();
         fleetState?.stop();
         metrics.windows.stop();
         saturation.stop();

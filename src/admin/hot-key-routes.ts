@@ -9,7 +9,8 @@ const JSON_TYPE = 'application/json; charset=utf-8';
 const json = (status: number, body: unknown): AdminResponse => ({ status, contentType: JSON_TYPE, body });
 const MAX_BODY = 64 * 1024;
 
-async function readJsonBody(req: AdminRequest): Promise<unknown> {
+/** A request's JSON body (at most 64 KiB; empty: {}); throws on a bad or oversize one. */
+export async function readJsonBody(req: AdminRequest): Promise<unknown> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req.raw) {

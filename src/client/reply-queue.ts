@@ -103,8 +103,11 @@ export class ReplyQueue {
     return this.entries.length;
   }
 
-  /** The count of replies owed that the client's tenant keeps over all its clients (src/tenants/tenant.ts), or null. */
-  owed: { count: number } | null = null;
+  /**
+   * The client's tenant's meter (src/tenants/tenant.ts), or null: the replies owed over all its
+   * clients, and its last-minute latency, told of each timed reply as it is written.
+   */
+  owed: { count: number; readonly latency: { recordMs(ms: number): void } | null } | null = null;
 
   push(entry: ReplyEntry): void {
     if (this.owed !== null) this.owed.count++;
@@ -163,6 +166,7 @@ export class ReplyQueue {
         const ms = now - head.startedAt;
         head.series.observe(ms / 1000); // respool_client_request_duration_seconds{family}
         if (this.observer !== null) this.observer.requestDone(head, ms);
+        if (this.owed !== null && this.owed.latency !== null) this.owed.latency.recordMs(ms);
       }
       head = this.entries.peek();
     }

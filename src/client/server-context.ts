@@ -36,6 +36,11 @@ export interface ServerContext {
   readonly tenants: TenantDirectory;
   /** The context of a tenant's clients: this one with the tenant's own upstreams (tenants[].upstreams, backend.ts), or the main one. */
   contextOf?(tenant: Tenant | null): ServerContext;
+  /**
+   * Changes a tenant's limits at run time (RESPOOL TENANT SET, POST /tenants; tenants/limit-changes.ts):
+   * here, and in a fleet with shared state on every member. The error text, or null once applied.
+   */
+  changeTenantLimits?(name: string, changes: ReadonlyArray<readonly [string, unknown]>): Promise<string | null>;
   /** In a fleet with shared state: shares a client's ACL change with every member (fleet/fleet-acl.ts). */
   readonly fleetAcl?: { share(args: readonly Buffer[]): Promise<void> } | null;
   /** Hot keys: the RESPOOL command steers them. */

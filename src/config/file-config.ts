@@ -361,6 +361,7 @@ function readTenant(t: Record<string, unknown>, before: readonly TenantConfig[],
     name,
     keyPrefix,
     upstream: readTenantUpstream(t, env),
+    priority: typeof t.priority === 'number' ? t.priority : 0,
     limits: { opsPerSecond: limit(l.opsPerSecond), bytesPerSecond, maxClients: limit(l.maxClients), maxInflight: limit(l.maxInflight) },
   };
 }

@@ -6,7 +6,7 @@
 // RespoolProxy.reload (src/server.ts).
 
 import type { Logger } from 'pino';
-import type { RespoolConfig } from './types.js';
+import type { RespoolConfig, TenantConfig, TenantLimits } from './types.js';
 
 /** Settings (leaf paths, or a prefix ending in ".") that a running proxy cannot change. */
 const NEEDS_RESTART: readonly string[] = [
@@ -29,7 +29,8 @@ const NEEDS_RESTART: readonly string[] = [
   'admission.bulkConnectionsPerNode', 'limits.maxMemory',
   // colocation rules change every stored name they cover: clients would lose sight of their keys mid-run
   'colocate',
-  // tenants and their limits are set up once (src/tenants)
+  // tenants' names, namespaces and upstreams are set up once (src/tenants, backend.ts); their limits
+  // alone change at run time (limitsOnly below)
   'tenants',
 ];
 
@@ -58,6 +59,12 @@ function leaves(value: unknown, prefix = '', out = new Map<string, unknown>()): 
   return out;
 }
 
+/** The same tenants, in the same order, with the same namespaces and upstreams: only their limits differ. */
+function limitsOnly(running: readonly TenantConfig[], next: readonly TenantConfig[]): boolean {
+  const shape = (list: readonly TenantConfig[]) => JSON.stringify(list.map((t) => ({ ...t, limits: null })));
+  return shape(running) === shape(next);
+}
+
 /** Which changed settings apply now and which need a restart. */
 export function planReload(running: RespoolConfig, next: RespoolConfig): ReloadPlan {
   const a = leaves(running);
@@ -65,7 +72,8 @@ export function planReload(running: RespoolConfig, next: RespoolConfig): ReloadP
   const plan: ReloadPlan = { apply: [], needsRestart: [] };
   for (const path of new Set([...a.keys(), ...b.keys()])) {
     if (JSON.stringify(a.get(path)) === JSON.stringify(b.get(path))) continue;
-    (needsRestart(path) ? plan.needsRestart : plan.apply).push(path);
+    const restart = path === 'tenants' ? !limitsOnly(running.tenants, next.tenants) : needsRestart(path);
+    (restart ? plan.needsRestart : plan.apply).push(path);
   }
   return plan;
 }
@@ -107,6 +115,8 @@ export interface ReloadTargets {
   };
   /** The TLS engineer's certificate reload (reads config.tls / config.upstreamTls again); throws on a bad file. */
   reloadTls?: () => void;
+  /** The tenants (src/tenants/tenant-directory.ts): their limits changed by the reload. */
+  tenants?: { setLimits(name: string, limits: TenantLimits): boolean };
   /** respool's users: the configuration's and the ACL file's read again (src/acl/user-directory.ts); null or why not. */
   users?: { reload(): string | null };
 }
@@ -153,6 +163,7 @@ export function reloadProxy(t: ReloadTargets, next: RespoolConfig): ReloadResult
       }
     }
   }
+  if (touched('tenants')) for (const tenant of t.config.tenants) t.tenants?.setLimits(tenant.name, tenant.limits);
   // The ACL file may have changed on disk: always read it again (with the configuration's users).
   if (t.users !== undefined) {
     const problem = t.users.reload();

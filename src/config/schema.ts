@@ -343,6 +343,8 @@ export const CONFIG_FILE_SCHEMA: Schema = {
           mode: { enum: [...MODES], 'x-expect': `must be one of ${MODES.join(', ')}` },
           upstreamAuth: upstreamAuthSchema(),
           upstreamTls: UPSTREAM_TLS_SCHEMA,
+          // higher is slowed later when a node saturates (src/tenants/tenant-shedding.ts)
+          priority: { type: 'integer', minimum: -1000, maximum: 1000, 'x-expect': 'must be a whole number from -1000 to 1000 (higher: slowed later)' },
           limits: {
             type: 'object',
             additionalProperties: false,

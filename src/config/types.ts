@@ -135,6 +135,8 @@ export interface TenantConfig {
   /** Its own cluster or server (tenants[].upstreams), or null: the main upstreams. */
   upstream: TenantUpstream | null;
   limits: TenantLimits;
+  /** Higher is slowed later when a node saturates (src/tenants/tenant-shedding.ts); default 0. */
+  priority?: number;
 }
 
 /** A tenant's own upstreams: what the main ones take from upstreams, mode, upstreamAuth and upstreamTls. */

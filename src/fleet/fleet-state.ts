@@ -1,7 +1,7 @@
 import { nodeCrypto } from '../util/lazy-builtins.js';
 import type { Logger } from 'pino';
 import type { Metrics } from '../metrics/metrics.js';
-import type { RespoolConfig } from '../config/types.js';
+import type { RespoolConfig, TenantLimits } from '../config/types.js';
 import type { FleetStore } from './fleet-store.js';
 
 /** cluster.fleetState: upstream, or auto in a fleet (peers or peersFrom). */
@@ -52,6 +52,8 @@ export interface FleetDoc {
   rules: FleetRule[];
   /** Users changed at run time through any member (fleet-acl.ts); absent until the first change. */
   acl?: { epoch: number; users: Record<string, string | null> };
+  /** Tenants' limits changed at run time through any member (fleet-tenants.ts); absent until the first change. */
+  tenants?: Record<string, TenantLimits>;
 }
 
 export interface Registration {
@@ -325,5 +327,7 @@ function parseDoc(text: string): FleetDoc {
   if (!Array.isArray(raw.rules)) throw new Error('no rules list');
   const acl = raw.acl;
   if (acl !== undefined && (typeof acl !== 'object' || acl === null || typeof acl.epoch !== 'number' || typeof acl.users !== 'object')) throw new Error('acl is not { epoch, users }');
-  return acl === undefined ? { rules: raw.rules } : { rules: raw.rules, acl };
+  const tenants = raw.tenants;
+  if (tenants !== undefined && (typeof tenants !== 'object' || tenants === null || Array.isArray(tenants))) throw new Error('tenants is not { name: limits }');
+  return { rules: raw.rules, ...(acl === undefined ? {} : { acl }), ...(tenants === undefined ? {} : { tenants }) };
 }

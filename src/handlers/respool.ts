@@ -8,7 +8,7 @@ import type { Handler } from '../client/handler-session.js';
 import { fleetReply } from '../fleet/fleet-view.js';
 import { isObserveSubcommand, respoolObserve, RESPOOL_OBSERVE_HELP } from './respool-observe.js';
 import { colocate, RESPOOL_COLOCATE_HELP } from './colocate-check.js';
-import { RESPOOL_TENANTS_HELP, tenantsReply } from './tenants.js';
+import { RESPOOL_TENANTS_HELP, tenantSet, tenantsReply } from './tenants.js';
 
 /**
  * RESPOOL HOTKEYS | NODES | SPLIT …: respool's own command (src/hotkeys/control.ts). With users
@@ -29,6 +29,7 @@ export const respool: Handler = (session, req) => {
     const arity = arityError({ name: 'respool|tenants', arity: 2 }, req.args.length);
     return session.replyNow(arity !== null ? encodeError(arity) : tenantsReply(session)); // handlers/tenants.ts
   }
+  if (sub === 'TENANT') return tenantSet(session, req, ctx.fleetAcl != null ? () => {} : sharePeerCommand); // in a fleet with shared state, the state carries it
   if (sub === 'FLEET') {
     // The fleet's members as this instance sees them (src/fleet/fleet-view.ts).
     const arity = arityError({ name: 'respool|fleet', arity: 2 }, req.args.length);

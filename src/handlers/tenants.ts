@@ -1,8 +1,40 @@
-import { encodeArray, encodeBulk, encodeInteger, encodeMap } from '../resp/encode.js';
+import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeMap, encodeSimple } from '../resp/encode.js';
+import { ProxyError } from '../errors.js';
 import type { Tenant } from '../tenants/tenant.js';
-import type { HandlerSession } from '../client/handler-session.js';
+import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
 
-export const RESPOOL_TENANTS_HELP = ['TENANTS', '    Each tenant (config tenants[]): its namespace, limits, clients now and what its clients did.'];
+export const RESPOOL_TENANTS_HELP = [
+  'TENANTS', '    Each tenant (config tenants[]): its namespace, limits, clients now and what its clients did.',
+  'TENANT SET <name> <limit> <value> [<limit> <value> ...]',
+  '    Changes a tenant\'s limits now (ops-per-second, bytes-per-second, max-clients, max-inflight; none: no limit), on every worker and fleet member.',
+];
+
+/**
+ * RESPOOL TENANT SET name limit value …: the tenant's whole budget changes at once, on every
+ * worker (the handler shares the command: workers/peer-commands.ts) and fleet member (the fleet's
+ * state: fleet/fleet-tenants.ts). +OK, or an error naming what is wrong.
+ */
+export function tenantSet(session: HandlerSession, req: CommandRequest, share: (args: readonly Buffer[], reply: Buffer) => void): void {
+  const args = req.args;
+  if (args.length < 6 || args.length % 2 !== 0 || args[2]!.toString('latin1').toUpperCase() !== 'SET') {
+    return session.replyNow(encodeError(ProxyError.respool('RESPOOL TENANT SET <name> <limit> <value> [<limit> <value> ...]')));
+  }
+  const change = session.ctx.changeTenantLimits;
+  if (change === undefined) return session.replyNow(encodeError(ProxyError.respool('no tenants here')));
+  const name = args[3]!.toString();
+  const changes: Array<[string, string]> = [];
+  for (let i = 4; i < args.length; i += 2) changes.push([args[i]!.toString(), args[i + 1]!.toString()]);
+  const copy = args.map((a) => Buffer.from(a)); // the read buffer is not ours past this call
+  const entry = session.reserve();
+  change(name, changes).then(
+    (error) => {
+      const reply = error === null ? encodeSimple('OK') : encodeError(ProxyError.respool(error));
+      if (error === null) share(copy, reply);
+      entry.fill(reply);
+    },
+    (err: Error) => entry.fill(encodeError(ProxyError.respool(`the fleet's state did not take the change: ${err.message}`))),
+  );
+}
 
 /**
  * RESPOOL TENANTS: one map per tenant (a flat array in RESP2), in config order — its name,
@@ -43,8 +75,16 @@ function tenantMap(t: Tenant, protocol: 2 | 3): Buffer {
       field('held-bytes', encodeInteger(s.held.bytes)),
       field('held-inflight', encodeInteger(s.held.inflight)),
       field('held-share', encodeInteger(s.held.share)),
+      field('held-shed', encodeInteger(s.held.shed)),
       field('held-ms', encodeInteger(Math.round(s.heldMs))),
       field('refused-clients', encodeInteger(s.refusedClients)),
+      // the last minute, receive → reply written, as its clients see it (null before any request)
+      field('p50-us', number(s.latencyUs === null ? null : Math.round(s.latencyUs.p50))),
+      field('p99-us', number(s.latencyUs === null ? null : Math.round(s.latencyUs.p99))),
+      // a saturated node slows the lowest priority first (tenants/tenant-shedding.ts): to what rate, and why
+      field('priority', encodeInteger(s.priority)),
+      field('shed-ops-per-second', number(s.shed === null ? null : Math.round(s.shed.opsPerSecond))),
+      field('shed-reason', bulk(s.shed === null ? null : s.shed.why)),
     ],
     protocol,
   );

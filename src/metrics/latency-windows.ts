@@ -50,6 +50,8 @@ export function summarize(name: string, h: LatencyHistogram, seconds: number): L
 export class LatencyWindows {
   private readonly nodes = new Map<string, WindowedHistogram>();
   private readonly families = new Map<string, WindowedHistogram>();
+  /** Per tenant (receive → reply written, as its clients see it: src/tenants). */
+  private readonly tenants = new Map<string, WindowedHistogram>();
   private timer: NodeJS.Timeout | null = null;
   /** When the current slot began, and how many slots before it hold data (at most WINDOW_SLOTS - 1). */
   private slotStartedAt = Date.now();
@@ -64,6 +66,12 @@ export class LatencyWindows {
   family(name: string): WindowedHistogram {
     let w = this.families.get(name);
     if (w === undefined) this.families.set(name, (w = new WindowedHistogram()));
+    return w;
+  }
+
+  tenant(name: string): WindowedHistogram {
+    let w = this.tenants.get(name);
+    if (w === undefined) this.tenants.set(name, (w = new WindowedHistogram()));
     return w;
   }
 
@@ -87,6 +95,7 @@ export class LatencyWindows {
     this.fullSlots = Math.min(WINDOW_SLOTS - 1, this.fullSlots + 1);
     for (const w of this.nodes.values()) w.rotate();
     for (const w of this.families.values()) w.rotate();
+    for (const w of this.tenants.values()) w.rotate();
   }
 
   /** Seconds the windows span now (a minute once they are full; less just after start). */

@@ -566,13 +566,23 @@ export const METRIC_DEFINITIONS = {
   },
   tenant_held_total: {
     type: 'counter',
-    help: 'Times a tenant\'s client was held back by one of its limits (ops: opsPerSecond, bytes: bytesPerSecond, inflight: maxInflight) or for its fair share beside other busy tenants (share).',
+    help: 'Times a tenant\'s client was held back by one of its limits (ops: opsPerSecond, bytes: bytesPerSecond, inflight: maxInflight), for its fair share beside other busy tenants (share), or because a node is saturated and its priority is low (shed).',
     labelNames: ['tenant', 'limit'],
   },
   tenant_held_seconds_total: {
     type: 'counter',
     help: 'Time during which some client of a tenant was held back by its limits.',
     labelNames: ['tenant'],
+  },
+  tenant_shed_ops_per_second: {
+    type: 'gauge',
+    help: 'The requests per second a tenant is slowed to while a node is saturated (tenants[].priority: the lowest first); no series while it is not slowed.',
+    labelNames: ['tenant'],
+  },
+  tenant_latency_last_minute_seconds: {
+    type: 'gauge',
+    help: 'A tenant\'s requests over the last minute, receive to reply written (as its clients see them): p50 and p99.',
+    labelNames: ['tenant', 'quantile'],
   },
   tenant_refused_clients_total: {
     type: 'counter',

@@ -156,6 +156,10 @@ export interface TenantFigures {
     readonly held: Readonly<Record<string, number>>;
     readonly refusedClients: number;
   };
+  /** Last-minute p50/p99 in µs, or null before any request. */
+  latencyUs(): { p50: number; p99: number } | null;
+  /** The rate it is slowed to while a node is saturated, or null. */
+  readonly shedOpsPerSecond: number | null;
 }
 
 export class Metrics {
@@ -446,6 +450,21 @@ export class Metrics {
     (clients as unknown as { collect: () => void }).collect = () => {
       clients.reset();
       for (const t of list()) clients.labels(t.name).set(t.clients);
+    };
+    const shed = this.raw.tenant_shed_ops_per_second as Gauge<string>;
+    (shed as unknown as { collect: () => void }).collect = () => {
+      shed.reset();
+      for (const t of list()) if (t.shedOpsPerSecond !== null) shed.labels(t.name).set(t.shedOpsPerSecond);
+    };
+    const latency = this.raw.tenant_latency_last_minute_seconds as Gauge<string>;
+    (latency as unknown as { collect: () => void }).collect = () => {
+      latency.reset();
+      for (const t of list()) {
+        const l = t.latencyUs();
+        if (l === null) continue;
+        latency.labels(t.name, '0.5').set(l.p50 / 1e6);
+        latency.labels(t.name, '0.99').set(l.p99 / 1e6);
+      }
     };
   }
 

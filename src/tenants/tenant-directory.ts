@@ -1,4 +1,4 @@
-import type { TenantConfig } from '../config/types.js';
+import type { TenantConfig, TenantLimits } from '../config/types.js';
 import { clockNow } from '../util/read-clock.js';
 import { Tenant, type TenantPeers } from './tenant.js';
 
@@ -36,6 +36,19 @@ export class TenantDirectory implements TenantPeers {
   /** Every tenant, the default one last. */
   list(): readonly Tenant[] {
     return this.all;
+  }
+
+  /** The tenant of this name (the configured ones and `default`), if there is one. */
+  get(name: string): Tenant | undefined {
+    return this.all.find((t) => t.name === name);
+  }
+
+  /** A tenant's new budget (RESPOOL TENANT SET, POST /tenants, a reload, the fleet's state); false: no such tenant. */
+  setLimits(name: string, limits: TenantLimits): boolean {
+    const tenant = this.get(name);
+    if (tenant === undefined) return false;
+    tenant.setLimits(limits);
+    return true;
   }
 
   private turnScheduled = false;

@@ -1,6 +1,7 @@
 import type { TenantConfig, TenantLimits } from '../config/types.js';
 import { clockNow } from '../util/read-clock.js';
 import { TokenBucket } from './token-bucket.js';
+import type { WindowedHistogram } from '../metrics/latency-windows.js';
 
 /** The share of a second a rate limit lets through at once (its bucket's depth): small, so a run stays within a few % of the rate. */
 const BURST_SECONDS = 0.05;
@@ -89,10 +90,15 @@ export interface TenantSnapshot {
   held: Record<TenantHold, number>;
   heldMs: number;
   refusedClients: number;
+  /** Last-minute p50 and p99 (µs) of its requests, receive → reply written; null before any. */
+  latencyUs: { p50: number; p99: number } | null;
+  priority: number;
+  /** Slowed while a node is saturated (tenant-shedding.ts): to what rate and why; null: not slowed. */
+  shed: { opsPerSecond: number; why: string } | null;
 }
 
 /** Why a tenant refused or held back its clients: the label of respool_tenant_*_total (share: fair share with other tenants). */
-export type TenantHold = 'ops' | 'bytes' | 'inflight' | 'share';
+export type TenantHold = 'ops' | 'bytes' | 'inflight' | 'share' | 'shed';
 
 /** What a tenant asks of all of them: whether another tenant has requests under way too. */
 export interface TenantPeers {
@@ -133,10 +139,19 @@ export class Tenant {
   private usage: TenantUsage = { ops: 0, bytes: 0, clients: 0, inflight: 0, held: 0 };
   /** Connections of its users now. */
   clients = 0;
-  /** Replies its clients are owed now (ReplyQueue keeps it: push +1, written −1). */
-  readonly inflight = { count: 0 };
+  /**
+   * Replies its clients are owed now (ReplyQueue keeps it: push +1, written −1), and the
+   * last-minute latency of its requests as its clients see them (ReplyQueue records each timed one).
+   */
+  readonly inflight: { count: number; latency: WindowedHistogram | null } = { count: 0, latency: null };
   /** Requests handed on, request and reply bytes, and what held or refused its clients: RESPOOL TENANTS and metrics. */
-  readonly counts = { requests: 0, bytesIn: 0, bytesOut: 0, heldMs: 0, held: { ops: 0, bytes: 0, inflight: 0, share: 0 }, refusedClients: 0 };
+  readonly counts = { requests: 0, bytesIn: 0, bytesOut: 0, heldMs: 0, held: { ops: 0, bytes: 0, inflight: 0, share: 0, shed: 0 }, refusedClients: 0 };
+  /** Higher is served longer when a node saturates (tenants[].priority; tenant-shedding.ts). */
+  readonly priority: number;
+  /** While a node is saturated: the requests per second it is slowed to, and why (tenant-shedding.ts); null: not slowed. */
+  private shedBucket: TokenBucket | null = null;
+  private shedRate: number | null = null;
+  shedWhy: string | null = null;
   /** Some client is held until fewer replies than this are owed (maxInflight, INFLIGHT_SHARE); 0: none is. */
   private repliesBelow = 0;
   /** Requests handed on since its share of a turn was last renewed (fair share). */
@@ -157,12 +172,24 @@ export class Tenant {
     this.keyPrefix = config.keyPrefix;
     this.upstreams = config.upstream === null ? null : config.upstream.upstreams.map((u) => `${u.host}:${u.port}`);
     this.limits = { ...config.limits };
+    this.priority = config.priority ?? 0;
     this.allowed = this.limits;
     this.applyLimits();
   }
 
   get maxClients(): number | null {
     return this.allowed.maxClients;
+  }
+
+  /** Its requests' latency goes to `window` (metrics/latency-windows.ts: the last minute). */
+  measureLatency(window: WindowedHistogram): void {
+    this.inflight.latency = window;
+  }
+
+  /** p50 and p99 of the last minute, in µs, or null before any timed request. */
+  latencyUs(): { p50: number; p99: number } | null {
+    const h = this.inflight.latency?.merged();
+    return h === undefined || h.count === 0 ? null : { p50: h.percentileUs(50), p99: h.percentileUs(99) };
   }
 
   /** Its whole budget now. */
@@ -183,6 +210,19 @@ export class Tenant {
     if (s.ops === shares.ops && s.bytes === shares.bytes && s.clients === shares.clients && s.inflight === shares.inflight) return;
     this.shares = { ...shares };
     this.applyLimits();
+  }
+
+  /** The requests per second it is slowed to while a node is saturated, or null. */
+  get shedOpsPerSecond(): number | null {
+    return this.shedRate;
+  }
+
+  /** Slows it to `rate` requests per second while a node is saturated (tenant-shedding.ts), or stops (null). */
+  setShedRate(rate: number | null, why: string | null): void {
+    this.shedRate = rate;
+    this.shedWhy = why;
+    this.shedBucket = bucketFor(this.shedBucket, rate, clockNow());
+    if (rate === null) this.wake();
   }
 
   /** What its clients did since the last call (ops and bytes counted, clients now, the most replies owed at once, which limits held them). */
@@ -228,12 +268,13 @@ export class Tenant {
   mayAdmit(client: TenantClient): boolean {
     const now = clockNow();
     let hold: TenantHold | null = null;
-    if (this.ops !== null && !this.ops.available(now)) hold = 'ops';
+    if (this.shedBucket !== null && !this.shedBucket.available(now)) hold = 'shed';
+    else if (this.ops !== null && !this.ops.available(now)) hold = 'ops';
     else if (this.bytes !== null && !this.bytes.available(now)) hold = 'bytes';
     else if (this.allowed.maxInflight !== null && this.inflight.count >= this.allowed.maxInflight) hold = 'inflight';
     else if ((this.turnUsed >= TURN_SHARE || this.inflight.count >= INFLIGHT_SHARE) && this.peers?.othersBusy(this) === true) hold = 'share';
     if (hold === null) return true;
-    if (hold !== 'share') this.usage.held |= HELD_BY[hold];
+    if (hold !== 'share' && hold !== 'shed') this.usage.held |= HELD_BY[hold];
     // Held until replies are written: woken by replyWritten once fewer than `repliesBelow` are owed.
     if (hold === 'inflight') this.repliesBelow = this.allowed.maxInflight!;
     else if (hold === 'share' && this.inflight.count >= INFLIGHT_SHARE) this.repliesBelow = INFLIGHT_SHARE;
@@ -245,7 +286,7 @@ export class Tenant {
     // The rates tell when they allow again; replies owed wake it as they are written (replyWritten);
     // its share of a turn starts again on the next turn (startTurn: its admissions in this turn scheduled it).
     if (hold === 'share' && this.inflight.count < INFLIGHT_SHARE) this.heldForTurn = true;
-    else if (hold === 'ops' || hold === 'bytes') this.scheduleWake(Math.max(this.ops?.msUntilAvailable(now) ?? 0, this.bytes?.msUntilAvailable(now) ?? 0));
+    else if (hold === 'ops' || hold === 'bytes' || hold === 'shed') this.scheduleWake(Math.max(this.ops?.msUntilAvailable(now) ?? 0, this.bytes?.msUntilAvailable(now) ?? 0, this.shedBucket?.msUntilAvailable(now) ?? 0));
     return false;
   }
 
@@ -263,6 +304,7 @@ export class Tenant {
     this.peers?.admittedInTurn();
     this.ops?.take(1, now);
     this.bytes?.take(bytes, now);
+    this.shedBucket?.take(1, now);
   }
 
   /** A reply of `bytes` was written to one of its clients. */
@@ -322,6 +364,9 @@ export class Tenant {
       held: { ...c.held },
       heldMs: c.heldMs,
       refusedClients: c.refusedClients,
+      latencyUs: this.latencyUs(),
+      priority: this.priority,
+      shed: this.shedRate === null ? null : { opsPerSecond: this.shedRate, why: this.shedWhy ?? '' },
     };
   }
 }

@@ -17,10 +17,10 @@ export interface PeerCommandMessage {
   args: string[];
 }
 
-/** In a worker: passes a RESPOOL command that changed the split rules on to the other workers. */
+/** In a worker: passes a RESPOOL command that changed the split rules or a tenant's limits on to the other workers. */
 export function sharePeerCommand(args: readonly Buffer[], reply: Buffer): void {
   if (!cluster.isWorker || process.send === undefined || reply[0] === 0x2d /* an error changed nothing */) return;
-  if (args[1]?.toString('latin1').toUpperCase() !== 'SPLIT' || !CHANGES.has(args[2]?.toString('latin1').toUpperCase() ?? '')) return;
+  if (!isPeerTenant(args) && (args[1]?.toString('latin1').toUpperCase() !== 'SPLIT' || !CHANGES.has(args[2]?.toString('latin1').toUpperCase() ?? ''))) return;
   const message: PeerCommandMessage = { type: PEER_COMMAND_MESSAGE, args: args.map((a) => a.toString('base64')) };
   process.send(message);
 }
@@ -34,6 +34,11 @@ export function sharePeerAcl(args: readonly Buffer[]): void {
   if (!cluster.isWorker || process.send === undefined) return;
   const message: PeerCommandMessage = { type: PEER_COMMAND_MESSAGE, args: args.map((a) => a.toString('base64')) };
   process.send(message);
+}
+
+/** True for RESPOOL TENANT SET (another worker changed a tenant's limits). */
+export function isPeerTenant(args: readonly Buffer[]): boolean {
+  return args[1]?.toString('latin1').toUpperCase() === 'TENANT' && args[2]?.toString('latin1').toUpperCase() === 'SET';
 }
 
 /** True for a shared ACL change (sharePeerAcl), false for a RESPOOL command. */

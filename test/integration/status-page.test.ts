@@ -143,7 +143,7 @@ describe('the status page on the admin port', () => {
     expect(await page.$eval('#tenants-section', (e) => (e as unknown as { hidden: boolean }).hidden)).toBe(false);
     await waitFor(async () => {
       const rows = await cells(page, 'tenants');
-      return rows.some((r) => r[0] === 'shop' && r[1] === 'shop:' && r[2] === 'main' && r[3] === '0 of 500') && rows.some((r) => r[0] === 'default' && Number(r[6]) > 0);
+      return rows.some((r) => r[0] === 'shop' && r[1] === 'shop: · main' && r[2] === '0 of 500') && rows.some((r) => r[0] === 'default' && Number(r[5]) > 0 && /ms$/.test(r[10] ?? ''));
     }, 'the tenants table', 10_000, 100);
     // Every header is words, not a JSON field name; the page fits a 1400-pixel window.
     const headers = await page.$$eval('th', (ths) => ths.map((th) => th.textContent ?? ''));

@@ -43,7 +43,7 @@ describe("a tenant's limit over workers and fleet members together", () => {
 
   it('--workers 2: the tenant is held near its limit, not at twice it', async () => {
     const file = join(dir, 'workers.yaml');
-    writeFileSync(file, `tenants:\n  - { name: paced, limits: { opsPerSecond: ${LIMIT} } }\nusers:\n  - { name: default, password: admin }\n  - { name: sam, password: ps, tenant: paced }\n`);
+    writeFileSync(file, `tenants:\n  - { name: paced, limits: { opsPerSecond: ${LIMIT} } }\nusers:\n  - { name: default, rules: \"on >admin +@all ~* &* +@respool-admin\" }\n  - { name: sam, password: ps, tenant: paced }\n`);
     const port = await freePort();
     const child: ChildProcess = spawn('node', [RESPOOL_BIN, '--workers', '2', '--config', file, '--listen', `127.0.0.1:${port}`, '--upstream', `127.0.0.1:${server.port}`, '--log-level', 'warn'], { stdio: 'ignore' });
     try {
@@ -61,6 +61,21 @@ describe("a tenant's limit over workers and fleet members together", () => {
       console.log(`--workers 2, opsPerSecond ${LIMIT}: valkey-benchmark -c 20 -P 16 GET ran at ${rps.toFixed(0)}/s (${(rps / LIMIT).toFixed(3)}× the limit)`);
       expect(rps).toBeGreaterThan(LIMIT * 0.6);
       expect(rps).toBeLessThan(LIMIT * 1.15);
+      // RESPOOL TENANT SET on one worker reaches the other (connections are spread over both)
+      const first = await RawConnection.connect(port);
+      expect(await first.call('AUTH', 'default', 'admin')).toBe('+OK\r\n');
+      expect(await first.call('RESPOOL', 'TENANT', 'SET', 'paced', 'ops-per-second', '1234')).toBe('+OK\r\n');
+      first.close();
+      await waitFor(async () => {
+        const seen: string[] = [];
+        for (let i = 0; i < 6; i++) {
+          const c = await RawConnection.connect(port);
+          await c.call('AUTH', 'default', 'admin');
+          seen.push(await c.call('RESPOOL', 'TENANTS'));
+          c.close();
+        }
+        return seen.every((t) => t.includes('$14\r\nops-per-second\r\n:1234\r\n'));
+      }, 'the new limit on both workers', 5_000, 100);
     } finally {
       child.kill('SIGTERM');
       await new Promise((r) => child.once('exit', r));
@@ -74,7 +89,7 @@ describe("a tenant's limit over workers and fleet members together", () => {
       const seed = [{ host: server.host, port: server.port }];
       const overrides = {
         tenants: [{ name: 'paced', keyPrefix: null, upstream: null, limits: { opsPerSecond: LIMIT, bytesPerSecond: null, maxClients: null, maxInflight: null } }],
-        users: [{ name: 'default', password: 'admin' }, { name: 'sam', password: 'ps', tenant: 'paced' }],
+        users: [{ name: 'default', rules: 'on >admin +@all ~* &* +@respool-admin' }, { name: 'sam', password: 'ps', tenant: 'paced' }],
       } as unknown as Partial<RespoolConfig>;
       for (const port of ports) proxies.push(await startFleetMember(seed, ports, port, overrides as never));
       await waitFor(() => proxies.every((p) => p.fleetState !== null && p.fleetState.liveMembers().length === 2), 'both members registered', 10_000);
@@ -94,5 +109,19 @@ describe("a tenant's limit over workers and fleet members together", () => {
       expect(onA + onB).toBeGreaterThan(LIMIT * 0.6);
       expect(onA + onB).toBeLessThan(LIMIT * 1.25); // not twice: the two members share one budget
     }, 90_000);
+
+    it('RESPOOL TENANT SET on one member reaches the other within a second', async () => {
+      const [a, b] = proxies as [RespoolProxy, RespoolProxy];
+      const onA = await RawConnection.connect(a.address.port);
+      expect(await onA.call('AUTH', 'default', 'admin')).toBe('+OK\r\n');
+      expect(await onA.call('RESPOOL', 'TENANT', 'SET', 'paced', 'max-inflight', '321')).toBe('+OK\r\n');
+      onA.close();
+      const onB = await RawConnection.connect(b.address.port);
+      expect(await onB.call('AUTH', 'default', 'admin')).toBe('+OK\r\n');
+      const t0 = Date.now();
+      await waitFor(async () => (await onB.call('RESPOOL', 'TENANTS')).includes('$12\r\nmax-inflight\r\n:321\r\n'), 'the new limit on B', 5_000, 50);
+      expect(Date.now() - t0).toBeLessThan(1500);
+      onB.close();
+    }, 30_000);
   });
 });

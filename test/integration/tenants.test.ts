@@ -142,10 +142,64 @@ describe('tenants', () => {
       expect(metrics).toMatch(/respool_tenant_requests_total\{tenant="metered"\} 10\d\d/);
       expect(metrics).toMatch(/respool_tenant_held_total\{tenant="metered",limit="bytes"\} [1-9]/);
       expect(metrics).toMatch(/respool_tenant_clients\{tenant="teama"\} 0/);
+      // its clients' last-minute p50/p99: held to the byte rate, a request waits — far above a bare GET
+      const p99 = Number(/respool_tenant_latency_last_minute_seconds\{tenant="metered",quantile="0.99"\} (\S+)/.exec(metrics)?.[1]);
+      expect(p99).toBeGreaterThan(0.001);
       const res = await fetch(`http://${proxy.adminAddress!.host}:${proxy.adminAddress!.port}/tenants`);
-      const body = (await res.json()) as { tenants: Array<{ name: string; requests: number; bytesIn: number }> };
+      const body = (await res.json()) as { tenants: Array<{ name: string; requests: number; bytesIn: number; latencyUs: { p50: number; p99: number } | null }> };
+      expect(body.tenants.find((t) => t.name === 'metered')!.latencyUs!.p99).toBeGreaterThan(1000);
+      expect(body.tenants.find((t) => t.name === 'default')!.latencyUs!.p50).toBeLessThan(body.tenants.find((t) => t.name === 'metered')!.latencyUs!.p50); // unlimited: not held
       expect(body.tenants.map((t) => t.name)).toEqual(['teama', 'teamb', 'paced', 'metered', 'default']);
       expect(body.tenants[3]!.bytesIn).toBeGreaterThan(1_000_000);
+    }, 60_000);
+
+    it('limits change at run time: RESPOOL TENANT SET, POST /tenants and a reload; bad changes get clear errors', async () => {
+      const admin = await RawConnection.connect(proxy.address.port);
+      const fetchTenant = async (name: string) => {
+        const res = await fetch(`http://${proxy.adminAddress!.host}:${proxy.adminAddress!.port}/tenants`);
+        return ((await res.json()) as { tenants: Array<{ name: string; limits: Record<string, number | null> }> }).tenants.find((t) => t.name === name)!;
+      };
+      try {
+        expect(await admin.call('AUTH', 'default', 'adminpw')).toBe('+OK\r\n');
+        expect(await admin.call('RESPOOL', 'TENANT', 'SET', 'paced', 'ops-per-second', '500', 'max-clients', '7')).toBe('+OK\r\n');
+        expect((await fetchTenant('paced')).limits).toMatchObject({ opsPerSecond: 500, maxClients: 7 });
+        const slower = await benchmark(proxy.address.port, 'sam', 'ps', ['-c', '5', '-n', '1500', '-P', '16', '-t', 'get']);
+        expect(slower).toBeLessThan(500 * 1.15);
+        expect(slower).toBeGreaterThan(500 * 0.5);
+        expect(await admin.call('RESPOOL', 'TENANT', 'SET', 'paced', 'ops-per-second', 'none')).toBe('+OK\r\n');
+        expect((await fetchTenant('paced')).limits.opsPerSecond).toBeNull();
+        expect(await admin.call('RESPOOL', 'TENANT', 'SET', 'nosuch', 'max-clients', '1')).toBe("-ERR respool: no tenant 'nosuch' (teama, teamb, paced, metered, default)\r\n");
+        expect(await admin.call('RESPOOL', 'TENANT', 'SET', 'paced', 'speed', '1')).toMatch(/^-ERR respool: unknown limit 'speed'/);
+        expect(await admin.call('RESPOOL', 'TENANT', 'SET', 'paced', 'max-clients', '1.5')).toMatch(/^-ERR respool: max-clients must be a whole number, at least 1, or none/);
+        expect(await admin.call('RESPOOL', 'TENANT', 'SET', 'paced', 'bytes-per-second', 'fast')).toMatch(/^-ERR respool: bytes-per-second: must be a size like 512mb/);
+        expect(await admin.call('RESPOOL', 'TENANT', 'SET', 'paced')).toMatch(/^-ERR respool: RESPOOL TENANT SET <name> <limit> <value>/);
+        // a user without +@respool-admin may not
+        const sam = await RawConnection.connect(proxy.address.port);
+        expect(await sam.call('AUTH', 'sam', 'ps')).toBe('+OK\r\n');
+        expect(await sam.call('RESPOOL', 'TENANT', 'SET', 'paced', 'max-clients', '1000')).toMatch(/^-NOPERM/);
+        sam.close();
+      } finally {
+        admin.close();
+      }
+      // POST /tenants (the admin token guards mutations: none configured here means refused, so set one)
+      const base = `http://${proxy.adminAddress!.host}:${proxy.adminAddress!.port}`;
+      proxy.config.adminToken = 'tenant-test-token-0123456789';
+      const post = (body: unknown) => fetch(`${base}/tenants`, { method: 'POST', headers: { authorization: 'Bearer tenant-test-token-0123456789', 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const ok = await post({ name: 'paced', limits: { opsPerSecond: 2000, bytesPerSecond: '1mb', maxClients: null } });
+      expect(ok.status).toBe(200);
+      expect((await fetchTenant('paced')).limits).toEqual({ opsPerSecond: 2000, bytesPerSecond: 1024 * 1024, maxClients: null, maxInflight: null });
+      expect((await post({ name: 'nosuch', limits: {} })).status).toBe(404);
+      expect((await post({ name: 'paced', limits: { maxInflight: -1 } })).status).toBe(400);
+      expect((await post({ limits: {} })).status).toBe(400);
+      // A reload: new limits apply; a new namespace needs a restart
+      const next = structuredClone(proxy.config);
+      next.tenants = next.tenants.map((t) => (t.name === 'paced' ? { ...t, limits: { ...t.limits, opsPerSecond: 2000, bytesPerSecond: null, maxClients: 50 } } : t));
+      expect(proxy.reload(next).applied).toContain('tenants');
+      expect((await fetchTenant('paced')).limits).toMatchObject({ opsPerSecond: 2000, bytesPerSecond: null, maxClients: 50 });
+      const renamed = structuredClone(proxy.config);
+      renamed.tenants = renamed.tenants.map((t) => (t.name === 'teamb' ? { ...t, keyPrefix: 'bb:' } : t));
+      expect(proxy.reload(renamed).needsRestart).toContain('tenants');
+      proxy.config.adminToken = null;
     }, 60_000);
   });
 });

@@ -30,7 +30,7 @@ afterEach(async () => {
 });
 
 function touchEverything(m: Metrics): void {
-  m.tenantsAtScrape(() => [{ name: 't', clients: 1, counts: { requests: 2, bytesIn: 30, bytesOut: 5, heldMs: 10, held: { ops: 1, bytes: 0, inflight: 0 }, refusedClients: 0 } }]);
+  m.tenantsAtScrape(() => [{ name: 't', clients: 1, counts: { requests: 2, bytesIn: 30, bytesOut: 5, heldMs: 10, held: { ops: 1, bytes: 0, inflight: 0 }, refusedClients: 0 }, latencyUs: () => ({ p50: 300, p99: 900 }), shedOpsPerSecond: 50 }]);
   m.clientConnections.inc();
   m.clientConnectionsAccepted.inc();
   m.connectionRejectedCounter('max_clients').inc();

@@ -45,8 +45,8 @@ users:
   - { name: bob, password: pb, tenant: teamb, keyPrefix: "b:" }
 `);
     expect(config.tenants).toEqual([
-      { name: 'teama', keyPrefix: 'a:', upstream: null, limits: limits({ opsPerSecond: 500, maxClients: 3 }) },
-      { name: 'teamb', keyPrefix: null, upstream: null, limits: limits({ bytesPerSecond: 1024 * 1024, maxInflight: 10 }) },
+      { name: 'teama', keyPrefix: 'a:', upstream: null, priority: 0, limits: limits({ opsPerSecond: 500, maxClients: 3 }) },
+      { name: 'teamb', keyPrefix: null, upstream: null, priority: 0, limits: limits({ bytesPerSecond: 1024 * 1024, maxInflight: 10 }) },
     ]);
     expect(config.users.find((u) => u.name === 'alice')).toEqual({ name: 'alice', password: 'pa', tenant: 'teama' }); // the namespace is the tenant's
     expect(config.users.find((u) => u.name === 'bob')).toMatchObject({ tenant: 'teamb', keyPrefix: 'b:' });
@@ -78,6 +78,7 @@ tenants:
   });
 
   it('refuses what cannot work, with a clear error', () => {
+    expect(loadError('tenants: [{ name: a, priority: high }]')).toMatch(/priority: must be a whole number from -1000 to 1000/);
     expect(loadError('tenants: [{ name: a, upstreamAuth: { password: x } }]')).toMatch(/tenants\[0\]: upstreamAuth is for a tenant's own upstreams: give upstreams too/);
     expect(loadError('tenants: [{ name: a, upstreams: ["nohost"] }]')).toMatch(/tenants\[0\].*upstreams/);
     expect(loadError('tenants: [{ name: a, upstreams: [] }]')).toMatch(/upstreams/);

@@ -204,16 +204,16 @@ function renderTenants(tenants) {
   const limit = (v, unit) => (v === null || v === undefined ? 'none' : `${v}${unit}`);
   show('tenants', table([
     ['tenant', (t) => t.name],
-    ['namespace', (t) => t.keyPrefix || '—'],
-    ['upstreams', (t) => (Array.isArray(t.upstreams) ? t.upstreams.join(', ') : 'main'), 'wrap'],
+    ['namespace · upstreams', (t) => `${t.keyPrefix || '—'} · ${Array.isArray(t.upstreams) ? t.upstreams.join(', ') : 'main'}`, 'wrap'],
     ['clients', (t) => `${t.clients} of ${limit(t.limits.maxClients, '')}`, 'num'],
     ['replies owed', (t) => `${t.inflight} of ${limit(t.limits.maxInflight, '')}`, 'num'],
     ['held now', (t) => t.heldClients, 'num'],
     ['requests', (t) => t.requests, 'num'],
     ['in / out', (t) => `${bytes(t.bytesIn)} / ${bytes(t.bytesOut)}`, 'num'],
     ['rate limits', (t) => `${limit(t.limits.opsPerSecond, '/s')} · ${t.limits.bytesPerSecond === null ? 'none' : `${bytes(t.limits.bytesPerSecond)}/s`}`, 'wrap'],
-    ['holds: rate, bytes, replies, share', (t) => `${t.held.ops}, ${t.held.bytes}, ${t.held.inflight}, ${t.held.share}`, 'wrap'],
+    ['holds: rate, bytes, replies, share', (t) => `${t.held.ops}, ${t.held.bytes}, ${t.held.inflight}, ${t.held.share}${t.held.shed ? `; slowed ${t.held.shed}` : ''}${t.shed ? ` (now to ${Math.round(t.shed.opsPerSecond)}/s: ${t.shed.why})` : ''}`, 'wrap'],
     ['time held', (t) => ago(Math.round(t.heldMs)), 'num'],
+    ['p50 / p99', (t) => (t.latencyUs ? `${(t.latencyUs.p50 / 1000).toFixed(2)} / ${(t.latencyUs.p99 / 1000).toFixed(2)} ms` : '—'), 'num'],
     ['refused', (t) => t.refusedClients, 'num'],
   ], list, (t) => (t.heldClients > 0 ? 'warn' : '')));
 }
