@@ -15,7 +15,7 @@
 //    SETs) with a saturation rule their load meets (saturation.cpuPercent SHED_CPU): each second,
 //    each tenant's requests/s and the rate batch is slowed to — batch is slowed first, shop not.
 //
-// Env: BENCH_ROUNDS (5), BENCH_N_P1 (150000), BENCH_N_P16 (1200000), PACED_OPS (5000), FLOOD_OPS (20000), FLOOD_INFLIGHT (256), SHED_CPU (25), SHED_SECONDS (10),
+// Env: BENCH_ROUNDS (5), BENCH_N_P1 (150000), BENCH_N_P16 (1200000), PACED_OPS (5000), FLOOD_OPS (20000), FLOOD_INFLIGHT (256), SHED_CPU (10), SHED_SECONDS (10),
 // BENCH_PIN=1 (respool on core 0, servers and load on core 1). Loopback only; only the processes
 // it started are stopped, by pid.
 import fs from 'node:fs';
@@ -32,7 +32,7 @@ const N = { 1: envInt('BENCH_N_P1', 150_000), 16: envInt('BENCH_N_P16', 1_200_00
 const FLOOD_OPS = envInt('FLOOD_OPS', 20_000);
 const FLOOD_INFLIGHT = envInt('FLOOD_INFLIGHT', 256);
 const PACED_OPS = envInt('PACED_OPS', 5000);
-const SHED_CPU = envInt('SHED_CPU', 25);
+const SHED_CPU = envInt('SHED_CPU', 10);
 const SHED_SECONDS = envInt('SHED_SECONDS', 10);
 const PIN = envFlag('BENCH_PIN');
 const benchmark = (args, opts) => (PIN ? run('taskset', ['-c', '1', 'valkey-benchmark', ...args], opts) : run('valkey-benchmark', args, opts));
@@ -162,10 +162,14 @@ try {
   const floods = [['s', 'ps'], ['b', 'pb']].map(([u, pw]) => benchmark(shedFlood(u, pw), { timeoutMs: 300_000, onSpawn: (c) => shedChildren.push(c) }).catch(() => ({ out: '' })));
   const shedRuns = [];
   let last = await tenantFields(shedProxy.port);
+  let lastAt = Date.now();
   for (let second = 1; second <= SHED_SECONDS; second++) {
     await sleep(1000);
     const now = await tenantFields(shedProxy.port);
-    const rate = (t) => Number(now[t].requests) - Number(last[t].requests);
+    // per second of the time between the two readings (RESPOOL TENANTS itself waits its turn on a busy respool)
+    const seconds = (Date.now() - lastAt) / 1000;
+    lastAt = Date.now();
+    const rate = (t) => (Number(now[t].requests) - Number(last[t].requests)) / seconds;
     const r = { second, shop: rate('shop'), batch: rate('batch'), batchSlowedTo: now.batch['shed-ops-per-second'] || null, shopSlowedTo: now.shop['shed-ops-per-second'] || null, reason: now.batch['shed-reason'] || '' };
     log(`shedding second ${second}: shop ${fmtInt(r.shop)}/s, batch ${fmtInt(r.batch)}/s, batch slowed to ${r.batchSlowedTo ?? '—'}`);
     shedRuns.push(r);
