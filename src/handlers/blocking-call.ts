@@ -6,6 +6,18 @@ import type { HandlerSession } from '../client/handler-session.js';
 import { ignoreReply } from '../upstream/link.js';
 import { ASKING } from '../routing/redirect-follower.js';
 
+/** What CLIENT UNBLOCK … ERROR gives a blocked client (Valkey's blocked.c). */
+const UNBLOCKED = encodeError('UNBLOCKED client unblocked via CLIENT UNBLOCK');
+const NULL_ARRAY_2 = Buffer.from('*-1\r\n');
+const NULL_BULK_2 = Buffer.from('$-1\r\n');
+const NULL_3 = Buffer.from('_\r\n');
+
+/** Valkey's reply to a blocked client whose timeout passed: a null bulk for BLMOVE and BRPOPLPUSH, a null array for the other pops and XREAD/XREADGROUP (RESP3: null). */
+export function timeoutReply(command: string, protocol: 2 | 3): Buffer {
+  if (protocol === 3) return NULL_3;
+  return command === 'blmove' || command === 'brpoplpush' ? NULL_BULK_2 : NULL_ARRAY_2;
+}
+
 /** CLIENT UNBLOCK racing the blocking command to its node: tries, and the pause between them. */
 const UNBLOCK_TRIES = 5;
 const UNBLOCK_RETRY_MS = 5;
@@ -35,6 +47,9 @@ export class BlockingCall {
   /** CLIENT UNBLOCKs sent for this call and not answered yet; the lease waits for them. */
   private unblocking = 0;
   private afterUnblock: (() => void) | null = null;
+  /** Waiting for a lease (every lease of the node taken: dedicated.maxPerNode), and the command's own timeout while it waits. */
+  private waiting = false;
+  private waitTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly session: HandlerSession,
@@ -51,8 +66,14 @@ export class BlockingCall {
     const { ctx, state } = this.session;
     const node = ask ?? ctx.router.primaryFor(this.slot);
     if (node === undefined) return this.finish(encodeError(this.slot < 0 ? ProxyError.topologyUnknown() : ProxyError.slotNotServed(this.slot)));
-    ctx.dedicated.acquire(node.host, node.port, state.protocol, state.db, state.acl.upstream).then(
+    // Every lease of the node may be taken: the command waits for one in the pool's queue as long
+    // as it would block (its own timeout, then Valkey's timeout reply), not refused after
+    // dedicated.acquireTimeoutMs; CLIENT UNBLOCK and the client's going end the wait.
+    this.waiting = true;
+    if (this.timeoutMs !== null && this.waitTimer === null && this.hops === 0) this.waitTimer = setTimeout(() => this.endWait(timeoutReply(this.command, state.protocol)), this.timeoutMs);
+    ctx.dedicated.acquire(node.host, node.port, state.protocol, state.db, state.acl.upstream, () => !this.cancelled && !this.session.closed).then(
       (conn) => {
+        this.stopWaiting();
         if (this.cancelled || this.session.closed) {
           ctx.dedicated.release(conn, true);
           return this.finish(null);
@@ -60,14 +81,36 @@ export class BlockingCall {
         if (ask !== null) conn.send(ASKING, ignoreReply());
         this.send(conn);
       },
-      (err: Error) => this.finish(encodeError(err.message)),
+      (err: Error) => {
+        this.stopWaiting();
+        this.finish(encodeError(err.message));
+      },
     );
+  }
+
+  private stopWaiting(): void {
+    this.waiting = false;
+    if (this.waitTimer !== null) clearTimeout(this.waitTimer);
+    this.waitTimer = null;
+  }
+
+  /** The wait for a lease ends before the command was sent: `reply` is what Valkey answers a blocked client then. The lease, when it comes, goes back. */
+  private endWait(reply: Buffer): void {
+    if (!this.waiting || this.finished) return;
+    this.cancelled = true;
+    this.stopWaiting();
+    this.finish(reply);
   }
 
   /** CLIENT UNBLOCK its connection; true if it was blocked. The command may still be on its way: a few quick tries. */
   async unblock(how: 'timeout' | 'error'): Promise<boolean> {
     if (this.finished) return false;
     if (this.conn === null) {
+      // Still waiting for a lease: blocked as far as the client can tell, so unblocked here.
+      if (this.waiting) {
+        this.endWait(how === 'timeout' ? timeoutReply(this.command, this.session.state.protocol) : UNBLOCKED);
+        return true;
+      }
       this.cancelled = true;
       return false;
     }
@@ -89,8 +132,10 @@ export class BlockingCall {
   /** The client went away: the pool unblocks the connection and takes it back. */
   abandon(): void {
     if (this.finished) return;
-    if (this.conn === null) this.cancelled = true;
-    else this.session.ctx.dedicated.abandon(this.conn);
+    if (this.conn === null) {
+      this.cancelled = true;
+      this.stopWaiting();
+    } else this.session.ctx.dedicated.abandon(this.conn);
   }
 
   /** The node that answered and the time from the command's write to its reply: blocked there (the slow log leaves it out). */

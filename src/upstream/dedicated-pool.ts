@@ -114,7 +114,9 @@ interface LivePoolOptions {
  *
  *   per pool   : generic-pool owns it — leased + idle + dialing ≤ max (dedicated.maxPerNode), its
  *                FIFO of waiting acquires, each refused after acquireTimeoutMillis
- *                (dedicated.acquireTimeoutMs) with an error naming the bound — never a hang.
+ *                (dedicated.acquireTimeoutMs) with an error naming the bound — never a hang —
+ *                unless its caller keeps waiting (KeepWaiting: a blocking command, which waits
+ *                as long as it would block, then gets its timeout reply: handlers/blocking-call.ts)
  *                Pools are per node, protocol and database: a node leased in several databases
  *                may hold maxPerNode for each
  *   per process: the LeaseGate (lease-gate.ts) — a dial takes one of dedicated.maxTotal places
@@ -133,6 +135,12 @@ interface LivePoolOptions {
  *                database) → idle for reuse; else destroyed. Idle connections are evicted
  *                after idleMs, and at once (next eviction run) when they close.
  */
+/**
+ * Asked when a wait for a lease reaches dedicated.acquireTimeoutMs: true to wait on (a blocking
+ * command whose own timeout has not passed and that nobody cancelled), false to be refused.
+ */
+export type KeepWaiting = () => boolean;
+
 export class DedicatedPools {
   private readonly nodes = new Map<string, NodeLeases>();
   private readonly leases = new Map<DedicatedConnection, Lease>();
@@ -176,26 +184,32 @@ export class DedicatedPools {
    *  - ProxyError.upstreamUnavailable when dialing the node failed;
    *  - ProxyError.shuttingDown after closeAll().
    */
-  acquire(host: string, port: number, protocol: 2 | 3, db = 0, identity: UpstreamIdentity | null = null): Promise<DedicatedConnection> {
+  acquire(host: string, port: number, protocol: 2 | 3, db = 0, identity: UpstreamIdentity | null = null, keepWaiting: KeepWaiting | null = null): Promise<DedicatedConnection> {
     if (this.closed) {
       this.refuse('shutting_down');
       return Promise.reject(new Error(ProxyError.shuttingDown()));
     }
-    return this.lend(this.node(host, port, protocol, db, identity));
+    return this.lend(this.node(host, port, protocol, db, identity), keepWaiting);
   }
 
-  private lend(node: NodeLeases): Promise<DedicatedConnection> {
+  private lend(node: NodeLeases, keepWaiting: KeepWaiting | null): Promise<DedicatedConnection> {
     const lent = node.pool.acquire();
     this.publish(node.address); // waiting, while it waits
     return lent.then(
-      (conn) => this.onLent(node, conn),
+      (conn) => this.onLent(node, conn, keepWaiting),
       (err: Error) => {
+        // A blocking command waits its own time for a lease (handlers/blocking-call.ts): at the
+        // bound, in the queue again (at its back) rather than refused after acquireTimeoutMs.
+        if (err.name === 'TimeoutError' && !this.closed && keepWaiting?.() === true) {
+          this.leaseWaits++;
+          return this.lend(node, keepWaiting);
+        }
         throw this.refusal(node, err);
       },
     );
   }
 
-  private onLent(node: NodeLeases, conn: DedicatedConnection): DedicatedConnection | Promise<DedicatedConnection> {
+  private onLent(node: NodeLeases, conn: DedicatedConnection, keepWaiting: KeepWaiting | null): DedicatedConnection | Promise<DedicatedConnection> {
     if (this.closed) {
       node.pool.destroy(conn).catch(() => {});
       this.refuse('shutting_down');
@@ -212,8 +226,11 @@ export class DedicatedPools {
       this.refuse('upstream_unavailable');
       throw new Error(ProxyError.upstreamUnavailable(node.address, conn.closeReason));
     }
-    return this.lend(node); // it closed between its check and now: ask again
+    return this.lend(node, keepWaiting); // it closed between its check and now: ask again
   }
+
+  /** Times a blocking command's wait for a lease went on past dedicated.acquireTimeoutMs (in the queue again). */
+  leaseWaits = 0;
 
   /** Why an acquire was refused: its bound after acquireTimeoutMs, or closing. */
   private refusal(node: NodeLeases, err: Error): Error {
