@@ -9,7 +9,7 @@
  */
 const LAYERS = [
   ['main', 'src/main\\.ts$'],
-  ['server', 'src/(server|backend)\\.ts$'],
+  ['server', 'src/(server|backend|server-[a-z-]+)\\.ts$'],
   ['admin', 'src/admin/'], // the HTTP endpoint, on top
   ['session', 'src/session/'], // the socket, framing, admission order
   ['handlers', 'src/handlers/'], // one file per command family; index.ts: dispatch

@@ -19,7 +19,7 @@ import { PubSubHub } from './pubsub/hub.js';
 import { HelloIdentity } from './client/hello-identity.js';
 import { FunctionFlags } from './scripts/function-flags.js';
 import type { UserDirectory } from './acl/user-directory.js';
-import { IdentityMirror, isNodeDenial } from './upstream/identity-mirror.js';
+import { IdentityMirror, isNodeDenial, mirrorVerdict } from './upstream/identity-mirror.js';
 import { asSeenByClient } from './acl/upstream-identity.js';
 import { clientInfoLine } from './handlers/client-commands.js';
 
@@ -133,6 +133,47 @@ export class Backend {
       if (primary?.serverName) this.serverName = primary.serverName;
     });
     this.hotKeys.start();
+  }
+
+  private mirrorAllowed: boolean | null = null;
+  private mirrorCheck: Promise<void> | null = null;
+
+  /**
+   * acl.upstream 'auto': restricted users run as mirrored identities (upstream/identity-mirror.ts)
+   * where respool's own identity may manage ACL users on the nodes — asked of the first primary
+   * with ACL DRYRUN of ACL SETUSER (+OK: allowed; a reason, or an error: not) — and as respool
+   * otherwise, with a warning saying what that costs. The server asks it of the main upstreams,
+   * at start and at every discovery; the answer holds for every user (UserDirectory).
+   */
+  checkMirrorAllowed(): Promise<void> {
+    const { config } = this;
+    const { log, users } = this.deps;
+    if (config.acl.upstream !== 'auto') return Promise.resolve();
+    return (this.mirrorCheck ??= (async () => {
+      const user = config.upstreamAuth?.username ?? 'default';
+      let allowed = false;
+      let why = '';
+      try {
+        const frame = await this.askFirstPrimary(['ACL', 'DRYRUN', user, 'ACL', 'SETUSER', `${config.acl.mirrorPrefix}probe`]);
+        const verdict = mirrorVerdict(frame);
+        // A node busy with a script (or loading) says nothing of what it allows: keep what was known.
+        if (verdict === null && this.mirrorAllowed !== null) return;
+        allowed = verdict === true;
+        if (!allowed) why = String(decodeReply(frame) instanceof RespError ? (decodeReply(frame) as RespError).message : decodeReply(frame));
+      } catch (err) {
+        // No primary known yet, or the node is not reachable now: keep what was known.
+        if (this.mirrorAllowed !== null || this.refresher.current?.shards[0]?.primary === undefined) return;
+        why = (err as Error).message;
+      }
+      if (allowed !== this.mirrorAllowed) {
+        if (allowed) log.info({ event: 'acl_mirror', upstreamUser: user }, `acl.upstream auto: restricted users run as users respool keeps on the nodes (${config.acl.mirrorPrefix}<name>)`);
+        else log.warn({ event: 'acl_mirror', upstreamUser: user, reason: why }, `acl.upstream auto: respool's upstream user ${user} may not manage ACL users on the nodes (${why}); restricted users run as respool, and their scripts, functions and SORT patterns are refused`);
+      }
+      this.mirrorAllowed = allowed;
+      users.setNodesAllowMirror(allowed);
+    })().finally(() => {
+      this.mirrorCheck = null;
+    }));
   }
 
   /** A command on the first primary's shared link (RESP2); rejects while no primary is known. */

@@ -10,18 +10,10 @@ import { ClientSession } from './session/client-session.js';
 import { acceptReadingShared } from './session/shared-reads.js';
 import type { ServerContext } from './client/server-context.js';
 import { Metrics } from './metrics/metrics.js';
-import { isLoopback, startAdminServer, type AdminServer } from './admin/admin-server.js';
-import { readiness } from './admin/readiness.js';
-import { configRoute } from './admin/config-route.js';
-import { observeRoutes } from './admin/observe-routes.js';
-import { clientRoutes } from './admin/client-routes.js';
-import { statusPageRoutes } from './admin/status-page.js';
-import { tenantRoutes } from './admin/tenant-routes.js';
 import { createLogger } from './util/logger.js';
 import { RateLimitedLog } from './util/rate-limited-log.js';
 import { reloadProxy, type ReloadResult } from './config/reload.js';
 import { HotKeys } from './hotkeys/hot-keys.js';
-import { hotKeyRoutes } from './admin/hot-key-routes.js';
 import { AcceptGate } from './session/accept-gate.js';
 import { encodeError } from './resp/encode.js';
 import { ProxyError } from './errors.js';
@@ -51,12 +43,14 @@ import { reloadUpstreamTls } from './upstream/dial.js';
 import { UserDirectory, type DirectoryClient } from './acl/user-directory.js';
 import { FleetAcl } from './fleet/fleet-acl.js';
 import { listenUnix } from './session/unix-listener.js';
-import { type IdentityMirror, mirrorVerdict } from './upstream/identity-mirror.js';
+import type { IdentityMirror } from './upstream/identity-mirror.js';
 import { TenantDirectory } from './tenants/tenant-directory.js';
 import { changedLimits } from './tenants/limit-changes.js';
 import { TenantShedding } from './tenants/tenant-shedding.js';
 import { FleetTenants } from './fleet/fleet-tenants.js';
 import { Backend, tenantBackends } from './backend.js';
+import { startSampler } from './server-sampler.js';
+import { startAdmin } from './server-admin.js';
 import { startTenantBudgets } from './workers/tenant-usage.js';
 
 export interface RespoolProxy {
@@ -272,41 +266,8 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   // Tenants with upstreams of their own: a backend each, their clients a context each (backend.ts).
   const ownUpstreams = tenantBackends(ctx, tenants.list(), { metrics, events, log, reads, users });
 
-  // acl.upstream 'auto': restricted users run as mirrored identities (upstream/identity-mirror.ts)
-  // where respool's own identity may manage ACL users on the nodes — asked of the first primary
-  // with ACL DRYRUN of ACL SETUSER (+OK: allowed; a reason, or an error: not) — and as respool
-  // otherwise, with a warning saying what that costs. Asked at start and at every discovery.
-  let mirrorAllowed: boolean | null = null;
-  let mirrorCheck: Promise<void> | null = null;
-  const checkMirrorAllowed = (): Promise<void> => {
-    if (config.acl.upstream !== 'auto') return Promise.resolve();
-    return (mirrorCheck ??= (async () => {
-      const primary = refresher.current?.shards[0]?.primary;
-      if (primary === undefined) return;
-      const user = config.upstreamAuth?.username ?? 'default';
-      let allowed = false;
-      let why = '';
-      try {
-        const frame = await pools.get(primary.host, primary.port, 2, 'primary').call(['ACL', 'DRYRUN', user, 'ACL', 'SETUSER', `${config.acl.mirrorPrefix}probe`]);
-        const verdict = mirrorVerdict(frame);
-        // A node busy with a script (or loading) says nothing of what it allows: keep what was known.
-        if (verdict === null && mirrorAllowed !== null) return;
-        allowed = verdict === true;
-        if (!allowed) why = String(decodeReply(frame) instanceof RespError ? (decodeReply(frame) as RespError).message : decodeReply(frame));
-      } catch (err) {
-        if (mirrorAllowed !== null) return; // the node is not reachable now: keep what was known
-        why = (err as Error).message;
-      }
-      if (allowed !== mirrorAllowed) {
-        if (allowed) log.info({ event: 'acl_mirror', upstreamUser: user }, `acl.upstream auto: restricted users run as users respool keeps on the nodes (${config.acl.mirrorPrefix}<name>)`);
-        else log.warn({ event: 'acl_mirror', upstreamUser: user, reason: why }, `acl.upstream auto: respool's upstream user ${user} may not manage ACL users on the nodes (${why}); restricted users run as respool, and their scripts, functions and SORT patterns are refused`);
-      }
-      mirrorAllowed = allowed;
-      users.setNodesAllowMirror(allowed);
-    })().finally(() => {
-      mirrorCheck = null;
-    }));
-  };
+  // acl.upstream auto: whether the main upstreams' nodes let respool mirror users (backend.ts).
+  const checkMirrorAllowed = () => main.checkMirrorAllowed();
 
   // After each discovery (backend.ts does its own part): learn the upstream's command table when
   // the first primary changed. A MOVED patch removes no node and keeps the first shard.
@@ -372,57 +333,9 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   const tlsListener = config.listenTls === null ? null : createTlsListener(config, accept, log);
   server.on('error', (err) => log.error({ err: err.message }, 'listener error'));
 
-  // Queue depths, sampled once a second (cheaper than updating gauges on the hot path).
-  const depth = {
-    accept: metrics.raw.queue_depth.labels('accept'),
-    nodeWait: metrics.raw.queue_depth.labels('node_wait'),
-    inflight: metrics.raw.queue_depth.labels('upstream_inflight'),
-    pending: metrics.raw.queue_depth.labels('client_pending'),
-  };
   metrics.windows.start(); // last-minute latency per node and family (metrics/latency-windows.ts)
-  const sampler = setInterval(() => {
-    depth.accept.set(gate.parkedCount);
-    depth.nodeWait.set(pools.waitingRequests());
-    depth.inflight.set(pools.load.requests);
-    metrics.raw.upstream_inflight_bytes.set(pools.load.bytes);
-    let pending = 0;
-    const backlog = { interactive: { clients: 0, bytes: 0 }, bulk: { clients: 0, bytes: 0 } };
-    for (const session of sessions) {
-      pending += session.pending;
-      const queued = session.queryBytes();
-      if (queued === 0) continue;
-      const b = backlog[session.laneClass];
-      b.clients++;
-      b.bytes += queued;
-    }
-    depth.pending.set(pending);
-    for (const lane of ['interactive', 'bulk'] as const) {
-      metrics.raw.admission_backlog_clients.labels(lane).set(backlog[lane].clients);
-      metrics.raw.admission_backlog_bytes.labels(lane).set(backlog[lane].bytes);
-    }
-    metrics.raw.upstream_link_inflight_requests.reset();
-    for (const [node, lanes] of pools.inflightByLane()) {
-      metrics.raw.upstream_link_inflight_requests.labels(node, 'interactive').set(lanes.interactive);
-      metrics.raw.upstream_link_inflight_requests.labels(node, 'bulk').set(lanes.bulk);
-    }
-    const buffered = memory.buffered; // its last scan (every 250 ms)
-    for (const lane of ['interactive', 'bulk'] as const) {
-      metrics.raw.client_buffered_bytes.labels(lane, 'output').set(buffered.output[lane]);
-      metrics.raw.client_buffered_bytes.labels(lane, 'requests').set(buffered.requests[lane]);
-    }
-    metrics.raw.memory_buffered_bytes.set(buffered.total);
-    // Links per upstream identity (shared + leased), by respool user; users seen before and gone show 0.
-    const byUser = pools.identityLinks();
-    for (const [user, n] of dedicated.identityLeases()) byUser.set(user, (byUser.get(user) ?? 0) + n);
-    for (const user of identityUsersSeen) if (!byUser.has(user)) byUser.set(user, 0);
-    for (const [user, n] of byUser) {
-      identityUsersSeen.add(user);
-      metrics.raw.upstream_identity_links.labels(user).set(n);
-    }
-    if (fleetState !== null) metrics.raw.fleet_state_confirmed_age_seconds.set(Math.min(1e6, fleetState.confirmedAgeMs() / 1000));
-  }, 1000);
-  const identityUsersSeen = new Set<string>();
-  sampler.unref();
+  // Queue depths and what respool holds, sampled once a second (server-sampler.ts).
+  const sampler = startSampler({ metrics, parkedClients: () => gate.parkedCount, pools, dedicated, sessions: () => sessions, memory, fleetState });
 
   const firstTopology = refresher.start();
   const tenantTopologies = [...ownUpstreams].map(([tenant, { backend }]) => backend.refresher.start().then(() => {
@@ -513,47 +426,12 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   // Tenants' limits over every worker and fleet member together: each takes its share (tenants/tenant-budgets.ts).
   const budgets = startTenantBudgets({ tenants: tenants.list(), fleetState, membership, log });
 
-  let admin: AdminServer | null = null;
-  if (config.admin) {
-    admin = await startAdminServer(config.admin, metrics, {
-      // /readyz: topology known, every slot owned, every owning primary reachable (admin/readiness.ts).
-      readiness: () => {
-        const links = pools.openLinksByNode();
-        return readiness(refresher.current, (address, health) => {
-          if (health === 'fail' || health === 'failed') return `the cluster marks it ${health}`;
-          const { circuit } = pools.health(address);
-          if (circuit.isOpen) return `circuit ${circuit.state}: ${circuit.lastError}`;
-          if (!circuit.isHealthy && (links[address] ?? 0) === 0) return `link down: ${circuit.lastError}`;
-          return null;
-        });
-      },
-      topology: () => ({
-        topology: refresher.current?.toJSON() ?? null,
-        openLinksByNode: pools.openLinksByNode(),
-        clients: sessions.size,
-      }),
-    }, { token: () => config.adminToken, readToken: () => config.adminReadToken });
-    if (config.adminToken === null) log.warn({ admin: admin.address }, 'no admin token configured: admin POST/DELETE are refused (set admin.token, --admin-token-file or RESPOOL_ADMIN_TOKEN)');
-    if (!isLoopback(admin.address.host)) log.info({ admin: admin.address }, 'admin server listens beyond loopback: /metrics, /healthz, /readyz, /topology, /config are readable from the network');
-    for (const r of hotKeyRoutes(hotKeys)) admin.registerRoute(r.method, r.path, r.handler);
-    admin.registerRoute('GET', '/config', configRoute(config)); // the running config, secrets redacted
-    // The fleet's members (state, last seen, slots, shared-state version), as RESPOOL FLEET.
-    admin.registerRoute('GET', '/fleet', () => ({ status: 200, body: fleetView(membership, currentEmulation(), fleetState) }));
-    const nodes = {
-      topology: () => refresher.current,
-      links: () => pools.openLinksByNode(),
-      leases: () => dedicated.stats().byNode,
-      circuit: (address: string) => pools.health(address).circuit.state,
-    };
-    for (const r of observeRoutes({ metrics, observer, saturation, events, bigKeys, nodes, tenants: () => tenants.list().map((t) => t.snapshot()) })) admin.registerRoute(r.method, r.path, r.handler);
-    // What respool holds for its clients: the memory ceiling, the lanes, the clients holding the most.
-    const clientFacts = function* () {
-      for (const s of sessions) yield { id: s.id, address: s.address, name: s.state.name ?? '', laneClass: s.laneClass, pending: s.pending, outputBytes: () => s.outputBytes(), queryBytes: () => s.queryBytes() };
-    };
-    for (const r of clientRoutes({ clients: clientFacts, memory, lanes: () => pools.inflightByLane() })) admin.registerRoute(r.method, r.path, r.handler);
-    for (const r of tenantRoutes(changeTenantLimits)) admin.registerRoute(r.method, r.path, r.handler); // POST /tenants: limits at run time
-    for (const r of statusPageRoutes()) admin.registerRoute(r.method, r.path, r.handler); // the status page at /
-  }
+  // The admin endpoint: /metrics, /readyz, /config, /fleet, /hotkeys, /tenants, the status page … (server-admin.ts).
+  const admin = config.admin === null ? null : await startAdmin(config.admin, {
+    config, log, metrics, pools, refresher, hotKeys, dedicated, observer, saturation, events, bigKeys, tenants, memory, changeTenantLimits,
+    sessions: () => sessions,
+    fleet: () => fleetView(membership, currentEmulation(), fleetState),
+  });
   log.info({ listen: listen === null ? null : address, unixSocket: config.unixSocket, listenTls: tlsAddress, admin: admin?.address ?? null, upstreams: config.upstreams, mode: config.mode }, 'respool listening');
 
   let closing: Promise<void> | null = null;

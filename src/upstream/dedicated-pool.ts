@@ -200,10 +200,7 @@ export class DedicatedPools {
       (err: Error) => {
         // A blocking command waits its own time for a lease (handlers/blocking-call.ts): at the
         // bound, in the queue again (at its back) rather than refused after acquireTimeoutMs.
-        if (err.name === 'TimeoutError' && !this.closed && keepWaiting?.() === true) {
-          this.leaseWaits++;
-          return this.lend(node, keepWaiting);
-        }
+        if (err.name === 'TimeoutError' && !this.closed && keepWaiting?.() === true) return this.lend(node, keepWaiting);
         throw this.refusal(node, err);
       },
     );
@@ -229,8 +226,6 @@ export class DedicatedPools {
     return this.lend(node, keepWaiting); // it closed between its check and now: ask again
   }
 
-  /** Times a blocking command's wait for a lease went on past dedicated.acquireTimeoutMs (in the queue again). */
-  leaseWaits = 0;
 
   /** Why an acquire was refused: its bound after acquireTimeoutMs, or closing. */
   private refusal(node: NodeLeases, err: Error): Error {
