@@ -102,7 +102,6 @@ const STARTUP_TOPOLOGY_WAIT_MS = 5_000;
 /** How long start-up waits for the fleet's shared state. */
 const FLEET_START_WAIT_MS = 3_000;
 
-
 /** Wires config → pools, topology, router, admin, and the client listener. */
 export interface StartOptions {
   log?: Logger;
@@ -444,10 +443,12 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     reloadTls() {
       tlsListener?.reload();
       reloadUpstreamTls(config.upstreamTls);
+      for (const { backend } of ownUpstreams.values()) reloadUpstreamTls(backend.config.upstreamTls); // tenants' own
       log.info({ listenTls: tlsAddress, upstreamTls: config.upstreamTls.enabled }, 'TLS certificates reloaded');
     },
     reload(next) {
-      const result = reloadProxy({ config, log, pools, reads, hotKeys, users, tenants, reloadTls: () => (this as RespoolProxy).reloadTls() }, next);
+      const allPools = { reconfigure: () => [pools, ...[...ownUpstreams.values()].map((o) => o.backend.pools)].forEach((p) => p.reconfigure()) }; // tenants' own too
+      const result = reloadProxy({ config, log, pools: allPools, reads, hotKeys, users, tenants, reloadTls: () => (this as RespoolProxy).reloadTls() }, next);
       socketOptions.apply(); // clients.tcpKeepAliveMs for connections accepted from now on
       return result;
     },
