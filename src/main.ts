@@ -5,6 +5,7 @@ import cluster from 'node:cluster';
 import { aggregatorRegistry } from './metrics/prom-client-parts.js';
 import { runSupervisor, workerCount, WORKER_ADMIN_MESSAGE } from './workers/supervisor.js';
 import { isPeerAcl, isPeerTenant, onPeerCommand, shareAutoSplit } from './workers/peer-commands.js';
+import { limitPairs } from './tenants/limit-changes.js';
 import { applyAclChange } from './handlers/acl.js';
 import { serveWorkerReports } from './workers/hot-key-reports.js';
 import { runRespoolCommand } from './hotkeys/control.js';
@@ -56,7 +57,7 @@ export async function main(argv: string[]): Promise<void> {
     const users = proxy.users;
     onPeerCommand((args) => {
       if (isPeerAcl(args)) applyAclChange(users, args, null);
-      else if (isPeerTenant(args)) void proxy.changeTenantLimits(args[3]!.toString(), pairsOf(args.slice(4)));
+      else if (isPeerTenant(args)) void proxy.changeTenantLimits(args[3]!.toString(), limitPairs(args, 4));
       else runRespoolCommand(hotKeys, args, 2);
     });
     hotKeys.onAutoSplit = shareAutoSplit; // this worker's automatic splits reach the others
@@ -98,11 +99,4 @@ export async function main(argv: string[]): Promise<void> {
       log.error({ event: 'reload_rejected', err: (err as Error).message }, 'config reload failed part way');
     }
   });
-}
-
-/** RESPOOL TENANT SET's limit-value pairs. */
-function pairsOf(args: readonly Buffer[]): Array<[string, string]> {
-  const out: Array<[string, string]> = [];
-  for (let i = 0; i + 1 < args.length; i += 2) out.push([args[i]!.toString(), args[i + 1]!.toString()]);
-  return out;
 }

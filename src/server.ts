@@ -337,9 +337,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   const sampler = startSampler({ metrics, parkedClients: () => gate.parkedCount, pools, dedicated, sessions: () => sessions, memory, fleetState });
 
   const firstTopology = refresher.start();
-  const tenantTopologies = [...ownUpstreams].map(([tenant, { backend }]) => backend.refresher.start().then(() => {
-    void backend.hello.learn();
-  }, (err: Error) => log.warn({ tenant: tenant.name, err: err.message }, 'tenant upstreams: first discovery failed')));
+  const tenantTopologies = [...ownUpstreams.values()].map(({ backend }) => backend.refresher.start()); // each discovery also learns HELLO (backend.ts)
   await ownZone;
   await Promise.race([Promise.all([firstTopology, ...tenantTopologies]), new Promise((r) => setTimeout(r, STARTUP_TOPOLOGY_WAIT_MS).unref())]);
   // A tenant whose upstreams cannot be reached yet: its clients get CLUSTERDOWN until they can.

@@ -12,7 +12,7 @@ import type { UpstreamSetting } from '../acl/upstream-identity.js';
 import { OBSERVABILITY_SWITCHES } from './observability-config.js';
 import { CONFIG_VALIDATOR_FILE } from '../own-files.js';
 import { ACL_UPSTREAM_MODES, CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type ReadStrategyName, type TenantConfig, type TenantUpstream } from './types.js';
-import { ValueProblem, show, suggest, toEnum, toHostPort, toMaxMemory, toSize, toWorkers } from './values.js';
+import { ValueProblem, show, suggest, toEnum, toHostPort, toMaxMemory, toSize, toWorkers, type Range } from './values.js';
 import { convertListen, toSocketMode, toAdminAddress, readTokenFile, readFirstLine, toAnnounced, toPeersFrom, toZone, toHttpUrl, toNumber, dedupe } from './setting-converters.js';
 
 // The YAML config file (and the RESPOOL_<PATH> variables, env-config.ts, through the same schema
@@ -335,6 +335,9 @@ function suggestNested(key: string): string | undefined {
   return leaf === undefined ? undefined : byLeaf.get(leaf);
 }
 
+/** tenants[].limits.bytesPerSecond's range, at load and when changed at run time (tenants/limit-changes.ts). */
+export const BYTES_PER_SECOND: Range = { min: 1, max: 1024 ** 4 };
+
 /** One tenants[] entry, checked against the tenants before it (names, namespaces). */
 function readTenant(t: Record<string, unknown>, before: readonly TenantConfig[], env: NodeJS.ProcessEnv): TenantConfig {
   const name = t.name as string;
@@ -352,7 +355,7 @@ function readTenant(t: Record<string, unknown>, before: readonly TenantConfig[],
   // A size per second: 50mb, or a number of bytes.
   let bytesPerSecond: number | null = null;
   try {
-    if (l.bytesPerSecond !== undefined) bytesPerSecond = toSize(l.bytesPerSecond, { min: 1, max: 1024 ** 4 });
+    if (l.bytesPerSecond !== undefined) bytesPerSecond = toSize(l.bytesPerSecond, BYTES_PER_SECOND);
   } catch (e) {
     if (e instanceof ValueProblem) throw new ValueProblem(`limits.bytesPerSecond: ${e.message}`);
     throw e;

@@ -1,6 +1,7 @@
 import { encodeArray, encodeBulk, encodeError, encodeInteger, encodeMap, encodeSimple } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import type { Tenant } from '../tenants/tenant.js';
+import { limitPairs } from '../tenants/limit-changes.js';
 import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
 
 export const RESPOOL_TENANTS_HELP = [
@@ -22,8 +23,7 @@ export function tenantSet(session: HandlerSession, req: CommandRequest, share: (
   const change = session.ctx.changeTenantLimits;
   if (change === undefined) return session.replyNow(encodeError(ProxyError.respool('no tenants here')));
   const name = args[3]!.toString();
-  const changes: Array<[string, string]> = [];
-  for (let i = 4; i < args.length; i += 2) changes.push([args[i]!.toString(), args[i + 1]!.toString()]);
+  const changes = limitPairs(args, 4);
   const copy = args.map((a) => Buffer.from(a)); // the read buffer is not ours past this call
   const entry = session.reserve();
   change(name, changes).then(

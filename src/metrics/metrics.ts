@@ -446,26 +446,18 @@ export class Metrics {
     counter(this.raw.tenant_held_total, (t) => Object.entries(t.counts.held).map(([limit, n]): [string[], number] => [[t.name, limit], n]));
     counter(this.raw.tenant_held_seconds_total, (t) => [[[t.name], t.counts.heldMs / 1000]]);
     counter(this.raw.tenant_refused_clients_total, (t) => [[[t.name], t.counts.refusedClients]]);
-    const clients = this.raw.tenant_clients as Gauge<string>;
-    (clients as unknown as { collect: () => void }).collect = () => {
-      clients.reset();
-      for (const t of list()) clients.labels(t.name).set(t.clients);
+    const gauge = (g: Gauge<string>, read: (t: TenantFigures) => Array<[string[], number]>) => {
+      (g as unknown as { collect: () => void }).collect = () => {
+        g.reset();
+        for (const t of list()) for (const [labels, value] of read(t)) g.labels(...labels).set(value);
+      };
     };
-    const shed = this.raw.tenant_shed_ops_per_second as Gauge<string>;
-    (shed as unknown as { collect: () => void }).collect = () => {
-      shed.reset();
-      for (const t of list()) if (t.shedOpsPerSecond !== null) shed.labels(t.name).set(t.shedOpsPerSecond);
-    };
-    const latency = this.raw.tenant_latency_last_minute_seconds as Gauge<string>;
-    (latency as unknown as { collect: () => void }).collect = () => {
-      latency.reset();
-      for (const t of list()) {
-        const l = t.latencyUs();
-        if (l === null) continue;
-        latency.labels(t.name, '0.5').set(l.p50 / 1e6);
-        latency.labels(t.name, '0.99').set(l.p99 / 1e6);
-      }
-    };
+    gauge(this.raw.tenant_clients as Gauge<string>, (t) => [[[t.name], t.clients]]);
+    gauge(this.raw.tenant_shed_ops_per_second as Gauge<string>, (t) => (t.shedOpsPerSecond === null ? [] : [[[t.name], t.shedOpsPerSecond]]));
+    gauge(this.raw.tenant_latency_last_minute_seconds as Gauge<string>, (t) => {
+      const l = t.latencyUs();
+      return l === null ? [] : [[[t.name, '0.5'], l.p50 / 1e6], [[t.name, '0.99'], l.p99 / 1e6]];
+    });
   }
 
   /**

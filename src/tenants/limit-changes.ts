@@ -1,5 +1,6 @@
 import type { TenantLimits } from '../config/types.js';
 import { toSize, ValueProblem } from '../config/values.js';
+import { BYTES_PER_SECOND } from '../config/file-config.js';
 
 /** Each limit by the names RESPOOL TENANT SET (kebab case) and the admin endpoint (the config's) give it. */
 const FIELDS: Record<string, keyof TenantLimits> = {
@@ -25,7 +26,7 @@ export function changedLimits(current: TenantLimits, changes: ReadonlyArray<read
     }
     if (field === 'bytesPerSecond') {
       try {
-        next[field] = toSize(typeof raw === 'string' && /^\d+$/.test(raw) ? Number(raw) : raw, { min: 1, max: 1024 ** 4 });
+        next[field] = toSize(typeof raw === 'string' && /^\d+$/.test(raw) ? Number(raw) : raw, BYTES_PER_SECOND);
       } catch (e) {
         if (e instanceof ValueProblem) return `${name}: ${e.message}`;
         throw e;
@@ -40,4 +41,11 @@ export function changedLimits(current: TenantLimits, changes: ReadonlyArray<read
     next[field] = value;
   }
   return next;
+}
+
+/** RESPOOL TENANT SET's limit–value pairs, from `args[from]` on (the handler, and main.ts for another worker's command). */
+export function limitPairs(args: readonly Buffer[], from: number): Array<[string, string]> {
+  const out: Array<[string, string]> = [];
+  for (let i = from; i + 1 < args.length; i += 2) out.push([args[i]!.toString(), args[i + 1]!.toString()]);
+  return out;
 }

@@ -135,8 +135,13 @@ export class Tenant {
   private allowed: TenantLimits;
   private ops: TokenBucket | null = null;
   private bytes: TokenBucket | null = null;
-  /** What its clients did since the last takeUsage (tenant-budgets.ts reports it to the other members). */
-  private usage: TenantUsage = { ops: 0, bytes: 0, clients: 0, inflight: 0, held: 0 };
+  /**
+   * What takeUsage cannot read off `counts` (tenant-budgets.ts reports it to the other members): the
+   * most replies owed at once and which limits held its clients since the last call; and the
+   * counts at that call, whose differences are its requests and bytes since.
+   */
+  private usage = { inflight: 0, held: 0 };
+  private usageTakenAt = { requests: 0, bytes: 0 };
   /** Connections of its users now. */
   clients = 0;
   /**
@@ -227,10 +232,12 @@ export class Tenant {
 
   /** What its clients did since the last call (ops and bytes counted, clients now, the most replies owed at once, which limits held them). */
   takeUsage(): TenantUsage {
-    const u = this.usage;
-    u.clients = this.clients;
-    u.inflight = Math.max(u.inflight, this.inflight.count);
-    this.usage = { ops: 0, bytes: 0, clients: 0, inflight: this.inflight.count, held: 0 };
+    const c = this.counts;
+    const bytes = c.bytesIn + c.bytesOut;
+    const taken = this.usageTakenAt;
+    const u: TenantUsage = { ops: c.requests - taken.requests, bytes: bytes - taken.bytes, clients: this.clients, inflight: Math.max(this.usage.inflight, this.inflight.count), held: this.usage.held };
+    this.usageTakenAt = { requests: c.requests, bytes };
+    this.usage = { inflight: this.inflight.count, held: 0 };
     return u;
   }
 
@@ -295,10 +302,7 @@ export class Tenant {
     const now = clockNow();
     this.counts.requests++;
     this.counts.bytesIn += bytes;
-    const usage = this.usage;
-    usage.ops++;
-    usage.bytes += bytes;
-    if (this.inflight.count > usage.inflight) usage.inflight = this.inflight.count;
+    if (this.inflight.count > this.usage.inflight) this.usage.inflight = this.inflight.count;
     this.turnUsed++;
     this.lastAdmittedAt = now;
     this.peers?.admittedInTurn();
@@ -310,7 +314,6 @@ export class Tenant {
   /** A reply of `bytes` was written to one of its clients. */
   replyWritten(bytes: number): void {
     this.counts.bytesOut += bytes;
-    this.usage.bytes += bytes;
     this.bytes?.take(bytes, clockNow());
     if (this.inflight.count < this.repliesBelow) {
       this.repliesBelow = 0;

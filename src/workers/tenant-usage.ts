@@ -10,8 +10,8 @@ export const TENANT_USAGE_MESSAGE = 'respool:tenant-usage';
 /** The fleet's bus message of the same (fleet-state.ts publish/on). */
 const FLEET_USAGE = 'tenant-usage';
 
-/** The number of workers of this process group (the supervisor tells each worker); 1 without workers. */
-export function workerCount(): number {
+/** The number of workers beside this one, itself included (the supervisor tells each worker: supervisor.ts workerCount); 1 without workers. */
+function workersInGroup(): number {
   const n = Number(process.env['RESPOOL_WORKER_COUNT'] ?? '1');
   return Number.isInteger(n) && n > 0 ? n : 1;
 }
@@ -30,23 +30,21 @@ export function startTenantBudgets(deps: {
 }): TenantBudgets | null {
   const { tenants, fleetState, membership } = deps;
   const limited = tenants.some((t) => Object.values(t.budget).some((v) => v !== null));
-  const workers = workerCount();
+  const workers = workersInGroup();
   if (!limited || (workers === 1 && membership === null)) return null;
   if (membership !== null && fleetState === null) {
     deps.log.warn({ event: 'tenant_budgets' }, 'tenants: the fleet shares no state (cluster.fleetState none): each member holds its tenants to the whole of their limits');
     if (workers === 1) return null;
   }
-  const fleetMembers = () => (membership === null || fleetState === null ? 1 : Math.max(1, membership.liveIds().length));
-  const self = fleetState !== null && membership !== null ? fleetState.memberId : `w${process.env['RESPOOL_WORKER_INDEX'] ?? '0'}`;
   let budgets: TenantBudgets;
   if (fleetState !== null && membership !== null) {
-    budgets = new TenantBudgets(self, () => tenants, {
+    budgets = new TenantBudgets(fleetState.memberId, () => tenants, {
       send: (report) => void fleetState.publish({ t: FLEET_USAGE, report }).catch(() => {}),
-      expectedMembers: () => fleetMembers() * workers,
+      expectedMembers: () => Math.max(1, membership.liveIds().length) * workers,
     });
     fleetState.on(FLEET_USAGE, (message) => budgets.receive(message['report'] as UsageReport));
   } else {
-    budgets = new TenantBudgets(self, () => tenants, {
+    budgets = new TenantBudgets(`w${process.env['RESPOOL_WORKER_INDEX'] ?? '0'}`, () => tenants, {
       send: (report) => {
         if (cluster.isWorker && process.send !== undefined) process.send({ type: TENANT_USAGE_MESSAGE, report });
       },
