@@ -21,6 +21,7 @@ const LAYERS = [
   ['hotkeys', 'src/hotkeys/'], // detection, split copies (plugs into routing through routing/hooks.ts)
   ['fleet', 'src/fleet/'], // membership, shared state, the cluster respool shows
   ['pubsub', 'src/pubsub/'], // multiplexed subscriptions
+  ['parking', 'src/parking/'], // blocked clients parked at respool, woken by the nodes' key changes
   ['routing', 'src/routing/'], // slot → node, MOVED/ASK, fan-out
   ['cluster', 'src/cluster/'], // topology snapshots, discovery, refresh
   ['upstream', 'src/upstream/'], // links, pools, leases, dialing, health

@@ -16,6 +16,7 @@ import { HotKeys, type HotKeysDeps } from './hotkeys/hot-keys.js';
 import type { ReadRouting } from './routing/read-strategy.js';
 import { DedicatedPools } from './upstream/dedicated-pool.js';
 import { PubSubHub } from './pubsub/hub.js';
+import { ParkedPops } from './parking/parked-pops.js';
 import { HelloIdentity } from './client/hello-identity.js';
 import { FunctionFlags } from './scripts/function-flags.js';
 import type { UserDirectory } from './acl/user-directory.js';
@@ -39,7 +40,7 @@ export interface BackendDeps {
 
 /** The ServerContext fields that belong to one set of upstreams. */
 export type BackendContext = Pick<ServerContext,
-  'router' | 'hotKeys' | 'dedicated' | 'pubsub' | 'hello' | 'scripts' | 'functions' | 'runningScripts' | 'unblockLease' | 'isCluster' | 'databases' | 'serverVersion' | 'serverName'>;
+  'router' | 'hotKeys' | 'dedicated' | 'parking' | 'pubsub' | 'hello' | 'scripts' | 'functions' | 'runningScripts' | 'unblockLease' | 'isCluster' | 'databases' | 'serverVersion' | 'serverName'>;
 
 /**
  * One set of upstreams and everything respool keeps for it: pools of shared links, the topology
@@ -55,6 +56,7 @@ export class Backend {
   readonly router: Router;
   readonly hotKeys: HotKeys;
   readonly dedicated: DedicatedPools;
+  readonly parking: ParkedPops;
   readonly pubsub: PubSubHub;
   readonly mirror: IdentityMirror;
   readonly hello: HelloIdentity;
@@ -86,6 +88,15 @@ export class Backend {
     this.dedicated = new DedicatedPools(config, async (host, port, id) => {
       await pools.get(host, port, 2, 'primary').call(['CLIENT', 'UNBLOCK', id]);
     }, { metrics });
+    // Blocked pops parked at respool: one watch connection per node, as respool's own user.
+    this.parking = new ParkedPops(router, (host, port) => ({
+      host,
+      port,
+      auth: config.upstreamAuth,
+      tls: config.upstreamTls ?? null,
+      connectTimeoutMs: config.timeouts.connectMs,
+      maxBulkLength: config.limits.maxBulkLength,
+    }), log, metrics);
     this.pubsub = new PubSubHub({ refresher, redirects: router.redirects, config, log, metrics });
     // Users with an upstream identity: mirrored ones kept on every node; their errors as they know their name.
     const mirror = (this.mirror = new IdentityMirror({ users, pools, closeIdentity: (identity) => pools.closeIdentity(identity), events, log }));
@@ -101,6 +112,7 @@ export class Backend {
       router,
       hotKeys: this.hotKeys,
       dedicated: this.dedicated,
+      parking: this.parking,
       pubsub: this.pubsub,
       hello: this.hello,
       scripts: new ScriptCache(),
@@ -124,6 +136,7 @@ export class Backend {
     // (read by discovery's INFO). A MOVED patch removes no node and keeps the first shard, so it
     // needs none of this (and MOVED storms must stay cheap).
     refresher.onChange((topology: Topology, change) => {
+      this.parking.onTopology(); // parked keys whose slot moved: registered at their new owner
       if (change === 'moved') return;
       void this.hello.learn(); // HELLO's server name and version, as the nodes give them
       mirror.onTopology(topology); // nodes new, restarted or behind get the mirrored users
@@ -206,6 +219,7 @@ export class Backend {
   async close(): Promise<void> {
     this.hotKeys.stop();
     this.pubsub.close();
+    this.parking.close();
     await this.dedicated.closeAll();
     this.refresher.stop();
     this.pools.closeAll();

@@ -3,6 +3,7 @@ import type { HostPort, RespoolConfig } from './config/types.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { UpstreamPools } from './upstream/upstream-pools.js';
 import type { DedicatedPools } from './upstream/dedicated-pool.js';
+import type { ParkedPops } from './parking/parked-pops.js';
 import type { TopologyRefresher } from './cluster/topology-refresher.js';
 import type { HotKeys } from './hotkeys/hot-keys.js';
 import type { RequestObserver } from './observe/request-observer.js';
@@ -31,6 +32,7 @@ export interface AdminDeps {
   refresher: TopologyRefresher;
   hotKeys: HotKeys;
   dedicated: DedicatedPools;
+  parking: ParkedPops;
   observer: RequestObserver;
   saturation: NodeSaturation;
   events: RateLimitedLog;
@@ -80,6 +82,7 @@ export async function startAdmin(address: HostPort, d: AdminDeps): Promise<Admin
     topology: () => refresher.current,
     links: () => pools.openLinksByNode(),
     leases: () => d.dedicated.stats().byNode,
+    parked: () => d.parking.byNode(),
     circuit: (node: string) => pools.health(node).circuit.state,
   };
   register(observeRoutes({ metrics, observer: d.observer, saturation: d.saturation, events: d.events, bigKeys: d.bigKeys, nodes, tenants: () => d.tenants.list().map((t) => t.snapshot()) }));

@@ -8,6 +8,7 @@ import type { Topology } from './cluster/topology.js';
 import type { UpstreamPools } from './upstream/upstream-pools.js';
 import { ClientSession } from './session/client-session.js';
 import { acceptReadingShared } from './session/shared-reads.js';
+import type { ParkedPops } from './parking/parked-pops.js';
 import type { ServerContext } from './client/server-context.js';
 import { Metrics } from './metrics/metrics.js';
 import { createLogger } from './util/logger.js';
@@ -83,6 +84,7 @@ export interface RespoolProxy {
   readonly users: UserDirectory;
   /** Mirrored users on the nodes. */
   readonly mirror: IdentityMirror;
+  readonly parking: ParkedPops; // blocked pops parked at respool (the main upstreams')
   /** Changes a tenant's limits here (and in a fleet with shared state, everywhere): RESPOOL TENANT SET from another worker. */
   changeTenantLimits(name: string, changes: ReadonlyArray<readonly [string, unknown]>): Promise<string | null>;
   /** The fleet's members and their states (null without cluster.peers / peersFrom). */
@@ -425,7 +427,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
 
   // The admin endpoint: /metrics, /readyz, /config, /fleet, /hotkeys, /tenants, the status page … (server-admin.ts).
   const admin = config.admin === null ? null : await startAdmin(config.admin, {
-    config, log, metrics, pools, refresher, hotKeys, dedicated, observer, saturation, events, bigKeys, tenants, memory, changeTenantLimits,
+    config, log, metrics, pools, refresher, hotKeys, dedicated, parking: main.parking, observer, saturation, events, bigKeys, tenants, memory, changeTenantLimits,
     sessions: () => sessions,
     fleet: () => fleetView(membership, currentEmulation(), fleetState),
   });
@@ -455,7 +457,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     refresher,
     hotKeys,
     users,
-    mirror,
+    mirror, parking: main.parking,
     changeTenantLimits,
     membership,
     fleetState,

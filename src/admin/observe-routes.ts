@@ -13,7 +13,7 @@ import type { TenantSnapshot } from '../tenants/tenant.js';
  * Read-only JSON for operators and the status page (admin/status-page.ts), next to /topology and
  * /hotkeys:
  *
- *   GET /nodes        every node shard by shard: role, zone, health, slots, links, leases, circuit
+ *   GET /nodes        every node shard by shard: role, zone, health, slots, links, leases, parked clients, circuit
  *   GET /latency      p50/p99/p99.9 and requests/s over the last minute per node (with its
  *                     saturation) and per command family (RESPOOL LATENCY's rows)
  *   GET /saturation   each node's flag and reasons, and the saturated share
@@ -28,6 +28,8 @@ export interface NodeFacts {
   /** Open shared links per node address. */
   links(): Record<string, number>;
   leases(): Record<string, { inUse: number; idle: number; waiting: number }>;
+  /** Clients parked at respool on the node's keys, and whether its watch connection is open (parking/parked-pops.ts). */
+  parked(): Record<string, { clients: number; watch: boolean }>;
   circuit(address: string): string;
 }
 
@@ -36,12 +38,14 @@ function nodeRows(facts: NodeFacts): unknown {
   const topology = facts.topology();
   const links = facts.links();
   const leases = facts.leases();
+  const parked = facts.parked();
   const rows = (topology?.shards ?? []).flatMap((shard, i) => {
     const slots = shard.slots.reduce((n, [a, b]) => n + b - a + 1, 0);
     return [shard.primary, ...shard.replicas].map((n) => ({
       address: n.address, shard: i, role: n.role, zone: n.zone, health: n.health, slots,
       links: links[n.address] ?? 0,
       leases: { inUse: leases[n.address]?.inUse ?? 0, idle: leases[n.address]?.idle ?? 0, waiting: leases[n.address]?.waiting ?? 0 },
+      parked: { clients: parked[n.address]?.clients ?? 0, watch: parked[n.address]?.watch ?? false },
       circuit: facts.circuit(n.address),
     }));
   });

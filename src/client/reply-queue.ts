@@ -3,7 +3,7 @@ import { FifoQueue } from '../util/fifo-queue.js';
 import { DEV_CHECKS, invariant } from '../util/dev-checks.js';
 import type { HistogramSeries } from '../metrics/fast-histogram.js';
 import type { CallClient, CallOwner } from '../routing/upstream-call.js';
-import type { RequestFrame } from '../resp/request-framer.js';
+import { RequestFrame } from '../resp/request-framer.js';
 import type { CommandFamily } from '../commands/proxy-handling.js';
 import type { ReplyNames } from '../keys/reply-names.js';
 
@@ -57,6 +57,19 @@ export class ReplyEntry implements CallOwner {
     if (this.node === '') this.node = node;
     else if (this.node !== node && !this.node.includes(node)) this.node = this.node.length < 200 ? `${this.node},${node}` : this.node;
     if (ms > this.upstreamMs) this.upstreamMs = ms;
+  }
+
+  /**
+   * Keeps its request as `copy` (the request's exact bytes), letting go of the read buffer and
+   * argument views the request pointed into: for a request that waits long (a parked pop).
+   */
+  keepRequestAs(copy: Buffer): void {
+    const r = this.request;
+    if (r === null) return;
+    const kept = new RequestFrame(copy);
+    kept.spec = r.spec;
+    kept.command = r.command;
+    this.request = kept;
   }
 
   measureReply(onSize: (bytes: number) => void): void {

@@ -6,6 +6,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import type { HandlerSession } from './handler-session.js';
 import type { HotKeys } from '../hotkeys/hot-keys.js';
 import type { DedicatedPools } from '../upstream/dedicated-pool.js';
+import type { ParkedPops } from '../parking/parked-pops.js';
 import type { PubSubHub } from '../pubsub/hub.js';
 import type { ClusterEmulation } from '../fleet/cluster-emulation.js';
 import type { ScriptCache } from '../scripts/script-cache.js';
@@ -47,6 +48,8 @@ export interface ServerContext {
   readonly hotKeys: HotKeys;
   /** Leased upstream connections (WATCH, blocking commands). */
   readonly dedicated: DedicatedPools;
+  /** Clients blocked in list and sorted-set pops, parked at respool (src/parking). */
+  readonly parking: ParkedPops;
   /** Multiplexed subscriptions. */
   readonly pubsub: PubSubHub;
   /** Script bodies seen (EVAL, SCRIPT LOAD), to reload a script on a node that answers NOSCRIPT. */

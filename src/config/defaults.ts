@@ -100,6 +100,7 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
     idleMs: 30_000,
     blockMarginMs: 5_000,
     maxReplicaStreams: 4,
+    parkPops: true,
   },
   pubsub: {
     maxOutputBytesPerClient: 32 * MiB, // Valkey's client-output-buffer-limit pubsub 32mb

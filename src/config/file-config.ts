@@ -5,11 +5,10 @@ import { fileURLToPath } from 'node:url';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import { readHotKeysFile } from './hot-keys-config.js';
 import { readTenantUpstreamTls, readTlsFile } from './tls-config.js';
-import { NUMERIC_FIELDS } from './schema.js';
+import { BOOLEAN_SETTINGS, NUMERIC_FIELDS } from './schema.js';
 import { aclRulesProblem, type UserConfig } from '../acl/users.js';
 import { colocationProblem, type ColocationRule } from '../keys/colocation.js';
 import type { UpstreamSetting } from '../acl/upstream-identity.js';
-import { OBSERVABILITY_SWITCHES } from './observability-config.js';
 import { CONFIG_VALIDATOR_FILE } from '../own-files.js';
 import { ACL_UPSTREAM_MODES, CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type ReadStrategyName, type TenantConfig, type TenantUpstream } from './types.js';
 import { ValueProblem, show, suggest, toEnum, toHostPort, toMaxMemory, toSize, toWorkers, type Range } from './values.js';
@@ -171,7 +170,7 @@ export function convertSettings(data: unknown, where: string, env: NodeJS.Proces
     set('cluster.fleetState', convert('cluster.fleetState', cluster.fleetState, (v) => toEnum(v, FLEET_STATE_MODES)));
   }
   if (!isBad('hotKeys')) readHotKeysFile(settings.hotKeys, convert, set);
-  for (const [group, names] of Object.entries(OBSERVABILITY_SWITCHES)) {
+  for (const [group, names] of Object.entries(BOOLEAN_SETTINGS)) {
     const g = settings[group] as Record<string, unknown> | undefined;
     if (g === undefined || g === null || typeof g !== 'object') continue;
     for (const name of names) set(`${group}.${name}`, convert(`${group}.${name}`, g[name], (v) => v as boolean));

@@ -146,10 +146,18 @@ function numericGroup(group: string): Schema {
 }
 
 /** A numeric group plus its boolean switches (observability-config.ts). */
+/** Every true/false setting that sits in a numeric group: group → its names (file-config.ts reads them). */
+export const BOOLEAN_SETTINGS: Readonly<Record<string, readonly string[]>> = { ...OBSERVABILITY_SWITCHES, dedicated: ['parkPops'] };
+
 function withSwitches(group: string): Schema {
+  return withBooleans(group, BOOLEAN_SETTINGS[group] ?? []);
+}
+
+/** A group's numeric fields plus `names`, each true or false. */
+function withBooleans(group: string, names: readonly string[]): Schema {
   const base = numericGroup(group);
   const properties: Record<string, Schema> = { ...(base.properties as Record<string, Schema>) };
-  for (const name of OBSERVABILITY_SWITCHES[group] ?? []) properties[name] = { type: 'boolean', 'x-expect': 'must be true or false' };
+  for (const name of names) properties[name] = { type: 'boolean', 'x-expect': 'must be true or false' };
   return { ...base, properties };
 }
 
@@ -367,7 +375,7 @@ export const CONFIG_FILE_SCHEMA: Schema = {
     clients: numericGroup('clients'),
     reads: readsSchema(),
     hotKeys: HOT_KEYS_SCHEMA,
-    dedicated: numericGroup('dedicated'),
+    dedicated: withSwitches('dedicated'),
     pubsub: numericGroup('pubsub'),
     admission: numericGroup('admission'),
     // MULTI … EXEC over several slots: split into one block per slot, or refused (CROSSSLOT)

@@ -195,6 +195,7 @@ export interface DedicatedConfig {
   idleMs: number; // default 30000: an idle leased connection kept this long for reuse, then closed
   blockMarginMs: number; // default 5000: a blocking command's lease deadline is its own timeout plus this
   maxReplicaStreams: number; // default 4: clients attached with SYNC / PSYNC at once (each makes every primary save a snapshot)
+  parkPops: boolean; // default true: list and sorted-set blocking pops wait at respool (src/parking), not on a leased connection each
 }
 
 export interface AdmissionConfig {

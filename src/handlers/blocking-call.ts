@@ -7,15 +7,17 @@ import { ignoreReply } from '../upstream/link.js';
 import { ASKING } from '../routing/redirect-follower.js';
 
 /** What CLIENT UNBLOCK … ERROR gives a blocked client (Valkey's blocked.c). */
-const UNBLOCKED = encodeError('UNBLOCKED client unblocked via CLIENT UNBLOCK');
+export const UNBLOCKED = encodeError('UNBLOCKED client unblocked via CLIENT UNBLOCK');
 const NULL_ARRAY_2 = Buffer.from('*-1\r\n');
-const NULL_BULK_2 = Buffer.from('$-1\r\n');
 const NULL_3 = Buffer.from('_\r\n');
 
-/** Valkey's reply to a blocked client whose timeout passed: a null bulk for BLMOVE and BRPOPLPUSH, a null array for the other pops and XREAD/XREADGROUP (RESP3: null). */
-export function timeoutReply(command: string, protocol: 2 | 3): Buffer {
-  if (protocol === 3) return NULL_3;
-  return command === 'blmove' || command === 'brpoplpush' ? NULL_BULK_2 : NULL_ARRAY_2;
+/**
+ * Valkey's reply to a blocked client whose timeout passed (blocked.c, replyToBlockedClientTimedOut):
+ * a null array for every list, sorted-set and stream command, BLMOVE and BRPOPLPUSH included (RESP3:
+ * null). Not the null bulk they answer inside MULTI, where they do not block.
+ */
+export function timeoutReply(protocol: 2 | 3): Buffer {
+  return protocol === 3 ? NULL_3 : NULL_ARRAY_2;
 }
 
 /** CLIENT UNBLOCK racing the blocking command to its node: tries, and the pause between them. */
@@ -70,7 +72,7 @@ export class BlockingCall {
     // as it would block (its own timeout, then Valkey's timeout reply), not refused after
     // dedicated.acquireTimeoutMs; CLIENT UNBLOCK and the client's going end the wait.
     this.waiting = true;
-    if (this.timeoutMs !== null && this.waitTimer === null && this.hops === 0) this.waitTimer = setTimeout(() => this.endWait(timeoutReply(this.command, state.protocol)), this.timeoutMs);
+    if (this.timeoutMs !== null && this.waitTimer === null && this.hops === 0) this.waitTimer = setTimeout(() => this.endWait(timeoutReply(state.protocol)), this.timeoutMs);
     ctx.dedicated.acquire(node.host, node.port, state.protocol, state.db, state.acl.upstream, () => !this.cancelled && !this.session.closed).then(
       (conn) => {
         this.stopWaiting();
@@ -108,7 +110,7 @@ export class BlockingCall {
     if (this.conn === null) {
       // Still waiting for a lease: blocked as far as the client can tell, so unblocked here.
       if (this.waiting) {
-        this.endWait(how === 'timeout' ? timeoutReply(this.command, this.session.state.protocol) : UNBLOCKED);
+        this.endWait(how === 'timeout' ? timeoutReply(this.session.state.protocol) : UNBLOCKED);
         return true;
       }
       this.cancelled = true;

@@ -8,7 +8,7 @@ import type { ReplyEntry } from '../client/reply-queue.js';
 import { BlockingCall } from './blocking-call.js';
 import { commandTimeoutMs } from './blocking-timeout.js';
 import { NO_REPLY } from './local.js';
-import { putBackCommand } from './put-back.js';
+import { putBackCommand } from '../parking/put-back.js';
 import { streamReadCrossSlot } from './stream-read-cross-slot.js';
 import { listMoveCrossSlot } from './list-move.js';
 import { splitKeyWrite } from './split-key-writes.js';

@@ -3,11 +3,14 @@ import { ProxyError } from '../errors.js';
 import { BlockingCall } from './blocking-call.js';
 import { blockingCrossSlot } from './blocking-cross-slot.js';
 import { commandTimeoutMs } from './blocking-timeout.js';
+import { PARKED_POPS, parkedPop } from './blocking-park.js';
 import type { Handler, HandlerSession } from '../client/handler-session.js';
 
 /**
- * Blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZPOPMIN/MAX, BZMPOP, XREAD …
- * BLOCK, XREADGROUP … BLOCK) run on a leased connection of their own (blocking-call.ts): a
+ * Blocking commands. The list and sorted-set pops (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP,
+ * BZPOPMIN/MAX, BZMPOP) over keys of one slot are parked at respool (blocking-park.ts; off with
+ * dedicated.parkPops: false). XREAD … BLOCK, XREADGROUP … BLOCK (a consumer is a connection's) and
+ * the pops when parking is off run on a leased connection of their own (blocking-call.ts): a
  * shared link must never wait on one client's command.
  *
  *  - Lane switch = barrier: the command starts once the client's earlier replies are written, and
@@ -25,10 +28,12 @@ export const blocking: Handler = (session, req) => {
     if (ctx.isCluster() && blockingCrossSlot(session, req)) return;
     return session.replyNow(slot); // CROSSSLOT (a command respool cannot split), topology unknown
   }
-  const raw = Buffer.from(req.raw);
-  const keys = req.spec === undefined ? [] : ctx.commands().keyIndexes(req.spec, req.args).map((i) => req.args[i]!.toString('latin1'));
-  const onNoKey = req.command === 'xreadgroup';
+  const keyIndexes = req.spec === undefined ? [] : ctx.commands().keyIndexes(req.spec, req.args);
   const timeoutMs = commandTimeoutMs(session, req);
+  if (PARKED_POPS.has(req.command) && ctx.config.dedicated.parkPops && keyIndexes.length > 0) return parkedPop(session, req, slot, keyIndexes, timeoutMs);
+  const raw = Buffer.from(req.raw);
+  const keys = keyIndexes.map((i) => req.args[i]!.toString('latin1'));
+  const onNoKey = req.command === 'xreadgroup';
   session.runExclusive(() => {
     const entry = session.reserve();
     ctx.metrics?.commandCounter(req.command).inc();
@@ -66,10 +71,10 @@ const clientUnblock: Handler = (session, req) => {
   const id = Number(text);
   let target: HandlerSession | undefined;
   for (const s of session.ctx.sessions()) if (s.id === id) target = s;
-  const unblock = target?.state.blocked ? target.state.lease?.unblock : undefined;
-  if (unblock === undefined) return session.replyNow(ZERO);
+  const lease = target?.state.blocked ? target.state.lease : null;
+  if (lease?.unblock === undefined) return session.replyNow(ZERO);
   const entry = session.reserve();
-  unblock(how).then(
+  lease.unblock(how).then(
     (done) => entry.fill(done ? ONE : ZERO),
     (err: Error) => entry.fill(encodeError(err.message)),
   );

@@ -7,7 +7,9 @@ import { crossSlotKeyed } from './cross-slot.js';
 import type { CommandRequest, Handler, HandlerSession } from '../client/handler-session.js';
 import { configGet } from './node-settings.js';
 import { needsNodeCheck } from '../acl/command-check.js';
-import { UpstreamCall, type CallFactory } from '../routing/upstream-call.js';
+import { UpstreamCall, type CallFactory, type CallOwner } from '../routing/upstream-call.js';
+import { CommandFlag } from '../commands/command-flags.js';
+import type { ReplyEntry } from '../client/reply-queue.js';
 
 /**
  * Keyed and keyless commands for one node: the router picks the node (slot owner, read strategy,
@@ -16,14 +18,53 @@ import { UpstreamCall, type CallFactory } from '../routing/upstream-call.js';
  */
 export const keyed: Handler = (session, req) => {
   if (req.command === 'migrate' && req.args.length >= 3 && migratesToRespool(session, req.args[1]!, req.args[2]!)) return migrateToSelf(session, req);
+  const parkedKeys = feedsParked(session, req);
+  if (parkedKeys === null) return route(session, req, null);
+  // A write to keys parked clients wait on: a barrier, and its reply held until those clients are
+  // served (parking/parked-pops.ts, wakeAfterWrite) — as Valkey serves its blocked clients before
+  // it answers the command that fed them, and before the writer's next command runs.
+  const kept: CommandRequest = { args: req.args.map((a) => Buffer.from(a)), raw: Buffer.from(req.raw), spec: req.spec, command: req.command };
+  session.runExclusive(() => route(session, kept, parkedKeys.map((k) => Buffer.from(k))));
+};
+
+function route(session: HandlerSession, req: CommandRequest, parkedKeys: Buffer[] | null): void {
   const entry = session.reserve();
   const ctx = session.ctx;
-  const error = ctx.router.routeKeyed(entry, req.raw, req, req.spec, ctx.commands(), req.command, false, sortsInOwnNamespace(session, req) ? asRespoolCall : undefined);
+  // SWAPDB moves keys between databases without an invalidation to tracking clients: once it ran,
+  // parked clients' keys are tried again (as Valkey's SWAPDB wakes its blocked clients).
+  if (req.command === 'swapdb') entry.measureReply(() => ctx.parking.everythingChanged());
+  const owner = parkedKeys === null ? entry : servingParked(session, entry, parkedKeys);
+  const error = ctx.router.routeKeyed(owner, req.raw, req, req.spec, ctx.commands(), req.command, false, sortsInOwnNamespace(session, req) ? asRespoolCall : undefined);
   if (error === null) return;
   // Keys in several slots: some commands are carried out over them anyway (cross-slot.ts).
   if (isCrossSlot(error) && crossSlotKeyed(session, req, entry)) return;
   entry.fill(error);
-};
+}
+
+/** A write's keys when a parked client waits on one of them, else null. */
+function feedsParked(session: HandlerSession, req: CommandRequest): Buffer[] | null {
+  const { ctx } = session;
+  if (!ctx.parking.waitingOnAny() || req.spec === undefined || (req.spec.flags & CommandFlag.WRITE) === 0) return null;
+  const keys = ctx.commands().keyIndexes(req.spec, req.args).map((i) => req.args[i]!);
+  return keys.length > 0 && ctx.parking.waitsOn(session.state.db, keys) ? keys : null;
+}
+
+/** The entry, its reply held until the parked clients on `keys` are served (errors: nothing was written, at once). */
+function servingParked(session: HandlerSession, entry: ReplyEntry, keys: Buffer[]): CallOwner {
+  const { ctx } = session;
+  const db = session.state.db;
+  return {
+    client: entry.client,
+    upstreamTimed: (node, ms) => entry.upstreamTimed(node, ms),
+    onCallDone(reply) {
+      if (reply[0] === 0x2d) return entry.onCallDone(reply);
+      const kept = Buffer.from(reply);
+      const served = ctx.parking.wakeAfterWrite(db, keys);
+      if (served === null) entry.onCallDone(kept);
+      else void served.then(() => entry.onCallDone(kept));
+    },
+  };
+}
 
 /**
  * SORT … BY / GET of a namespaced user who may read every key: its patterns were renamed into its

@@ -209,6 +209,29 @@ export const METRIC_DEFINITIONS = {
     labelNames: ['reason'],
   },
 
+  // blocked clients parked at respool (src/parking)
+  parked_clients: {
+    type: 'gauge',
+    help: 'Clients blocked in BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZPOPMIN, BZPOPMAX or BZMPOP, parked at respool (no connection of their own on a node).',
+    labelNames: [],
+  },
+  park_watch_connections: {
+    type: 'gauge',
+    help: 'Watch connections (CLIENT TRACKING ON, one per node) that hear of changes to the keys parked clients wait on.',
+    labelNames: [],
+  },
+  park_wake_seconds: {
+    type: 'histogram',
+    help: 'From a node telling respool that a parked key changed to the value reaching its first waiter, per node.',
+    labelNames: ['node'],
+    buckets: LATENCY_BUCKETS_SECONDS,
+  },
+  park_put_backs_total: {
+    type: 'counter',
+    help: 'Values popped for a parked client that left in the same instant, put back where they came from (ok) or not (failed: logged with the key).',
+    labelNames: ['outcome'],
+  },
+
   // users and upstream identities (src/acl)
   upstream_identity_links: {
     type: 'gauge',

@@ -186,6 +186,15 @@ export class Metrics {
   readonly crossSlotTransactionGroups: Record<TransactionGroupOutcome, Counter.Internal>;
   readonly crossSlotCommands: Record<CrossSlotCommandKind, Counter.Internal>;
   readonly crossSlotPutBacks: Record<PutBackOutcome, Counter.Internal>;
+  /** Blocked clients parked at respool (src/parking). */
+  readonly parkedClients: Gauge;
+  readonly parkWatchConnections: Gauge;
+  readonly parkPutBacks: Record<PutBackOutcome, Counter.Internal>;
+
+  /** Wake latency of parked clients on `node` (seconds). */
+  parkWake(node: string): HistogramSeries {
+    return (this.raw.park_wake_seconds as unknown as LabeledHistogram).labels(node);
+  }
 
   // command-labelled children, keyed by label value (bounded)
   private knownCommands: Set<string> | null;
@@ -293,8 +302,11 @@ export class Metrics {
     this.crossSlotTransactionGroups = preset(TRANSACTION_GROUP_OUTCOMES, (v) => r.cross_slot_transaction_groups_total.labels(v));
     this.crossSlotCommands = preset(CROSS_SLOT_COMMAND_KINDS, (v) => r.cross_slot_commands_total.labels(v));
     this.crossSlotPutBacks = preset(PUT_BACK_OUTCOMES, (v) => r.cross_slot_put_backs_total.labels(v));
+    this.parkedClients = r.parked_clients;
+    this.parkWatchConnections = r.park_watch_connections;
+    this.parkPutBacks = preset(PUT_BACK_OUTCOMES, (v) => r.park_put_backs_total.labels(v));
     // Make the fixed-vocabulary series visible at 0 so rate() works from the first scrape.
-    for (const group of [this.rejected, this.redirects, this.retries, this.leaseRefusals, this.crossSlotTransactions, this.crossSlotTransactionGroups, this.crossSlotCommands, this.crossSlotPutBacks]) {
+    for (const group of [this.rejected, this.redirects, this.retries, this.leaseRefusals, this.crossSlotTransactions, this.crossSlotTransactionGroups, this.crossSlotCommands, this.crossSlotPutBacks, this.parkPutBacks]) {
       for (const child of Object.values<Counter.Internal>(group)) child.inc(0);
     }
     for (const byOutcome of Object.values(this.refreshes)) {

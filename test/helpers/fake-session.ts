@@ -13,6 +13,7 @@ import { FairAdmission } from '../../src/client/fair-admission.js';
 import { MonitorFeed } from '../../src/client/monitor-feed.js';
 import { ScriptCache } from '../../src/scripts/script-cache.js';
 import { RunningScripts } from '../../src/scripts/running-scripts.js';
+import { ParkedPops } from '../../src/parking/parked-pops.js';
 import type { ServerContext } from '../../src/client/server-context.js';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import type { RespoolConfig } from '../../src/config/types.js';
@@ -87,6 +88,7 @@ export function fakeContext(pools: unknown, node: { host: string; port: number }
     monitors: new MonitorFeed(),
     scripts: new ScriptCache(),
     runningScripts: new RunningScripts(),
+    parking: new ParkedPops(router, () => { throw new Error('no watch connections in a fake session'); }, pino({ level: 'silent' })),
     commands: () => table,
     isCluster: () => false,
     nextClientId: () => ++ids,

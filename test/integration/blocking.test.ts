@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import calculateSlot from 'cluster-key-slot';
 import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
 import { encodeCommand, parseInfo, type RespReply } from '../harness/raw-client.js';
+import type { RespoolConfig } from '../../src/config/types.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { startTestProxy } from '../helpers/proxy.js';
 import { RawConnection } from '../helpers/raw-resp.js';
@@ -166,6 +167,8 @@ interface Sides {
   upstreams(): Promise<Array<{ port: number; call: (...args: Args) => Promise<RespReply> }>>;
   /** The upstream node owning `key`'s slot. */
   ownerOf(key: string): Promise<{ port: number; call: (...args: Args) => Promise<RespReply> }>;
+  /** Clients blocked behind respool: parked at respool (parking/parked-pops.ts) or on a leased connection. */
+  blocked(): Promise<number>;
 }
 
 async function totalBlocked(sides: Sides): Promise<number> {
@@ -198,7 +201,7 @@ function blockingSuite(sides: Sides, tag: string): void {
           await sides.flush();
           const expected = await pushedTranscript(sides.direct(), proto, c, 5, 0, () => sides.directBlocked());
           await sides.flush();
-          const actual = await pushedTranscript(sides.proxy(), proto, c, 5, 0, () => totalBlocked(sides));
+          const actual = await pushedTranscript(sides.proxy(), proto, c, 5, 0, () => sides.blocked());
           expect(actual).toEqual(expected);
         });
       }
@@ -211,7 +214,7 @@ function blockingSuite(sides: Sides, tag: string): void {
         await sides.flush();
         const actual = await run(sides.proxy());
         expect(actual).toEqual(expected);
-        await waitFor(async () => (await totalBlocked(sides)) === 0, 'blocked_clients back to 0');
+        await waitFor(async () => (await sides.blocked()) === 0, 'blocked_clients back to 0');
       });
 
       it('a 1 s timeout (> commandMs 300) ends in nil after ~1 s, not in a respool timeout error', async () => {
@@ -284,9 +287,9 @@ function blockingSuite(sides: Sides, tag: string): void {
         const leasesBefore = (await allLeases(sides)).length;
         const a = await connect(sides.proxy(), 2);
         a.send(...c.block('0', '0'));
-        await waitFor(async () => (await totalBlocked(sides)) === 1, 'the command to block upstream');
+        await waitFor(async () => (await sides.blocked()) === 1, 'the command to block upstream');
         a.close();
-        await waitFor(async () => (await totalBlocked(sides)) === 0, 'upstream blocked_clients back to 0', 5000);
+        await waitFor(async () => (await sides.blocked()) === 0, 'upstream blocked_clients back to 0', 5000);
         await sleep(200);
         for (const p of c.push) await feeder.call(...p);
         await sleep(300);
@@ -301,7 +304,7 @@ function blockingSuite(sides: Sides, tag: string): void {
         // no lease left blocked or leaked: the next blocking command reuses (or replaces) it
         const b = await connect(sides.proxy(), 2);
         b.send('BLPOP', k('again'), '0');
-        await waitFor(async () => (await totalBlocked(sides)) === 1, 'the second command to block');
+        await waitFor(async () => (await sides.blocked()) === 1, 'the second command to block');
         const during = await allLeases(sides);
         expect(during.length, during.join('\n')).toBeLessThanOrEqual(Math.max(leasesBefore, 1));
         expect(await feeder.call('RPUSH', k('again'), 'z')).toBe(':1\r\n');
@@ -321,36 +324,43 @@ function blockingSuite(sides: Sides, tag: string): void {
 describe('blocking commands through respool in front of a standalone valkey-server', () => {
   let reference: ValkeyNode;
   let upstream: ValkeyNode;
-  let proxy: RespoolProxy;
+  /** By dedicated.parkPops: pops parked at respool (the default), or each on a leased connection. */
+  const proxies = new Map<boolean, RespoolProxy>();
 
   beforeAll(async () => {
     [reference, upstream] = await Promise.all([startStandalone(), startStandalone()]);
-    proxy = await startTestProxy([{ host: upstream.host, port: upstream.port }], {
-      connectionsPerNode: 2,
-      timeouts: { commandMs: COMMAND_MS },
-    });
+    for (const parkPops of [true, false]) {
+      proxies.set(parkPops, await startTestProxy([{ host: upstream.host, port: upstream.port }], {
+        connectionsPerNode: 2,
+        timeouts: { commandMs: COMMAND_MS },
+        dedicated: { parkPops },
+      } as Partial<RespoolConfig>));
+    }
   });
 
   afterAll(async () => {
-    await proxy?.close();
+    for (const proxy of proxies.values()) await proxy.close();
     await Promise.all([reference?.stop(), upstream?.stop()]);
   });
 
   const up = () => ({ port: upstream.port, call: (...args: Args) => upstream.call(...args) });
-  blockingSuite(
-    {
-      direct: () => reference.port,
-      directBlocked: async () => blockedClients(await reference.call('INFO', 'clients')),
-      proxy: () => proxy.address.port,
-      flush: async () => {
-        await reference.call('FLUSHALL');
-        await upstream.call('FLUSHALL');
-      },
-      upstreams: async () => [up()],
-      ownerOf: async () => up(),
-    },
-    'b',
-  );
+  for (const parkPops of [true, false]) {
+    describe(parkPops ? 'pops parked at respool' : 'pops on leased connections (parkPops: false)', () => {
+      const sides: Sides = {
+        direct: () => reference.port,
+        directBlocked: async () => blockedClients(await reference.call('INFO', 'clients')),
+        proxy: () => proxies.get(parkPops)!.address.port,
+        flush: async () => {
+          await reference.call('FLUSHALL');
+          await upstream.call('FLUSHALL');
+        },
+        upstreams: async () => [up()],
+        ownerOf: async () => up(),
+        blocked: async () => proxies.get(parkPops)!.parking.parked + (await totalBlocked(sides)),
+      };
+      blockingSuite(sides, 'b');
+    });
+  }
 });
 
 describe('blocking commands when the standalone upstream dies', () => {
@@ -359,7 +369,7 @@ describe('blocking commands when the standalone upstream dies', () => {
 
   beforeAll(async () => {
     upstream = await startStandalone();
-    proxy = await startTestProxy([{ host: upstream.host, port: upstream.port }], { timeouts: { commandMs: COMMAND_MS } });
+    proxy = await startTestProxy([{ host: upstream.host, port: upstream.port }], { timeouts: { commandMs: COMMAND_MS }, dedicated: { parkPops: false } } as Partial<RespoolConfig>); // a lease's node dying; parked clients: parked-pops.test.ts
   });
 
   afterAll(async () => {
@@ -398,6 +408,7 @@ describe('blocking commands through respool in front of a 3-primary, 3-replica c
   let cluster: ValkeyCluster;
   let reference: ValkeyCluster;
   let proxy: RespoolProxy;
+  const proxies = new Map<boolean, RespoolProxy>();
 
   beforeAll(async () => {
     [cluster, reference] = await Promise.all([
@@ -405,31 +416,42 @@ describe('blocking commands through respool in front of a 3-primary, 3-replica c
       startCluster({ primaries: 1, replicasPerPrimary: 0 }),
     ]);
     const seed = cluster.nodes[0]!;
-    proxy = await startTestProxy([{ host: seed.host, port: seed.port }], {
-      connectionsPerNode: 2,
-      timeouts: { commandMs: COMMAND_MS },
-    });
+    for (const parkPops of [true, false]) {
+      proxies.set(parkPops, await startTestProxy([{ host: seed.host, port: seed.port }], {
+        connectionsPerNode: 2,
+        timeouts: { commandMs: COMMAND_MS },
+        dedicated: { parkPops },
+      } as Partial<RespoolConfig>));
+    }
+    proxy = proxies.get(false)!; // the tests below this file's common suite are about leased connections
   });
 
   afterAll(async () => {
-    await proxy?.close();
+    for (const p of proxies.values()) await p.close();
     await Promise.all([cluster?.stop(), reference?.stop()]);
   });
 
   const nodeHandle = (n: ValkeyNode) => ({ port: n.port, call: (...args: Args) => cluster.call(n, ...args) });
-  const sides: Sides = {
-    direct: () => reference.nodes[0]!.port,
-    directBlocked: async () => blockedClients(await reference.call(reference.nodes[0]!, 'INFO', 'clients')),
-    proxy: () => proxy.address.port,
-    flush: async () => {
-      await reference.flushAll();
-      await cluster.flushAll();
-    },
-    upstreams: async () => cluster.nodes.filter((n) => n.alive).map(nodeHandle),
-    ownerOf: async (key) => nodeHandle(await cluster.primaryForSlot(calculateSlot(key))),
+  const sidesOf = (parkPops: boolean): Sides => {
+    const sides: Sides = {
+      direct: () => reference.nodes[0]!.port,
+      directBlocked: async () => blockedClients(await reference.call(reference.nodes[0]!, 'INFO', 'clients')),
+      proxy: () => proxies.get(parkPops)!.address.port,
+      flush: async () => {
+        await reference.flushAll();
+        await cluster.flushAll();
+      },
+      upstreams: async () => cluster.nodes.filter((n) => n.alive).map(nodeHandle),
+      ownerOf: async (key) => nodeHandle(await cluster.primaryForSlot(calculateSlot(key))),
+      blocked: async () => proxies.get(parkPops)!.parking.parked + (await totalBlocked(sides)),
+    };
+    return sides;
   };
+  const sides = sidesOf(false);
 
-  blockingSuite(sides, 'c');
+  for (const parkPops of [true, false]) {
+    describe(parkPops ? 'pops parked at respool' : 'pops on leased connections (parkPops: false)', () => blockingSuite(sidesOf(parkPops), 'c'));
+  }
 
   // Keys of several slots: carried out as one server would (cross-slot-blocking.test.ts).
 

@@ -166,25 +166,27 @@ describe('CLIENT KILL', () => {
     await closed(killer);
   });
 
-  it('a killed blocked client frees its lease (upstream unblocked, the next BLPOP works)', async () => {
+  it('a killed blocked client frees its lease (upstream unblocked, the next XREAD BLOCK works)', async () => {
+    // XREAD … BLOCK keeps a leased connection (a consumer is a connection's); pops are parked at
+    // respool, whose CLIENT KILL is in parked-pops.test.ts.
     const observer = await client();
     const blocked = await client();
     const id = String(await blocked.call('CLIENT', 'ID'));
-    void blocked.call('BLPOP', 'cl:q', '0').catch(() => undefined);
+    void blocked.call('XREAD', 'BLOCK', '0', 'STREAMS', 'cl:stream', '$').catch(() => undefined);
     await waitFor(async () => parseInfo(await observer.call('INFO', 'clients'))['blocked_clients'] === '1', 'respool to count the BLPOP blocked');
     await waitFor(async () => parseInfo(await rawCall(server.port, ['INFO', 'clients']))['blocked_clients'] === '1', 'the BLPOP to block upstream');
     const line = lines(await observer.call('CLIENT', 'LIST', 'ID', id))[0]!;
     expect(field(line, 'flags')).toBe('b');
-    expect(field(line, 'cmd')).toBe('blpop');
+    expect(field(line, 'cmd')).toBe('xread');
     expect(await observer.call('CLIENT', 'KILL', 'ID', id)).toBe(1);
     await closed(blocked);
     await waitFor(async () => parseInfo(await rawCall(server.port, ['INFO', 'clients']))['blocked_clients'] === '0', 'upstream blocked_clients back to 0');
     expect(parseInfo(await observer.call('INFO', 'clients'))['blocked_clients']).toBe('0');
     const next = await client();
-    const popped = next.call('BLPOP', 'cl:q', '5');
-    await waitFor(async () => parseInfo(await rawCall(server.port, ['INFO', 'clients']))['blocked_clients'] === '1', 'the next BLPOP to block upstream');
-    expect(await observer.call('RPUSH', 'cl:q', 'x')).toBe(1);
-    expect(await popped).toEqual(['cl:q', 'x']);
+    const read = next.call('XREAD', 'BLOCK', '5000', 'STREAMS', 'cl:stream', '$');
+    await waitFor(async () => parseInfo(await rawCall(server.port, ['INFO', 'clients']))['blocked_clients'] === '1', 'the next XREAD to block upstream');
+    expect(await observer.call('XADD', 'cl:stream', '1-1', 'f', 'x')).toBe('1-1');
+    expect(await read).toEqual([['cl:stream', [['1-1', ['f', 'x']]]]]);
   });
 });
 

@@ -114,7 +114,7 @@ describe('defaults', () => {
         readChoice: 'roundRobin',
         maxCopyAge: 10_000,
       },
-      dedicated: { maxPerNode: 1000, maxTotal: 10_000, acquireTimeoutMs: 1000, idleMs: 30_000, blockMarginMs: 5000, maxReplicaStreams: 4 },
+      dedicated: { maxPerNode: 1000, maxTotal: 10_000, acquireTimeoutMs: 1000, idleMs: 30_000, blockMarginMs: 5000, maxReplicaStreams: 4, parkPops: true },
       pubsub: { maxOutputBytesPerClient: 32 * 1_048_576 },
       admission: { sliceRequests: 64, sliceBytes: 16 * 1024, maxInflightPerClient: 128, maxInflightReplyBytesPerClient: 2 * 1_048_576, bulkConnectionsPerNode: 1 },
       transactions: { crossSlot: 'split' },

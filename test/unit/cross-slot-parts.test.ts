@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { putBackCommand } from '../../src/handlers/put-back.js';
+import { putBackCommand } from '../../src/parking/put-back.js';
 import { firstKeyError, parseStreamRead, string2ll, validStrictId, type StreamReadArgs } from '../../src/handlers/stream-read-args.js';
 
 const b = (s: string) => Buffer.from(s, 'latin1');

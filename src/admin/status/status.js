@@ -86,7 +86,7 @@ function renderNodes(nodes, latency, saturation) {
     ['cpu', (r) => (r.sat && r.sat.cpu !== null ? pct(r.sat.cpu) : '—'), 'num'],
     ['saturated', (r) => (r.sat && r.sat.saturated ? el('span', { class: 'bad' }, `yes (${r.sat.reasons.join(', ')})`) : el('span', { class: 'ok' }, 'no'))],
     ['links', (r) => r.links, 'num'],
-    ['leases', (r) => `${r.leases.inUse} in use, ${r.leases.idle} idle${r.leases.waiting > 0 ? `, ${r.leases.waiting} waiting` : ''}`],
+    ['leases · parked', (r) => `${r.leases.inUse} in use, ${r.leases.idle} idle${r.leases.waiting > 0 ? `, ${r.leases.waiting} waiting` : ''}${r.parked && (r.parked.clients > 0 || r.parked.watch) ? ` · ${r.parked.clients} parked` : ''}`],
     ['circuit', (r) => el('span', { class: r.circuit === 'closed' ? 'ok' : 'bad' }, r.circuit)],
     ['health', (r) => el('span', { class: r.health === 'online' ? '' : 'bad' }, r.health)],
   ], rows, (r) => (r.role === 'primary' ? 'shard' : '')));
