@@ -13,17 +13,17 @@
 //  (b) push → wake: one LPUSH at a time (one more client; through respool for respool's paths,
 //      on the node for direct) to a waiting client's key, timed from writing the LPUSH until that
 //      client has its BLPOP reply, then it waits again; p50/p99;
-//  (c) respool's memory per waiting client beyond its connection: respool's heap and RSS (its
-//      /metrics) with the N clients connected and idle (after a PING each), then with all N
-//      waiting; the difference ÷ N. Several samples each, medians.
+//  (c) respool's memory per waiting client beyond its connection (bench/lib/parked-memory.mjs:
+//      respool in a process of its own, collections forced): heap with the N clients connected
+//      and idle (after a PING each), then with all N waiting; the difference ÷ N.
 // All servers are on 127.0.0.1 on free ports, started here and stopped at the end (by PID).
 import fs from 'node:fs';
 import path from 'node:path';
 import {
   HOST, OUT_DIR, ROOT_DIR, RespConn, envFlag, envInt, fmt, fmtInt, log, mdTable, median, parseInfo,
-  percentile, shellLine, sleep, spawn, stop, uniquePort, waitForPing, writeOutputs,
+  percentile, run, shellLine, sleep, spawn, stop, uniquePort, waitForPing, writeOutputs,
 } from './lib/common.mjs';
-import { clientCensus, respoolMetrics, sumMetric } from './lib/upstream-census.mjs';
+import { clientCensus } from './lib/upstream-census.mjs';
 import { writeSection } from './lib/results-file.mjs';
 import { RESPOOL_BIN, respoolBuildLabel } from './lib/respool-build.mjs';
 
@@ -57,19 +57,33 @@ async function main() {
     }
     const keys = Array.from({ length: N }, (_, i) => `park:${i}`);
 
-    // Two respools: parked (default settings) and leased (dedicated.parkPops false, room for N leases).
-    const paths = {};
-    for (const [name, env, extra] of [['parked', {}, []], ['leased', { RESPOOL_DEDICATED_PARK_POPS: 'false' }, ['--dedicated-max-per-node', String(N + 100), '--dedicated-max-total', String(N + 100)]]]) {
-      const port = await uniquePort();
-      const adminPort = await uniquePort();
-      const args = [RESPOOL_BIN, '--listen', `${HOST}:${port}`, '--upstream', `${HOST}:${primaries[0].port}`, '--admin', `${HOST}:${adminPort}`, '--log-level', 'warn', '--max-clients', String(N + 1000), ...extra];
-      const child = spawn(process.execPath, args, { logFile: path.join(OUT_DIR, `respool-parking-${name}.log`), env: { ...process.env, ...env } });
-      respools.push(child);
-      await waitForPing(port, { child, what: `respool (${name})`, timeoutMs: 15_000 });
-      const pusher = await RespConn.connect(port);
-      conns.push(pusher);
-      paths[name] = { port, adminPort, cmd: shellLine('node', args), env, portOf: () => port, pusher: () => pusher };
-    }
+    // A respool per phase, started before it and stopped after it, so the connections a node gains
+    // during a phase are that respool's alone: parked (default settings) and leased
+    // (dedicated.parkPops false, room for N leases).
+    const respoolPath = (name, env, extra) => {
+      const p = { name, env, cmd: '', port: 0, adminPort: 0, child: null, pusherConn: null };
+      p.start = async () => {
+        p.port = await uniquePort();
+        p.adminPort = await uniquePort();
+        const args = [RESPOOL_BIN, '--listen', `${HOST}:${p.port}`, '--upstream', `${HOST}:${primaries[0].port}`, '--admin', `${HOST}:${p.adminPort}`, '--log-level', 'warn', '--max-clients', String(N + 1000), ...extra];
+        p.cmd = shellLine('node', args);
+        p.child = spawn(process.execPath, args, { logFile: path.join(OUT_DIR, `respool-parking-${name}.log`), env: { ...process.env, ...env } });
+        respools.push(p.child);
+        await waitForPing(p.port, { child: p.child, what: `respool (${name})`, timeoutMs: 15_000 });
+        p.pusherConn = await RespConn.connect(p.port);
+      };
+      p.stop = async () => {
+        p.pusherConn.close();
+        await stop(p.child);
+      };
+      p.portOf = () => p.port;
+      p.pusher = () => p.pusherConn;
+      return p;
+    };
+    const paths = {
+      parked: respoolPath('parked', {}, []),
+      leased: respoolPath('leased', { RESPOOL_DEDICATED_PARK_POPS: 'false' }, ['--dedicated-max-per-node', String(N + 100), '--dedicated-max-total', String(N + 100)]),
+    };
     const direct = new Map();
     for (const n of primaries) {
       const c = await RespConn.connect(n.port);
@@ -77,7 +91,6 @@ async function main() {
       conns.push(c);
     }
     paths.direct = { portOf: (k) => nodeOfKey(k).port, pusher: (k) => direct.get(nodeOfKey(k).port) };
-    result.respoolCmd = { parked: paths.parked.cmd, leased: `RESPOOL_DEDICATED_PARK_POPS=false ${paths.leased.cmd}` };
     result.respoolBuild = respoolBuildLabel();
 
     const order = ['parked', 'leased', 'direct'];
@@ -87,6 +100,16 @@ async function main() {
       const rotated = order.map((_, i) => order[(i + round - 1) % order.length]);
       for (const name of rotated) r[name] = await phase(name, paths[name]);
       result.rounds.push(r);
+    }
+    result.respoolCmd = { parked: paths.parked.cmd, leased: `RESPOOL_DEDICATED_PARK_POPS=false ${paths.leased.cmd}` };
+    // Memory per waiting client: respool in a process of its own with collections forced before
+    // each reading (bench/lib/parked-memory.mjs), so garbage does not count.
+    result.memory = {};
+    for (const mode of ['parked', 'leased']) {
+      const res = await run(process.execPath, ['--expose-gc', 'bench/lib/parked-memory.mjs', String(N), mode, `${HOST}:${primaries[0].port}`], { timeoutMs: 120_000 });
+      if (res.code !== 0) throw new Error(`parked-memory ${mode}: ${res.err.slice(0, 300)}`);
+      result.memory[mode] = JSON.parse(res.out.trim().split('\n').pop());
+      log(`memory, ${mode}: ${fmtInt(result.memory[mode].heapPerClient)} B of heap per waiting client (${N} clients)`);
     }
 
     async function nodeConnections() {
@@ -103,43 +126,31 @@ async function main() {
       return { total, byName };
     }
 
-    // The heap between collections holds garbage too: the lowest of several samples is the closest to what is live.
-    async function memory(adminPort) {
-      const samples = [];
-      for (let i = 0; i < 10; i++) {
-        await sleep(250);
-        const m = await respoolMetrics(adminPort, ['nodejs_heap_size_used_bytes', 'process_resident_memory_bytes']);
-        samples.push({ heap: sumMetric(m, 'nodejs_heap_size_used_bytes'), rss: sumMetric(m, 'process_resident_memory_bytes') });
-      }
-      return { heap: Math.min(...samples.map((s) => s.heap)), rss: median(samples.map((s) => s.rss)) };
-    }
 
     async function phase(name, p) {
       log(`${name}: ${N} clients → BLPOP`);
       const before = await nodeConnections();
+      if (p.start) await p.start();
       const clients = [];
       for (let i = 0; i < N; i += 100) {
         clients.push(...await Promise.all(keys.slice(i, i + 100).map(async (key) => ({ key, conn: await RespConn.connect(p.portOf(key), HOST, 5000) }))));
       }
       for (let i = 0; i < N; i += 500) await Promise.all(clients.slice(i, i + 500).map((c) => c.conn.callT(10_000, 'PING')));
-      const idle = p.adminPort ? await memory(p.adminPort) : null;
       for (const c of clients) arm(c);
       await waitWaiting(p, N);
       await sleep(300);
-      const waiting = p.adminPort ? await memory(p.adminPort) : null;
       const census = await nodeConnections();
       const lat = await pushLatency(clients, p.pusher);
       for (const c of clients) c.conn.close();
       await Promise.all(clients.map((c) => c.pending));
       await waitWaiting(p, 0);
+      if (p.stop) await p.stop();
       const added = {};
       for (const [k, v] of Object.entries(census.byName)) if (v !== (before.byName[k] ?? 0)) added[k] = v - (before.byName[k] ?? 0);
       const out = {
         nodeConnections: census.total - before.total, byName: added, latency: lat,
-        perClient: idle && waiting ? { heap: (waiting.heap - idle.heap) / N, rss: (waiting.rss - idle.rss) / N } : null,
       };
-      log(`  nodes hold ${out.nodeConnections} more connections (${JSON.stringify(added)}); wake p50 ${fmt(lat.p50, 3)} ms p99 ${fmt(lat.p99, 3)} ms` +
-        (out.perClient ? `; per waiting client: heap ${fmtInt(out.perClient.heap)} B, rss ${fmtInt(out.perClient.rss)} B` : ''));
+      log(`  nodes hold ${out.nodeConnections} more connections (${JSON.stringify(added)}); wake p50 ${fmt(lat.p50, 3)} ms p99 ${fmt(lat.p99, 3)} ms`);
       return out;
     }
 
@@ -206,8 +217,9 @@ function report(result) {
   ]);
   const table = mdTable(['path', `connections the 3 nodes gained for ${N.toLocaleString('en-US')} waiting clients`, 'wake p50 ms', 'wake p99 ms', 'p50 per round', 'p99 per round', 'wrong replies'], rows);
   const ratios = ['p50', 'p99'].map((q) => `${q} ÷ direct's, same round: parked ${R.map((r) => fmt(r.parked.latency[q] / r.direct.latency[q])).join(' / ')} (median ${fmt(median(R.map((r) => r.parked.latency[q] / r.direct.latency[q])))}), leased ${R.map((r) => fmt(r.leased.latency[q] / r.direct.latency[q])).join(' / ')} (median ${fmt(median(R.map((r) => r.leased.latency[q] / r.direct.latency[q])))}).`);
-  const mem = mdTable(['respool memory per waiting client (beyond its connection)', 'heap bytes (median of rounds)', 'per round', 'RSS bytes (median of rounds)', 'per round'], ['parked', 'leased'].map((n) => [
-    names[n], fmtInt(med((r) => r[n].perClient.heap)), R.map((r) => fmtInt(r[n].perClient.heap)).join(' / '), fmtInt(med((r) => r[n].perClient.rss)), R.map((r) => fmtInt(r[n].perClient.rss)).join(' / '),
+  const M = result.memory;
+  const mem = mdTable(['respool heap per waiting client, beyond its connection', 'bytes', 'of which its pending reply entry and request copy'], ['parked', 'leased'].map((n) => [
+    names[n], fmtInt(M[n].heapPerClient), `${fmtInt(M[n].entryPerClient)} (any request awaiting its reply holds these)`,
   ]));
   const last = R[R.length - 1];
   const md = [
@@ -222,13 +234,13 @@ function report(result) {
     '',
     ...ratios,
     '',
-    `Connections the nodes gained while the clients waited, last round, by client name (CLIENT LIST on every primary, before the clients connected and while they wait): parked ${JSON.stringify(last.parked.byName)}; leased ${JSON.stringify(last.leased.byName)}; direct ${JSON.stringify(last.direct.byName)}. The parked respool's watch connections (\`respool-watch\`, one per node) and shared links stay open between phases, so they show here only when a phase opened them.`,
+    `Connections the nodes gained while the clients waited, last round, by client name (CLIENT LIST on every primary, before the clients connected and while they wait): parked ${JSON.stringify(last.parked.byName)}; leased ${JSON.stringify(last.leased.byName)}; direct ${JSON.stringify(last.direct.byName)}. Each respool is started before its phase and stopped after it, so these are its connections alone: parked, its shared links (one per node at this load, \`connectionsPerNode\` 2 at most) and one watch per node (\`respool-watch\`), whatever the number of waiting clients.`,
     '',
     'Push → wake: from writing `LPUSH <key> <value>` (one more client, through respool for both respool paths) until the waiting client has `[key, value]`. Parked, respool holds the LPUSH reply until the waiting client is served (as Valkey answers a push after serving its blocked clients), so the wake includes that client\'s pop: `TYPE` + `LPOP` inside MULTI on its shared link.',
     '',
     mem,
     '',
-    `Memory: respool's \`nodejs_heap_size_used_bytes\` (the lowest of 10 samples 250 ms apart: the heap between collections holds garbage too) and \`process_resident_memory_bytes\` (their median) from /metrics, with the ${N.toLocaleString('en-US')} clients connected and idle, then all waiting; the difference ÷ ${N.toLocaleString('en-US')}. The target is ≤ 1 KiB per parked client.`,
+    `Memory (\`bench/lib/parked-memory.mjs\`): respool in a process of its own (dist/, in front of the same cluster), ${N.toLocaleString('en-US')} clients connected and answered a PING, the heap read after forced collections; then all ${N.toLocaleString('en-US')} waiting in BLPOP on keys of their own, read again; the difference ÷ ${N.toLocaleString('en-US')}. The leased path's figure leaves out the leased connections' sockets and the nodes' side. The target is ≤ 1 KiB per parked client.`,
     '',
     `Measured ${result.started} – ${result.finished}. Raw numbers: bench/out/parked-pops.json.`,
   ].join('\n');
