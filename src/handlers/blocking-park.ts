@@ -56,7 +56,7 @@ class ParkedClient implements ParkListener {
     ctx.metrics?.commandCounter(command).inc();
     state.lease = this;
     state.block(keys, false); // INFO clients counts it from now
-    this.ticket = ctx.parking.park({ client: session, command, raw, keys: keys.map((k) => Buffer.from(k, 'latin1')), slot }, this);
+    this.ticket = ctx.parking.park({ client: session, command, raw, keys, slot }, this); // the same strings as INFO's blocked keys
     if (timeoutMs !== null) this.timer = setTimeout(() => void this.unblock('timeout'), timeoutMs);
   }
 

@@ -23,8 +23,11 @@ export interface ParkRequest {
   readonly command: string;
   /** The blocking command (copied: kept while the client waits). */
   readonly raw: Buffer;
-  /** The keys it waits on, in the command's order (all in `slot`): BLMOVE's and BRPOPLPUSH's source only. Read at once, not kept. */
-  readonly keys: readonly Buffer[];
+  /**
+   * The keys it waits on as latin1 text (binary-safe), in the command's order (all in `slot`):
+   * BLMOVE's and BRPOPLPUSH's source only. The queues keep these very strings (the caller's too).
+   */
+  readonly keys: readonly string[];
   readonly slot: number;
 }
 
@@ -127,9 +130,9 @@ export class ParkedPops {
     const waiter = new Waiter(request.client, request.command, request.raw, request.slot, listener, this);
     const db = request.client.db;
     const queues: Queue[] = [];
-    request.keys.forEach((key, i) => {
-      if (request.keys.findIndex((k) => k.equals(key)) < i) return; // BLPOP k k 0: one place
-      queues.push(this.queueFor(db, key, request.slot, waiter));
+    request.keys.forEach((name, i) => {
+      if (request.keys.indexOf(name) < i) return; // BLPOP k k 0: one place
+      queues.push(this.queueFor(db, name, request.slot, waiter));
     });
     waiter.queues = queues.length === 1 ? [queues[0]!] : queues; // one key: an array of one
     this.parkedCount++;
@@ -208,8 +211,7 @@ export class ParkedPops {
   // ---- queues -----------------------------------------------------------------------------------
 
   /** `waiter`'s place at the end of the queue of `key` in `db` (a new queue when none waits there yet). */
-  private queueFor(db: number, key: Buffer, slot: number, waiter: Waiter): Queue {
-    const name = key.toString('latin1');
+  private queueFor(db: number, name: string, slot: number, waiter: Waiter): Queue {
     const first = this.queues.get(name) ?? null;
     for (let q = first; q !== null; q = q.next) {
       if (q.db !== db) continue;
