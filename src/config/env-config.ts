@@ -13,7 +13,7 @@ import { createRequire } from 'node:module';
 import { CONFIG_FILE_SCHEMA } from './schema.js';
 import { convertSettings } from './file-config.js';
 
-// yaml is required on first use (a flow list or mapping in a variable), not imported: see load-config.ts.
+// yaml is required on first use (a flow list or mapping in a variable), not imported: see file-config.ts.
 const require = createRequire(import.meta.url);
 const parseYaml = (text: string): unknown => (require('yaml') as typeof import('yaml')).parse(text);
 

@@ -1,6 +1,6 @@
 // The `hotKeys` section of the configuration (src/hotkeys/*): its file schema, the conversion of
 // the file's values and of the --hot-keys-* / --split-key flags into settings-map entries
-// ("hotKeys.detection.sampleRate" → 0.01, "hotKeys.split" → [...]). load-config.ts calls these.
+// ("hotKeys.detection.sampleRate" → 0.01, "hotKeys.split" → [...]). file-config.ts and flag-config.ts call these.
 
 import { DURATION_PATTERN, ValueProblem, show, toDuration, toEnum, toInteger } from './values.js';
 

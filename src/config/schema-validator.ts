@@ -2,7 +2,7 @@
 // standalone code (scripts/gen-config-validator.mjs writes it to src/config/config-validator.cjs,
 // test/unit/config-validator.test.ts checks it is current). Compiling the schema at start took
 // ~250 ms and ~6 MiB of an idle respool's memory; the generated function does the same checks
-// and reports the same ajv errors (load-config.ts turns them into messages). Not loaded at run time.
+// and reports the same ajv errors (file-config.ts turns them into messages). Not loaded at run time.
 
 import { createRequire } from 'node:module';
 import type { AnyValidateFunction } from 'ajv/dist/types/index.js';

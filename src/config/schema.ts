@@ -5,10 +5,10 @@
 //
 // The schema checks shape (keys, types, enums, the written form of sizes and durations). What a
 // pattern cannot express — a port's range, "64kb" being at least the minimum, reading
-// passwordEnv — is checked when load-config.ts converts the values.
+// passwordEnv — is checked when file-config.ts converts the values (setting-converters.ts, values.ts).
 //
 // "x-expect" is our own annotation keyword: the phrase an error about that value starts with
-// ("must be a size like 512mb"). load-config.ts registers it with ajv.
+// ("must be a size like 512mb"). schema-validator.ts registers it with ajv; file-config.ts words the errors with it.
 
 import { DURATION_PATTERN, ENV_NAME_PATTERN, GiB, SIZE_PATTERN, TiB, type Range } from './values.js';
 import { ACL_UPSTREAM_MODES, CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM } from './types.js';

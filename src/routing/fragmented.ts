@@ -5,9 +5,10 @@ import { ProxyError } from '../errors.js';
 /**
  * One client command carried out as N upstream calls (Envoy's FragmentedRequest): whole-data-set
  * fan-out (fan-out.ts), hot-key writes to every copy (hotkeys/split-requests.ts), and multi-key
- * commands over several slots (routing/split-command.ts: one part per slot). Each child is
- * an UpstreamCall with `index` set and this object as its owner, sent through the router, so it
- * follows MOVED/ASK and retries like any other call. When the last child answers, `merge` turns
+ * commands over several slots (routing/split-command.ts: one part per slot). Each child has
+ * `index` set and this object as its owner: an UpstreamCall sent through the router (so it
+ * follows MOVED/ASK and retries like any other call), or a nested fragment (a split-key write
+ * inside a part) whose own children are. When the last child answers, `merge` turns
  * the children's replies (copied, in index order) into the one reply handed to `owner` — a
  * reply-queue entry, or the parent of a nested fragment (a split-key write inside a part).
  *
