@@ -72,11 +72,11 @@ export class KeyQueue<W extends Queued> {
     }
   }
 
-  /** The first waiter not done and not in `skip`. */
-  first(skip: ReadonlySet<W> | null, eligible: (w: W) => boolean): W | null {
+  /** The first waiter not done that is `eligible`. */
+  first(eligible: (w: W) => boolean): W | null {
     for (let i = this.front; i < this.list.length; i++) {
       const w = this.list[i]!;
-      if (!w.done && eligible(w) && (skip === null || !skip.has(w))) return w;
+      if (!w.done && eligible(w)) return w;
     }
     return null;
   }

@@ -288,11 +288,13 @@ export class ParkedPops {
 
   private async serveQueue(queue: Queue): Promise<void> {
     let races = 0;
-    /** Waiters the key's data was of the wrong type for, in this pass: the next one is tried. */
-    const skipped = new Set<Waiter>();
+    /** Kinds of pop the key held another type for, in this pass: their waiters are passed over. */
+    let skipZsetPops = false;
+    let skipListPops = false;
     for (;;) {
+      if (queue.again) skipZsetPops = skipListPops = false; // it changed since: its type may have too
       queue.again = false;
-      const head = this.firstWaiter(queue, skipped);
+      const head = queue.first((w) => !w.fresh && !(ZSET_POPS.has(w.command) ? skipZsetPops : skipListPops));
       if (head === null || this.closed) break;
       if (head.inflight !== null) {
         await head.inflight; // tried by another key's drain: see what that left
@@ -321,7 +323,10 @@ export class ParkedPops {
       }
       if (holdsData === null) return this.retryLater(queue); // not registered: no change would be heard
       if (outcome === 'wrongType') {
-        skipped.add(head);
+        // The key holds another type: none of this kind of pop can be served from it now (one
+        // try, not one per waiter), the others are tried (BZPOPMIN waiters behind BLPOP ones).
+        if (ZSET_POPS.has(head.command)) skipZsetPops = true;
+        else skipListPops = true;
         continue;
       }
       if (!holdsData && !queue.again) break; // empty, and registered: parked until its next change
@@ -337,10 +342,6 @@ export class ParkedPops {
     if (waiter.queues.length === 1) return null;
     for (const q of waiter.queues) if (q !== queue && q.running !== null && q.readySeq < queue.readySeq) return q.running;
     return null;
-  }
-
-  private firstWaiter(queue: Queue, skipped: ReadonlySet<Waiter>): Waiter | null {
-    return queue.first(skipped, (w) => !w.fresh);
   }
 
   /** Registers the key on its node's watch: whether it held data then, or null when that failed. */

@@ -153,6 +153,31 @@ describe('parked pops in front of one valkey-server (default settings)', () => {
     expect(await d.read(5000)).toBe(popReply('mk:y', 'p'));
   }, 30_000);
 
+  it('a key of another type leaves its waiters waiting and serves those of its type (list pops behind a sorted set, and the reverse)', async () => {
+    const pusher = await connect();
+    const lists = [await connect(), await connect()];
+    const zsets = [await connect(), await connect()];
+    for (const [i, c] of lists.entries()) {
+      c.send('BLPOP', 'ty:k', '0');
+      await waitFor(() => proxy.parking.parked === i + 1, 'list waiters parked', 5000, 2);
+    }
+    for (const [i, c] of zsets.entries()) {
+      c.send('BZPOPMIN', 'ty:k', '0');
+      await waitFor(() => proxy.parking.parked === 3 + i, 'sorted-set waiters parked', 5000, 2);
+    }
+    expect(await pusher.call('ZADD', 'ty:k', '1', 'a', '2', 'b')).toBe(':2\r\n');
+    expect(await zsets[0]!.read(3000)).toBe(`*3\r\n${bulk('ty:k')}${bulk('a')}${bulk('1')}`);
+    expect(await zsets[1]!.read(3000)).toBe(`*3\r\n${bulk('ty:k')}${bulk('b')}${bulk('2')}`);
+    expect(proxy.parking.parked).toBe(2); // the BLPOPs wait on: no WRONGTYPE for a blocked client
+    await pusher.call('SET', 'ty:k', 'a string');
+    await sleep(100);
+    expect(proxy.parking.parked).toBe(2);
+    await pusher.call('DEL', 'ty:k');
+    expect(await pusher.call('RPUSH', 'ty:k', 'x', 'y')).toBe(':2\r\n');
+    expect(await lists[0]!.read(3000)).toBe(popReply('ty:k', 'x'));
+    expect(await lists[1]!.read(3000)).toBe(popReply('ty:k', 'y'));
+  }, 30_000);
+
   it('CLIENT UNBLOCK and CLIENT KILL of a parked client; INFO blocked_clients and CLIENT LIST flags=b count it', async () => {
     const a = await connect();
     const b = await connect(3);
