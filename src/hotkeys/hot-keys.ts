@@ -3,7 +3,7 @@ import calculateSlot from 'cluster-key-slot';
 import { CommandFlag } from '../commands/command-flags.js';
 import type { CommandSpec } from '../commands/command-table.js';
 import type { TopologyRefresher } from '../cluster/topology-refresher.js';
-import { SLOT_COUNT, type Topology } from '../cluster/topology.js';
+import type { Topology } from '../cluster/topology.js';
 import type { HotKeysConfig } from '../config/types.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { encodeError } from '../resp/encode.js';
@@ -14,9 +14,9 @@ import type { Router } from '../routing/router.js';
 import type { UpstreamPools } from '../upstream/upstream-pools.js';
 import { needsNodeCheck } from '../acl/command-check.js';
 import { HotKeyDetector, displayKey, type WindowReport } from './detector.js';
-import { globMatch } from '../util/glob.js';
 import { bandCopies } from './placement.js';
-import { checkRule, COPY_MARKER, makeCopy, MAX_RULES, pickCopy, rewriteKey, SplitKey, type SplitCopy, type SplitRule, type SplitRuleInput, type SplitRuleKind } from './split-key.js';
+import { SplitRuleTable } from './split-rule-table.js';
+import { checkRule, COPY_MARKER, makeCopy, pickCopy, rewriteKey, SplitKey, type SplitCopy, type SplitRule, type SplitRuleInput, type SplitRuleKind } from './split-key.js';
 import { SplitRead, SplitWrite, isEmptyReply, type SplitOwner } from './split-requests.js';
 import { CopyFills, type FillHost, type FleetFillDeps } from './copy-fill.js';
 import { FleetHotKeys } from './fleet-hot-keys.js';
@@ -55,9 +55,10 @@ export type { SplitRuleInput } from './split-key.js';
  * The router calls `route()` for every keyed request in cluster mode, but only while
  * `router.keyedHook` is set (routing/hooks.ts): this object sets it when detection is on, any
  * split rule exists or the fleet's state is in use, and clears it otherwise, so an idle feature
- * costs the hot path one null check. This file is the hook and the rules; copy-placement.ts places
- * and repairs copies, copy-fill.ts fills them with writes held, detection-windows.ts closes the
- * detection windows and makes the automatic splits.
+ * costs the hot path one null check. This file is the hook and the split keys the rules make;
+ * split-rule-table.ts holds the rules, copy-placement.ts places and repairs copies, copy-fill.ts
+ * fills them with writes held, detection-windows.ts closes the detection windows and makes the
+ * automatic splits.
  */
 export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementHost, WindowsHost {
   readonly detector: HotKeyDetector | null;
@@ -68,13 +69,9 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementH
   private readonly fleetHotKeys: FleetHotKeys | null;
   /** A fleet's split rules, kept in its shared state (fleet-rules.ts). */
   private readonly fleetRules: FleetRules | null;
-  private readonly exact = new Map<string, SplitRule>();
-  private readonly prefixes: SplitRule[] = [];
-  private readonly patterns: SplitRule[] = [];
-  /** Exact rules per slot: a request's key is turned into a string only when its slot has one. */
-  private readonly exactSlots = new Uint16Array(SLOT_COUNT);
+  /** The split rules (split-rule-table.ts). */
+  private readonly table = new SplitRuleTable();
   private readonly keys = new Map<string, SplitKey>();
-  private ruleCount = 0;
   private readonly random: boolean;
   /** Where copies live and their repair (copy-placement.ts); the detection windows (detection-windows.ts). */
   private readonly placement: CopyPlacement;
@@ -142,7 +139,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementH
       const now = Date.now();
       if (!fleet.state.writable(now)) return this.unconfirmed(command, now);
     }
-    if (this.ruleCount === 0) return null;
+    if (this.table.size === 0) return null;
     let split: SplitKey | null = null;
     let at = -1;
     for (let i = 0; i < keys.length; i++) {
@@ -177,7 +174,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementH
   passPart(args: readonly Buffer[], keys: readonly number[], order: Int32Array, from: number, to: number, slot: number, spec: CommandSpec): boolean {
     const fleet = this.fleet;
     if (fleet !== null && (spec.flags & CommandFlag.WRITE) !== 0 && !fleet.state.writable(Date.now())) return false;
-    if (this.ruleCount !== 0) {
+    if (this.table.size !== 0) {
       for (let i = from; i < to; i++) if (this.match(args[keys[order[i]!]!]!, slot) !== null) return false;
     }
     const detector = this.detector;
@@ -191,7 +188,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementH
       const now = Date.now();
       if (!fleet.state.writable(now)) return ProxyError.fleetStateUnconfirmed(Math.round(fleet.state.confirmedAgeMs(now)));
     }
-    if (this.ruleCount === 0) return null;
+    if (this.table.size === 0) return null;
     for (const k of keys) {
       const split = this.match(args[k]!, slot);
       if (split !== null) {
@@ -204,28 +201,14 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementH
   }
 
   private match(key: Buffer, slot: number): SplitKey | null {
-    if (this.exactSlots[slot] !== 0) {
+    if (this.table.hasExactIn(slot)) {
       const id = key.toString('latin1');
       const hit = this.keys.get(id);
       if (hit !== undefined) return hit;
-      const rule = this.exact.get(id);
+      const rule = this.table.exactRule(id);
       if (rule !== undefined) return this.materialize(rule, key, id);
     }
-    let rule: SplitRule | undefined;
-    for (const p of this.prefixes) {
-      if (key.length >= p.bytes.length && key.compare(p.bytes, 0, p.bytes.length, 0, p.bytes.length) === 0) {
-        rule = p;
-        break;
-      }
-    }
-    if (rule === undefined) {
-      for (const p of this.patterns) {
-        if (globMatch(p.bytes, key)) {
-          rule = p;
-          break;
-        }
-      }
-    }
+    const rule = this.table.prefixOrPattern(key);
     if (rule === undefined) return null;
     const id = key.toString('latin1');
     return this.keys.get(id) ?? this.materialize(rule, key, id);
@@ -391,20 +374,9 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementH
       for (const split of this.keys.values()) if (split.rule === existing) void this.place(split);
       return existing;
     }
-    if (this.ruleCount >= MAX_RULES) throw new Error(`too many split rules (limit ${MAX_RULES})`);
-    const bytes = Buffer.from(text, 'utf8');
-    const rule: SplitRule = { kind, text, bytes, copies, auto, reading: true };
-    if (kind === 'key') {
-      this.exact.set(bytes.toString('latin1'), rule);
-      this.exactSlots[calculateSlot(bytes)]!++;
-    } else if (kind === 'prefix') {
-      this.prefixes.push(rule);
-    } else {
-      this.patterns.push(rule);
-    }
-    this.ruleCount++;
+    const rule = this.table.add(kind, text, copies, auto);
     this.updateHook();
-    if (kind === 'key' && this.deps.refresher.current !== null) this.materialize(rule, bytes, bytes.toString('latin1'));
+    if (kind === 'key' && this.deps.refresher.current !== null) this.materialize(rule, rule.bytes, rule.bytes.toString('latin1'));
     return rule;
   }
 
@@ -423,14 +395,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementH
     let rule: SplitRule | undefined;
     for (const k of kinds) rule ??= this.findRule(k, text);
     if (rule === undefined) return false;
-    if (rule.kind === 'key') {
-      this.exact.delete(rule.bytes.toString('latin1'));
-      this.exactSlots[calculateSlot(rule.bytes)]!--;
-    } else {
-      const list = rule.kind === 'prefix' ? this.prefixes : this.patterns;
-      list.splice(list.indexOf(rule), 1);
-    }
-    this.ruleCount--;
+    this.table.remove(rule);
     this.updateHook();
     const deletions: Array<Promise<unknown>> = [];
     for (const [id, split] of this.keys) {
@@ -465,7 +430,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementH
   }
 
   rules(): SplitRule[] {
-    return [...this.exact.values(), ...this.prefixes, ...this.patterns];
+    return this.table.all();
   }
 
   splitKeys(): SplitKey[] {
@@ -478,13 +443,12 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementH
   }
 
   findRule(kind: SplitRuleKind, text: string): SplitRule | undefined {
-    if (kind === 'key') return this.exact.get(Buffer.from(text, 'utf8').toString('latin1'));
-    return (kind === 'prefix' ? this.prefixes : this.patterns).find((r) => r.text === text);
+    return this.table.find(kind, text);
   }
 
   private updateHook(): void {
     // A fleet keeps the hook for the lease check on writes.
-    const active = this.detector !== null || this.ruleCount > 0 || this.fleet !== null;
+    const active = this.detector !== null || this.table.size > 0 || this.fleet !== null;
     this.deps.router.keyedHook = active ? this : null;
   }
 
@@ -529,7 +493,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementH
 
   /** Exact rules whose key has no split key yet get one (a topology is known now). */
   materializeExact(): void {
-    for (const rule of this.exact.values()) {
+    for (const rule of this.table.exactRules()) {
       const id = rule.bytes.toString('latin1');
       if (!this.keys.has(id)) this.materialize(rule, rule.bytes, id);
     }
