@@ -24,6 +24,8 @@ export interface QueuedCommand {
   readonly select?: number | null;
   /** How its element of EXEC's array turns back into the client's key names (a namespace, colocation rules), or null. */
   readonly replyNames?: ReplyNames | null;
+  /** A write's keys (copied), kept when clients were parked at respool as it was queued: EXEC's reply waits until those on these keys are served. */
+  readonly writes?: Buffer[];
 }
 
 /**

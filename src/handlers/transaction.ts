@@ -178,8 +178,15 @@ function queue(session: HandlerSession, tx: Transaction, req: CommandRequest): v
     channel: command === 'publish' ? Buffer.from(args[1]!) : undefined,
     select: target,
     replyNames: session.state.queuedReplyNames,
+    writes: parkedKeysWritten(session, req),
   });
   session.replyNow(QUEUED);
+}
+
+/** A write's keys (copied) while clients are parked at respool, so that EXEC can serve them before it answers; else undefined. */
+function parkedKeysWritten(session: HandlerSession, req: CommandRequest): Buffer[] | undefined {
+  if (req.spec === undefined || (req.spec.flags & CommandFlag.WRITE) === 0 || !session.ctx.parking.waitingOnAny()) return undefined;
+  return session.ctx.commands().keyIndexes(req.spec, req.args).map((i) => Buffer.from(req.args[i]!));
 }
 
 /** The slot of a queued command's keys in a cluster (queueTimeError checked they share one); -1 keyless. */
@@ -286,7 +293,16 @@ function exec(session: HandlerSession, tx: Transaction): void {
   // The database of the links the block goes on is the client's (a tracking lane's: 0): a last
   // SELECT puts the link back there (see the comment at the top).
   if (tx.selects) commands.push(encodeCommand(['SELECT', String(session.state.db)]));
-  const finish = (entry: ReplyEntry, outcome: BlockOutcome): void => entry.fill(ran(execReply(session, tx, forwarded, outcome)));
+  // Writes to keys clients are parked on: EXEC answers once they are served, as Valkey serves its
+  // blocked clients before it answers the EXEC that fed them (parking/parked-pops.ts).
+  const written = tx.selects ? [] : forwarded.flatMap((q) => q.writes ?? []);
+  const db = session.state.db;
+  const finish = (entry: ReplyEntry, outcome: BlockOutcome): void => {
+    const reply = ran(execReply(session, tx, forwarded, outcome));
+    const served = written.length > 0 && outcome.kind === 'reply' && outcome.reply[0] === 0x2a /* ran */ ? ctx.parking.wakeAfterWrite(db, written) : null;
+    if (served === null) entry.fill(reply);
+    else void served.then(() => entry.fill(reply));
+  };
   // CLIENT TRACKING on: the block runs on the client's lane for its slot (reads in it are tracked).
   if (lanes !== null) return sendBlockOnTrackingLane(session, lanes, tx.slot, (entry) => blockItems(commands, '', (o) => finish(entry, o)));
   const send = (): void => {

@@ -137,7 +137,7 @@ export class ParkedPops {
     waiter.queues = queues.length === 1 ? [queues[0]!] : queues; // one key: an array of one
     this.parkedCount++;
     this.metrics?.parkedClients.inc();
-    void this.firstCheck(waiter);
+    waiter.checking = this.firstCheck(waiter);
     return waiter;
   }
 
@@ -261,7 +261,8 @@ export class ParkedPops {
     const registered = Promise.all(waiter.queues.map((q) => this.register(q)));
     const outcome = await this.attempt(waiter, waiter.queues[0]!, true);
     const held = await registered;
-    waiter.fresh = false;
+    waiter.checking = null;
+    if (waiter.gone && !waiter.done && waiter.inflight === null) this.leave(waiter); // it went during the check
     if (waiter.done) return;
     waiter.queues.forEach((queue, i) => {
       if (held[i] === null || outcome === 'retry') this.retryLater(queue);
@@ -294,10 +295,12 @@ export class ParkedPops {
     for (;;) {
       if (queue.again) skipZsetPops = skipListPops = false; // it changed since: its type may have too
       queue.again = false;
-      const head = queue.first((w) => !w.fresh && !(ZSET_POPS.has(w.command) ? skipZsetPops : skipListPops));
+      const head = queue.first((w) => !(ZSET_POPS.has(w.command) ? skipZsetPops : skipListPops));
       if (head === null || this.closed) break;
-      if (head.inflight !== null) {
-        await head.inflight; // tried by another key's drain: see what that left
+      if (head.checking !== null || head.inflight !== null) {
+        // Its first check runs, or another key's drain tries it: see what that left. (A write
+        // that arrived during a first check thus waits for it, and serves the client after.)
+        await (head.checking ?? head.inflight);
         continue;
       }
       // The head also waits on a key that became ready earlier: that key serves it first, as

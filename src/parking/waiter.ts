@@ -20,7 +20,6 @@ export interface ParkTicket {
 
 const DONE = 1;
 const GONE = 2;
-const FRESH = 4;
 
 /** What a waiter asks of the queues that hold it. */
 export interface WaiterOwner {
@@ -36,8 +35,10 @@ export class Waiter implements ParkTicket {
   queues: Array<KeyQueue<Waiter>> = [];
   /** A pop for this client (or a value going back) is on its way to the node. */
   inflight: Promise<void> | null = null;
-  /** DONE | GONE | FRESH, one field for three flags (thousands of waiters). */
-  private flags = FRESH;
+  /** Its first check (what the command gives when it arrives) is running: drains wait for it rather than try it. */
+  checking: Promise<void> | null = null;
+  /** DONE | GONE, one field for two flags (thousands of waiters). */
+  private flags = 0;
 
   constructor(
     readonly client: CallClient,
@@ -64,17 +65,8 @@ export class Waiter implements ParkTicket {
     return (this.flags & GONE) !== 0;
   }
 
-  /** Its first check (what the command gives when it arrives) is still running: drains leave it alone. */
-  get fresh(): boolean {
-    return (this.flags & FRESH) !== 0;
-  }
-
-  set fresh(on: boolean) {
-    this.flags = on ? this.flags | FRESH : this.flags & ~FRESH;
-  }
-
   async cancel(): Promise<boolean> {
-    while (this.inflight !== null) await this.inflight;
+    while (this.checking !== null || this.inflight !== null) await (this.checking ?? this.inflight);
     if (this.done) return false;
     this.owner.leave(this);
     return true;
@@ -82,6 +74,6 @@ export class Waiter implements ParkTicket {
 
   abandon(): void {
     this.flags |= GONE;
-    if (!this.done && this.inflight === null) this.owner.leave(this);
+    if (!this.done && this.inflight === null && this.checking === null) this.owner.leave(this);
   }
 }

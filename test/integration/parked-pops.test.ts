@@ -153,6 +153,24 @@ describe('parked pops in front of one valkey-server (default settings)', () => {
     expect(await d.read(5000)).toBe(popReply('mk:y', 'p'));
   }, 30_000);
 
+  it('a push acknowledged (plain or in MULTI … EXEC) has already served the parked client: the list is empty right after', async () => {
+    const pusher = await connect();
+    for (const inTransaction of [false, true, false, true, false, true, false, true, false, true]) {
+      const worker = await connect();
+      worker.send('BRPOP', 'ack:q', '0');
+      await waitFor(() => proxy.parking.parked === 1, 'the worker parked', 5000, 2);
+      if (inTransaction) {
+        await pusher.call('MULTI');
+        await pusher.call('LPUSH', 'ack:q', 'job');
+        expect(await pusher.call('EXEC')).toBe('*1\r\n:1\r\n');
+      } else {
+        expect(await pusher.call('LPUSH', 'ack:q', 'job')).toBe(':1\r\n');
+      }
+      expect(await pusher.call('LLEN', 'ack:q')).toBe(':0\r\n'); // as on Valkey: the worker has it
+      expect(await worker.read(3000)).toBe(popReply('ack:q', 'job'));
+    }
+  }, 30_000);
+
   it('a key of another type leaves its waiters waiting and serves those of its type (list pops behind a sorted set, and the reverse)', async () => {
     const pusher = await connect();
     const lists = [await connect(), await connect()];
