@@ -1,5 +1,6 @@
 import { clockNow } from '../util/read-clock.js';
 import { encodeError } from '../resp/encode.js';
+import { nullArray } from '../resp/constant-replies.js';
 import { ProxyError } from '../errors.js';
 import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
 import type { HandlerSession } from '../client/handler-session.js';
@@ -8,8 +9,6 @@ import { ASKING } from '../routing/redirect-follower.js';
 
 /** What CLIENT UNBLOCK … ERROR gives a blocked client (Valkey's blocked.c). */
 export const UNBLOCKED = encodeError('UNBLOCKED client unblocked via CLIENT UNBLOCK');
-const NULL_ARRAY_2 = Buffer.from('*-1\r\n');
-const NULL_3 = Buffer.from('_\r\n');
 
 /**
  * Valkey's reply to a blocked client whose timeout passed (blocked.c, replyToBlockedClientTimedOut):
@@ -17,7 +16,7 @@ const NULL_3 = Buffer.from('_\r\n');
  * null). Not the null bulk they answer inside MULTI, where they do not block.
  */
 export function timeoutReply(protocol: 2 | 3): Buffer {
-  return protocol === 3 ? NULL_3 : NULL_ARRAY_2;
+  return nullArray(protocol);
 }
 
 /** CLIENT UNBLOCK racing the blocking command to its node: tries, and the pause between them. */

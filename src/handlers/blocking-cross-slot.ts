@@ -9,6 +9,7 @@ import { BlockingCall } from './blocking-call.js';
 import { commandTimeoutMs } from './blocking-timeout.js';
 import { NO_REPLY } from './local.js';
 import { putBackCommand } from '../parking/put-back.js';
+import { isNilReply } from '../parking/pop-forms.js';
 import { streamReadCrossSlot } from './stream-read-cross-slot.js';
 import { listMoveCrossSlot } from './list-move.js';
 import { splitKeyWrite } from './split-key-writes.js';
@@ -101,10 +102,6 @@ interface SlotKeys {
   readonly positions: number[];
 }
 
-function isNil(reply: Buffer): boolean {
-  return (reply.length === 5 && reply.toString('latin1') === '*-1\r\n') || (reply.length === 3 && reply[0] === 0x5f /* _ */);
-}
-
 /** One pop over several slots, from its first check to its last put-back. */
 class CrossSlotPop {
   private calls: BlockingCall[] = [];
@@ -179,7 +176,7 @@ class CrossSlotPop {
         }
         const reply = parts?.[0];
         if (reply === undefined) return resolve(encodeError(`ERR respool: unexpected EXEC reply to ${this.command.toUpperCase()}`));
-        resolve(isNil(reply) ? null : Buffer.from(reply));
+        resolve(isNilReply(reply) ? null : Buffer.from(reply));
       }).send();
     });
   }
@@ -207,7 +204,7 @@ class CrossSlotPop {
   private onReply(index: number, reply: Buffer | null): void {
     this.pending--;
     if (reply !== null) {
-      if (isNil(reply)) {
+      if (isNilReply(reply)) {
         if (this.nilReply === null) {
           this.nilReply = reply;
           if (this.winner === null) this.cancelOthers(index); // the timeout has passed everywhere

@@ -1,12 +1,8 @@
 import { clockNow } from '../util/read-clock.js';
 import { timeoutReply, UNBLOCKED } from './blocking-call.js';
-import { PARKABLE_POPS } from '../parking/pop-forms.js';
 import type { ParkListener, ParkTicket } from '../parking/parked-pops.js';
 import type { ReplyEntry } from '../client/reply-queue.js';
 import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
-
-/** The pops a client waits for at respool (src/parking) rather than on a leased connection. */
-export const PARKED_POPS = PARKABLE_POPS;
 
 /**
  * A list or sorted-set blocking pop over keys of one slot, parked at respool (parking/parked-pops.ts):

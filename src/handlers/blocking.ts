@@ -3,7 +3,8 @@ import { ProxyError } from '../errors.js';
 import { BlockingCall } from './blocking-call.js';
 import { blockingCrossSlot } from './blocking-cross-slot.js';
 import { commandTimeoutMs } from './blocking-timeout.js';
-import { PARKED_POPS, parkedPop } from './blocking-park.js';
+import { parkedPop } from './blocking-park.js';
+import { PARKABLE_POPS } from '../parking/pop-forms.js';
 import type { Handler, HandlerSession } from '../client/handler-session.js';
 
 /**
@@ -30,7 +31,7 @@ export const blocking: Handler = (session, req) => {
   }
   const keyIndexes = req.spec === undefined ? [] : ctx.commands().keyIndexes(req.spec, req.args);
   const timeoutMs = commandTimeoutMs(session, req);
-  if (PARKED_POPS.has(req.command) && ctx.config.dedicated.parkPops && keyIndexes.length > 0) return parkedPop(session, req, slot, keyIndexes, timeoutMs);
+  if (PARKABLE_POPS.has(req.command) && ctx.config.dedicated.parkPops && keyIndexes.length > 0) return parkedPop(session, req, slot, keyIndexes, timeoutMs);
   const raw = Buffer.from(req.raw);
   const keys = keyIndexes.map((i) => req.args[i]!.toString('latin1'));
   const onNoKey = req.command === 'xreadgroup';

@@ -21,7 +21,7 @@ export const keyed: Handler = (session, req) => {
   const parkedKeys = feedsParked(session, req);
   if (parkedKeys === null) return route(session, req, null);
   // A write to keys parked clients wait on: a barrier, and its reply held until those clients are
-  // served (parking/parked-pops.ts, wakeAfterWrite) — as Valkey serves its blocked clients before
+  // served (parking/parked-pops.ts, afterServing) — as Valkey serves its blocked clients before
   // it answers the command that fed them, and before the writer's next command runs.
   const kept: CommandRequest = { args: req.args.map((a) => Buffer.from(a)), raw: Buffer.from(req.raw), spec: req.spec, command: req.command };
   session.runExclusive(() => route(session, kept, parkedKeys.map((k) => Buffer.from(k))));
@@ -59,9 +59,7 @@ function servingParked(session: HandlerSession, entry: ReplyEntry, keys: Buffer[
     onCallDone(reply) {
       if (reply[0] === 0x2d) return entry.onCallDone(reply);
       const kept = Buffer.from(reply);
-      const served = ctx.parking.wakeAfterWrite(db, keys);
-      if (served === null) entry.onCallDone(kept);
-      else void served.then(() => entry.onCallDone(kept));
+      ctx.parking.afterServing(db, keys, () => entry.onCallDone(kept));
     },
   };
 }

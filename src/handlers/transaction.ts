@@ -299,9 +299,8 @@ function exec(session: HandlerSession, tx: Transaction): void {
   const db = session.state.db;
   const finish = (entry: ReplyEntry, outcome: BlockOutcome): void => {
     const reply = ran(execReply(session, tx, forwarded, outcome));
-    const served = written.length > 0 && outcome.kind === 'reply' && outcome.reply[0] === 0x2a /* ran */ ? ctx.parking.wakeAfterWrite(db, written) : null;
-    if (served === null) entry.fill(reply);
-    else void served.then(() => entry.fill(reply));
+    if (written.length > 0 && outcome.kind === 'reply' && outcome.reply[0] === 0x2a /* ran */) ctx.parking.afterServing(db, written, () => entry.fill(reply));
+    else entry.fill(reply);
   };
   // CLIENT TRACKING on: the block runs on the client's lane for its slot (reads in it are tracked).
   if (lanes !== null) return sendBlockOnTrackingLane(session, lanes, tx.slot, (entry) => blockItems(commands, '', (o) => finish(entry, o)));

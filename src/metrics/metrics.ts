@@ -191,11 +191,6 @@ export class Metrics {
   readonly parkWatchConnections: Gauge;
   readonly parkPutBacks: Record<PutBackOutcome, Counter.Internal>;
 
-  /** Wake latency of parked clients on `node` (seconds). */
-  parkWake(node: string): HistogramSeries {
-    return (this.raw.park_wake_seconds as unknown as LabeledHistogram).labels(node);
-  }
-
   // command-labelled children, keyed by label value (bounded)
   private knownCommands: Set<string> | null;
   private readonly maxCommandLabels: number;

@@ -11,7 +11,7 @@ import { putBackCommand } from './put-back.js';
 import { KeyWatch, type KeyWatchOptions } from './key-watch.js';
 import { KeyQueue } from './key-queue.js';
 import { RetryLater } from './retry-later.js';
-import { moveDestination, popForm, popsFromLeft, requestArgs } from './pop-forms.js';
+import { isNilReply, moveDestination, popForm, popsFromLeft, requestArgs } from './pop-forms.js';
 import { Waiter, type ParkListener, type ParkTicket } from './waiter.js';
 
 export type { ParkListener, ParkTicket } from './waiter.js';
@@ -46,10 +46,6 @@ const ZSET_POPS: ReadonlySet<string> = new Set(['bzpopmin', 'bzpopmax', 'bzmpop'
 const MAX_RACES = 50;
 
 const NIL = Buffer.from('*-1\r\n');
-
-function isNil(reply: Buffer): boolean {
-  return (reply.length === 5 && reply.toString('latin1') === '*-1\r\n') || (reply.length === 5 && reply.toString('latin1') === '$-1\r\n') || (reply.length === 3 && reply[0] === 0x5f /* _ */);
-}
 
 /**
  * Blocked clients parked at respool (issue 36): a client whose BLPOP, BRPOP, BLMOVE, BRPOPLPUSH,
@@ -89,8 +85,6 @@ export class ParkedPops {
   private closed = false;
   /** Drains started so far: each drain's place in the order keys became ready. */
   private readySeq = 0;
-  /** Values put back for clients that left: ok / failed. */
-  readonly putBacks = { ok: 0, failed: 0 };
 
   constructor(
     private readonly router: Router,
@@ -118,11 +112,6 @@ export class ParkedPops {
   /** Clients parked now. */
   get parked(): number {
     return this.parkedCount;
-  }
-
-  /** Watch connections open now. */
-  get watchConnections(): number {
-    return this.watches.size;
   }
 
   /** Parks `request`; `listener` gets its one reply (a value or an error) unless the ticket is cancelled first. */
@@ -176,6 +165,13 @@ export class ParkedPops {
       }
     }
     return drains === null ? null : Promise.all(drains).then(() => {});
+  }
+
+  /** Runs `then` once the clients parked on `keys` (written now) are served: a writer's reply waits for them. */
+  afterServing(db: number, keys: readonly Buffer[], then: () => void): void {
+    const served = this.wakeAfterWrite(db, keys);
+    if (served === null) then();
+    else void served.then(then);
   }
 
   /** Every parked key may have changed without a push (SWAPDB): each is tried again. */
@@ -380,6 +376,11 @@ export class ParkedPops {
     const key = queue.key;
     const form = first ? null : popForm(waiter.command, requestArgs(waiter.raw));
     const commands = form === null ? [waiter.raw] : [encodeCommand(['TYPE', key]), form.command(key)];
+    // Nothing reached the client: one that went meanwhile leaves its queues now.
+    const unserved = (why: Attempt): void => {
+      if (waiter.gone && !waiter.done) this.leave(waiter);
+      settle(why);
+    };
     new TransactionBlock(this.router, waiter.client, waiter.slot, commands, (outcome) => {
       waiter.inflight = null;
       if (outcome.kind === 'failed') {
@@ -387,10 +388,7 @@ export class ParkedPops {
         // own connection's loss. A parked client's pop lost with the node's link (a failover): the
         // client waits on, tried again wherever the key lives next — an error would end its wait
         // for a failure that is not its own (a value popped just before the loss is lost either way).
-        if (!outcome.written || form !== null) {
-          if (waiter.gone && !waiter.done) this.leave(waiter);
-          return settle('retry');
-        }
+        if (!outcome.written || form !== null) return unserved('retry');
         this.serve(waiter, queue, encodeError(outcome.error));
         return settle('served');
       }
@@ -412,14 +410,8 @@ export class ParkedPops {
       }
       const ofItsType = type === null || type === (ZSET_POPS.has(waiter.command) ? 'zset' : 'list');
       if (ofItsType && form !== null) reply = form.reply(reply, key) ?? NIL;
-      if (isNil(reply) || !ofItsType) {
-        if (waiter.gone && !waiter.done) this.leave(waiter);
-        return settle(ofItsType || type === 'none' ? 'empty' : 'wrongType');
-      }
-      if (reply[0] === 0x2d && TRANSIENT.test(reply.toString('latin1', 0, 16))) {
-        if (waiter.gone && !waiter.done) this.leave(waiter);
-        return settle('retry');
-      }
+      if (isNilReply(reply) || !ofItsType) return unserved(ofItsType || type === 'none' ? 'empty' : 'wrongType');
+      if (reply[0] === 0x2d && TRANSIENT.test(reply.toString('latin1', 0, 16))) return unserved('retry');
       this.serve(waiter, queue, Buffer.from(reply));
       settle('served');
     }).send();
@@ -431,7 +423,7 @@ export class ParkedPops {
     const wasDone = waiter.done;
     this.leave(waiter);
     if (queue.changedAt !== 0) {
-      this.metrics?.parkWake(queue.node ?? 'unknown').observe((clockNow() - queue.changedAt) / 1000);
+      this.metrics?.raw.park_wake_seconds.labels(queue.node ?? 'unknown').observe((clockNow() - queue.changedAt) / 1000);
       queue.changedAt = 0;
     }
     if (!waiter.gone && !wasDone) return waiter.listener.served(reply);
@@ -442,10 +434,7 @@ export class ParkedPops {
     const requestArgsNow = requestArgs(waiter.raw);
     if (moveDestination(waiter.command, requestArgsNow) !== null) return; // moved on the node: it stays there, as on Valkey
     const args = putBackCommand(waiter.command, reply, popsFromLeft(waiter.command, requestArgsNow));
-    const count = (outcome: 'ok' | 'failed') => {
-      this.putBacks[outcome]++;
-      this.metrics?.parkPutBacks[outcome].inc();
-    };
+    const count = (outcome: 'ok' | 'failed') => this.metrics?.parkPutBacks[outcome].inc();
     if (args === null) {
       count('failed');
       this.log.error({ event: 'put_back_failed', command: waiter.command, reply: reply.toString('latin1', 0, 200) }, 'a value popped for a parked client that left could not be put back: its reply is not understood');

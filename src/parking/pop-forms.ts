@@ -29,10 +29,15 @@ const NON_BLOCKING: Readonly<Record<string, string>> = {
 /** The pops respool knows the non-blocking form of (the ones it parks). */
 export const PARKABLE_POPS: ReadonlySet<string> = new Set(Object.keys(NON_BLOCKING));
 
+/** A nil reply: RESP2's null bulk or null array, RESP3's null (a blocking pop that popped nothing, or timed out). */
+export function isNilReply(frame: Buffer): boolean {
+  if (frame.length === 3) return frame[0] === 0x5f /* _ */;
+  return frame.length === 5 && frame[2] === 0x31 /* 1 */ && frame[1] === 0x2d /* - */ && (frame[0] === 0x24 /* $ */ || frame[0] === 0x2a /* * */);
+}
+
+/** Nothing popped: nil, or ZPOPMIN's / ZPOPMAX's empty array. */
 function popsNothing(frame: Buffer): boolean {
-  if (frame[0] === 0x5f /* _ */) return true;
-  const head = frame.toString('latin1', 0, 4);
-  return head === '$-1\r' || head === '*-1\r' || head === '*0\r\n';
+  return isNilReply(frame) || frame.toString('latin1', 0, 4) === '*0\r\n';
 }
 
 const bulk = (b: Buffer) => Buffer.concat([Buffer.from(`$${b.length}\r\n`, 'latin1'), b, Buffer.from('\r\n', 'latin1')]);

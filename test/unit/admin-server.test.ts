@@ -57,7 +57,7 @@ function touchEverything(m: Metrics): void {
   m.raw.queue_depth.labels('accept').set(3);
   m.raw.upstream_inflight_bytes.set(100);
   m.raw.admission_wait_seconds.labels('bulk').observe(0.001);
-  m.parkWake('127.0.0.1:7000').observe(0.0004);
+  m.raw.park_wake_seconds.labels('127.0.0.1:7000').observe(0.0004);
   m.raw.admission_backlog_clients.labels('bulk').set(1);
   m.raw.admission_backlog_bytes.labels('bulk').set(1024);
   m.raw.upstream_link_inflight_requests.labels('127.0.0.1:7000', 'bulk').set(5);
