@@ -17,6 +17,7 @@ import calculateSlot from 'cluster-key-slot';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
 import { encodeCommand } from '../harness/raw-client.js';
+import type { RespoolConfig } from '../../src/config/types.js';
 import type { RespoolProxy } from '../../src/server.js';
 import { startTestProxy } from '../helpers/proxy.js';
 import { RawConnection } from '../helpers/raw-resp.js';
@@ -306,6 +307,46 @@ describe('parked pops in front of one valkey-server (default settings)', () => {
     expect(await admin.call('SWAPDB', '0', '1')).toBe('+OK\r\n');
     expect(await a.read(3000)).toBe(popReply('sw:q', 'from-db1'));
     await admin.call('SWAPDB', '0', '1');
+  }, 30_000);
+});
+
+describe("parked pops under a namespace (a user's keyPrefix): names come back as the client wrote them", () => {
+  let server: ValkeyNode;
+  let proxy: RespoolProxy;
+
+  beforeAll(async () => {
+    server = await startStandalone();
+    const users = [
+      { name: 'default', password: 'adminpw' },
+      { name: 'a', password: 'pa', keyPrefix: 'a:' },
+    ] as unknown as RespoolConfig['users'];
+    proxy = await startTestProxy([{ host: server.host, port: server.port }], { users } as Partial<RespoolConfig>);
+  }, 30_000);
+
+  afterAll(async () => {
+    await proxy?.close();
+    await server?.stop();
+  });
+
+  it("BLPOP, BZPOPMIN and BLMOVE parked, then woken by a push: the key in each reply is the client's, the node holds the prefixed one", async () => {
+    const as = async () => {
+      const c = await RawConnection.connect(proxy.address.port);
+      expect(await c.call('AUTH', 'a', 'pa')).toBe('+OK\r\n');
+      return c;
+    };
+    const [l, z, m, pusher] = [await as(), await as(), await as(), await as()];
+    l.send('BLPOP', 'ns:none', 'ns:q', '0');
+    z.send('BZPOPMIN', 'ns:z', '0');
+    m.send('BLMOVE', 'ns:src', 'ns:dst', 'LEFT', 'RIGHT', '0');
+    await waitFor(() => proxy.parking.parked === 3, 'three parked', 5000, 2);
+    await pusher.call('RPUSH', 'ns:q', 'v');
+    await pusher.call('ZADD', 'ns:z', '3', 'm');
+    await pusher.call('RPUSH', 'ns:src', 'x');
+    expect(await l.read(3000)).toBe(popReply('ns:q', 'v'));
+    expect(await z.read(3000)).toBe(`*3\r\n${bulk('ns:z')}${bulk('m')}${bulk('3')}`);
+    expect(await m.read(3000)).toBe(bulk('x'));
+    expect(await server.call('LRANGE', 'a:ns:dst', '0', '-1')).toEqual(['x']);
+    for (const c of [l, z, m, pusher]) c.close();
   }, 30_000);
 });
 
