@@ -7,6 +7,7 @@ import { UpstreamPools } from './upstream/upstream-pools.js';
 import { Router } from './routing/router.js';
 import { RunningScripts } from './scripts/running-scripts.js';
 import { ScriptCache } from './scripts/script-cache.js';
+import { TrackedKeys } from './client/tracked-keys.js';
 import { ClientSession } from './session/client-session.js';
 import type { ServerContext } from './client/server-context.js';
 import type { Tenant } from './tenants/tenant.js';
@@ -40,7 +41,7 @@ export interface BackendDeps {
 
 /** The ServerContext fields that belong to one set of upstreams. */
 export type BackendContext = Pick<ServerContext,
-  'router' | 'hotKeys' | 'dedicated' | 'parking' | 'pubsub' | 'hello' | 'scripts' | 'functions' | 'runningScripts' | 'unblockLease' | 'isCluster' | 'databases' | 'serverVersion' | 'serverName'>;
+  'router' | 'hotKeys' | 'dedicated' | 'parking' | 'pubsub' | 'hello' | 'scripts' | 'functions' | 'trackedKeys' | 'runningScripts' | 'unblockLease' | 'isCluster' | 'databases' | 'serverVersion' | 'serverName'>;
 
 /**
  * One set of upstreams and everything respool keeps for it: pools of shared links, the topology
@@ -118,6 +119,7 @@ export class Backend {
       scripts: new ScriptCache(),
       functions: new FunctionFlags(() => this.askFirstPrimary(['FUNCTION', 'LIST'])),
       runningScripts: new RunningScripts(),
+      trackedKeys: new TrackedKeys(),
       unblockLease: async (host, port, id, how) => {
         const reply = await pools.get(host, port, 2, 'primary').call(['CLIENT', 'UNBLOCK', id, how.toUpperCase()]);
         return reply.toString('latin1') === ':1\r\n';

@@ -21,6 +21,7 @@ import type { BigKeys } from '../observe/big-keys.js';
 import type { FairAdmission } from './fair-admission.js';
 import type { HelloIdentity } from './hello-identity.js';
 import type { FunctionFlags } from '../scripts/function-flags.js';
+import type { TrackedKeys } from './tracked-keys.js';
 import type { MemoryCeiling } from './memory-ceiling.js';
 import type { TenantDirectory } from '../tenants/tenant-directory.js';
 import type { Tenant } from '../tenants/tenant.js';
@@ -56,6 +57,8 @@ export interface ServerContext {
   readonly scripts: ScriptCache;
   /** The nodes' functions' flags (FUNCTION LIST): whether CLIENT PAUSE WRITE holds an FCALL (scripts/function-flags.ts); absent in stand-in contexts. */
   readonly functions?: FunctionFlags;
+  /** respool's tracking table: keys CLIENT TRACKING clients read, bounded by tracking-table-max-keys (tracked-keys.ts); absent in stand-in contexts. */
+  readonly trackedKeys?: TrackedKeys;
   /** Scripts in flight: PING reflects a node busy running one (scripts/running-scripts.ts). */
   readonly runningScripts: RunningScripts;
   /** CLIENT UNBLOCK of a leased connection, sent on a shared link to its node; true if it was blocked. */

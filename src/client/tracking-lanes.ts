@@ -7,6 +7,9 @@ import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
 import type { HandlerSession } from './handler-session.js';
 import { clientInvalidation, storedTrackingPrefixes } from '../keys/tracking-names.js';
 import { deliverInvalidation, encodeTrackingLine, redirBrokenPush, type TrackingLine } from './tracking-redirect.js';
+import type { TrackedKeyReader, TrackedKeys } from './tracked-keys.js';
+import { bulkPayload, splitAggregate } from '../resp/decode.js';
+import { encodeBulk } from '../resp/encode.js';
 
 // A CLIENT TRACKING client's lanes (handlers/tracking.ts is the command and its routing: see
 // there for the whole picture): one leased connection per node, the options they were sent,
@@ -40,8 +43,33 @@ function errorText(reply: Buffer): string {
   return reply.toString('utf8', 1, reply.length - 2);
 }
 
+/** Valkey's invalidation of one key (tracking.c sendTrackingMessage), `key` as the node stores it. */
+function invalidationOf(key: Buffer): Buffer {
+  return Buffer.concat([INVALIDATE_ONE, encodeBulk(key, 3)]);
+}
+const INVALIDATE_ONE = Buffer.from('>2\r\n$10\r\ninvalidate\r\n*1\r\n');
+
+/**
+ * The keys an invalidation push names (stored names), or null for "every key": a null in the
+ * tracking connection's protocol (`_`, or `$-1` on a RESP2 lane redirecting to a listener).
+ */
+function invalidatedKeys(push: Buffer): Buffer[] | null {
+  const parts = splitAggregate(push);
+  if (parts === null || parts.length !== 2) return [];
+  const list = parts[1]!;
+  if (list[0] !== 0x2a /* * */) return list[0] === 0x5f /* _ */ || list[1] === 0x2d /* $-1 */ ? null : [];
+  const keys = splitAggregate(list);
+  if (keys === null) return null;
+  const out: Buffer[] = [];
+  for (const key of keys) {
+    const name = bulkPayload(key);
+    if (name !== null) out.push(name);
+  }
+  return out;
+}
+
 /** A tracking client's lanes: one leased connection per node, all in the same tracking mode. */
-export class TrackingLanes {
+export class TrackingLanes implements TrackedKeyReader {
   /** The options of the last accepted ON (Valkey resets the flags at each ON). */
   options: Omit<TrackingOptions, 'prefixes'>;
   /** The protocol the lanes speak (the client's when they were opened). */
@@ -64,12 +92,17 @@ export class TrackingLanes {
   /** BCAST: the topology whose every primary has a lane (null: check again). */
   private bcastComplete: Topology | null = null;
   private readonly retryAt = new Map<string, number>();
+  /** The keys this client has in respool's tracking table (kept by the table: tracked-keys.ts). */
+  readonly trackedKeys = new Set<string>();
+  /** respool's tracking table (its backend's; absent in stand-in contexts). */
+  private readonly table: TrackedKeys | undefined;
 
   constructor(
     private readonly session: HandlerSession,
     options: TrackingOptions,
     redirect: number,
   ) {
+    this.table = session.ctx.trackedKeys;
     this.protocol = session.state.protocol;
     this.options = { bcast: false, optin: false, optout: false, noloop: false };
     this.accept(options, redirect);
@@ -186,9 +219,9 @@ export class TrackingLanes {
     }
     conn.onPush = (frame) => {
       // With REDIRECT the node sends this lane's invalidations to its listener instead.
-      if (this.redirectTo !== 0 || this.session.state.protocol !== 3) return;
-      const push = this.clientNames(frame);
-      if (push !== null) this.session.push(Buffer.from(push));
+      if (this.redirectTo !== 0) return;
+      this.forgetInvalidated(frame);
+      this.deliver(frame);
     };
     conn.once('close', () => this.lost(address, conn));
     this.lanes.set(address, conn);
@@ -205,8 +238,9 @@ export class TrackingLanes {
     this.session.ctx.dedicated.release(conn, false);
     this.session.ctx.log.debug({ node: address, reason: conn.closeReason }, 'tracking lane lost');
     if (this.closed) return;
+    this.table?.forgetReader(this);
     if (this.redirectTo !== 0) this.invalidation(INVALIDATE_ALL);
-    else if (this.protocol === 3 && this.session.state.protocol === 3) this.session.push(INVALIDATE_ALL);
+    else if (this.protocol === 3) this.deliver(INVALIDATE_ALL);
   }
 
   /** The listener on this node (opened now if there is none): its upstream client id. */
@@ -230,7 +264,10 @@ export class TrackingLanes {
       throw new Error(this.closed ? ProxyError.trackingTurnedOff() : errorText(reply));
     }
     const id = Number(reply.toString('latin1', 1, reply.length - 2));
-    conn.onPush = (frame) => this.invalidation(frame);
+    conn.onPush = (frame) => {
+      this.forgetInvalidated(frame);
+      this.invalidation(frame);
+    };
     conn.once('close', () => {
       if (this.listeners.get(address)?.conn !== conn) return;
       // The lane now redirects to an id that is gone: it can no longer invalidate anything.
@@ -248,6 +285,42 @@ export class TrackingLanes {
     this.listeners.delete(address);
     listener.conn.onPush = null;
     this.session.ctx.dedicated.release(listener.conn, false);
+  }
+
+  /** An invalidation from a node: the keys it names (every key for a null list) leave respool's table for this client. */
+  private forgetInvalidated(frame: Buffer): void {
+    const table = this.table;
+    if (table === undefined || this.trackedKeys.size === 0) return;
+    const keys = invalidatedKeys(frame);
+    if (keys === null) table.forgetReader(this);
+    else for (const key of keys) table.forget(this, key);
+  }
+
+  /** respool's tracking table evicted `key` (a stored name): Valkey's invalidation, where Valkey would send it. */
+  evicted(key: Buffer): void {
+    if (this.closed) return;
+    const push = invalidationOf(key);
+    if (this.redirectTo !== 0) this.invalidation(push);
+    else this.deliver(push);
+  }
+
+  /** An invalidation on the client's own connection: RESP3 only, as Valkey (a RESP2 client without REDIRECT gets none). */
+  private deliver(frame: Buffer): void {
+    if (this.session.state.protocol !== 3) return;
+    const push = this.clientNames(frame);
+    if (push !== null) this.session.push(Buffer.from(push));
+  }
+
+  /**
+   * A command about to go on a lane: a read-only one's keys enter respool's tracking table, as
+   * Valkey's call() remembers them (trackingRememberKeys): not in BCAST mode, and under OPTIN only
+   * after CLIENT CACHING yes, under OPTOUT unless CLIENT CACHING no.
+   */
+  noteRead(keys: readonly Buffer[], caching: Buffer | null): void {
+    const table = this.table;
+    if (table === undefined || keys.length === 0 || this.options.bcast || this.closed) return;
+    if (this.options.optin ? caching === null : this.options.optout && caching !== null) return;
+    table.remember(this, keys);
   }
 
   /** An invalidation for a redirecting client: to its target, or "redirect broken" (tracking-redirect.ts). */
@@ -283,6 +356,7 @@ export class TrackingLanes {
   /** Tracking off (OFF, RESET, close): every lane closed, opens under way closed when they finish. */
   close(graceful: boolean): void {
     this.closed = true;
+    this.table?.forgetReader(this);
     for (const conn of [...this.lanes.values()]) this.drop(conn, graceful);
     for (const address of [...this.listeners.keys()]) this.unlisten(address);
     this.caching = null;

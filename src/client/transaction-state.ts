@@ -26,6 +26,8 @@ export interface QueuedCommand {
   readonly replyNames?: ReplyNames | null;
   /** A write's keys (copied), kept when clients were parked at respool as it was queued: EXEC's reply waits until those on these keys are served. */
   readonly writes?: Buffer[];
+  /** A tracking client's read-only command: its keys (copied), for respool's tracking table at EXEC (client/tracked-keys.ts). */
+  readonly reads?: Buffer[];
 }
 
 /**

@@ -42,6 +42,15 @@ export function trackingPath(family: CommandFamily): 'lane' | 'own' | 'shared' {
   return MODES[family].tracking;
 }
 
+/**
+ * Commands respool answers in whole or in part (its own CONFIG settings: node-settings.ts; its
+ * latency events beside the nodes': latency-events.ts): a tracking client's go their family's
+ * way, never raw on a lane. They read no keys Valkey would track.
+ */
+export const TRACKING_RESPOOL_ANSWERS: ReadonlySet<string> = new Set([
+  'config|get', 'config|set', 'config|resetstat', 'latency|latest', 'latency|history', 'latency|doctor', 'latency|reset', 'latency|graph',
+]);
+
 /** Commands about the client's own connection: answered by respool even inside a WATCH lane. */
 export const LANE_OWN_COMMANDS: ReadonlySet<string> = new Set(['auth', 'hello', 'client|setname', 'client|getname', 'client|id', 'client|info', 'client|setinfo', 'quit', 'readonly', 'readwrite']);
 

@@ -211,6 +211,11 @@ async function ownCounters(ctx: ServerContext): Promise<Map<string, number>> {
   own.set('pubsub_channels', hub.channels);
   own.set('pubsub_patterns', hub.patterns);
   own.set('pubsubshard_channels', hub.shardChannels);
+  // respool's tracking table (client/tracked-keys.ts): the one tracking-table-max-keys bounds.
+  if (ctx.trackedKeys !== undefined) {
+    own.set('tracking_total_keys', ctx.trackedKeys.keyCount);
+    own.set('tracking_total_items', ctx.trackedKeys.itemCount);
+  }
   const m = ctx.metrics;
   if (m === undefined) return own;
   const sum = async (metric: { get(): Promise<{ values: Array<{ value: number }> }> }) =>

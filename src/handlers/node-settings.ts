@@ -18,6 +18,8 @@ import type { CommandRequest, HandlerSession } from '../client/handler-session.j
  *              so their settings are too: slowlog-*, commandlog-* (Valkey 8.1's names) and
  *              latency-tracking are read and set on respool (slowlog.*, commandlog.*,
  *              latency.tracking), with Valkey's ranges and errors; a node's own with RESPOOL NODE.
+ *   tracking   tracking-table-max-keys bounds respool's tracking table (client/tracked-keys.ts):
+ *              each node's bounds only its part of the keys.
  *              A CONFIG SET mixing them with node settings is refused (it could not be all or
  *              nothing).
  *
@@ -79,6 +81,8 @@ const LOG_SETTINGS: ReadonlyMap<string, LogSetting> = new Map([
   ['commandlog-large-request-max-len', integerSetting(0, MAX_LOG_LEN, (s) => s.ctx.config.commandlog.largeRequestMaxLen, (s, v) => (s.ctx.config.commandlog.largeRequestMaxLen = v))],
   ['commandlog-reply-larger-than', integerSetting(-1, Number.MAX_SAFE_INTEGER, (s) => s.ctx.config.commandlog.largeReplyBytes, (s, v) => (s.ctx.config.commandlog.largeReplyBytes = v))],
   ['commandlog-large-reply-max-len', integerSetting(0, MAX_LOG_LEN, (s) => s.ctx.config.commandlog.largeReplyMaxLen, (s, v) => (s.ctx.config.commandlog.largeReplyMaxLen = v))],
+  // respool's tracking table (client/tracked-keys.ts): the nodes' tables are each a part of it.
+  ['tracking-table-max-keys', integerSetting(0, Number.MAX_SAFE_INTEGER, (s) => s.ctx.trackedKeys?.maxKeys ?? 0, (s, v) => s.ctx.trackedKeys?.setMaxKeys(v))],
   ['latency-tracking', {
     get: (s) => ((s.ctx.observer?.commands.enabled ?? s.ctx.config.latency.tracking) ? 'yes' : 'no'),
     set: (s, value) => {
@@ -144,7 +148,7 @@ export function configSetHere(session: HandlerSession, args: readonly Buffer[]):
     return { perNode };
   }
   if (own.length === 0) return null;
-  if (others > 0) return encodeError(ProxyError.respool(`CONFIG SET of respool's own settings (slowlog-*, commandlog-*, latency-tracking) cannot be mixed with the nodes' settings: send them in a CONFIG SET of their own`));
+  if (others > 0) return encodeError(ProxyError.respool(`CONFIG SET of respool's own settings (slowlog-*, commandlog-*, latency-tracking, tracking-table-max-keys) cannot be mixed with the nodes' settings: send them in a CONFIG SET of their own`));
   for (const apply of own) apply();
   return encodeSimple('OK');
 }

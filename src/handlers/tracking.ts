@@ -1,14 +1,15 @@
 import { clientTrackingError, clientTrackingInfo, storedTrackingLine } from '../keys/tracking-names.js';
 import { encodeCommand, encodeError, encodeInteger, encodeSimple } from '../resp/encode.js';
 import { wrongArity } from '../commands/command-table.js';
+import { CommandFlag } from '../commands/command-flags.js';
 import { ProxyError } from '../errors.js';
 import type { CommandFamily } from '../commands/proxy-handling.js';
 import { ignoreReply, type LinkRequest } from '../upstream/link.js';
 import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
 import type { ReplyEntry } from '../client/reply-queue.js';
 import type { CommandRequest, Handler, HandlerSession } from '../client/handler-session.js';
-import { keyed } from './keyed.js';
-import { trackingPath } from './client-modes.js';
+import { anyNode, keyed } from './keyed.js';
+import { TRACKING_RESPOOL_ANSWERS, trackingPath } from './client-modes.js';
 import { allShards } from './all-shards.js';
 import { rewriteTrackingInfo, type TrackingLine } from '../client/tracking-redirect.js';
 import { TrackingLanes, request, type TrackingOptions } from '../client/tracking-lanes.js';
@@ -125,10 +126,11 @@ export function parseTracking(
 export function onTrackingLane(session: HandlerSession, lanes: TrackingLanes, req: CommandRequest, family: CommandFamily): boolean {
   const ctx = session.ctx;
   const path = trackingPath(family); // client-modes.ts
-  if (path === 'shared' && ctx.isCluster() && req.spec !== undefined) {
-    // Fan-out on shared links, once the lanes have answered everything before it (order).
+  const respoolAnswers = TRACKING_RESPOOL_ANSWERS.has(req.command);
+  if ((path === 'shared' && ctx.isCluster() && req.spec !== undefined) || respoolAnswers) {
+    // Fan-out on shared links (or respool's own answer), once the lanes have answered everything before it (order).
     const copy: CommandRequest = { ...req, args: req.args.map((a) => Buffer.from(a)), raw: Buffer.from(req.raw) };
-    session.runExclusive(() => allShards(session, copy));
+    session.runExclusive(() => (family === 'allShards' ? allShards : anyNode)(session, copy));
     return true;
   }
   if (path === 'own') return false;
@@ -148,10 +150,22 @@ export function onTrackingLane(session: HandlerSession, lanes: TrackingLanes, re
   lanes.ensureBcast();
   ctx.metrics?.commandCounter(req.command).inc();
   const caching = lanes.current;
+  const reads = keysRead(session, req);
+  if (reads !== null) lanes.noteRead(reads, caching); // respool's tracking table (client/tracked-keys.ts)
   const raw = Buffer.from(req.raw);
   const command = req.command;
   onLaneFor(session, lanes, slot, (conn, entry) => lanes.send(conn, raw, caching, command, (reply) => entry.fill(reply)));
   return true;
+}
+
+/** Read-only scripts: Valkey tracks the keys of the commands they call, not theirs (server.c call()). */
+const SCRIPTS_READING = new Set(['eval_ro', 'evalsha_ro', 'fcall_ro']);
+
+/** The keys (copied) a read-only command of a tracking client has the node track, or null. */
+export function keysRead(session: HandlerSession, req: CommandRequest): Buffer[] | null {
+  const spec = req.spec;
+  if (spec === undefined || (spec.flags & CommandFlag.READONLY) === 0 || SCRIPTS_READING.has(req.command)) return null;
+  return session.ctx.commands().keyIndexes(spec, req.args).map((i) => Buffer.from(req.args[i]!));
 }
 
 /**
@@ -179,12 +193,14 @@ function onLaneFor(session: HandlerSession, lanes: TrackingLanes, slot: number, 
 
 /**
  * MULTI … EXEC held by respool, for a tracking client: the block goes on the lane of its slot
- * (after the CACHING line that applies to EXEC), so reads inside it are tracked. `items` builds
+ * (after the CACHING line that applies to EXEC), so reads inside it are tracked (`reads`: their
+ * keys, for respool's tracking table). `items` builds
  * the block for the entry that EXEC's reply fills.
  */
-export function sendBlockOnTrackingLane(session: HandlerSession, lanes: TrackingLanes, slot: number, items: (entry: ReplyEntry) => ReadonlyArray<{ data: Buffer; req: LinkRequest }>): void {
+export function sendBlockOnTrackingLane(session: HandlerSession, lanes: TrackingLanes, slot: number, reads: readonly Buffer[], items: (entry: ReplyEntry) => ReadonlyArray<{ data: Buffer; req: LinkRequest }>): void {
   const caching = lanes.current;
   lanes.ensureBcast();
+  lanes.noteRead(reads, caching);
   onLaneFor(session, lanes, slot, (conn, entry) => {
     if (caching !== null) conn.send(caching, ignoreReply());
     for (const { data, req } of items(entry)) conn.send(data, req);

@@ -15,7 +15,7 @@ import { publishNode, publishReply, refusesUnsubscribeUnsubscribed, unsubscribeN
 import { Transaction, type QueuedCommand } from '../client/transaction-state.js';
 import { watchCrossSlotError } from './leased-lane.js';
 import { LeasedLane } from '../client/leased-lane.js';
-import { sendBlockOnTrackingLane } from './tracking.js';
+import { keysRead, sendBlockOnTrackingLane } from './tracking.js';
 import type { CommandRequest, Handler, HandlerSession } from '../client/handler-session.js';
 import { execReplyNames } from '../keys/reply-names.js';
 
@@ -179,6 +179,7 @@ function queue(session: HandlerSession, tx: Transaction, req: CommandRequest): v
     select: target,
     replyNames: session.state.queuedReplyNames,
     writes: parkedKeysWritten(session, req),
+    reads: session.state.tracking === null ? undefined : (keysRead(session, req) ?? undefined),
   });
   session.replyNow(QUEUED);
 }
@@ -303,7 +304,7 @@ function exec(session: HandlerSession, tx: Transaction): void {
     else entry.fill(reply);
   };
   // CLIENT TRACKING on: the block runs on the client's lane for its slot (reads in it are tracked).
-  if (lanes !== null) return sendBlockOnTrackingLane(session, lanes, tx.slot, (entry) => blockItems(commands, '', (o) => finish(entry, o)));
+  if (lanes !== null) return sendBlockOnTrackingLane(session, lanes, tx.slot, forwarded.flatMap((q) => q.reads ?? []), (entry) => blockItems(commands, '', (o) => finish(entry, o)));
   const send = (): void => {
     const entry = session.reserve();
     // A keyless transaction that publishes runs where respool's subscriptions are held, so its

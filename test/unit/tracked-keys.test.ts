@@ -1,0 +1,58 @@
+/** respool's tracking table (src/client/tracked-keys.ts): counts, evictions and the two views of one relation. */
+import { describe, expect, it } from 'vitest';
+import { TrackedKeys, type TrackedKeyReader } from '../../src/client/tracked-keys.js';
+
+function reader(): TrackedKeyReader & { told: string[] } {
+  const told: string[] = [];
+  return { trackedKeys: new Set(), told, evicted: (key) => told.push(key.toString('latin1')) };
+}
+
+const keys = (...names: string[]) => names.map((n) => Buffer.from(n));
+const tick = () => new Promise((r) => setImmediate(r));
+
+describe('TrackedKeys', () => {
+  it('counts keys and (key, reader) items as Valkey does; a key read twice by one reader is one item', () => {
+    const t = new TrackedKeys();
+    const a = reader();
+    const b = reader();
+    t.remember(a, keys('k1', 'k2'));
+    t.remember(b, keys('k2'));
+    t.remember(a, keys('k1'));
+    expect([t.keyCount, t.itemCount]).toEqual([2, 3]);
+    t.forget(a, Buffer.from('k2'));
+    expect([t.keyCount, t.itemCount]).toEqual([2, 2]);
+    t.forget(b, Buffer.from('k2'));
+    expect([t.keyCount, t.itemCount, [...a.trackedKeys], [...b.trackedKeys]]).toEqual([1, 1, ['k1'], []]);
+    t.forget(b, Buffer.from('k1')); // b never read k1: nothing changes
+    expect(t.itemCount).toBe(1);
+  });
+
+  it('over the limit the oldest keys are evicted, each reader told once; the newest key stays', async () => {
+    const t = new TrackedKeys();
+    const a = reader();
+    const b = reader();
+    t.remember(a, keys('k1', 'k2', 'k3'));
+    t.remember(b, keys('k1'));
+    t.setMaxKeys(1);
+    expect(t.keyCount).toBe(3); // evicted once CONFIG SET's reply is out, as Valkey does at its next cron
+    await tick();
+    expect([a.told, b.told, t.keyCount, t.itemCount, [...a.trackedKeys]]).toEqual([['k1', 'k2'], ['k1'], 1, 1, ['k3']]);
+    t.remember(b, keys('k4'));
+    expect([a.told, [...a.trackedKeys], [...b.trackedKeys]]).toEqual([['k1', 'k2', 'k3'], [], ['k4']]);
+  });
+
+  it('0 is no limit; forgetReader and forgetAll leave no key without readers', async () => {
+    const t = new TrackedKeys();
+    const a = reader();
+    const b = reader();
+    t.setMaxKeys(0);
+    await tick();
+    t.remember(a, keys(...Array.from({ length: 50 }, (_, i) => `k${i}`)));
+    t.remember(b, keys('k0', 'x'));
+    expect([t.keyCount, a.told]).toEqual([51, []]);
+    t.forgetReader(a);
+    expect([t.keyCount, t.itemCount, a.trackedKeys.size]).toEqual([2, 2, 0]);
+    t.forgetAll();
+    expect([t.keyCount, t.itemCount, b.trackedKeys.size]).toEqual([0, 0, 0]);
+  });
+});
