@@ -256,7 +256,7 @@ export class DedicatedPools {
     if (lease === undefined || lease.abandoning) return;
     this.leases.delete(conn);
     conn.onPush = null;
-    conn.onUnsolicited = null;
+    conn.onStream = null;
     conn.setDeadline(null);
     const pool = lease.node.pool;
     if (clean && !this.closed && conn.state === 'ready' && conn.inflightCount === 0 && conn.db === lease.node.db) {

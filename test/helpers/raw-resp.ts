@@ -70,6 +70,12 @@ export class RawConnection {
     return this.frames.shift()!.toString('utf8');
   }
 
+  /** Every frame that arrived within `ms` (after one turn of the loop at least: bytes already sent are read first), without waiting for more. */
+  async framesWithin(ms = 0): Promise<string[]> {
+    await new Promise((r) => (ms > 0 ? setTimeout(r, ms) : setImmediate(r)));
+    return this.frames.splice(0).map((f) => f.toString('utf8'));
+  }
+
   async call(...args: Array<string | Buffer | number>): Promise<string> {
     this.send(...args);
     return this.read();

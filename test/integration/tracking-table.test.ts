@@ -24,19 +24,6 @@ function invalidatedKey(frame: string): string {
   return m[1]!;
 }
 
-/** Nothing more arrives on `c` within `ms`. */
-async function quiet(c: RawConnection, ms: number): Promise<string[]> {
-  await new Promise((r) => setTimeout(r, ms));
-  const out: string[] = [];
-  for (;;) {
-    try {
-      out.push(await c.read(0));
-    } catch {
-      return out;
-    }
-  }
-}
-
 interface Outcome {
   /** CONFIG SET's reply and CONFIG GET's after it. */
   set: string;
@@ -77,7 +64,7 @@ async function evict(port: number, mode: 'redirect' | 'resp3' | 'optin'): Promis
     const invalidated: string[] = [];
     for (let i = 0; i < expected; i++) invalidated.push(invalidatedKey(await receiver.read(READ_MS)));
     receiver.send('PING');
-    const after = [await receiver.read(READ_MS), ...(await quiet(receiver, 300))];
+    const after = [await receiver.read(READ_MS), ...(await receiver.framesWithin(300))];
     const get = await c.call('CONFIG', 'GET', 'tracking-table-max-keys');
     expect(await c.call('CONFIG', 'SET', 'tracking-table-max-keys', '1000000')).toBe('+OK\r\n');
     return { set, get, invalidated, after };
@@ -189,7 +176,7 @@ describe('tracking-table-max-keys: respool bounds the keys tracked through it as
       expect(await c.call('CONFIG', 'SET', 'tracking-table-max-keys', '0')).toBe('+OK\r\n'); // 0: no limit, as Valkey
       await c.call('GET', 'again:a');
       expect(await w.call('SET', 'again:a', '1')).toBe('+OK\r\n');
-      const pushes = [await c.read(READ_MS), ...(await quiet(c, 300))].map(invalidatedKey);
+      const pushes = [await c.read(READ_MS), ...(await c.framesWithin(300))].map(invalidatedKey);
       expect(pushes).toEqual(['again:a']);
     } finally {
       await w.call('CONFIG', 'SET', 'tracking-table-max-keys', '1000000');

@@ -29,23 +29,13 @@ const WRITES = new Set(['SET', 'MSET', 'DEL', 'FLUSHALL']);
 const PUSH_WAIT_MS = 3000;
 
 /** Every frame that already arrived on `c` (pushes), without waiting. */
-async function pending(c: RawConnection): Promise<string[]> {
-  // One turn of the loop first: after a stalled sleep, bytes already sent may not be read yet.
-  await new Promise((r) => setImmediate(r));
-  const out: string[] = [];
-  for (;;) {
-    try {
-      out.push(await c.read(0));
-    } catch {
-      return out;
-    }
-  }
+function pending(c: RawConnection): Promise<string[]> {
+  return c.framesWithin(0);
 }
 
 /** Frames arriving on `c` within `ms`. */
-async function framesWithin(c: RawConnection, ms: number): Promise<string[]> {
-  await sleep(ms);
-  return pending(c);
+function framesWithin(c: RawConnection, ms: number): Promise<string[]> {
+  return c.framesWithin(ms);
 }
 
 /** Frames on `c` once at least one arrived (waits up to PUSH_WAIT_MS for it), then SETTLE_MS more for any others. */

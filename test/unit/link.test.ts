@@ -116,13 +116,13 @@ describe('Link (fake socket, no server)', () => {
     expect(slow.sentAt).toBeGreaterThan(0);
     // As if written 200 ms ago, after the last reply (the handshake's): still within the timeout
     // (the link reads the real clock, so leave it a wide margin rather than 399 ms of 400).
-    const lastReply = link as unknown as { lastReplyAt: number };
+    const lastReply = link as unknown as { lastBytesAt: number };
     slow.sentAt = performance.now() - 200;
-    lastReply.lastReplyAt = slow.sentAt - 1;
+    lastReply.lastBytesAt = slow.sentAt - 1;
     vi.advanceTimersByTime(100);
     expect(link.state).toBe('ready');
     slow.sentAt = performance.now() - 500; // written 500 ms ago and still unanswered, nothing answered since
-    lastReply.lastReplyAt = slow.sentAt - 1;
+    lastReply.lastBytesAt = slow.sentAt - 1;
     vi.advanceTimersByTime(100);
     expect(link.state).toBe('closed');
     expect(link.timedOut).toBe(true);
@@ -145,7 +145,7 @@ describe('Link (fake socket, no server)', () => {
     vi.advanceTimersByTime(200);
     expect(link.state).toBe('ready'); // r1 waits for the node since r0's reply, not since its write
     expect(log).toEqual(['r0:$1\r\na']);
-    (link as unknown as { lastReplyAt: number }).lastReplyAt = performance.now() - 500; // then nothing for 500 ms
+    (link as unknown as { lastBytesAt: number }).lastBytesAt = performance.now() - 500; // then nothing for 500 ms
     vi.advanceTimersByTime(200);
     expect(link.state).toBe('closed');
     expect(reqs[1]!.failures[0]!.cause).toBe('timeout');
