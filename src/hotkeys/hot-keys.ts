@@ -3,7 +3,6 @@ import calculateSlot from 'cluster-key-slot';
 import { CommandFlag } from '../commands/command-flags.js';
 import type { CommandSpec } from '../commands/command-table.js';
 import type { TopologyRefresher } from '../cluster/topology-refresher.js';
-import type { Topology } from '../cluster/topology.js';
 import type { HotKeysConfig } from '../config/types.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { encodeError } from '../resp/encode.js';
@@ -14,18 +13,16 @@ import type { Router } from '../routing/router.js';
 import type { UpstreamPools } from '../upstream/upstream-pools.js';
 import { needsNodeCheck } from '../acl/command-check.js';
 import { HotKeyDetector, displayKey, type WindowReport } from './detector.js';
-import { bandCopies } from './placement.js';
 import { SplitRuleTable } from './split-rule-table.js';
-import { checkRule, COPY_MARKER, makeCopy, pickCopy, rewriteKey, SplitKey, type SplitCopy, type SplitRule, type SplitRuleInput, type SplitRuleKind } from './split-key.js';
-import { SplitRead, SplitWrite, isEmptyReply, type SplitOwner } from './split-requests.js';
+import { checkRule, type SplitKey, type SplitCopy, type SplitRule, type SplitRuleInput, type SplitRuleKind } from './split-key.js';
+import { SplitIO } from './split-io.js';
 import { CopyFills, type FillHost, type FleetFillDeps } from './copy-fill.js';
 import { FleetHotKeys } from './fleet-hot-keys.js';
 import { FleetRules } from './fleet-rules.js';
 import { CopyPlacement, REPLACE_DELAY_MS, type PlacementHost } from './copy-placement.js';
 import { DetectionWindows, type WindowsHost } from './detection-windows.js';
-
-/** Concrete split keys kept at most (prefix/pattern rules materialize keys as they are seen). */
-const MAX_SPLIT_KEYS = 10_000;
+import { SplitKeySet } from './split-key-set.js';
+import { hotKeysReport } from './hot-key-report.js';
 
 export interface HotKeysDeps {
   config: HotKeysConfig;
@@ -55,12 +52,13 @@ export type { SplitRuleInput } from './split-key.js';
  * The router calls `route()` for every keyed request in cluster mode, but only while
  * `router.keyedHook` is set (routing/hooks.ts): this object sets it when detection is on, any
  * split rule exists or the fleet's state is in use, and clears it otherwise, so an idle feature
- * costs the hot path one null check. This file is the hook and the split keys the rules make;
- * split-rule-table.ts holds the rules, copy-placement.ts places and repairs copies, copy-fill.ts
- * fills them with writes held, detection-windows.ts closes the detection windows and makes the
- * automatic splits.
+ * costs the hot path one null check. This file is the hook and the rules' changes;
+ * split-rule-table.ts holds the rules, split-key-set.ts the split keys they make, split-io.ts
+ * reads and writes them, copy-placement.ts places and repairs copies, copy-fill.ts fills them
+ * with writes held, detection-windows.ts closes the detection windows and makes the automatic
+ * splits, hot-key-report.ts is /hotkeys.
  */
-export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementHost, WindowsHost {
+export class HotKeys implements KeyedRouteHook, FillHost, PlacementHost, WindowsHost {
   readonly detector: HotKeyDetector | null;
   /** Fills of split copies with writes held (copy-fill.ts). */
   readonly fills: CopyFills;
@@ -71,23 +69,25 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementH
   private readonly fleetRules: FleetRules | null;
   /** The split rules (split-rule-table.ts). */
   private readonly table = new SplitRuleTable();
-  private readonly keys = new Map<string, SplitKey>();
-  private readonly random: boolean;
+  /** The split keys the rules made (split-key-set.ts). */
+  private readonly keys: SplitKeySet;
+  /** Reads and writes of split keys (split-io.ts). */
+  private readonly io: SplitIO;
   /** Where copies live and their repair (copy-placement.ts); the detection windows (detection-windows.ts). */
   private readonly placement: CopyPlacement;
   private readonly windows: DetectionWindows;
-  private warnedFull = false;
   readonly stats = { reads: 0, fallbacks: 0, writes: 0, partialFailures: 0, repairs: 0, repairFailures: 0, refused: 0 };
 
   constructor(private readonly deps: HotKeysDeps) {
     const { detection } = deps.config;
     this.detector = detection.enabled ? new HotKeyDetector(detection) : null;
-    this.random = deps.config.readChoice === 'random';
     this.fleet = deps.fleet ?? null;
+    this.keys = new SplitKeySet(this, deps, this.fleet !== null);
     this.fills = new CopyFills(this, this.fleet, deps.log, deps.metrics);
     this.fleetHotKeys = this.fleet !== null && this.detector !== null ? new FleetHotKeys(this.fleet.state, detection.windowMs, detection.topK) : null;
     this.fleetRules = this.fleet === null ? null : new FleetRules(this, this.fleet.state, deps.refresher, deps.log);
     this.placement = new CopyPlacement(this, deps);
+    this.io = new SplitIO(deps, this.stats, this.fills, this.fleet, (split, copy) => this.repairCopy(split, copy));
     this.windows = new DetectionWindows(this, this.detector, this.fleetHotKeys, deps);
     if (this.fleet === null) for (const rule of deps.config.split) this.addRule(rule);
     this.updateHook();
@@ -158,12 +158,12 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementH
     // escape the node's check of a restricted user (acl/command-check.ts needsNodeCheck).
     if (needsNodeCheck(spec, args)) return this.refuse(command, split, 'its BY or GET patterns read other keys');
     if (keys.length === 1) {
-      if (flags & CommandFlag.READONLY) return this.read(owner, raw, args, at, split, command);
+      if (flags & CommandFlag.READONLY) return this.io.read(owner, raw, args, at, split, command);
       if (flags & CommandFlag.WRITE) {
         if (spec.tips.includes('nondeterministic_output')) {
           return this.refuse(command, split, 'its result is random, so the copies would differ');
         }
-        return this.write(owner, raw, args, at, split, command);
+        return this.io.write(owner, raw, args, at, split, command);
       }
     } else if (flags & CommandFlag.READONLY) {
       return null; // a multi-key read: the original is always current
@@ -206,48 +206,12 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementH
       const hit = this.keys.get(id);
       if (hit !== undefined) return hit;
       const rule = this.table.exactRule(id);
-      if (rule !== undefined) return this.materialize(rule, key, id);
+      if (rule !== undefined) return this.keys.make(rule, key, id);
     }
     const rule = this.table.prefixOrPattern(key);
     if (rule === undefined) return null;
     const id = key.toString('latin1');
-    return this.keys.get(id) ?? this.materialize(rule, key, id);
-  }
-
-  private read(owner: CallOwner, raw: Buffer, args: Buffer[], at: number, split: SplitKey, command: string): true {
-    const copy = this.readCopy(split);
-    let out: Buffer;
-    if (copy === split.original) out = raw;
-    else if (command === 'get' && args.length === 2) out = copy.getRaw;
-    else out = rewriteKey(args, at, copy.name);
-    this.stats.reads++;
-    const reads = this.deps.metrics?.splitReads; // a plain count: prom-client's inc per read showed in profiles
-    if (reads !== undefined) {
-      if (copy === split.original) reads.original++;
-      else reads.copy++;
-    }
-    const call = new SplitRead(owner, this.deps.router, out, command, split, copy, raw, this);
-    call.asRespool = true; // copies are respool's keys (UpstreamCall.asRespool)
-    this.deps.router.dispatch(call);
-    return true;
-  }
-
-  /**
-   * The copy a read goes to: one of the copies while they are readable (filled less than
-   * hotKeys.maxCopyAge ago, the rule not being removed, in a fleet the state confirmed), else the
-   * original, and a fill is asked for (also ahead of time, in the last quarter of the age).
-   */
-  private readCopy(split: SplitKey): SplitCopy {
-    if (split.active.length === 1) return split.original;
-    const now = Date.now();
-    const fleet = this.fleet;
-    if (!split.rule.reading || now >= split.readableUntil || (fleet !== null && !fleet.state.confirmed(now))) {
-      if (split.rule.reading) this.fills.ask(split, now);
-      return split.original;
-    }
-    const age = this.deps.config.maxCopyAge;
-    if (age > 0 && split.readableUntil - now < age / 4) this.fills.ask(split, now);
-    return pickCopy(split, this.random);
+    return this.keys.get(id) ?? this.keys.make(rule, key, id);
   }
 
   /** A request on a held split key: copied and run again once the holds are over (in arrival order). */
@@ -275,72 +239,6 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementH
   private unconfirmed(command: string, now: number): Buffer {
     this.deps.metrics?.commandErrorCounter(command, 'proxy').inc();
     return encodeError(ProxyError.fleetStateUnconfirmed(Math.round(this.fleet!.state.confirmedAgeMs(now))));
-  }
-
-  readFallback(read: SplitRead): void {
-    this.stats.fallbacks++;
-    const reads = this.deps.metrics?.splitReads;
-    if (reads !== undefined) reads.fallback++;
-    const call = new UpstreamCall(read, this.deps.router, read.originalRaw, read.command, read.key.original.slot);
-    call.asRespool = true;
-    this.deps.router.dispatch(call);
-  }
-
-  fallbackDone(read: SplitRead, reply: Buffer): void {
-    if (reply[0] !== 0x2d && !isEmptyReply(reply)) this.repair(read.key, [read.copy]);
-    read.finish(reply);
-  }
-
-  /** Copies that may differ from the original: repaired here, or — a fleet — unread until a fill. */
-  private repair(split: SplitKey, copies: SplitCopy[]): void {
-    if (this.fleet !== null) {
-      split.readableUntil = 0;
-      this.fills.ask(split);
-      return;
-    }
-    for (const copy of copies) if (copy !== split.original) void this.repairCopy(split, copy);
-  }
-
-  private write(owner: CallOwner, raw: Buffer, args: Buffer[], at: number, split: SplitKey, command: string): true {
-    const targets = split.writeTargets();
-    const write = new SplitWrite(owner, command, split, targets, this);
-    split.writeSeq++;
-    split.inflightWrites++;
-    this.stats.writes++;
-    for (let i = 0; i < targets.length; i++) {
-      const copy = targets[i]!;
-      const out = copy === split.original ? raw : rewriteKey(args, at, copy.name);
-      const child = new UpstreamCall(write, this.deps.router, out, command, copy.slot);
-      child.index = i;
-      child.asRespool = true;
-      this.deps.router.dispatch(child);
-    }
-    return true;
-  }
-
-  writeDone(write: SplitWrite, original: Buffer, failed: SplitCopy[], firstError: string): Buffer {
-    const split = write.key;
-    split.inflightWrites--;
-    const total = write.targets.length;
-    const metrics = this.deps.metrics?.raw.split_writes_total;
-    if (failed.length === 0) {
-      metrics?.labels('ok').inc();
-      return original;
-    }
-    if (failed.length === total) {
-      // Every copy refused it the same way (WRONGTYPE, syntax...): the server's own answer.
-      metrics?.labels('failed').inc();
-      return original;
-    }
-    this.stats.partialFailures++;
-    metrics?.labels('partial_failure').inc();
-    this.deps.metrics?.commandErrorCounter(write.command, 'proxy').inc();
-    const keyText = displayKey(split.id);
-    this.deps.log.warn({ key: keyText, command: write.command, failed: failed.length, total, error: firstError }, 'split write failed on some copies');
-    // Bring the copies back in line with the original (or the original's failure with them).
-    const originalFailed = failed.includes(split.original);
-    this.repair(split, originalFailed ? split.writeTargets() : failed);
-    return encodeError(ProxyError.splitWritePartial(write.command.toUpperCase(), keyText, failed.length, total, firstError));
   }
 
   private refuse(command: string, split: SplitKey, why: string): Buffer {
@@ -376,7 +274,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementH
     }
     const rule = this.table.add(kind, text, copies, auto);
     this.updateHook();
-    if (kind === 'key' && this.deps.refresher.current !== null) this.materialize(rule, rule.bytes, rule.bytes.toString('latin1'));
+    if (kind === 'key' && this.deps.refresher.current !== null) this.keys.make(rule, rule.bytes, rule.bytes.toString('latin1'));
     return rule;
   }
 
@@ -398,16 +296,13 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementH
     this.table.remove(rule);
     this.updateHook();
     const deletions: Array<Promise<unknown>> = [];
-    for (const [id, split] of this.keys) {
-      if (split.rule !== rule) continue;
-      this.keys.delete(id);
+    for (const split of this.keys.removeRule(rule)) {
       split.generation++; // a placement in progress must not install anything
       this.releaseParked(split); // they run against the original now
       for (const copy of [...split.active, ...split.pending]) {
         if (copy !== split.original) deletions.push(this.call(copy.slot, ['UNLINK', copy.name]).catch(() => {}));
       }
     }
-    this.deps.metrics?.raw.split_keys.set(this.keys.size);
     await Promise.all(deletions);
     return true;
   }
@@ -452,27 +347,6 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementH
     this.deps.router.keyedHook = active ? this : null;
   }
 
-  private materialize(rule: SplitRule, key: Buffer, id: string): SplitKey | null {
-    if (key.includes(COPY_MARKER)) return null;
-    if (this.keys.size >= MAX_SPLIT_KEYS) {
-      if (!this.warnedFull) this.deps.log.warn({ limit: MAX_SPLIT_KEYS }, 'too many split keys; further matching keys are not split');
-      this.warnedFull = true;
-      return null;
-    }
-    const split = new SplitKey(Buffer.from(key), rule);
-    this.keys.set(id, split);
-    this.deps.metrics?.raw.split_keys.set(this.keys.size);
-    if (this.fleet === null) {
-      void this.place(split);
-      return split;
-    }
-    // A fleet: the names every member computes alike; read once a fill made them equal the original.
-    const ownerOf = (slot: number) => this.deps.refresher.current?.primaryForSlot(slot)?.address ?? '';
-    split.active = bandCopies(split.key, rule.copies ?? 1).map((name, i) => (i === 0 ? split.original : makeCopy(name, ownerOf(calculateSlot(name)))));
-    split.original.node = ownerOf(split.original.slot);
-    return split;
-  }
-
   // ---- fills (copy-fill.ts) ---------------------------------------------------------------------
 
   splitFor(id: string): SplitKey | null {
@@ -495,7 +369,7 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementH
   materializeExact(): void {
     for (const rule of this.table.exactRules()) {
       const id = rule.bytes.toString('latin1');
-      if (!this.keys.has(id)) this.materialize(rule, rule.bytes, id);
+      if (!this.keys.has(id)) this.keys.make(rule, rule.bytes, id);
     }
   }
 
@@ -544,39 +418,17 @@ export class HotKeys implements SplitOwner, KeyedRouteHook, FillHost, PlacementH
     return this.windows.currentWindow();
   }
 
-  /** The /hotkeys JSON. */
+  /** The /hotkeys JSON (hot-key-report.ts). */
   report(): unknown {
-    const topology = this.deps.refresher.current;
-    const det = this.detector;
-    return {
-      detection: { ...this.deps.config.detection, enabled: det !== null },
-      lastWindow: det?.lastWindow ?? null,
-      currentWindow: det ? det.current(topology) : null,
-      // A fleet: the last window over every member that reported it (localRequestsPerSecond: this one's).
-      ...(this.fleetHotKeys !== null ? { fleetWindow: this.fleetWindow() } : {}),
-      split: {
-        readChoice: this.deps.config.readChoice,
-        autoSplit: this.deps.config.autoSplit,
-        rules: this.rules().map((r) => ({ [r.kind]: r.text, copies: r.copies, auto: r.auto })),
-        keys: this.splitKeys().map((s) => this.describe(s, topology)),
-      },
+    return hotKeysReport({
+      config: this.deps.config,
+      detector: this.detector,
+      topology: this.deps.refresher.current,
+      fleetWindow: this.fleetHotKeys !== null ? this.fleetWindow() : undefined,
+      rules: this.rules(),
+      keys: this.splitKeys(),
       stats: this.stats,
-    };
-  }
-
-  describe(split: SplitKey, topology: Topology | null): unknown {
-    const rule = split.rule;
-    return {
-      key: displayKey(split.id),
-      rule: { [rule.kind]: rule.text },
-      copies: split.active.map((c) => ({
-        name: displayKey(c.id),
-        slot: c.slot,
-        node: topology?.primaryForSlot(c.slot)?.address ?? c.node,
-        original: c === split.original,
-      })),
-      pending: split.pending.map((c) => displayKey(c.id)),
-    };
+    });
   }
 
   /** Resolves once no placement or repair is running (tests, admin). */

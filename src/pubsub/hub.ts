@@ -1,6 +1,5 @@
 import calculateSlot from 'cluster-key-slot';
 import type { Logger } from 'pino';
-import { UNBOUNDED_NESTING } from '../resp/limits.js';
 import type { TopologyRefresher } from '../cluster/topology-refresher.js';
 import type { RedirectFollower } from '../routing/redirect-follower.js';
 import type { Topology } from '../cluster/topology.js';
@@ -8,12 +7,12 @@ import type { RespoolConfig } from '../config/types.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { ProxyError } from '../errors.js';
 import { globMatch } from '../util/glob.js';
-import { MAX_NAMES_PER_COMMAND, SubscriberConnection, type CommandCallbacks, type MessageKind, type SubscriberConnectionHandler } from './subscriber-connection.js';
+import { MAX_NAMES_PER_COMMAND, subscriberConnectionFor, type SubscriberConnection, type CommandCallbacks, type MessageKind, type SubscriberConnectionHandler } from './subscriber-connection.js';
 import { isKeyspaceChannel, SUBSCRIBE_COMMAND, UNSUBSCRIBE_COMMAND, type Entry, type HubCore, type SubscribeRequest, type Subscriber, type SubscriptionKind } from './subscription-entry.js';
 import { ClassicSubscriber } from './classic-subscriber.js';
 import { NodeSubscribers } from './node-subscribers.js';
 import { ShardSubscribers } from './shard-subscribers.js';
-import { ONE_FRAME } from './message-run.js';
+import { deliverRun, ONE_FRAME } from './message-run.js';
 
 export type { Subscriber, SubscriptionKind } from './subscription-entry.js';
 export { isKeyspaceChannel } from './subscription-entry.js';
@@ -465,45 +464,15 @@ export class PubSubHub implements HubCore {
     this.fanOut(e, frames, starts);
   }
 
-  /**
-   * One run of messages (message-run.ts) to every receiver: encoded once per protocol, not per
-   * subscriber, and written to each at once (ClientSession.push), so the first subscriber does not
-   * wait for the last one's copy to be queued.
-   */
+  /** One run of messages to every receiver of `e` (message-run.ts deliverRun). */
   fanOut(e: Entry, frames: Buffer, starts: readonly number[] = ONE_FRAME): void {
-    let resp2: Buffer | null = null;
-    for (const sub of e.receivers) {
-      if (sub.closed) continue;
-      if (sub.protocol === 3) {
-        sub.deliver(frames);
-      } else {
-        if (resp2 === null) {
-          resp2 = Buffer.from(frames);
-          for (const at of starts) resp2[at] = 0x2a; // '>' push → '*' array: the rest of each frame is the same in RESP2
-        }
-        sub.deliver(resp2);
-      }
-    }
+    deliverRun(e.receivers, frames, starts);
   }
 
   // ---- plumbing ------------------------------------------------------------------------------
 
   connect(host: string, port: number, handler: SubscriberConnectionHandler): SubscriberConnection {
-    const { timeouts, upstreamAuth, limits } = this.config;
-    return new SubscriberConnection(
-      {
-        host, port, auth: upstreamAuth, tls: this.config.upstreamTls ?? null,
-        connectTimeoutMs: timeouts.connectMs,
-        commandTimeoutMs: timeouts.commandMs,
-        pingIntervalMs: Math.max(1000, timeouts.commandMs),
-        framerLimits: {
-          maxBulkLength: limits.maxBulkLength,
-          maxArrayLength: limits.maxArrayLength,
-          maxNestingDepth: UNBOUNDED_NESTING, // resp/limits.ts: replies of any depth
-        },
-      },
-      handler,
-    );
+    return subscriberConnectionFor(this.config, host, port, handler);
   }
 
   /** Connections left with nothing subscribed are closed after PubSubHub.idleCloseMs. */

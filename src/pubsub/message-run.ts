@@ -63,3 +63,31 @@ export class MessageRun {
     this.sink(kind, this.pattern, this.channel, joined, starts);
   }
 }
+
+/** Who a run goes to (a subscribing client: subscription-entry.ts Subscriber). */
+export interface RunReceiver {
+  readonly closed: boolean;
+  readonly protocol: 2 | 3;
+  deliver(frames: Buffer): void;
+}
+
+/**
+ * One run of messages to every receiver: encoded once per protocol, not per subscriber, and
+ * written to each at once (ClientSession.push), so the first subscriber does not wait for the
+ * last one's copy to be queued.
+ */
+export function deliverRun(receivers: Iterable<RunReceiver>, frames: Buffer, starts: readonly number[]): void {
+  let resp2: Buffer | null = null;
+  for (const sub of receivers) {
+    if (sub.closed) continue;
+    if (sub.protocol === 3) {
+      sub.deliver(frames);
+    } else {
+      if (resp2 === null) {
+        resp2 = Buffer.from(frames);
+        for (const at of starts) resp2[at] = 0x2a; // '>' push → '*' array: the rest of each frame is the same in RESP2
+      }
+      sub.deliver(resp2);
+    }
+  }
+}

@@ -31,7 +31,8 @@ import { handshakeCommands } from '../upstream/handshake.js';
 import { performance } from 'node:perf_hooks';
 import { ReplyFramer } from '../resp/reply-framer.js';
 import { encodeCommand } from '../resp/encode.js';
-import type { FramerLimits } from '../resp/limits.js';
+import { UNBOUNDED_NESTING, type FramerLimits } from '../resp/limits.js';
+import type { RespoolConfig } from '../config/types.js';
 import { BatchedWriter } from '../util/batched-writer.js';
 import { FifoQueue } from '../util/fifo-queue.js';
 import { MessageRun } from './message-run.js';
@@ -93,6 +94,25 @@ const CONFIRMATION_KINDS: ReadonlySet<string> = new Set(['subscribe', 'psubscrib
 
 /** Most names in one upstream command (re-subscribing thousands of channels after a reconnect). */
 export const MAX_NAMES_PER_COMMAND = 1000;
+
+/** A subscriber connection to host:port with respool's settings (upstreamAuth, TLS, timeouts, limits). */
+export function subscriberConnectionFor(config: Pick<RespoolConfig, 'timeouts' | 'upstreamAuth' | 'limits' | 'upstreamTls'>, host: string, port: number, handler: SubscriberConnectionHandler): SubscriberConnection {
+  const { timeouts, upstreamAuth, limits } = config;
+  return new SubscriberConnection(
+    {
+      host, port, auth: upstreamAuth, tls: config.upstreamTls ?? null,
+      connectTimeoutMs: timeouts.connectMs,
+      commandTimeoutMs: timeouts.commandMs,
+      pingIntervalMs: Math.max(1000, timeouts.commandMs),
+      framerLimits: {
+        maxBulkLength: limits.maxBulkLength,
+        maxArrayLength: limits.maxArrayLength,
+        maxNestingDepth: UNBOUNDED_NESTING, // resp/limits.ts: replies of any depth
+      },
+    },
+    handler,
+  );
+}
 
 export class SubscriberConnection {
   readonly address: string;

@@ -1,4 +1,4 @@
-import genericPool, { type Factory, type Options as GenericPoolOptions, type Pool } from 'generic-pool';
+import type { Factory, Pool } from 'generic-pool';
 import { UNBOUNDED_NESTING } from '../resp/limits.js';
 import { DedicatedConnection } from './dedicated-connection.js';
 import { ProxyError } from '../errors.js';
@@ -8,6 +8,7 @@ import type { LeaseRefusalReason } from '../metrics/metric-definitions.js';
 import type { UpstreamIdentity } from '../acl/upstream-identity.js';
 import type { IdentityHooks } from './upstream-pools.js';
 import { LeaseGate } from './lease-gate.js';
+import { leasePool, reconfigureLeasePool } from './lease-generic-pool.js';
 
 /** What DedicatedPools reads from the configuration (the server passes its RespoolConfig). */
 export type DedicatedPoolsConfig = Pick<RespoolConfig, 'dedicated' | 'upstreamAuth' | 'timeouts' | 'limits'> & Partial<Pick<RespoolConfig, 'upstreamTls'>>;
@@ -64,47 +65,7 @@ interface Lease {
   abandoning: boolean;
 }
 
-/** What the custom evictor sees of generic-pool's PooledResource. */
-interface PooledResourceView {
-  obj: DedicatedConnection;
-  lastIdleTime: number;
-}
-
-/**
- * generic-pool's DefaultEvictor evicts on idle time only; ours also evicts an idle connection
- * that closed (the server dropped it, timeout, kill), so a dead idle connection neither stays
- * counted against the bounds nor gets lent out.
- */
-class LeaseEvictor {
-  evict(config: { idleTimeoutMillis: number }, resource: PooledResourceView): boolean {
-    const conn = resource.obj;
-    if (conn.state !== 'ready' || conn.inflightCount > 0) return true;
-    return Date.now() - resource.lastIdleTime > config.idleTimeoutMillis;
-  }
-}
-
-/**
- * generic-pool's Pool with our evictor. createPool() always uses DefaultEvictor; the Pool
- * constructor (Evictor, Deque, PriorityQueue, factory, options) is what createPool itself calls
- * (generic-pool 3.x index.js), but the typings do not declare it.
- */
-const PoolWithEvictor = genericPool.Pool as unknown as new (
-  evictor: typeof LeaseEvictor,
-  deque: unknown,
-  priorityQueue: unknown,
-  factory: Factory<DedicatedConnection>,
-  options: GenericPoolOptions,
-) => Pool<DedicatedConnection>;
-const { Deque, PriorityQueue } = genericPool as unknown as { Deque: unknown; PriorityQueue: unknown };
-
 const ABANDON_GRACE_MS = 1000;
-
-/** generic-pool's options as it reads them at use (a reload may change dedicated.*). */
-interface LivePoolOptions {
-  max: number;
-  acquireTimeoutMillis: number;
-  idleTimeoutMillis: number;
-}
 
 /**
  * Leased upstream connections (WATCH … EXEC, blocking commands): one generic-pool per node
@@ -370,24 +331,11 @@ export class DedicatedPools {
         // An idle connection that closed is not lent; a failed fresh dial is, so its acquire learns why.
         validate: async (conn) => (conn.state === 'ready' ? conn.inflightCount === 0 : !conn.wasReady),
       };
-      const pool = new PoolWithEvictor(LeaseEvictor, Deque, PriorityQueue, factory, {
-        max: maxPerNode,
-        min: 0,
-        acquireTimeoutMillis: acquireTimeoutMs,
-        testOnBorrow: true,
-        idleTimeoutMillis: idleMs,
-        evictionRunIntervalMillis: Math.max(50, Math.min(1000, Math.floor(idleMs / 2))),
-        numTestsPerEvictionRun: maxPerNode,
-        fifo: false, // reuse the most recently released connection; older ones age out
-      });
+      const pool = leasePool(factory, { maxPerNode, acquireTimeoutMs, idleMs });
       node = { key, host, port, address, protocol, db, identity, pool, gateWaits: 0 };
       this.nodes.set(key, node);
     } else {
-      // A reload may have changed dedicated.*: generic-pool reads these options at use.
-      const live = (node.pool as unknown as { _config: LivePoolOptions })._config;
-      live.max = maxPerNode;
-      live.acquireTimeoutMillis = acquireTimeoutMs;
-      live.idleTimeoutMillis = idleMs;
+      reconfigureLeasePool(node.pool, { maxPerNode, acquireTimeoutMs, idleMs }); // a reload may have changed dedicated.*
       this.gate.admit(); // maxTotal may have grown
     }
     return node;
