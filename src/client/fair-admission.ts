@@ -1,6 +1,25 @@
+import type { RespoolConfig } from '../config/types.js';
 import type { HistogramSeries } from '../metrics/fast-histogram.js';
 import { clockNow, holdClock, releaseClock } from '../util/read-clock.js';
 import type { LaneClass } from './lane-class.js';
+
+/** Replies a client may owe before its first reply was written (replyWindow). */
+const COLD_WINDOW = 4;
+
+/**
+ * Replies a client may owe at once: admission.maxInflightPerClient, fewer when its replies are
+ * big (its share of admission.maxInflightReplyBytesPerClient at its average reply size), at
+ * least one — and COLD_WINDOW until its first reply was written: before that nothing tells how
+ * big its replies are, so a new connection's pipeline of twenty 1 MiB GETs does not put 20 MiB on
+ * a link at once (a round trip more for a new client that pipelines deeper; none for one that
+ * does not).
+ */
+export function replyWindow(repliesWritten: number, replyAverage: number, config: Pick<RespoolConfig, 'admission' | 'limits'>): number {
+  if (repliesWritten === 0) return COLD_WINDOW;
+  const { maxInflightPerClient, maxInflightReplyBytesPerClient } = config.admission;
+  const byBytes = Math.floor(maxInflightReplyBytesPerClient / Math.max(1, replyAverage));
+  return Math.max(1, Math.min(maxInflightPerClient, byBytes, config.limits.maxPendingPerClient));
+}
 
 /** What the ring needs of a client session (ClientSession). */
 export interface AdmittedClient {

@@ -117,6 +117,26 @@ export class ReplyQueue {
   }
 
   /**
+   * One request is being dispatched: the entries it pushes name keys as `replyNames` says, and —
+   * with `series` (metrics on) — are timed from `stamp` (its chunk's arrival) to their write.
+   */
+  beginRequest(request: RequestFrame, family: CommandFamily, replyNames: ReplyNames | null, stamp: number, series: HistogramSeries | null): void {
+    this.replyNames = replyNames;
+    if (series === null) return;
+    this.stamp = stamp;
+    this.series = series;
+    this.request = request;
+    this.family = family;
+  }
+
+  /** Its dispatch ended: later pushes (pub/sub messages) are not this request's. */
+  endRequest(): void {
+    this.replyNames = null;
+    this.series = null;
+    this.request = null;
+  }
+
+  /**
    * The client's tenant's meter (src/tenants/tenant.ts), or null: the replies owed over all its
    * clients, and its last-minute latency, told of each timed reply as it is written.
    */
