@@ -39,14 +39,14 @@ export const ProxyError = {
     `CROSSSLOT Keys in request don't hash to the same slot (respool: WATCH over keys in several slots cannot be made safe, since one node could commit while another aborts; put the watched keys and the transaction's keys under one hash tag, e.g. {user:42}:balance and {user:42}:history, or have respool store them so with a colocation rule: docs/key-names.md)`,
   crossSlotTransactionTracking: () =>
     `CROSSSLOT Keys in request don't hash to the same slot (respool: a transaction over keys in several slots is not split while CLIENT TRACKING is on, because its commands run on the client's own connection to one node; put its keys under one hash tag, or turn tracking off)`,
-  /** A read over several slots (handlers/cross-slot-read.ts) could not copy its inputs to one node. */
+  /** A read over several slots (handlers/cross-slot/reads.ts) could not copy its inputs to one node. */
   copyFailed: (command: string, error: string) =>
     `ERR respool: ${command.toUpperCase()} over keys in several slots runs on copies of them on one node, and copying failed: ${error}`,
   crossSlotCopyTooLarge: (command: string, bytes: number, limit: string) =>
     `ERR respool: ${command.toUpperCase()} over keys in several slots runs on copies of them on one node; they are ${bytes} bytes, more than limits.maxCrossSlotCopyBytes (${limit}): put the keys under one hash tag, or raise the limit`,
   destinationFailed: (command: string, error: string) =>
     `ERR respool: ${command.toUpperCase()} over keys in several slots computed its result, but writing the destination failed: ${error}`,
-  /** One slot's block of a split transaction failed (handlers/transaction-split.ts); `node` may be "" when none served the slot. */
+  /** One slot's block of a split transaction failed (handlers/cross-slot/transaction-split.ts); `node` may be "" when none served the slot. */
   splitGroupFailed: (slot: number, node: string, ran: boolean, why: string) =>
     `ERR respool: the transaction was split by slot; its block for slot ${slot}${node === '' ? '' : ` on ${node}`} ${ran ? 'may or may not have run' : 'did not run'} (${why.replace(/^ERR /, '')}); the blocks for other slots were not undone`,
   slotNotServed: (slot: number) => `CLUSTERDOWN Hash slot ${slot} not served`,

@@ -39,7 +39,7 @@ export interface QueuedCommand {
  *              allowed in MULTI) → EXEC answers EXECABORT, as Valkey does
  *   slot     : the slot of the first keyed command (-1: none yet); a later command in another
  *              slot sets `crossSlot` → at EXEC one block per slot (transactions.crossSlot
- *              split, transaction-split.ts), or CROSSSLOT as a cluster node answers (refuse)
+ *              split, handlers/cross-slot/transaction-split.ts), or CROSSSLOT as a cluster node answers (refuse)
  *   selects  : a SELECT is queued (standalone upstream): it runs inside the block, the commands
  *              after it in its database; the block ends with a SELECT back to the link's own
  *              database, and the client's database becomes the last one switched to at EXEC

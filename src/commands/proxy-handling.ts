@@ -113,7 +113,7 @@ export const CLUSTER_COMMANDS: ReadonlySet<string> = new Set([
   'cluster|replicas', 'cluster|slaves',
 ]);
 
-/** Multi-key commands whose keys can be split by slot without changing their meaning (handlers/multi-key.ts). */
+/** Multi-key commands whose keys can be split by slot without changing their meaning (handlers/cross-slot/multi-key.ts). */
 export const MULTI_KEY_COMMANDS: ReadonlySet<string> = new Set(['mget', 'mset', 'del', 'unlink', 'exists', 'touch']);
 
 /** About respool's own clients (handlers/client-commands.ts). */

@@ -57,7 +57,7 @@ export interface RespoolConfig {
     maxNestingDepth: number;
     maxPendingPerClient: number; // in-flight requests per client, default 10_000
     maxQueryBytesPerClient: number; // default 1 GiB (Valkey's client-query-buffer-limit)
-    maxCrossSlotCopyBytes: number; // default 16 MiB: what one read over keys in several slots may copy to one node (handlers/cross-slot-read.ts)
+    maxCrossSlotCopyBytes: number; // default 16 MiB: what one read over keys in several slots may copy to one node (handlers/cross-slot/reads.ts)
     /**
      * The ceiling on what respool buffers — clients' unread replies and queued requests, the links'
      * buffers (client/memory-ceiling.ts): 'auto' (default) = 75% of the cgroup's memory limit less
@@ -118,7 +118,7 @@ export interface RespoolConfig {
   saturation: SaturationConfig;
   /** Big keys from the hot-key sampler's sample (RESPOOL BIGKEYS, /bigkeys). */
   bigKeys: BigKeysConfig;
-  /** MULTI … EXEC without WATCH over keys in several slots (src/handlers/transaction-split.ts). */
+  /** MULTI … EXEC without WATCH over keys in several slots (src/handlers/cross-slot/transaction-split.ts). */
   transactions: TransactionsConfig;
   /** Keys stored under one hash tag so they share a slot (src/keys/colocation.ts); empty = names unchanged. */
   colocate: ColocationRule[];

@@ -1,7 +1,7 @@
 import { encodeError, encodeInteger } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
 import { BlockingCall } from './blocking-call.js';
-import { blockingCrossSlot } from './blocking-cross-slot.js';
+import { blockingCrossSlot } from './cross-slot/blocking-pops.js';
 import { commandTimeoutMs } from './blocking-timeout.js';
 import { parkedPop } from './blocking-park.js';
 import { PARKABLE_POPS } from '../parking/pop-forms.js';
@@ -18,14 +18,14 @@ import type { Handler, HandlerSession } from '../client/handler-session.js';
  *    its later pipelined commands wait behind its reply, as they would on Valkey.
  *  - A client that disconnects while blocked: the pool unblocks the connection (CLIENT UNBLOCK
  *    by its id) and reuses it, or closes it.
- *  - Keys in several slots: blocking-cross-slot.ts waits on every slot's primary at once.
+ *  - Keys in several slots: cross-slot/blocking-pops.ts waits on every slot's primary at once.
  */
 export const blocking: Handler = (session, req) => {
   if (req.command === 'client|unblock') return clientUnblock(session, req);
   const ctx = session.ctx;
   const slot = ctx.router.slotOf(req.spec, req.args, ctx.commands());
   if (typeof slot !== 'number') {
-    // Keys in several slots: carried out over every slot involved (blocking-cross-slot.ts).
+    // Keys in several slots: carried out over every slot involved (cross-slot/blocking-pops.ts).
     if (ctx.isCluster() && blockingCrossSlot(session, req)) return;
     return session.replyNow(slot); // CROSSSLOT (a command respool cannot split), topology unknown
   }

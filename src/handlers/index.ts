@@ -14,7 +14,7 @@ import { clientCommands } from './client-commands.js';
 import { info } from './info.js';
 import { anyNode, keyed } from './keyed.js';
 import { cluster } from './cluster.js';
-import { multiKey } from './multi-key.js';
+import { multiKey } from './cross-slot/multi-key.js';
 import { script } from './script.js';
 import { noteScript } from '../scripts/script-cache.js';
 import { allShards } from './all-shards.js';

@@ -3,7 +3,7 @@ import { asRespoolClient, internalCall } from '../routing/internal-call.js';
 import { latencyEvents } from './latency-events.js';
 import { encodeError, encodeSimple } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
-import { crossSlotKeyed } from './cross-slot.js';
+import { crossSlotKeyed } from './cross-slot/dispatch.js';
 import type { CommandRequest, Handler, HandlerSession } from '../client/handler-session.js';
 import { configGet } from './node-settings.js';
 import { needsNodeCheck } from '../acl/command-check.js';
@@ -13,7 +13,7 @@ import type { ReplyEntry } from '../client/reply-queue.js';
 
 /**
  * Keyed and keyless commands for one node: the router picks the node (slot owner, read strategy,
- * any primary) and the call completes the entry. Keys in different slots: cross-slot.ts, else
+ * any primary) and the call completes the entry. Keys in different slots: cross-slot/dispatch.ts, else
  * CROSSSLOT.
  */
 export const keyed: Handler = (session, req) => {
@@ -36,7 +36,7 @@ function route(session: HandlerSession, req: CommandRequest, parkedKeys: Buffer[
   const owner = parkedKeys === null ? entry : servingParked(session, entry, parkedKeys);
   const error = ctx.router.routeKeyed(owner, req.raw, req, req.spec, ctx.commands(), req.command, false, sortsInOwnNamespace(session, req) ? asRespoolCall : undefined);
   if (error === null) return;
-  // Keys in several slots: some commands are carried out over them anyway (cross-slot.ts).
+  // Keys in several slots: some commands are carried out over them anyway (cross-slot/dispatch.ts).
   if (isCrossSlot(error) && crossSlotKeyed(session, req, entry)) return;
   entry.fill(error);
 }

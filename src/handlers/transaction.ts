@@ -5,7 +5,7 @@ import { encodeArray, encodeCommand, encodeError, encodeSimple } from '../resp/e
 import { splitAggregate } from '../resp/decode.js';
 import { ProxyError } from '../errors.js';
 import { blockItems, TransactionBlock, type BlockOutcome } from '../routing/transaction-block.js';
-import { execSplit } from './transaction-split.js';
+import { execSplit } from './cross-slot/transaction-split.js';
 import { partsBySlot } from '../routing/slot-parts.js';
 import type { ReplyEntry } from '../client/reply-queue.js';
 import { localReply, NO_REPLY, parseDbIndex } from './local.js';
@@ -199,8 +199,8 @@ function keySlot(session: HandlerSession, req: CommandRequest): number {
 
 /**
  * MGET, MSET, DEL, UNLINK, EXISTS, TOUCH whose keys span slots, in a cluster with
- * transactions.crossSlot split: one part per slot (multi-key.ts), each in its slot's block at
- * EXEC, their replies merged into the command's (transaction-split.ts). Null otherwise.
+ * transactions.crossSlot split: one part per slot (cross-slot/multi-key.ts), each in its slot's block at
+ * EXEC, their replies merged into the command's (cross-slot/transaction-split.ts). Null otherwise.
  */
 function splitParts(session: HandlerSession, req: CommandRequest): QueuedCommand['split'] {
   const { spec, args } = req;

@@ -28,6 +28,8 @@ export const LATENCY_BUCKETS_SECONDS = [
 /** Client-side latency: 50µs … 10s (a blocked BLPOP or a slow fan-out lands in the top buckets). */
 export const CLIENT_LATENCY_BUCKETS_SECONDS = [...LATENCY_BUCKETS_SECONDS, 5, 10] as const;
 
+import { TENANT_METRIC_DEFINITIONS } from './tenant-metrics.js';
+
 // The bounded label vocabularies live in metric-labels.ts (re-exported here for the metric table's readers).
 export * from './metric-labels.js';
 
@@ -449,47 +451,8 @@ export const METRIC_DEFINITIONS = {
     labelNames: ['rank', 'key'],
   },
 
-  // Tenants (config tenants[], src/tenants): one series per configured tenant, copied at scrape time.
-  tenant_requests_total: {
-    type: 'counter',
-    help: 'Requests a tenant\'s clients handed on.',
-    labelNames: ['tenant'],
-  },
-  tenant_bytes_total: {
-    type: 'counter',
-    help: 'Bytes a tenant\'s clients sent (in: requests) and were sent (out: replies and pushes): what tenants[].limits.bytesPerSecond counts.',
-    labelNames: ['tenant', 'direction'],
-  },
-  tenant_clients: {
-    type: 'gauge',
-    help: 'Connections authenticated as a tenant\'s users now.',
-    labelNames: ['tenant'],
-  },
-  tenant_held_total: {
-    type: 'counter',
-    help: 'Times a tenant\'s client was held back by one of its limits (ops: opsPerSecond, bytes: bytesPerSecond, inflight: maxInflight), for its fair share beside other busy tenants (share), or because a node is saturated and its priority is low (shed).',
-    labelNames: ['tenant', 'limit'],
-  },
-  tenant_held_seconds_total: {
-    type: 'counter',
-    help: 'Time during which some client of a tenant was held back by its limits.',
-    labelNames: ['tenant'],
-  },
-  tenant_shed_ops_per_second: {
-    type: 'gauge',
-    help: 'The requests per second a tenant is slowed to while a node is saturated (tenants[].priority: the lowest first); no series while it is not slowed.',
-    labelNames: ['tenant'],
-  },
-  tenant_latency_last_minute_seconds: {
-    type: 'gauge',
-    help: 'A tenant\'s requests over the last minute, receive to reply written (as its clients see them): p50 and p99.',
-    labelNames: ['tenant', 'quantile'],
-  },
-  tenant_refused_clients_total: {
-    type: 'counter',
-    help: 'Connections or AUTHs refused for a tenant\'s limits.maxClients.',
-    labelNames: ['tenant'],
-  },
+  // Tenants (config tenants[], src/tenants): tenant-metrics.ts.
+  ...TENANT_METRIC_DEFINITIONS,
 
   config_last_reload_successful: {
     type: 'gauge',

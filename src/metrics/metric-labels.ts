@@ -100,7 +100,7 @@ export type LeaseState = (typeof LEASE_STATES)[number];
 export const LEASE_REFUSAL_REASONS = ['max_per_node', 'max_total', 'upstream_unavailable', 'shutting_down'] as const;
 export type LeaseRefusalReason = (typeof LEASE_REFUSAL_REASONS)[number];
 
-// commands over keys in several slots (handlers/transaction-split.ts, blocking-cross-slot.ts, cross-slot-read.ts)
+// commands over keys in several slots (handlers/cross-slot/transaction-split.ts, handlers/cross-slot/blocking-pops.ts, handlers/cross-slot/reads.ts)
 
 /** What respool did with a MULTI … EXEC (no WATCH) over keys in several slots (transactions.crossSlot). */
 export const CROSS_SLOT_TRANSACTION_ACTIONS = ['split', 'refused'] as const;

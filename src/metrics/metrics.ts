@@ -16,6 +16,9 @@ import { PromCounter, PromGauge, PromRegistry, collectDefaultMetrics } from './p
 import { LabeledHistogram, type HistogramSeries } from './fast-histogram.js';
 import { RESPOOL_VERSION } from '../own-files.js';
 import { LatencyWindows, type WindowedHistogram } from './latency-windows.js';
+import { tenantsAtScrape, type TenantFigures } from './tenant-metrics.js';
+
+export type { TenantFigures } from './tenant-metrics.js';
 
 /** A histogram series that also records into a last-minute window (RESPOOL LATENCY, saturation). */
 class WindowedSeries implements HistogramSeries {
@@ -144,24 +147,6 @@ interface NodeSeries<C> {
   readonly child: C;
 }
 
-/** What the tenants' metrics read of a tenant (src/tenants/tenant.ts Tenant). */
-export interface TenantFigures {
-  readonly name: string;
-  readonly clients: number;
-  readonly counts: {
-    readonly requests: number;
-    readonly bytesIn: number;
-    readonly bytesOut: number;
-    readonly heldMs: number;
-    readonly held: Readonly<Record<string, number>>;
-    readonly refusedClients: number;
-  };
-  /** Last-minute p50/p99 in µs, or null before any request. */
-  latencyUs(): { p50: number; p99: number } | null;
-  /** The rate it is slowed to while a node is saturated, or null. */
-  readonly shedOpsPerSecond: number | null;
-}
-
 export class Metrics {
   /** The private registry holding every respool metric (and the default process metrics). */
   readonly registry: Registry;
@@ -181,7 +166,7 @@ export class Metrics {
   private readonly retries: Record<RetryReason, Counter.Internal>;
   private readonly refreshes: Record<TopologyRefreshTrigger, Record<TopologyRefreshOutcome, Counter.Internal>>;
   private readonly leaseRefusals: Record<LeaseRefusalReason, Counter.Internal>;
-  /** Commands over keys in several slots (handlers/transaction-split.ts, blocking-cross-slot.ts, cross-slot-read.ts). */
+  /** Commands over keys in several slots (handlers/cross-slot/transaction-split.ts, handlers/cross-slot/blocking-pops.ts, handlers/cross-slot/reads.ts). */
   readonly crossSlotTransactions: Record<CrossSlotTransactionAction, Counter.Internal>;
   readonly crossSlotTransactionGroups: Record<TransactionGroupOutcome, Counter.Internal>;
   readonly crossSlotCommands: Record<CrossSlotCommandKind, Counter.Internal>;
@@ -437,34 +422,9 @@ export class Metrics {
     return series.child;
   }
 
-  /**
-   * The tenants' figures, copied into respool_tenant_* when the registry is read: a tenant counts
-   * in plain numbers on the hot path (src/tenants/tenant.ts), never through a labelled child.
-   */
+  /** The tenants' figures, copied into respool_tenant_* when the registry is read (tenant-metrics.ts). */
   tenantsAtScrape(list: () => ReadonlyArray<TenantFigures>): void {
-    const counter = (c: Counter<string>, read: (t: TenantFigures) => Array<[string[], number]>) => {
-      (c as unknown as { collect: () => void }).collect = () => {
-        c.reset();
-        for (const t of list()) for (const [labels, value] of read(t)) c.labels(...labels).inc(value);
-      };
-    };
-    counter(this.raw.tenant_requests_total, (t) => [[[t.name], t.counts.requests]]);
-    counter(this.raw.tenant_bytes_total, (t) => [[[t.name, 'in'], t.counts.bytesIn], [[t.name, 'out'], t.counts.bytesOut]]);
-    counter(this.raw.tenant_held_total, (t) => Object.entries(t.counts.held).map(([limit, n]): [string[], number] => [[t.name, limit], n]));
-    counter(this.raw.tenant_held_seconds_total, (t) => [[[t.name], t.counts.heldMs / 1000]]);
-    counter(this.raw.tenant_refused_clients_total, (t) => [[[t.name], t.counts.refusedClients]]);
-    const gauge = (g: Gauge<string>, read: (t: TenantFigures) => Array<[string[], number]>) => {
-      (g as unknown as { collect: () => void }).collect = () => {
-        g.reset();
-        for (const t of list()) for (const [labels, value] of read(t)) g.labels(...labels).set(value);
-      };
-    };
-    gauge(this.raw.tenant_clients as Gauge<string>, (t) => [[[t.name], t.clients]]);
-    gauge(this.raw.tenant_shed_ops_per_second as Gauge<string>, (t) => (t.shedOpsPerSecond === null ? [] : [[[t.name], t.shedOpsPerSecond]]));
-    gauge(this.raw.tenant_latency_last_minute_seconds as Gauge<string>, (t) => {
-      const l = t.latencyUs();
-      return l === null ? [] : [[[t.name, '0.5'], l.p50 / 1e6], [[t.name, '0.99'], l.p99 / 1e6]];
-    });
+    tenantsAtScrape(this.raw, list);
   }
 
   /**

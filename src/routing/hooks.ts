@@ -24,7 +24,7 @@ export interface KeyedRouteHook {
    * A keyed command queued inside MULTI runs as it is, on one node, at EXEC: the error text that
    * refuses it when the hook could not apply its rules there (a split key), else null. `why`:
    * the reason given instead of a transaction's (a store or move over several slots also writes
-   * the key on one node, handlers/cross-slot.ts).
+   * the key on one node, handlers/cross-slot/dispatch.ts).
    */
   refuseInTransaction(args: Buffer[], keys: number[], slot: number, command: string, why?: string): string | null;
 }

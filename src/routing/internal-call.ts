@@ -31,7 +31,7 @@ export function nodeCall(router: Router, client: CallClient, node: ClusterNode, 
 
 /**
  * The client as respool's own user: for a block respool writes for its own purposes (the
- * copies a read over several slots computes on, handlers/cross-slot-read.ts), which a user's
+ * copies a read over several slots computes on, handlers/cross-slot/reads.ts), which a user's
  * identity may not be allowed to write.
  */
 export function asRespoolClient(client: CallClient): CallClient {

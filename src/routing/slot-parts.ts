@@ -11,7 +11,7 @@ export interface SlotPart {
 /**
  * A multi-key command's keys grouped by slot (slots in the order their first key comes), each
  * group as the same command over its keys (MSET: with their values). For a transaction over
- * several slots (transaction-split.ts), where each part runs in its slot's block.
+ * several slots (handlers/cross-slot/transaction-split.ts), where each part runs in its slot's block.
  */
 export function partsBySlot(command: string, args: readonly Buffer[], keys: readonly number[]): SlotPart[] {
   const width = command === 'mset' ? 2 : 1;

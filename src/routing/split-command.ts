@@ -7,7 +7,7 @@ import type { Router } from './router.js';
 import { Fragmented } from './fragmented.js';
 
 /**
- * One client command split by hash slot (handlers/multi-key.ts: MGET, MSET, DEL, …), carried as
+ * One client command split by hash slot (handlers/cross-slot/multi-key.ts: MGET, MSET, DEL, …), carried as
  * cheaply as the plain calls it replaces: no object per part on the way out or back. The parts
  * for one node are written into ONE buffer and handed to the node's link as one NodeBatch, which
  * the link's FIFO holds once per part (Link.sendMany), so each reply frame comes back to it in

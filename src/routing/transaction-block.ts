@@ -60,7 +60,7 @@ export function blockItems(
  * One MULTI … EXEC block for the primary owning `slot` (any primary for -1), written as one
  * write on the client's shared link to it (nothing interleaves inside one write). Used for
  * respool's own transactions (one block per slot, handlers/transaction.ts) and for the short
- * blocks of commands over several slots (handlers/blocking-cross-slot.ts, cross-slot-read.ts).
+ * blocks of commands over several slots (handlers/cross-slot/blocking-pops.ts, handlers/cross-slot/reads.ts).
  *
  * MOVED / ASK: a block the node refused (EXEC answered an error, so nothing of it ran) after a
  * queued command or EXEC itself was redirected is written again where the redirect follower says

@@ -72,7 +72,7 @@ describe('client input that drives work, in front of a 3-primary cluster', () =>
       expect(reply.startsWith('*100000\r\n$-1\r\n')).toBe(true);
     });
     conn.close();
-    // The parts (≤ 16,384 slots) leave 1,000 per loop turn (multi-key.ts PARTS_PER_TURN); framing
+    // The parts (≤ 16,384 slots) leave 1,000 per loop turn (cross-slot/multi-key.ts PARTS_PER_TURN); framing
     // the request, hashing its keys and merging the reply still take one turn each (~130 ms here
     // at 100,000 keys, against ~260 ms when every part left in one turn).
     for (const run of [delRun, mgetRun]) {

@@ -1,11 +1,11 @@
-import { encodeError } from '../resp/encode.js';
-import { splitAggregate } from '../resp/decode.js';
-import { ProxyError } from '../errors.js';
-import { TransactionBlock, type BlockOutcome } from '../routing/transaction-block.js';
-import type { TransactionGroupOutcome } from '../metrics/metric-definitions.js';
-import type { QueuedCommand } from '../client/transaction-state.js';
+import { encodeError } from '../../resp/encode.js';
+import { splitAggregate } from '../../resp/decode.js';
+import { ProxyError } from '../../errors.js';
+import { TransactionBlock, type BlockOutcome } from '../../routing/transaction-block.js';
+import type { TransactionGroupOutcome } from '../../metrics/metric-definitions.js';
+import type { QueuedCommand } from '../../client/transaction-state.js';
 import { mergeMultiKeyReplies } from './multi-key.js';
-import type { HandlerSession } from '../client/handler-session.js';
+import type { HandlerSession } from '../../client/handler-session.js';
 
 /** One command (or, for a multi-key command split by slot, one part of it) in a slot's block. */
 interface Member {

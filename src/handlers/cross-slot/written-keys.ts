@@ -1,6 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
-import { COPY_STORES } from './cross-slot-read.js';
-import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
+import { COPY_STORES } from './reads.js';
+import type { CommandRequest, HandlerSession } from '../../client/handler-session.js';
 
 /** The keys a store or move over several slots writes: its destination (and a move's source). */
 function writtenKeys(req: CommandRequest): number[] {

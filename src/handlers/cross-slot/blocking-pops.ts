@@ -1,19 +1,19 @@
 import calculateSlot from 'cluster-key-slot';
-import { encodeCommand, encodeError } from '../resp/encode.js';
-import { splitAggregate } from '../resp/decode.js';
-import { nullArray } from '../resp/constant-replies.js';
-import { TransactionBlock } from '../routing/transaction-block.js';
-import { internalCall } from '../routing/internal-call.js';
-import type { ReplyEntry } from '../client/reply-queue.js';
-import { BlockingCall } from './blocking-call.js';
-import { commandTimeoutMs } from './blocking-timeout.js';
-import { NO_REPLY } from './local.js';
-import { putBackCommand } from '../parking/put-back.js';
-import { isNilReply } from '../parking/pop-forms.js';
-import { streamReadCrossSlot } from './stream-read-cross-slot.js';
+import { encodeCommand, encodeError } from '../../resp/encode.js';
+import { splitAggregate } from '../../resp/decode.js';
+import { nullArray } from '../../resp/constant-replies.js';
+import { TransactionBlock } from '../../routing/transaction-block.js';
+import { internalCall } from '../../routing/internal-call.js';
+import type { ReplyEntry } from '../../client/reply-queue.js';
+import { BlockingCall } from '../blocking-call.js';
+import { commandTimeoutMs } from '../blocking-timeout.js';
+import { NO_REPLY } from '../local.js';
+import { putBackCommand } from '../../parking/put-back.js';
+import { isNilReply } from '../../parking/pop-forms.js';
+import { streamReadCrossSlot } from './stream-reads.js';
 import { listMoveCrossSlot } from './list-move.js';
-import { splitKeyWrite } from './split-key-writes.js';
-import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
+import { splitKeyWrite } from './written-keys.js';
+import type { CommandRequest, HandlerSession } from '../../client/handler-session.js';
 
 /** Pops whose keys are checked in order: the first non-empty key wins. */
 const POPS: ReadonlySet<string> = new Set(['blpop', 'brpop', 'blmpop', 'bzpopmin', 'bzpopmax', 'bzmpop']);
@@ -61,7 +61,7 @@ function shapeOf(command: string, args: readonly Buffer[], keys: readonly number
  *    (put-back.ts): the same end of the list, the same score. The client's later commands wait
  *    until that is done. The command's timeout applies on every slot; the first slot to time out
  *    cancels the others and the client gets nil.
- *  - XREAD / XREADGROUP … BLOCK: stream-read-cross-slot.ts. BLMOVE / BRPOPLPUSH with source and
+ *  - XREAD / XREADGROUP … BLOCK: stream-reads.ts. BLMOVE / BRPOPLPUSH with source and
  *    destination in different slots: list-move.ts.
  *
  * Returns false for a command it cannot carry out over several slots (the caller answers

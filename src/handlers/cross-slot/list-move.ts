@@ -1,13 +1,13 @@
 import calculateSlot from 'cluster-key-slot';
-import { encodeBulk, encodeCommand, encodeError } from '../resp/encode.js';
-import { decodeReply, splitAggregate } from '../resp/decode.js';
-import { ProxyError } from '../errors.js';
-import { TransactionBlock } from '../routing/transaction-block.js';
-import { internalCall } from '../routing/internal-call.js';
-import type { ReplyEntry } from '../client/reply-queue.js';
-import { BlockingCall } from './blocking-call.js';
-import { commandTimeoutMs } from './blocking-timeout.js';
-import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
+import { encodeBulk, encodeCommand, encodeError } from '../../resp/encode.js';
+import { decodeReply, splitAggregate } from '../../resp/decode.js';
+import { ProxyError } from '../../errors.js';
+import { TransactionBlock } from '../../routing/transaction-block.js';
+import { internalCall } from '../../routing/internal-call.js';
+import type { ReplyEntry } from '../../client/reply-queue.js';
+import { BlockingCall } from '../blocking-call.js';
+import { commandTimeoutMs } from '../blocking-timeout.js';
+import type { CommandRequest, HandlerSession } from '../../client/handler-session.js';
 
 /** A list move over two slots, as parsed: LMOVE / BLMOVE src dst LEFT|RIGHT LEFT|RIGHT [timeout]. */
 interface Move {

@@ -1,10 +1,10 @@
 import calculateSlot from 'cluster-key-slot';
-import { arrayHeaderSize, encodeArray, encodeError, encodeInteger, encodeSimple, writeArrayHeader } from '../resp/encode.js';
-import { splitAggregate } from '../resp/decode.js';
-import { ProxyError } from '../errors.js';
-import { SplitCommand } from '../routing/split-command.js';
-import { keyed } from './keyed.js';
-import type { Handler } from '../client/handler-session.js';
+import { arrayHeaderSize, encodeArray, encodeError, encodeInteger, encodeSimple, writeArrayHeader } from '../../resp/encode.js';
+import { splitAggregate } from '../../resp/decode.js';
+import { ProxyError } from '../../errors.js';
+import { SplitCommand } from '../../routing/split-command.js';
+import { keyed } from '../keyed.js';
+import type { Handler } from '../../client/handler-session.js';
 
 /**
  * Multi-key commands whose keys can be split without changing their meaning: MGET, MSET, DEL,

@@ -1,13 +1,13 @@
 import calculateSlot from 'cluster-key-slot';
-import { encodeArray, encodeCommand, encodeError, encodeMap } from '../resp/encode.js';
-import { decodeReply, splitAggregate } from '../resp/decode.js';
-import { nullArray } from '../resp/constant-replies.js';
-import { ProxyError } from '../errors.js';
-import { internalCall } from '../routing/internal-call.js';
-import type { ReplyEntry } from '../client/reply-queue.js';
-import { BlockingCall } from './blocking-call.js';
-import { firstKeyError, parseStreamRead, type KeyFacts, type StreamReadArgs } from './stream-read-args.js';
-import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
+import { encodeArray, encodeCommand, encodeError, encodeMap } from '../../resp/encode.js';
+import { decodeReply, splitAggregate } from '../../resp/decode.js';
+import { nullArray } from '../../resp/constant-replies.js';
+import { ProxyError } from '../../errors.js';
+import { internalCall } from '../../routing/internal-call.js';
+import type { ReplyEntry } from '../../client/reply-queue.js';
+import { BlockingCall } from '../blocking-call.js';
+import { firstKeyError, parseStreamRead, type KeyFacts, type StreamReadArgs } from '../stream-read-args.js';
+import type { CommandRequest, HandlerSession } from '../../client/handler-session.js';
 
 /** One slot's streams: their indexes among the command's streams (0 … count-1), in order. */
 interface SlotStreams {

@@ -1,13 +1,13 @@
-import { nodeCrypto, onFirstUse } from '../util/lazy-builtins.js';
+import { nodeCrypto, onFirstUse } from '../../util/lazy-builtins.js';
 import calculateSlot from 'cluster-key-slot';
-import { encodeCommand, encodeError } from '../resp/encode.js';
-import { bulkPayload, splitAggregate } from '../resp/decode.js';
-import { ProxyError } from '../errors.js';
-import { formatSize } from '../config/values.js';
-import { TransactionBlock, type BlockOutcome } from '../routing/transaction-block.js';
-import { asRespoolClient, internalCall } from '../routing/internal-call.js';
-import type { ReplyEntry } from '../client/reply-queue.js';
-import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
+import { encodeCommand, encodeError } from '../../resp/encode.js';
+import { bulkPayload, splitAggregate } from '../../resp/decode.js';
+import { ProxyError } from '../../errors.js';
+import { formatSize } from '../../config/values.js';
+import { TransactionBlock, type BlockOutcome } from '../../routing/transaction-block.js';
+import { asRespoolClient, internalCall } from '../../routing/internal-call.js';
+import type { ReplyEntry } from '../../client/reply-queue.js';
+import type { CommandRequest, HandlerSession } from '../../client/handler-session.js';
 
 /** Reads over several slots whose reply depends on every key together: run on copies. */
 export const COPY_READS: ReadonlySet<string> = new Set(['sunion', 'sinter', 'sdiff', 'sintercard', 'zunion', 'zinter', 'zdiff', 'zintercard', 'pfcount', 'lcs']);
