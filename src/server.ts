@@ -1,4 +1,3 @@
-import net from 'node:net';
 import type { Logger } from 'pino';
 import type { RespoolConfig } from './config/types.js';
 import { CommandTable } from './commands/command-table.js';
@@ -7,7 +6,6 @@ import type { TopologyRefresher } from './cluster/topology-refresher.js';
 import type { Topology } from './cluster/topology.js';
 import type { UpstreamPools } from './upstream/upstream-pools.js';
 import { ClientSession } from './session/client-session.js';
-import { acceptReadingShared } from './session/shared-reads.js';
 import type { ParkedPops } from './parking/parked-pops.js';
 import type { ServerContext } from './client/server-context.js';
 import { Metrics } from './metrics/metrics.js';
@@ -15,9 +13,6 @@ import { createLogger } from './util/logger.js';
 import { RateLimitedLog } from './util/rate-limited-log.js';
 import { reloadProxy, type ReloadResult } from './config/reload.js';
 import { HotKeys } from './hotkeys/hot-keys.js';
-import { AcceptGate } from './session/accept-gate.js';
-import { encodeError } from './resp/encode.js';
-import { ProxyError } from './errors.js';
 import { ReadRouting } from './routing/read-strategy.js';
 import { resolveOwnZone } from './cluster/zone-discovery.js';
 import { addressOf, announceAddress, ClusterEmulation } from './fleet/cluster-emulation.js';
@@ -27,23 +22,10 @@ import { FleetState, usesFleetState } from './fleet/fleet-state.js';
 import { fleetView } from './fleet/fleet-view.js';
 import { dnsResolver, type PeerResolver } from './fleet/peer-sources.js';
 import { FairAdmission } from './client/fair-admission.js';
-import { ScriptLineRelay } from './client/script-line-relay.js';
-import { Link } from './upstream/link.js';
-import { AUTO_SHARE, MemoryCeiling, resolveMaxMemory } from './client/memory-ceiling.js';
-import { cgroupMemoryLimit } from './util/cgroup-memory.js';
 import { ClientPause } from './client/client-pause.js';
-import { MonitorFeed } from './client/monitor-feed.js';
-import { describeClient } from './client/client-address.js';
-import { RequestObserver } from './observe/request-observer.js';
-import { NodeSaturation } from './observe/node-saturation.js';
-import { BigKeys } from './observe/big-keys.js';
-import { oneShotCommand } from './upstream/one-shot.js';
-import { createTlsListener } from './session/tls-listener.js';
-import { ListenerSocketOptions } from './session/socket-options.js';
 import { reloadUpstreamTls } from './upstream/dial.js';
 import { UserDirectory, type DirectoryClient } from './acl/user-directory.js';
 import { FleetAcl } from './fleet/fleet-acl.js';
-import { listenUnix } from './session/unix-listener.js';
 import type { IdentityMirror } from './upstream/identity-mirror.js';
 import { TenantDirectory } from './tenants/tenant-directory.js';
 import { changedLimits } from './tenants/limit-changes.js';
@@ -52,6 +34,8 @@ import { FleetTenants } from './fleet/fleet-tenants.js';
 import { Backend, tenantBackends } from './backend.js';
 import { startSampler } from './server-sampler.js';
 import { startAdmin } from './server-admin.js';
+import { ClientListeners } from './server-listeners.js';
+import { startObservability } from './server-observability.js';
 import { startTenantBudgets } from './workers/tenant-usage.js';
 
 export interface RespoolProxy {
@@ -165,49 +149,8 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   const currentEmulation = () => (emulation ??= ClusterEmulation.ofPeers(announced, []));
   let membership: Membership | null = null;
   let topologyEpoch = 0;
-  const observer = new RequestObserver(config, metrics, describeClient); // slow log, command log, per-command latency
-  // Big keys: the reply sizes of the hot-key sampler's sampled requests (observe/big-keys.ts).
-  const bigKeys = config.bigKeys.enabled ? new BigKeys(config.bigKeys.topK, () => refresher.current, metrics, config.hotKeys.detection.keyNamesInMetrics) : null;
-  if (bigKeys !== null) hotKeys.sampled = (owner, key, slot, command) => owner.measureReply?.((bytes) => bigKeys.record(key, slot, command, bytes));
-  // Saturated nodes: last-minute p99 or main-thread CPU from INFO cpu (observe/node-saturation.ts).
-  const saturation = new NodeSaturation({
-    config,
-    topology: () => refresher.current,
-    windows: metrics.windows,
-    infoCpu: async (node) => {
-      // an open shared link when there is one (no connection made); else one of its own, closed after
-      const pool = pools.openPoolOf(node.address);
-      const options = { host: node.host, port: node.port, auth: config.upstreamAuth, tls: config.upstreamTls, timeoutMs: config.timeouts.commandMs };
-      const reply = decodeReply(pool !== undefined ? await pool.call(['INFO', 'cpu']) : await oneShotCommand(options, ['INFO', 'cpu']));
-      if (reply instanceof RespError) throw new Error(reply.message);
-      return Buffer.isBuffer(reply) ? reply.toString('latin1') : String(reply);
-    },
-    metrics,
-    log,
-  });
-
-  // limits.maxMemory (client/memory-ceiling.ts): auto = a share of the container's memory limit
-  // (util/cgroup-memory.ts) less what respool holds now, before any client.
-  const cgroupLimit = cgroupMemoryLimit();
-  const memory = new MemoryCeiling({
-    limit: resolveMaxMemory(config.limits.maxMemory, cgroupLimit, process.memoryUsage.rss()),
-    holders: () => sessions,
-    linkBytes: () => pools.bufferedBytes(),
-    rssLimit: config.limits.maxMemory === 'auto' && cgroupLimit !== null ? cgroupLimit * AUTO_SHARE : 0,
-    rss: () => process.memoryUsage.rss(),
-    log,
-  });
-  metrics.raw.memory_ceiling_bytes.set(memory.limit);
-
-  // MONITOR's feed, with the nodes' script lines relayed while anyone monitors (client/script-line-relay.ts).
-  const monitors: MonitorFeed = new MonitorFeed(new ScriptLineRelay({
-    nodes: () => refresher.current?.allNodes() ?? [],
-    open: (host, port) => new Link({
-      host, port, protocol: 2, readonly: false, auth: config.upstreamAuth, tls: config.upstreamTls, clientName: 'respool-monitor',
-      connectTimeoutMs: config.timeouts.connectMs, commandTimeoutMs: config.timeouts.commandMs,
-    }),
-    deliver: (line) => monitors.deliver(line),
-  }));
+  // What a request cost and what respool holds: slow log, big keys, saturated nodes, the memory ceiling, MONITOR's feed (server-observability.ts).
+  const { observer, bigKeys, saturation, memory, monitors } = startObservability({ config, metrics, log, refresher, pools, hotKeys, sessions: () => sessions });
 
   // Applications sharing this respool: each configured user's tenant, its limits and counts (src/tenants).
   const tenants = new TenantDirectory(config.tenants, config.users);
@@ -290,53 +233,21 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     }).catch((err: Error) => log.warn({ err: err.message }, 'COMMAND failed; keeping the built-in command table'));
   });
 
-  // Client-side storms (config.clients): maxClients with an error reply to the excess client;
-  // an accept-rate gate that parks new sockets (paused) and admits them after the established
-  // clients' I/O of each event-loop turn; TCP_NODELAY and keepalive set on the listening socket
-  // (accepted sockets inherit them: session/socket-options.ts); idle timeout in ClientSession.
-  let draining = false;
-  const refuse = (socket: net.Socket, reason: 'max_clients' | 'draining', reply: Buffer) => {
-    metrics.connectionRejectedCounter(reason).inc();
-    socket.on('error', () => {});
-    socket.end(reply);
-    // A client that never reads must not keep the fd: give the reply a moment, then close.
-    setTimeout(() => socket.destroy(), 1000).unref();
-  };
-  // Rebuilt when a reload changed clients.maxClients (the reply names the limit).
-  let maxClientsReply: { limit: number; reply: Buffer } = { limit: -1, reply: Buffer.alloc(0) };
-  const refuseMaxClients = (socket: net.Socket) => {
-    const limit = config.clients.maxClients;
-    if (maxClientsReply.limit !== limit) maxClientsReply = { limit, reply: encodeError(ProxyError.maxClients(limit)) };
-    events.emit('warn', 'load_shed', 'clients|max_clients', { reason: 'max_clients', limit }, `refusing new clients: clients.maxClients (${limit}) reached`);
-    refuse(socket, 'max_clients', maxClientsReply.reply);
-  };
-  const shuttingDownReply = encodeError(ProxyError.shuttingDown());
-  const gate = new AcceptGate(config.clients.acceptRatePerSecond, (socket) => {
-    if (draining) return refuse(socket, 'draining', shuttingDownReply);
-    metrics.clientConnectionsAccepted.inc();
-    metrics.clientConnections.inc();
-    const session = new ClientSession(socket, ctx);
-    sessions.add(session);
-    sessionsById.set(session.id, session);
-    session.socket.resume(); // accepted paused (pauseOnConnect)
+  // Where clients come in, and the client-side storm guards (server-listeners.ts).
+  const listeners = new ClientListeners({
+    config, log, metrics, events,
+    clientCount: () => sessions.size,
+    admit: (socket) => {
+      const session = new ClientSession(socket, ctx);
+      sessions.add(session);
+      sessionsById.set(session.id, session);
+      session.socket.resume(); // accepted paused (pauseOnConnect)
+    },
   });
-  const accept = (socket: net.Socket) => {
-    if (draining) return refuse(socket, 'draining', shuttingDownReply);
-    if (sessions.size + gate.parkedCount >= config.clients.maxClients) return refuseMaxClients(socket);
-    gate.offer(socket);
-  };
-  const server = net.createServer({ pauseOnConnect: true }, (socket) => {
-    socketOptions.accepted(socket); // nothing to do once the listener passes its options on
-    accept(socket);
-  });
-  const socketOptions = new ListenerSocketOptions(server, config.clients);
-  // TLS clients (config.listenTls) take the same path once their handshake is done.
-  const tlsListener = config.listenTls === null ? null : createTlsListener(config, accept, log);
-  server.on('error', (err) => log.error({ err: err.message }, 'listener error'));
 
   metrics.windows.start(); // last-minute latency per node and family (metrics/latency-windows.ts)
   // Queue depths and what respool holds, sampled once a second (server-sampler.ts).
-  const sampler = startSampler({ metrics, parkedClients: () => gate.parkedCount, pools, dedicated, sessions: () => sessions, memory, fleetState });
+  const sampler = startSampler({ metrics, parkedClients: () => listeners.parkedCount, pools, dedicated, sessions: () => sessions, memory, fleetState });
 
   const firstTopology = refresher.start();
   const tenantTopologies = [...ownUpstreams.values()].map(({ backend }) => backend.refresher.start()); // each discovery also learns HELLO (backend.ts)
@@ -372,25 +283,8 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   const listen = config.listen;
   if (fleetState !== null && (config.cluster.announce !== null || (listen !== null && listen.port !== 0))) await startFleetState(announceAddress(config, listen?.port ?? 0));
 
-  if (listen !== null) {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      // A deep accept backlog (the kernel caps it at net.core.somaxconn) absorbs connection storms
-      // in the kernel instead of dropping SYNs; the AcceptGate then admits them at its rate.
-      server.listen({ port: listen.port, host: listen.host, backlog: 4096 }, () => {
-        server.off('error', reject);
-        socketOptions.apply();
-        acceptReadingShared(server); // one socket per connection, reading through the shared buffer
-        resolve();
-      });
-    });
-  }
-  // A Unix domain socket (sidecars), beside or instead of TCP: session/unix-listener.ts.
-  const unixListener = config.unixSocket === null ? null : await listenUnix(config.unixSocket, config.unixSocketMode, accept);
-  const bound = listen === null ? { port: 0 } : (server.address() as net.AddressInfo);
-  const tlsAddress = tlsListener === null ? null : await tlsListener.listen();
-  const address = { host: listen?.host ?? '127.0.0.1', port: bound.port };
-  const announce = announceAddress(config, bound.port);
+  const { address, tlsAddress } = await listeners.listen();
+  const announce = announceAddress(config, address.port);
   announced = announce;
   emulation = null;
   if (fleetState !== null && !fleetStarted) await startFleetState(announce);
@@ -441,7 +335,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     adminAddress: admin?.address ?? null,
     tlsAddress,
     reloadTls() {
-      tlsListener?.reload();
+      listeners.reloadTls();
       reloadUpstreamTls(config.upstreamTls);
       for (const { backend } of ownUpstreams.values()) reloadUpstreamTls(backend.config.upstreamTls); // tenants' own
       log.info({ listenTls: tlsAddress, upstreamTls: config.upstreamTls.enabled }, 'TLS certificates reloaded');
@@ -449,7 +343,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     reload(next) {
       const allPools = { reconfigure: () => [pools, ...[...ownUpstreams.values()].map((o) => o.backend.pools)].forEach((p) => p.reconfigure()) }; // tenants' own too
       const result = reloadProxy({ config, log, pools: allPools, reads, hotKeys, users, tenants, reloadTls: () => (this as RespoolProxy).reloadTls() }, next);
-      socketOptions.apply(); // clients.tcpKeepAliveMs for connections accepted from now on
+      listeners.applySocketOptions(); // clients.tcpKeepAliveMs for connections accepted from now on
       return result;
     },
     metrics,
@@ -466,12 +360,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
       closing ??= (async () => {
         // Graceful drain: stop accepting; every client gets the replies it is owed, then its
         // connection is closed; whatever is left at the deadline is cut.
-        draining = true;
-        if (listen !== null) server.close();
-        unixListener?.close();
-        socketOptions.close();
-        tlsListener?.close();
-        for (const socket of gate.close()) refuse(socket, 'draining', shuttingDownReply);
+        listeners.close();
         for (const session of sessions) session.drain();
         const deadline = Date.now() + drainMs;
         while (Date.now() < deadline && sessions.size > 0) {
