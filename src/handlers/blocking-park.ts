@@ -16,7 +16,8 @@ import type { CommandRequest, HandlerSession } from '../client/handler-session.j
  *    array, RESP3 null) unless a pop on its way brings a value first.
  *  - CLIENT UNBLOCK: the same, with -UNBLOCKED for ERROR; CLIENT KILL and a client that goes:
  *    it leaves the queues, and a value popped for it meanwhile is put back.
- *  - INFO blocked_clients and CLIENT LIST flags=b count it, as a leased wait does.
+ *  - INFO blocked_clients and CLIENT LIST flags=b count it once its command found nothing to pop
+ *    (not while the command is tried), as Valkey counts a client once its command blocked.
  */
 export function parkedPop(session: HandlerSession, req: CommandRequest, slot: number, keyIndexes: readonly number[], timeoutMs: number | null): void {
   const { command } = req;
@@ -37,6 +38,8 @@ class ParkedClient implements ParkListener {
   private readonly parkedAt = clockNow();
   private timer: NodeJS.Timeout | null = null;
   private finished = false;
+  /** Its keys as INFO's blocking keys name them. */
+  private readonly keys: readonly string[];
 
   constructor(
     private readonly session: HandlerSession,
@@ -51,9 +54,14 @@ class ParkedClient implements ParkListener {
     this.entry.keepRequestAs(raw); // not the read buffer it arrived in: it may wait for hours
     ctx.metrics?.commandCounter(command).inc();
     state.lease = this;
-    state.block(keys, false); // INFO clients counts it from now
+    this.keys = keys;
     this.ticket = ctx.parking.park({ client: session, command, raw, keys, slot }, this); // the same strings as INFO's blocked keys
     if (timeoutMs !== null) this.timer = setTimeout(() => void this.unblock('timeout'), timeoutMs);
+  }
+
+  /** Its command found nothing: INFO clients and CLIENT LIST count it as blocked from now (as Valkey, not while its command is tried). */
+  waiting(): void {
+    if (!this.finished) this.session.state.block(this.keys, false);
   }
 
   served(reply: Buffer): void {

@@ -260,6 +260,7 @@ export class ParkedPops {
     waiter.checking = null;
     if (waiter.gone && !waiter.done && waiter.inflight === null) this.leave(waiter); // it went during the check
     if (waiter.done) return;
+    if (!waiter.gone) waiter.listener.waiting(); // blocked from now on, as INFO and CLIENT LIST show it
     waiter.queues.forEach((queue, i) => {
       if (held[i] === null || outcome === 'retry') this.retryLater(queue);
       else if (queue.changes !== seen[i] || held[i] === true) void this.drain(queue);

@@ -3,6 +3,8 @@ import type { KeyQueue } from './key-queue.js';
 
 /** Who hears a parked client's one reply (a value or an error). */
 export interface ParkListener {
+  /** Its command found nothing to pop: it waits from now on (Valkey counts a client as blocked once its command blocked). */
+  waiting(): void;
   served(reply: Buffer): void;
 }
 
