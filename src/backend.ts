@@ -15,7 +15,7 @@ import type { Metrics } from './metrics/metrics.js';
 import type { RateLimitedLog } from './util/rate-limited-log.js';
 import { HotKeys, type HotKeysDeps } from './hotkeys/hot-keys.js';
 import type { ReadRouting } from './routing/read-strategy.js';
-import { DedicatedPools } from './upstream/dedicated-pool.js';
+import { LeasePools } from './upstream/lease-pools.js';
 import { PubSubHub } from './pubsub/hub.js';
 import { ParkedPops } from './parking/parked-pops.js';
 import { HelloIdentity } from './client/hello-identity.js';
@@ -56,7 +56,7 @@ export class Backend {
   readonly refresher: TopologyRefresher;
   readonly router: Router;
   readonly hotKeys: HotKeys;
-  readonly dedicated: DedicatedPools;
+  readonly dedicated: LeasePools;
   readonly parking: ParkedPops;
   readonly pubsub: PubSubHub;
   readonly mirror: IdentityMirror;
@@ -86,7 +86,7 @@ export class Backend {
     // Hot keys (src/hotkeys): detection + split copies; hooks itself into the router when active.
     this.hotKeys = new HotKeys({ config: config.hotKeys, router, refresher, pools, log, metrics, fleet: deps.fleet?.(refresher, pools) ?? null });
     // Leased connections: a client gone while blocked is unblocked from a shared link by its id.
-    this.dedicated = new DedicatedPools(config, async (host, port, id) => {
+    this.dedicated = new LeasePools(config, async (host, port, id) => {
       await pools.get(host, port, 2, 'primary').call(['CLIENT', 'UNBLOCK', id]);
     }, { metrics });
     // Blocked pops parked at respool: one watch connection per node, as respool's own user.

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { HostPort, RespoolConfig } from './config/types.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { UpstreamPools } from './upstream/upstream-pools.js';
-import type { DedicatedPools } from './upstream/dedicated-pool.js';
+import type { LeasePools } from './upstream/lease-pools.js';
 import type { ParkedPops } from './parking/parked-pops.js';
 import type { TopologyRefresher } from './cluster/topology-refresher.js';
 import type { HotKeys } from './hotkeys/hot-keys.js';
@@ -31,7 +31,7 @@ export interface AdminDeps {
   pools: UpstreamPools;
   refresher: TopologyRefresher;
   hotKeys: HotKeys;
-  dedicated: DedicatedPools;
+  dedicated: LeasePools;
   parking: ParkedPops;
   observer: RequestObserver;
   saturation: NodeSaturation;

@@ -1,6 +1,6 @@
 import type { Metrics } from './metrics/metrics.js';
 import type { UpstreamPools } from './upstream/upstream-pools.js';
-import type { DedicatedPools } from './upstream/dedicated-pool.js';
+import type { LeasePools } from './upstream/lease-pools.js';
 import type { MemoryCeiling } from './client/memory-ceiling.js';
 import type { FleetState } from './fleet/fleet-state.js';
 import type { LaneClass } from './client/lane-class.js';
@@ -11,7 +11,7 @@ export interface SampledProxy {
   /** Sockets the accept gate holds (session/accept-gate.ts). */
   parkedClients(): number;
   pools: UpstreamPools;
-  dedicated: DedicatedPools;
+  dedicated: LeasePools;
   sessions(): Iterable<{ readonly pending: number; queryBytes(): number; readonly laneClass: LaneClass }>;
   memory: MemoryCeiling;
   fleetState: FleetState | null;

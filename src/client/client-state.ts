@@ -1,5 +1,5 @@
 import type { Transaction } from './transaction-state.js';
-import type { LeasedLane } from './leased-lane.js';
+import type { WatchLane } from './watch-lane.js';
 import type { TrackingLanes } from './tracking-lanes.js';
 import type { ClientSubscriptions } from '../pubsub/client-subscriptions.js';
 import type { AclUser } from '../acl/rules.js';
@@ -26,8 +26,8 @@ export class ClientState {
   /**
    * The database the client SELECTed (standalone upstreams; always 0 in a cluster). Its commands
    * go on the shared links and leased connections of this database (upstream-pools.ts,
-   * dedicated-pool.ts). Changed by SELECT (handlers/local.ts; on a WATCH lane when the server
-   * answered, handlers/leased-lane.ts; at EXEC for a SELECT inside MULTI, handlers/transaction.ts)
+   * lease-pools.ts). Changed by SELECT (handlers/local.ts; on a WATCH lane when the server
+   * answered, handlers/watch-lane.ts; at EXEC for a SELECT inside MULTI, handlers/transaction.ts)
    * and RESET.
    */
   db = 0;
@@ -52,8 +52,8 @@ export class ClientState {
   blockedKeys: readonly string[] = NO_KEYS;
   /** It also unblocks when its key is deleted (XREADGROUP: total_blocking_keys_on_nokey). */
   blockedOnNoKey = false;
-  /** WATCH … EXEC: every command goes on this leased connection (leased-lane.ts; which ones: handlers/leased-lane.ts). */
-  lane: LeasedLane | null = null;
+  /** WATCH … EXEC: every command goes on this leased connection (watch-lane.ts; which ones: handlers/watch-lane.ts). */
+  lane: WatchLane | null = null;
   /** The leased connection in use, if any: what to do with it if the client goes away. */
   lease: { abandon(): void; unblock?(how: 'timeout' | 'error'): Promise<boolean> } | null = null;
   /** CLIENT TRACKING ON: the client's leased connections, one per node (tracking-lanes.ts). */

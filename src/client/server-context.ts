@@ -5,7 +5,7 @@ import type { Router } from '../routing/router.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { HandlerSession } from './handler-session.js';
 import type { HotKeys } from '../hotkeys/hot-keys.js';
-import type { DedicatedPools } from '../upstream/dedicated-pool.js';
+import type { LeasePools } from '../upstream/lease-pools.js';
 import type { ParkedPops } from '../parking/parked-pops.js';
 import type { PubSubHub } from '../pubsub/hub.js';
 import type { ClusterEmulation } from '../fleet/cluster-emulation.js';
@@ -48,7 +48,7 @@ export interface ServerContext {
   /** Hot keys: the RESPOOL command steers them. */
   readonly hotKeys: HotKeys;
   /** Leased upstream connections (WATCH, blocking commands). */
-  readonly dedicated: DedicatedPools;
+  readonly dedicated: LeasePools;
   /** Clients blocked in list and sorted-set pops, parked at respool (src/parking). */
   readonly parking: ParkedPops;
   /** Multiplexed subscriptions. */

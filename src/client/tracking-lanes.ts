@@ -3,7 +3,7 @@ import { ASKING } from '../routing/redirect-follower.js';
 import { ProxyError } from '../errors.js';
 import type { Topology } from '../cluster/topology.js';
 import { ignoreReply, type LinkRequest } from '../upstream/link.js';
-import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
+import type { LeasedConnection } from '../upstream/leased-connection.js';
 import type { HandlerSession } from './handler-session.js';
 import { clientInvalidation, storedTrackingPrefixes } from '../keys/tracking-names.js';
 import { deliverInvalidation, encodeTrackingLine, redirBrokenPush, type TrackingLine } from './tracking-redirect.js';
@@ -32,7 +32,7 @@ export interface TrackingOptions {
 
 
 /** One request on a lane, its reply copied; rejects when the lane fails first. */
-export function request(conn: DedicatedConnection, raw: Buffer): Promise<Buffer> {
+export function request(conn: LeasedConnection, raw: Buffer): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     conn.send(raw, { sentAt: 0, onReply: (frame) => resolve(Buffer.from(frame)), onLinkFailure: (error) => reject(new Error(error)) });
   });
@@ -84,10 +84,10 @@ export class TrackingLanes implements TrackedKeyReader {
   brokenRedirect = false;
   /** BCAST prefixes accepted so far (Valkey keeps adding them), latin1 → bytes. */
   private readonly prefixes = new Map<string, Buffer>();
-  private readonly lanes = new Map<string, DedicatedConnection>();
+  private readonly lanes = new Map<string, LeasedConnection>();
   /** Per node address: the connection a redirecting lane sends its invalidations to, and its upstream id. */
-  private readonly listeners = new Map<string, { conn: DedicatedConnection; id: number }>();
-  private readonly opening = new Map<string, Promise<DedicatedConnection>>();
+  private readonly listeners = new Map<string, { conn: LeasedConnection; id: number }>();
+  private readonly opening = new Map<string, Promise<LeasedConnection>>();
   private closed = false;
   /** BCAST: the topology whose every primary has a lane (null: check again). */
   private bcastComplete: Topology | null = null;
@@ -153,23 +153,23 @@ export class TrackingLanes implements TrackedKeyReader {
   }
 
   /** `line` as this lane must receive it (REDIRECT to the lane's listener, opened if needed). */
-  async lineFor(conn: DedicatedConnection, line: TrackingLine): Promise<Buffer> {
+  async lineFor(conn: LeasedConnection, line: TrackingLine): Promise<Buffer> {
     if (line.redirectAt < 0) return encodeTrackingLine(line, null);
     return encodeTrackingLine(line, await this.listen(conn.host, conn.port, conn.address));
   }
 
   /** The open lane to this node, if any. */
-  ready(address: string): DedicatedConnection | undefined {
+  ready(address: string): LeasedConnection | undefined {
     return this.lanes.get(address);
   }
 
   /** Any open lane (keyless commands). */
-  anyLane(): DedicatedConnection | undefined {
+  anyLane(): LeasedConnection | undefined {
     for (const conn of this.lanes.values()) return conn;
     return undefined;
   }
 
-  openLanes(): DedicatedConnection[] {
+  openLanes(): LeasedConnection[] {
     return [...this.lanes.values()];
   }
 
@@ -179,7 +179,7 @@ export class TrackingLanes implements TrackedKeyReader {
   }
 
   /** The lane to host:port: open, being opened (the same promise), or opened now with `first` (default: onLine()). */
-  lane(host: string, port: number, first?: TrackingLine): Promise<DedicatedConnection> {
+  lane(host: string, port: number, first?: TrackingLine): Promise<LeasedConnection> {
     const address = `${host}:${port}`;
     const ready = this.lanes.get(address);
     if (ready !== undefined) return Promise.resolve(ready);
@@ -196,7 +196,7 @@ export class TrackingLanes implements TrackedKeyReader {
     return p;
   }
 
-  private async open(host: string, port: number, address: string, first: TrackingLine): Promise<DedicatedConnection> {
+  private async open(host: string, port: number, address: string, first: TrackingLine): Promise<LeasedConnection> {
     const ctx = this.session.ctx;
     const conn = await ctx.dedicated.acquire(host, port, this.protocol, 0, this.session.state.acl.upstream);
     if (this.closed) {
@@ -230,7 +230,7 @@ export class TrackingLanes implements TrackedKeyReader {
   }
 
   /** A lane closed under the client: keys tracked there can no longer be invalidated. */
-  private lost(address: string, conn: DedicatedConnection): void {
+  private lost(address: string, conn: LeasedConnection): void {
     if (this.lanes.get(address) !== conn) return; // closed by respool
     this.lanes.delete(address);
     this.unlisten(address);
@@ -340,7 +340,7 @@ export class TrackingLanes implements TrackedKeyReader {
   }
 
   /** Closes a lane the client leaves; `graceful`: once its outstanding replies came back. */
-  drop(conn: DedicatedConnection, graceful: boolean): void {
+  drop(conn: LeasedConnection, graceful: boolean): void {
     if (this.lanes.get(conn.address) === conn) {
       this.lanes.delete(conn.address);
       this.unlisten(conn.address);
@@ -406,7 +406,7 @@ export class TrackingLanes implements TrackedKeyReader {
    * Sends one command on a lane (after the CACHING line that applies to it); its reply goes to
    * `done`. MOVED and ASK are followed on the new owner's lane, as the redirect follower decides (routing/redirect-follower.ts).
    */
-  send(conn: DedicatedConnection, raw: Buffer, caching: Buffer | null, command: string, done: (reply: Buffer) => void, redirects = 0): void {
+  send(conn: LeasedConnection, raw: Buffer, caching: Buffer | null, command: string, done: (reply: Buffer) => void, redirects = 0): void {
     if (caching !== null) conn.send(caching, ignoreReply());
     conn.send(raw, {
       sentAt: 0,
@@ -418,7 +418,7 @@ export class TrackingLanes implements TrackedKeyReader {
     });
   }
 
-  private redirect(frame: Buffer, conn: DedicatedConnection, raw: Buffer, caching: Buffer | null, command: string, done: (reply: Buffer) => void, redirects: number): boolean {
+  private redirect(frame: Buffer, conn: LeasedConnection, raw: Buffer, caching: Buffer | null, command: string, done: (reply: Buffer) => void, redirects: number): boolean {
     const step = this.session.ctx.router.redirects.step(frame, conn.address, redirects, command);
     if (step === null) return false;
     if (step.kind === 'limit') {

@@ -1,7 +1,7 @@
 import { encodeError } from '../resp/encode.js';
 import { splitAggregate } from '../resp/decode.js';
 import type { LinkRequest } from '../upstream/link.js';
-import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
+import type { LeasedConnection } from '../upstream/leased-connection.js';
 import type { ReplyEntry } from './reply-queue.js';
 import type { HandlerSession } from './handler-session.js';
 import type { ReplyNames } from '../keys/reply-names.js';
@@ -27,9 +27,9 @@ import type { ReplyNames } from '../keys/reply-names.js';
  *               answers); the client's database becomes the one the server switched to — at
  *               once outside MULTI, at EXEC for a SELECT queued inside it (its element of EXEC's
  *               array says whether it ran). A lease handed back in another database than it was
- *               leased in is closed, not reused (dedicated-pool.ts).
+ *               leased in is closed, not reused (lease-pools.ts).
  */
-export class LeasedLane {
+export class WatchLane {
   /** MULTI was sent on the lane and neither EXEC nor DISCARD yet. */
   inMulti = false;
   /** Keys WATCHed on the lane (INFO clients: total_watched_keys), latin1. */
@@ -44,7 +44,7 @@ export class LeasedLane {
   queuedNames: Array<ReplyNames | null> = [];
 
   constructor(
-    readonly conn: DedicatedConnection,
+    readonly conn: LeasedConnection,
     private readonly session: HandlerSession,
   ) {}
 

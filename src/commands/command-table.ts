@@ -288,15 +288,8 @@ export function commandMayHaveKeys(spec: CommandSpec): boolean {
 // ---------------------------------------------------------------------------------------------
 // builtin-commands.json (written by scripts/gen-command-table.mjs)
 
-interface BuiltinJsonEntry {
-  name: string;
-  arity: number;
-  flags: string[];
-  first: number;
-  last: number;
-  step: number;
-  acl: string[];
-  tips: string[];
+/** A command as the JSON file lists it: COMMAND's fields, with key specs spelt as Valkey's COMMAND DOCS does. */
+interface BuiltinJsonEntry extends Omit<CommandInfoEntry, 'keySpecs'> {
   key_specs: Array<{
     flags: string[];
     begin_search: { type: string; index?: number; keyword?: string; startfrom?: number };

@@ -1,7 +1,7 @@
 // SIGHUP reload: which settings of a freshly loaded config can be applied to the running proxy,
 // and which need a restart. The running config object is changed IN PLACE, leaf by leaf, so
 // every module that holds it (or one of its groups: ctx.config, Router's config.cluster,
-// ReadRouting's config.reads, DedicatedPools, UpstreamPools) reads the new values at its next
+// ReadRouting's config.reads, LeasePools, UpstreamPools) reads the new values at its next
 // use; the few modules that copied values at construction get a setter call from
 // RespoolProxy.reload (src/server.ts).
 

@@ -77,7 +77,7 @@ export const NUMERIC_FIELDS: readonly NumericField[] = [
   // The metadata lookup delays start-up by at most this much: capped at 10 s.
   { path: 'reads.metadataTimeoutMs', kind: 'duration', min: 1, max: 10_000 },
   { path: 'reads.maxReplicaLagBytes', kind: 'size', min: 0, max: 1 * TiB },
-  // dedicated: leased connections for WATCH and blocking commands (src/upstream/dedicated-pool.ts)
+  // dedicated: leased connections for WATCH and blocking commands (src/upstream/lease-pools.ts)
   { path: 'dedicated.maxPerNode', kind: 'integer', min: 1, max: 1_000_000 },
   { path: 'dedicated.maxTotal', kind: 'integer', min: 1, max: 10_000_000 },
   { path: 'dedicated.acquireTimeoutMs', kind: 'duration', min: 0, max: DAY_MS },

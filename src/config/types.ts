@@ -102,7 +102,7 @@ export interface RespoolConfig {
   reads: ReadsConfig;
   /** Hot-key detection and split copies (src/hotkeys; config in hot-keys-config.ts). */
   hotKeys: HotKeysConfig;
-  /** Leased upstream connections (WATCH transactions, blocking commands; src/upstream/dedicated-pool.ts). */
+  /** Leased upstream connections (WATCH transactions, blocking commands; src/upstream/lease-pools.ts). */
   dedicated: DedicatedConfig;
   /** Multiplexed pub/sub (src/pubsub). */
   pubsub: PubSubConfig;

@@ -5,8 +5,7 @@ import type { RespoolConfig } from '../config/types.js';
 import type { TopologyRefresher } from '../cluster/topology-refresher.js';
 import type { UpstreamPools } from '../upstream/upstream-pools.js';
 import { decodeReply, RespError } from '../resp/decode.js';
-import { UNBOUNDED_NESTING } from '../resp/limits.js';
-import { SubscriberConnection, type SubscriberConnectionHandler } from '../pubsub/subscriber-connection.js';
+import { subscriberConnectionFor, type SubscriberConnection, type SubscriberConnectionHandler } from '../pubsub/subscriber-connection.js';
 import { Backoff } from '../upstream/backoff.js';
 
 /**
@@ -134,10 +133,9 @@ export class FleetStore {
     if (this.stopped) return;
     const node = this.deps.refresher.current?.primaryForSlot(FLEET_SLOT);
     if (node === undefined) return this.retrySubscribe();
-    const { timeouts, upstreamAuth, limits, upstreamTls } = this.deps.config;
     const handler: SubscriberConnectionHandler = {
       ready: (conn) => {
-        conn.send('subscribe', [Buffer.from(BUS_CHANNEL)], {
+        conn.subscribe('subscribe', [Buffer.from(BUS_CHANNEL)], {
           confirmed: () => {
             this.subscribed = true;
             this.backoff.reset();
@@ -167,12 +165,7 @@ export class FleetStore {
         }
       },
     };
-    this.subscriber = new SubscriberConnection({
-      host: node.host, port: node.port, auth: upstreamAuth, tls: upstreamTls ?? null,
-      connectTimeoutMs: timeouts.connectMs, commandTimeoutMs: timeouts.commandMs,
-      pingIntervalMs: Math.max(1000, timeouts.commandMs),
-      framerLimits: { maxBulkLength: limits.maxBulkLength, maxArrayLength: limits.maxArrayLength, maxNestingDepth: UNBOUNDED_NESTING },
-    }, handler);
+    this.subscriber = subscriberConnectionFor(this.deps.config, node.host, node.port, handler);
   }
 
   private retrySubscribe(): void {

@@ -2,7 +2,7 @@ import { clockNow } from '../util/read-clock.js';
 import { encodeError } from '../resp/encode.js';
 import { nullArray } from '../resp/constant-replies.js';
 import { ProxyError } from '../errors.js';
-import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
+import type { LeasedConnection } from '../upstream/leased-connection.js';
 import type { HandlerSession } from '../client/handler-session.js';
 import { ignoreReply } from '../upstream/link.js';
 import { ASKING } from '../routing/redirect-follower.js';
@@ -25,7 +25,7 @@ const UNBLOCK_RETRY_MS = 5;
 
 /**
  * One blocking command (BLPOP …, XREAD … BLOCK) on a leased connection of its own to the
- * primary owning `slot` (upstream/dedicated-pool.ts): a shared link must never wait on one
+ * primary owning `slot` (upstream/lease-pools.ts): a shared link must never wait on one
  * client's command.
  *
  *  - Deadline: `timeoutMs` (the command's own) plus dedicated.blockMarginMs; none for null (0 =
@@ -40,7 +40,7 @@ const UNBLOCK_RETRY_MS = 5;
  *    reply still reaches `done`.
  */
 export class BlockingCall {
-  private conn: DedicatedConnection | null = null;
+  private conn: LeasedConnection | null = null;
   private finished = false;
   /** unblock() or abandon() came before the lease: the command is not sent. */
   private cancelled = false;
@@ -142,7 +142,7 @@ export class BlockingCall {
   /** The node that answered and the time from the command's write to its reply: blocked there (the slow log leaves it out). */
   upstream: { node: string; ms: number } | null = null;
 
-  private send(conn: DedicatedConnection): void {
+  private send(conn: LeasedConnection): void {
     const ctx = this.session.ctx;
     this.conn = conn;
     const sentAt = clockNow();

@@ -2,7 +2,7 @@ import type { CommandFamily } from '../commands/proxy-handling.js';
 
 /**
  * Which requests run where in each client mode: the one table dispatch (index.ts), the WATCH
- * lane (leased-lane.ts) and CLIENT TRACKING (tracking.ts) consult.
+ * lane (watch-lane.ts) and CLIENT TRACKING (tracking.ts) consult.
  *
  *   watchLane : a WATCH … EXEC lane is open. 'lane': sent on the client's leased connection
  *               (commands about the client's own connection still answered by respool:

@@ -22,7 +22,7 @@ import { NAMESPACE_SCOPED, namespaceScoped } from './namespace-scope.js';
 import { refused } from './refused.js';
 import { respool } from './respool.js';
 import { transaction, queueInTransaction } from './transaction.js';
-import { goesToLaneNode, onLane } from './leased-lane.js';
+import { goesToLaneNode, onLane } from './watch-lane.js';
 import { blocking } from './blocking.js';
 import { feedMonitors, monitor, refusedWhileMonitoring } from './monitor.js';
 import { isCommandlogCommand, observeReply } from './observe.js';
@@ -153,7 +153,7 @@ function answersRefusal(session: HandlerSession, req: CommandRequest, family: Co
 
 /**
  * An admitted request to its handler. Session modes come first (client-modes.ts says which family
- * runs where in each): after WATCH the request goes on the client's leased lane (leased-lane.ts);
+ * runs where in each): after WATCH the request goes on the client's leased lane (watch-lane.ts);
  * inside MULTI the transaction handler queues everything but EXEC/DISCARD/MULTI/WATCH/QUIT/RESET;
  * a RESP2 client with subscriptions may only run the subscribe family, PING, QUIT and RESET
  * (Valkey's rule); with CLIENT TRACKING on, the request goes on the client's tracking lanes

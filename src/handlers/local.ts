@@ -78,7 +78,7 @@ export function parseDbIndex(arg: Buffer): number | string {
  * upstream/upstream-pools.ts). Changing databases is a barrier (runExclusive): the client's
  * earlier commands are answered before later ones go to the other database's links, so MOVE,
  * SWAPDB or COPY … DB followed by a SELECT see each other in order, as on one connection.
- * Inside MULTI (transaction.ts) and on a WATCH lane (leased-lane.ts) SELECT takes other paths.
+ * Inside MULTI (transaction.ts) and on a WATCH lane (watch-lane.ts) SELECT takes other paths.
  */
 function select(session: HandlerSession, req: CommandRequest): void {
   const { ctx, state } = session;

@@ -5,7 +5,7 @@ import { CommandFlag } from '../commands/command-flags.js';
 import { ProxyError } from '../errors.js';
 import type { CommandFamily } from '../commands/proxy-handling.js';
 import { ignoreReply, type LinkRequest } from '../upstream/link.js';
-import type { DedicatedConnection } from '../upstream/dedicated-connection.js';
+import type { LeasedConnection } from '../upstream/leased-connection.js';
 import type { ReplyEntry } from '../client/reply-queue.js';
 import type { CommandRequest, Handler, HandlerSession } from '../client/handler-session.js';
 import { anyNode, keyed } from './keyed.js';
@@ -172,7 +172,7 @@ export function keysRead(session: HandlerSession, req: CommandRequest): Buffer[]
  * Runs `use` with the lane for `slot` (the slot's primary; any lane for -1) and a new reply
  * entry: at once when the lane is open, else as a lane switch (later requests wait).
  */
-function onLaneFor(session: HandlerSession, lanes: TrackingLanes, slot: number, use: (conn: DedicatedConnection, entry: ReplyEntry) => void): void {
+function onLaneFor(session: HandlerSession, lanes: TrackingLanes, slot: number, use: (conn: LeasedConnection, entry: ReplyEntry) => void): void {
   const ctx = session.ctx;
   let conn = slot < 0 ? lanes.anyLane() : undefined;
   let node = conn === undefined ? ctx.router.primaryFor(slot) : undefined;

@@ -13,8 +13,8 @@ import { oneShotTo } from './script.js';
 import { LOCAL_CLUSTER_COMMANDS } from './cluster.js';
 import { publishNode, publishReply, refusesUnsubscribeUnsubscribed, unsubscribeNow } from './pubsub.js';
 import { Transaction, type QueuedCommand } from '../client/transaction-state.js';
-import { watchCrossSlotError } from './leased-lane.js';
-import { LeasedLane } from '../client/leased-lane.js';
+import { watchCrossSlotError } from './watch-lane.js';
+import { WatchLane } from '../client/watch-lane.js';
 import { keysRead, sendBlockOnTrackingLane } from './tracking.js';
 import type { CommandRequest, Handler, HandlerSession } from '../client/handler-session.js';
 import { execReplyNames } from '../keys/reply-names.js';
@@ -56,7 +56,7 @@ export const transaction: Handler = (session, req) => {
 };
 
 /**
- * WATCH opens the client's leased lane (leased-lane.ts): a connection of its own to the keys'
+ * WATCH opens the client's leased lane (watch-lane.ts): a connection of its own to the keys'
  * primary, held until EXEC, DISCARD, UNWATCH, RESET or close. Keys in several slots: CROSSSLOT.
  */
 function watch(session: HandlerSession, req: CommandRequest): void {
@@ -74,7 +74,7 @@ function watch(session: HandlerSession, req: CommandRequest): void {
     ctx.dedicated.acquire(node.host, node.port, state.protocol, state.db, state.acl.upstream).then(
       (conn) => {
         if (session.closed) return ctx.dedicated.release(conn, true);
-        const lane = new LeasedLane(conn, session);
+        const lane = new WatchLane(conn, session);
         for (let i = 1; i < keys.length; i++) lane.watched.add(keys[i]!);
         state.lane = lane;
         state.lease = { abandon: () => lane.end(false) };

@@ -1,8 +1,8 @@
-// The handler side of a WATCH lane (client/leased-lane.ts holds the lane itself): which requests
+// The handler side of a WATCH lane (client/watch-lane.ts holds the lane itself): which requests
 // go on it, and what WATCH, MULTI, EXEC, DISCARD, UNWATCH and SELECT do to it.
 import { encodeCommand, encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
-import type { LeasedLane } from '../client/leased-lane.js';
+import type { WatchLane } from '../client/watch-lane.js';
 import { execReplyNames } from '../keys/reply-names.js';
 import { local, parseDbIndex } from './local.js';
 import { LANE_OWN_COMMANDS, runsOnWatchLane } from './client-modes.js';
@@ -40,7 +40,7 @@ function keepsSelect(session: HandlerSession): boolean {
  * Every request of a client with an open lane. False: the request is not the lane's (its keys
  * live on another node, outside MULTI): the caller dispatches it as usual.
  */
-export function onLane(session: HandlerSession, lane: LeasedLane, req: CommandRequest): boolean {
+export function onLane(session: HandlerSession, lane: WatchLane, req: CommandRequest): boolean {
   const { command } = req;
   if (LANE_OWN_COMMANDS.has(command)) {
     local(session, req);
@@ -63,7 +63,7 @@ export function onLane(session: HandlerSession, lane: LeasedLane, req: CommandRe
 }
 
 /** In a cluster: the request's keys span slots, or live in a slot that a node other than the lane's owns. */
-function keysElsewhere(session: HandlerSession, lane: LeasedLane, req: CommandRequest): boolean {
+function keysElsewhere(session: HandlerSession, lane: WatchLane, req: CommandRequest): boolean {
   const ctx = session.ctx;
   if (req.spec === undefined || !ctx.isCluster()) return false;
   const slot = ctx.router.slotOf(req.spec, req.args, ctx.commands());
@@ -73,7 +73,7 @@ function keysElsewhere(session: HandlerSession, lane: LeasedLane, req: CommandRe
   return node !== undefined && node.address !== lane.conn.address;
 }
 
-function sendOnLane(session: HandlerSession, lane: LeasedLane, req: CommandRequest): void {
+function sendOnLane(session: HandlerSession, lane: WatchLane, req: CommandRequest): void {
   const { command } = req;
   // Against a standalone server the lane's connection switches database (class comment).
   if (command === 'select' && keepsSelect(session)) return local(session, req);

@@ -84,7 +84,7 @@ export const QUEUE_NAMES = ['accept', 'node_wait', 'upstream_inflight', 'client_
 export const READ_OUTCOMES = ['same_zone_replica', 'other_zone_replica', 'same_zone_primary', 'primary_fallback', 'primary'] as const;
 export type ReadOutcome = (typeof READ_OUTCOMES)[number];
 
-// leased connections (src/upstream/dedicated-pool.ts)
+// leased connections (src/upstream/lease-pools.ts)
 
 /** What a leased upstream connection (or a request for one) is doing; waiting = acquires parked at a bound. */
 export const LEASE_STATES = ['in_use', 'idle', 'waiting'] as const;

@@ -1,4 +1,4 @@
-import { DedicatedConnection } from '../upstream/dedicated-connection.js';
+import { LeasedConnection } from '../upstream/leased-connection.js';
 import type { UpstreamTlsConfig } from '../config/tls-config.js';
 import { encodeCommand } from '../resp/encode.js';
 import { decodeReply } from '../resp/decode.js';
@@ -34,7 +34,7 @@ export interface KeyWatchOptions {
  */
 export class KeyWatch {
   readonly address: string;
-  private readonly conn: DedicatedConnection;
+  private readonly conn: LeasedConnection;
   /** The database the connection is in once the commands written so far have run. */
   private db = 0;
   closed = false;
@@ -46,7 +46,7 @@ export class KeyWatch {
     private readonly onLost: (watch: KeyWatch) => void,
   ) {
     this.address = `${options.host}:${options.port}`;
-    this.conn = new DedicatedConnection({
+    this.conn = new LeasedConnection({
       host: options.host,
       port: options.port,
       protocol: 3,

@@ -424,7 +424,7 @@ export class PubSubHub implements HubCore {
     for (const [kind, list] of byKind) {
       for (let i = 0; i < list.length; i += MAX_NAMES_PER_COMMAND) {
         const batch = list.slice(i, i + MAX_NAMES_PER_COMMAND);
-        conn.send(SUBSCRIBE_COMMAND[kind], batch.map((e) => e.name), this.subscribeCallbacks(conn, batch));
+        conn.subscribe(SUBSCRIBE_COMMAND[kind], batch.map((e) => e.name), this.subscribeCallbacks(conn, batch));
       }
     }
   }

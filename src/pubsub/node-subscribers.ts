@@ -144,7 +144,7 @@ export class NodeSubscribers {
         const list = todo.filter((e) => e.kind === kind);
         for (let i = 0; i < list.length; i += MAX_NAMES_PER_COMMAND) {
           const batch = list.slice(i, i + MAX_NAMES_PER_COMMAND);
-          conn.send(SUBSCRIBE_COMMAND[kind], batch.map((e) => e.name), {
+          conn.subscribe(SUBSCRIBE_COMMAND[kind], batch.map((e) => e.name), {
             confirmed: (j) => {
               const e = batch[j]!;
               if (x.conn !== conn || x.held.get(e) !== 'subscribing') return;

@@ -1,14 +1,16 @@
 /**
- * One RESP3 subscriber connection to one upstream node, owned by the PubSubHub.
+ * One RESP3 subscriber connection to one upstream node, owned by the PubSubHub: a role on the
+ * connection core (upstream/node-connection.ts), which holds its FIFO, handshake and socket.
  *
  * RESP3, so the server's pushes (`>`) are told apart from ordinary replies: in RESP3 Valkey
  * sends messages *and* (un)subscribe confirmations as pushes (pubsub.c addReplyPushLen), and
  * everything else (HELLO's map, PING's +PONG, an error refusing a whole command) as a reply.
  *
- *   pending : commands written, oldest first. A (P|S)(UN)SUBSCRIBE of n names is answered by n
- *             confirmation pushes of its own kind, in argument order, or by one error reply
- *             (ACL, CROSSSLOT, MOVED: the whole command refused). HELLO and PING get one reply.
- *   invariant: a confirmation push or a non-push reply always belongs to pending.peek(); a push
+ *   pending : commands written, oldest first (the core's FIFO). A (P|S)(UN)SUBSCRIBE of n names
+ *             is answered by n confirmation pushes of its own kind, in argument order
+ *             (pushReplies: n; `answers` matches them), or by one error reply (ACL, CROSSSLOT,
+ *             MOVED: the whole command refused). HELLO and PING get one reply.
+ *   invariant: a confirmation push or a non-push reply always belongs to the FIFO's head; a push
  *             that does not match it is either an unsolicited `sunsubscribe` (Valkey dropped a
  *             shard channel: slot moved, node demoted — cluster_legacy.c removeChannelsInSlot)
  *             or a desync, and a desync closes the connection (the hub then re-subscribes).
@@ -18,23 +20,18 @@
  *   outbox  : UNSUBSCRIBEs asked for during one turn (unsubscribeLater) leave together at its end,
  *             and before any SUBSCRIBE sent on this connection meanwhile, so a name released and
  *             wanted again in one turn ends subscribed.
- *   socket  : set up as every long-lived upstream socket is (upstream/upstream-socket.ts: dial,
- *             keepalive, the connect deadline through HELLO, reads through the shared buffer).
  *   liveness: the oldest pending command may wait timeouts.commandMs while nothing arrives; an
  *             idle connection is PINGed every pingIntervalMs so a black-holed node is noticed
  *             too. A node that keeps sending pushes is alive even if a reply waits behind them
  *             (a fan-out of millions of messages): closing it then would lose messages.
  */
-import { openUpstreamSocket, type OpenUpstreamSocket, type UpstreamConnectionSocket } from '../upstream/upstream-socket.js';
-import type { UpstreamTlsConfig } from '../config/tls-config.js';
-import { handshakeCommands } from '../upstream/handshake.js';
 import { performance } from 'node:perf_hooks';
-import { ReplyFramer } from '../resp/reply-framer.js';
 import { encodeCommand } from '../resp/encode.js';
 import { UNBOUNDED_NESTING, type FramerLimits } from '../resp/limits.js';
 import type { RespoolConfig } from '../config/types.js';
-import { BatchedWriter } from '../util/batched-writer.js';
-import { FifoQueue } from '../util/fifo-queue.js';
+import type { UpstreamTlsConfig } from '../config/tls-config.js';
+import type { OpenUpstreamSocket } from '../upstream/upstream-socket.js';
+import { NodeConnection, type LinkRequest } from '../upstream/node-connection.js';
 import { MessageRun } from './message-run.js';
 
 export type UpstreamSubscribeCommand = 'subscribe' | 'psubscribe' | 'ssubscribe' | 'unsubscribe' | 'punsubscribe' | 'sunsubscribe';
@@ -79,17 +76,16 @@ export interface CommandCallbacks {
   failed(error: string, connectionLost: boolean): void;
 }
 
-interface Pending {
-  kind: UpstreamSubscribeCommand | 'hello' | 'ping';
-  names: Buffer[];
+/** An (un)subscribe command in the core's FIFO: answered by one confirmation push per name, or an error reply. */
+interface SubscribeRequest extends LinkRequest {
+  readonly kind: UpstreamSubscribeCommand;
+  readonly names: Buffer[];
   /** Next name whose confirmation is expected. */
   index: number;
-  callbacks: CommandCallbacks | null;
-  sentAt: number;
 }
 
-const PUSH = 0x3e; // '>'
 const ERROR = 0x2d; // '-'
+const PING = encodeCommand(['PING']);
 const CONFIRMATION_KINDS: ReadonlySet<string> = new Set(['subscribe', 'psubscribe', 'ssubscribe', 'unsubscribe', 'punsubscribe', 'sunsubscribe']);
 
 /** Most names in one upstream command (re-subscribing thousands of channels after a reconnect). */
@@ -114,41 +110,23 @@ export function subscriberConnectionFor(config: Pick<RespoolConfig, 'timeouts' |
   );
 }
 
-export class SubscriberConnection {
-  readonly address: string;
-  state: 'connecting' | 'ready' | 'closed' = 'connecting';
-  closeReason = '';
-  private readonly conn: UpstreamConnectionSocket;
-  private readonly writer: BatchedWriter;
-  private readonly framer: ReplyFramer;
-  private readonly pending = new FifoQueue<Pending>();
-  /** Commands issued before the handshake finished, written once it does. */
-  private readonly queued: Array<{ data: Buffer; pending: Pending }> = [];
+export class SubscriberConnection extends NodeConnection {
   /** UNSUBSCRIBEs to write at the end of this turn, by command (see `outbox` above). */
   private outbox: Map<UpstreamSubscribeCommand, Buffer[]> | null = null;
   /** Names UNSUBSCRIBEd (asked for, or sent) that the node has not confirmed: it still counts them for PUBLISH. */
   private leaving = 0;
   private readonly whenSettled: Array<() => void> = [];
   private tickTimer: NodeJS.Timeout | null = null;
-  private lastWriteAt = performance.now();
-  /** When bytes last arrived (pushes count: they prove the node alive). */
-  private lastReadAt = performance.now();
   /** Messages of this read not handed on yet (message-run.ts). */
   private readonly run: MessageRun;
 
   constructor(
-    private readonly options: SubscriberConnectionOptions,
+    private readonly subscriberOptions: SubscriberConnectionOptions,
     private readonly handler: SubscriberConnectionHandler,
   ) {
-    this.address = `${options.host}:${options.port}`;
-    this.framer = new ReplyFramer(options.framerLimits);
+    super({ ...subscriberOptions, protocol: 3, clientName: PUBSUB_CLIENT_NAME });
     this.run = new MessageRun((kind, pattern, channel, frames, starts) => this.handler.message(this, kind, pattern, channel, frames, starts));
-    this.conn = (options.openSocket ?? openUpstreamSocket)(options, {
-      open: () => this.handshake(),
-      data: (chunk) => this.onData(chunk),
-      fail: (reason) => this.close(reason),
-    });
-    this.writer = new BatchedWriter(this.conn.socket, 'immediate');
+    this.onPush = (frame) => this.onOtherPush(frame);
   }
 
   isClosed(): boolean {
@@ -157,20 +135,31 @@ export class SubscriberConnection {
 
   /** Commands written or queued and not fully answered. */
   get pendingCount(): number {
-    return this.pending.length + this.queued.length;
+    return this.inflightCount;
   }
 
   /** Sends one (un)subscribe command for `names` (at most MAX_NAMES_PER_COMMAND, at least one); UNSUBSCRIBEs queued this turn go first. */
-  send(kind: UpstreamSubscribeCommand, names: Buffer[], callbacks: CommandCallbacks): void {
+  subscribe(kind: UpstreamSubscribeCommand, names: Buffer[], callbacks: CommandCallbacks): void {
     if (this.outbox !== null) this.flushOutbox();
     if (this.state === 'closed') {
       callbacks.failed(`connection to ${this.address} is closed (${this.closeReason})`, true);
       return;
     }
-    const pending: Pending = { kind, names, index: 0, callbacks, sentAt: 0 };
-    const data = encodeCommand([kind.toUpperCase(), ...names]);
-    if (this.state === 'ready') this.write(data, pending);
-    else this.queued.push({ data, pending });
+    const request: SubscribeRequest = {
+      kind,
+      names,
+      index: 0,
+      sentAt: 0,
+      pushReplies: names.length,
+      onReply: (frame) => {
+        this.run.flush(); // what arrived before it is handed on first
+        if (frame[0] !== ERROR) return callbacks.confirmed(request.index++);
+        if (request.index > 0) return this.close(`unexpected reply to ${kind.toUpperCase()}: ${frame.toString('latin1', 0, Math.min(frame.length, 80))}`);
+        callbacks.failed(frame.toString('utf8', 1, frame.length - 2), false);
+      },
+      onLinkFailure: () => callbacks.failed(`connection to upstream ${this.address} was lost (${this.closeReason})`, true),
+    };
+    this.send(encodeCommand([kind.toUpperCase(), ...names]), request);
   }
 
   /** `command` (an UNSUBSCRIBE kind) of `name`, written with the others asked for this turn at its end. */
@@ -194,8 +183,8 @@ export class SubscriberConnection {
     for (const [command, names] of outbox) {
       for (let i = 0; i < names.length; i += MAX_NAMES_PER_COMMAND) {
         const batch = names.slice(i, i + MAX_NAMES_PER_COMMAND);
-        this.send(command, batch, {
-          confirmed: () => this.left(batch.length),
+        this.subscribe(command, batch, {
+          confirmed: () => this.left(1),
           failed: (error, lost) => {
             this.left(batch.length);
             if (!lost) this.handler.unsubscribeRefused?.(this, command, error);
@@ -221,107 +210,53 @@ export class SubscriberConnection {
     if (this.leaving === 0) for (const then of this.whenSettled.splice(0)) then();
   }
 
-  close(reason = 'closed by respool'): void {
-    if (this.state === 'closed') return;
-    this.run.flush(); // what arrived before the close is delivered, as before it
-    this.state = 'closed';
-    this.closeReason = reason;
-    this.outbox = null;
-    this.leaving = 0;
-    if (this.tickTimer) clearInterval(this.tickTimer);
-    this.writer.discard();
-    this.conn.destroy();
-    const error = `connection to upstream ${this.address} was lost (${reason})`;
-    for (const p of this.pending.drain()) p.callbacks?.failed(error, true);
-    for (const { pending } of this.queued.splice(0)) pending.callbacks?.failed(error, true);
-    for (const then of this.whenSettled.splice(0)) then();
-    this.handler.closed(this, reason);
-  }
-
-  private write(data: Buffer, pending: Pending): void {
-    pending.sentAt = this.lastWriteAt = performance.now();
-    this.pending.push(pending);
-    this.writer.write(data);
-  }
-
-  private handshake(): void {
-    const [hello] = handshakeCommands(3, this.options.auth, PUBSUB_CLIENT_NAME);
-    this.write(encodeCommand(hello!), { kind: 'hello', names: [], index: 0, callbacks: null, sentAt: 0 });
-  }
-
-  private becomeReady(): void {
-    if (this.state !== 'connecting') return;
-    this.conn.connectDone();
-    this.state = 'ready';
-    const tick = Math.max(50, Math.min(1000, Math.floor(this.options.commandTimeoutMs / 4)));
+  protected override onReady(): void {
+    const tick = Math.max(50, Math.min(1000, Math.floor(this.subscriberOptions.commandTimeoutMs / 4)));
     this.tickTimer = setInterval(() => this.tick(), tick);
     this.tickTimer.unref();
-    for (const { data, pending } of this.queued.splice(0)) this.write(data, pending);
     this.handler.ready(this);
   }
 
-  private tick(): void {
-    const now = performance.now();
-    const oldest = this.pending.peek();
-    const timeout = this.options.commandTimeoutMs;
-    if (oldest && now - oldest.sentAt > timeout && now - this.lastReadAt > timeout) {
-      this.close(`no reply within ${this.options.commandTimeoutMs} ms`);
-      return;
-    }
-    if (!oldest && now - this.lastWriteAt > this.options.pingIntervalMs) {
-      this.write(encodeCommand(['PING']), { kind: 'ping', names: [], index: 0, callbacks: null, sentAt: 0 });
-    }
+  protected override onClosing(): void {
+    this.run.flush(); // what arrived before the close is delivered, as before it
+    this.outbox = null;
+    this.leaving = 0;
+    if (this.tickTimer !== null) clearInterval(this.tickTimer);
+    this.tickTimer = null;
+    this.once('close', (reason: string) => {
+      for (const then of this.whenSettled.splice(0)) then();
+      this.handler.closed(this, reason);
+    });
   }
 
-  private onData(chunk: Buffer): void {
-    if (this.state === 'closed') return;
-    this.lastReadAt = performance.now();
-    this.framer.push(chunk);
-    let frame: Buffer | null;
-    try {
-      // A handler may close the connection mid-loop: stop reading its frames then.
-      while (!this.isClosed() && (frame = this.framer.next()) !== null) {
-        if (frame[0] === PUSH) {
-          this.onPush(frame);
-        } else {
-          this.run.flush();
-          this.onReply(frame);
-        }
-      }
-    } catch (err) {
-      this.close(`unreadable reply from upstream: ${(err as Error).message}`);
-    }
+  protected override onChunkDone(): void {
     this.run.flush();
   }
 
-  /** A non-push reply: HELLO's, PING's, or an error refusing the oldest command whole. */
-  private onReply(frame: Buffer): void {
-    const head = this.pending.peek();
-    if (head === undefined) {
-      this.close('upstream sent a reply nobody asked for');
+  /** The oldest command may wait commandTimeoutMs while nothing arrives; an idle connection is PINGed (see `liveness` above). */
+  private tick(): void {
+    const now = performance.now();
+    const oldest = this.inflight.peek();
+    const timeout = this.subscriberOptions.commandTimeoutMs;
+    if (oldest !== undefined && now - oldest.sentAt > timeout && now - this.lastBytesAt > timeout) {
+      this.close(`no reply within ${timeout} ms`);
       return;
     }
-    const isError = frame[0] === ERROR;
-    const text = isError ? frame.toString('utf8', 1, frame.length - 2) : '';
-    if (head.kind === 'hello') {
-      this.pending.shift();
-      if (isError) this.close(`handshake HELLO failed: ${text}`);
-      else this.becomeReady();
-      return;
+    if (oldest === undefined && now - this.lastWriteAt > this.subscriberOptions.pingIntervalMs) {
+      this.send(PING, { sentAt: 0, onReply: () => this.run.flush(), onLinkFailure() {} });
     }
-    if (head.kind === 'ping') {
-      this.pending.shift();
-      return;
-    }
-    if (!isError || head.index > 0) {
-      this.close(`unexpected reply to ${head.kind.toUpperCase()}: ${frame.toString('latin1', 0, Math.min(frame.length, 80))}`);
-      return;
-    }
-    this.pending.shift();
-    head.callbacks?.failed(text, false);
   }
 
-  private onPush(frame: Buffer): void {
+  /** A (un)subscribe command at the FIFO's head is answered by its kind's confirmation of its next name. */
+  protected override answers(head: LinkRequest, push: Buffer): boolean {
+    const request = head as SubscribeRequest;
+    const reader = new PushReader(push);
+    if (reader.string() !== request.kind) return false;
+    return reader.string() === request.names[request.index]!.toString('latin1');
+  }
+
+  /** A push that answers no command: messages (gathered into runs), an unsolicited SUNSUBSCRIBE, or a desync. */
+  private onOtherPush(frame: Buffer): void {
     const reader = new PushReader(frame);
     const kind = reader.string();
     if (kind === 'message' || kind === 'smessage') {
@@ -338,18 +273,12 @@ export class SubscriberConnection {
     this.run.flush(); // a confirmation (or anything else) comes after the messages before it
     if (kind === null || !CONFIRMATION_KINDS.has(kind)) return; // other pushes (none expected) are ignored
     const name = reader.string();
-    const head = this.pending.peek();
-    if (head !== undefined && head.kind === kind && name !== null && head.names[head.index]!.toString('latin1') === name) {
-      const index = head.index++;
-      if (head.index === head.names.length) this.pending.shift();
-      head.callbacks?.confirmed(index);
-      return;
-    }
     if (kind === 'sunsubscribe' && name !== null) {
       this.handler.shardChannelDropped(this, name);
       return;
     }
-    this.close(`unexpected ${kind} push for ${JSON.stringify(name)} (expected ${head ? head.kind : 'nothing'})`);
+    const head = this.inflight.peek() as SubscribeRequest | undefined;
+    this.close(`unexpected ${kind} push for ${JSON.stringify(name)} (expected ${head?.kind ?? 'nothing'})`);
   }
 }
 

@@ -10,7 +10,7 @@ export function authCommand(auth: NonNullable<UpstreamAuth>): string[] {
  * The commands that open a connection to a node as `clientName` in `protocol`, written back to
  * back: RESP3 takes AUTH and SETNAME inside HELLO 3; RESP2 sends AUTH (if any), then CLIENT
  * SETNAME. Then `SELECT db` for a connection that serves database `db` ≠ 0 (a standalone
- * upstream's other databases: a pool per database, upstream-pools.ts / dedicated-pool.ts); a
+ * upstream's other databases: a pool per database, upstream-pools.ts / lease-pools.ts); a
  * connection for db 0 sends no SELECT. Shared links, leased connections and subscriber
  * connections all open this way. `viaHello`: HELLO in both protocols (connections authenticated as
  * a user's upstream identity, src/acl/upstream-identity.ts).

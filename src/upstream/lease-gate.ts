@@ -2,7 +2,7 @@ import { FifoQueue } from '../util/fifo-queue.js';
 
 /**
  * The process-wide bound on leased connections (dedicated.maxTotal), the one thing
- * DedicatedPools decides beside its per-node generic-pools (which own their own bound, queue and
+ * LeasePools decides beside its per-node generic-pools (which own their own bound, queue and
  * acquire timeout). A dial takes a place before it starts and gives it back when its connection
  * is destroyed; dials past the bound wait here, oldest first.
  *

@@ -1,12 +1,12 @@
 import genericPool, { type Factory, type Options as GenericPoolOptions, type Pool } from 'generic-pool';
-import type { DedicatedConnection } from './dedicated-connection.js';
+import type { LeasedConnection } from './leased-connection.js';
 
-// generic-pool as the leased connections use it (dedicated-pool.ts): one pool per node, protocol,
+// generic-pool as the leased connections use it (lease-pools.ts): one pool per node, protocol,
 // database and identity, with an evictor of our own and options a reload can change.
 
 /** What the custom evictor sees of generic-pool's PooledResource. */
 interface PooledResourceView {
-  obj: DedicatedConnection;
+  obj: LeasedConnection;
   lastIdleTime: number;
 }
 
@@ -32,9 +32,9 @@ const PoolWithEvictor = genericPool.Pool as unknown as new (
   evictor: typeof LeaseEvictor,
   deque: unknown,
   priorityQueue: unknown,
-  factory: Factory<DedicatedConnection>,
+  factory: Factory<LeasedConnection>,
   options: GenericPoolOptions,
-) => Pool<DedicatedConnection>;
+) => Pool<LeasedConnection>;
 const { Deque, PriorityQueue } = genericPool as unknown as { Deque: unknown; PriorityQueue: unknown };
 
 /** generic-pool's options as it reads them at use (a reload may change dedicated.*). */
@@ -52,7 +52,7 @@ export interface LeasePoolBounds {
 }
 
 /** A pool of leased connections made by `factory`, within `bounds`. */
-export function leasePool(factory: Factory<DedicatedConnection>, bounds: LeasePoolBounds): Pool<DedicatedConnection> {
+export function leasePool(factory: Factory<LeasedConnection>, bounds: LeasePoolBounds): Pool<LeasedConnection> {
   const { maxPerNode, acquireTimeoutMs, idleMs } = bounds;
   return new PoolWithEvictor(LeaseEvictor, Deque, PriorityQueue, factory, {
     max: maxPerNode,
@@ -67,7 +67,7 @@ export function leasePool(factory: Factory<DedicatedConnection>, bounds: LeasePo
 }
 
 /** New bounds for an existing pool: generic-pool reads these options at use. */
-export function reconfigureLeasePool(pool: Pool<DedicatedConnection>, bounds: LeasePoolBounds): void {
+export function reconfigureLeasePool(pool: Pool<LeasedConnection>, bounds: LeasePoolBounds): void {
   const live = (pool as unknown as { _config: LivePoolOptions })._config;
   live.max = bounds.maxPerNode;
   live.acquireTimeoutMillis = bounds.acquireTimeoutMs;

@@ -1,6 +1,6 @@
 import type { Factory, Pool } from 'generic-pool';
 import { UNBOUNDED_NESTING } from '../resp/limits.js';
-import { DedicatedConnection } from './dedicated-connection.js';
+import { LeasedConnection } from './leased-connection.js';
 import { ProxyError } from '../errors.js';
 import type { RespoolConfig } from '../config/types.js';
 import type { Metrics } from '../metrics/metrics.js';
@@ -10,8 +10,8 @@ import type { IdentityHooks } from './upstream-pools.js';
 import { LeaseGate } from './lease-gate.js';
 import { leasePool, reconfigureLeasePool } from './lease-generic-pool.js';
 
-/** What DedicatedPools reads from the configuration (the server passes its RespoolConfig). */
-export type DedicatedPoolsConfig = Pick<RespoolConfig, 'dedicated' | 'upstreamAuth' | 'timeouts' | 'limits'> & Partial<Pick<RespoolConfig, 'upstreamTls'>>;
+/** What LeasePools reads from the configuration (the server passes its RespoolConfig). */
+export type LeasePoolsConfig = Pick<RespoolConfig, 'dedicated' | 'upstreamAuth' | 'timeouts' | 'limits'> & Partial<Pick<RespoolConfig, 'upstreamTls'>>;
 
 /**
  * Sends `CLIENT UNBLOCK <clientId>` to the node over some other connection (the server wires it to
@@ -19,7 +19,7 @@ export type DedicatedPoolsConfig = Pick<RespoolConfig, 'dedicated' | 'upstreamAu
  */
 export type UnblockFn = (host: string, port: number, clientId: number) => Promise<void>;
 
-export interface DedicatedPoolsOptions {
+export interface LeasePoolsOptions {
   metrics?: Metrics;
   /** After abandon(): how long to wait for the outstanding reply before closing. Default 1000 ms. */
   abandonGraceMs?: number;
@@ -55,7 +55,7 @@ interface NodeLeases {
   readonly db: number;
   /** Whom its connections authenticate as: a user's upstream identity, or null for respool's own. */
   readonly identity: UpstreamIdentity | null;
-  readonly pool: Pool<DedicatedConnection>;
+  readonly pool: Pool<LeasedConnection>;
   /** Its dials waiting at the process-wide gate (dedicated.maxTotal): what a timed-out acquire names. */
   gateWaits: number;
 }
@@ -102,11 +102,11 @@ const ABANDON_GRACE_MS = 1000;
  */
 export type KeepWaiting = () => boolean;
 
-export class DedicatedPools {
+export class LeasePools {
   private readonly nodes = new Map<string, NodeLeases>();
-  private readonly leases = new Map<DedicatedConnection, Lease>();
+  private readonly leases = new Map<LeasedConnection, Lease>();
   /** Every connection any pool holds (dialing, idle, leased), for closeAll(). */
-  private readonly connections = new Set<DedicatedConnection>();
+  private readonly connections = new Set<LeasedConnection>();
   private readonly gate: LeaseGate;
   /** Idle connections being closed to make room under maxTotal for another pool. */
   private reclaiming = 0;
@@ -126,9 +126,9 @@ export class DedicatedPools {
   identityHooks: IdentityHooks | null = null;
 
   constructor(
-    private readonly config: DedicatedPoolsConfig,
+    private readonly config: LeasePoolsConfig,
     private readonly unblock: UnblockFn,
-    options: DedicatedPoolsOptions = {},
+    options: LeasePoolsOptions = {},
   ) {
     this.metrics = options.metrics;
     this.abandonGraceMs = options.abandonGraceMs ?? ABANDON_GRACE_MS;
@@ -145,7 +145,7 @@ export class DedicatedPools {
    *  - ProxyError.upstreamUnavailable when dialing the node failed;
    *  - ProxyError.shuttingDown after closeAll().
    */
-  acquire(host: string, port: number, protocol: 2 | 3, db = 0, identity: UpstreamIdentity | null = null, keepWaiting: KeepWaiting | null = null): Promise<DedicatedConnection> {
+  acquire(host: string, port: number, protocol: 2 | 3, db = 0, identity: UpstreamIdentity | null = null, keepWaiting: KeepWaiting | null = null): Promise<LeasedConnection> {
     if (this.closed) {
       this.refuse('shutting_down');
       return Promise.reject(new Error(ProxyError.shuttingDown()));
@@ -153,7 +153,7 @@ export class DedicatedPools {
     return this.lend(this.node(host, port, protocol, db, identity), keepWaiting);
   }
 
-  private lend(node: NodeLeases, keepWaiting: KeepWaiting | null): Promise<DedicatedConnection> {
+  private lend(node: NodeLeases, keepWaiting: KeepWaiting | null): Promise<LeasedConnection> {
     const lent = node.pool.acquire();
     this.publish(node.address); // waiting, while it waits
     return lent.then(
@@ -167,7 +167,7 @@ export class DedicatedPools {
     );
   }
 
-  private onLent(node: NodeLeases, conn: DedicatedConnection, keepWaiting: KeepWaiting | null): DedicatedConnection | Promise<DedicatedConnection> {
+  private onLent(node: NodeLeases, conn: LeasedConnection, keepWaiting: KeepWaiting | null): LeasedConnection | Promise<LeasedConnection> {
     if (this.closed) {
       node.pool.destroy(conn).catch(() => {});
       this.refuse('shutting_down');
@@ -212,7 +212,7 @@ export class DedicatedPools {
    * with nothing in flight, in the database of its pool (`conn.db`). Otherwise it is closed.
    * Releasing twice, or after closeAll(), does nothing.
    */
-  release(conn: DedicatedConnection, clean: boolean): void {
+  release(conn: LeasedConnection, clean: boolean): void {
     const lease = this.leases.get(conn);
     if (lease === undefined || lease.abandoning) return;
     this.leases.delete(conn);
@@ -236,7 +236,7 @@ export class DedicatedPools {
    * ignores), or close it if that takes longer than the grace period (1 s) or the unblock fails.
    * With nothing outstanding it is released clean at once.
    */
-  abandon(conn: DedicatedConnection): void {
+  abandon(conn: LeasedConnection): void {
     const lease = this.leases.get(conn);
     if (lease === undefined || lease.abandoning) return;
     if (conn.state !== 'ready') {
@@ -325,7 +325,7 @@ export class DedicatedPools {
     const { maxPerNode, idleMs, acquireTimeoutMs } = this.config.dedicated;
     if (node === undefined) {
       const address = `${host}:${port}`;
-      const factory: Factory<DedicatedConnection> = {
+      const factory: Factory<LeasedConnection> = {
         create: () => this.dial(node!),
         destroy: async (conn) => this.onDestroyed(conn, address),
         // An idle connection that closed is not lent; a failed fresh dial is, so its acquire learns why.
@@ -345,8 +345,8 @@ export class DedicatedPools {
    * generic-pool's create: a place at the gate first (waiting, FIFO, past maxTotal), then the
    * dial. Rejects only when the place came after every acquire of this pool gave up.
    */
-  private dial(node: NodeLeases): Promise<DedicatedConnection> {
-    return new Promise<DedicatedConnection>((resolve, reject) => {
+  private dial(node: NodeLeases): Promise<LeasedConnection> {
+    return new Promise<LeasedConnection>((resolve, reject) => {
       const granted = (): void => {
         node.gateWaits--;
         this.publish(node.address);
@@ -398,11 +398,11 @@ export class DedicatedPools {
   // ---- the connections ------------------------------------------------------------------------
 
   /** The dial, once it holds a place at the gate: resolves with the connection, open or failed (never rejects). */
-  private async open(node: NodeLeases): Promise<DedicatedConnection> {
+  private async open(node: NodeLeases): Promise<LeasedConnection> {
     const { host, port, protocol, db, identity } = node;
     const hooks = this.identityHooks;
     const address = `${host}:${port}`;
-    const conn = new DedicatedConnection({
+    const conn = new LeasedConnection({
       host,
       port,
       protocol,
@@ -436,7 +436,7 @@ export class DedicatedPools {
   }
 
   /** generic-pool's destroy: closes the socket and gives the connection's place back. */
-  private onDestroyed(conn: DedicatedConnection, address: string): void {
+  private onDestroyed(conn: LeasedConnection, address: string): void {
     conn.close('lease closed by respool');
     if (this.connections.delete(conn)) this.gate.give();
     this.leases.delete(conn);

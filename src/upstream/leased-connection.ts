@@ -1,7 +1,7 @@
 import { decodeReply } from '../resp/decode.js';
 import { NodeConnection, type HandshakeStep, type NodeConnectionOptions } from './node-connection.js';
 
-export interface DedicatedConnectionOptions extends Omit<NodeConnectionOptions, 'clientName' | 'load'> {
+export interface LeasedConnectionOptions extends Omit<NodeConnectionOptions, 'clientName' | 'load'> {
   /** CLIENT SETNAME of the upstream connection; default "respool-lease". */
   clientName?: string;
 }
@@ -34,17 +34,17 @@ const COLON = 0x3a; // ':'
  *
  * Events: 'ready'; 'settled' (a reply emptied the in-flight FIFO); 'close' (reason: string).
  */
-export class DedicatedConnection extends NodeConnection {
+export class LeasedConnection extends NodeConnection {
   /** The upstream's CLIENT ID for this connection; -1 until ready. */
   clientId = -1;
   /**
    * The database the connection is in: options.db after the handshake; a lease holder that
-   * forwards SELECT on it sets what the server answered (handlers/leased-lane.ts), so that the
+   * forwards SELECT on it sets what the server answered (handlers/watch-lane.ts), so that the
    * pool closes, rather than reuses, a connection handed back in another database.
    */
   db: number;
 
-  constructor(options: DedicatedConnectionOptions) {
+  constructor(options: LeasedConnectionOptions) {
     super({ ...options, clientName: options.clientName ?? LEASE_CLIENT_NAME });
     this.db = options.db ?? 0;
     this.onSettled = () => this.emit('settled');

@@ -41,6 +41,12 @@ export interface LinkRequest {
    * by it, never by the error's text (which may quote an earlier failure).
    */
   onLinkFailure(error: string, written: boolean, cause?: LinkFailureCause): void;
+  /**
+   * Answered by this many push frames instead of one reply — RESP3 (un)subscribe confirmations,
+   * one per name (pubsub/subscriber-connection.ts); the role says which push answers it
+   * (NodeConnection.answers). An error reply still answers it whole. Unset: one reply.
+   */
+  pushReplies?: number;
 }
 
 /**
@@ -88,8 +94,11 @@ export interface HandshakeStep {
 
 /**
  * One socket to one upstream node, pipelined: the core every role shares — shared links
- * (link.ts), leased connections (dedicated-connection.ts). A role adds its policy (when the node
- * is too slow, what its handshake learns) through the protected hooks, never its own FIFO.
+ * (link.ts), leased connections (leased-connection.ts), subscriber connections
+ * (pubsub/subscriber-connection.ts). A role adds its policy (when the node is too slow, what its
+ * handshake learns, which push answers a request) through the protected hooks, never its own
+ * FIFO. (The replication feed, upstream/replication-feed.ts, reads an RDB payload that is not
+ * RESP frames: it keeps its own reader on upstream-socket.ts.)
  *
  *   handshake: the role's steps (handshakeCommands, then READONLY / CLIENT ID …) written at once,
  *              each an ordinary request at the head of `inflight`; an error reply fails the
@@ -98,8 +107,10 @@ export interface HandshakeStep {
  *   inflight : requests written, oldest first; the n-th reply frame belongs to the n-th entry;
  *              `sizes` holds each one's byte size in parallel (numbers: no allocation)
  *   invariant: a reply frame always completes inflight.shift(); nothing else reads replies.
- *              Push frames ('>') are out of band (onPush, or dropped); frames that answer no
- *              request are a stream's (onStream: MONITOR), or end the connection.
+ *              Push frames ('>') are out of band (onPush, or dropped) — but for a request
+ *              answered by pushes (pushReplies: a subscriber's SUBSCRIBE), which the role
+ *              matches (answers) and which leaves the FIFO with its last one. Frames that
+ *              answer no request are a stream's (onStream: MONITOR), or end the connection.
  *   reading  : the socket is always read, and each reply handed to its request at once — never
  *              held for a client that does not read (that client's output holds its own bytes,
  *              client-session.ts): one client's unread replies must not delay another's.
@@ -134,6 +145,8 @@ export class NodeConnection extends EventEmitter implements ReplySource {
   onStream: ((frame: Buffer) => void) | null = null;
   /** Resolves when ready; rejects with the close reason if the connection closes before. */
   readonly opened: Promise<void>;
+  /** When a request was last written (util/read-clock.ts clockNow): a role's idle check (a subscriber's PING). */
+  protected lastWriteAt = 0;
   /** When reply bytes last arrived (util/read-clock.ts clockNow): a role's silence check (link.ts) counts from here. */
   protected lastBytesAt = 0;
 
@@ -283,8 +296,16 @@ export class NodeConnection extends EventEmitter implements ReplySource {
   /** Closing: the role's own end (its timers), before the requests it held are failed. */
   protected onClosing(): void {}
 
+  /** Whether `push` answers `head` (a request with pushReplies left): the role's rule. */
+  protected answers(_head: LinkRequest, _push: Buffer): boolean {
+    return false;
+  }
+
+  /** Every frame of one read was handled (a subscriber hands on the run of messages it gathered). */
+  protected onChunkDone(): void {}
+
   private writeNow(data: Buffer, req: LinkRequest): void {
-    req.sentAt = clockNow();
+    req.sentAt = this.lastWriteAt = clockNow();
     this.inflight.push(req);
     const size = data.length;
     this.sizes.push(size);
@@ -366,6 +387,16 @@ export class NodeConnection extends EventEmitter implements ReplySource {
     try {
       while ((frame = this.framer.next()) !== null) {
         if (frame[0] === 0x3e /* > push */) {
+          const head = this.inflight.peek();
+          if (head !== undefined && head.pushReplies !== undefined && head.pushReplies > 0 && this.answers(head, frame)) {
+            if (--head.pushReplies === 0) {
+              this.inflight.shift();
+              this.settleOldest();
+            }
+            head.onReply(frame, this);
+            if (this.state === 'closed') return;
+            continue;
+          }
           const onPush = this.onPush;
           if (onPush === null) continue;
           onPush(frame);
@@ -386,6 +417,7 @@ export class NodeConnection extends EventEmitter implements ReplySource {
         if (this.state === 'closed') return;
         if (this.onSettled !== null && this.inflight.length === 0 && this.waiting.length === 0 && this.state === 'ready') this.onSettled();
       }
+      this.onChunkDone();
     } catch (err) {
       this.fail(`unreadable reply from upstream: ${(err as Error).message}`);
     }

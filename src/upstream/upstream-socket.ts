@@ -43,7 +43,7 @@ export const openUpstreamSocket: OpenUpstreamSocket = (options, hooks) => new Up
 
 /**
  * The socket set-up every long-lived connection to a node shares — shared links (link.ts), leased
- * connections (dedicated-connection.ts), replication feeds (replication-feed.ts): the dial, TCP
+ * connections (leased-connection.ts), replication feeds (replication-feed.ts): the dial, TCP
  * keepalive (a lease may sit in BLPOP … 0 for hours; keepalive finds a peer that vanished
  * meanwhile), a connect deadline that covers the owner's handshake, and the socket's ends.
  */

@@ -3,8 +3,8 @@ import { startStandalone, type ValkeyNode } from '../harness/valkey-processes.js
 import { parseInfo, rawCall, ReplyError } from '../harness/raw-client.js';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import type { DedicatedConfig, RespoolConfig } from '../../src/config/types.js';
-import { DedicatedPools, type DedicatedPoolsOptions, type UnblockFn } from '../../src/upstream/dedicated-pool.js';
-import { DedicatedConnection } from '../../src/upstream/dedicated-connection.js';
+import { LeasePools, type LeasePoolsOptions, type UnblockFn } from '../../src/upstream/lease-pools.js';
+import { LeasedConnection } from '../../src/upstream/leased-connection.js';
 import type { LinkFailureCause } from '../../src/upstream/link.js';
 import { encodeCommand } from '../../src/resp/encode.js';
 import { decodeReply, type RespValue } from '../../src/resp/decode.js';
@@ -23,7 +23,7 @@ class LinkFailure extends Error {
 }
 
 /** One request on a leased connection; resolves with the decoded reply. */
-function request(conn: DedicatedConnection, ...args: Array<string | number>): Promise<RespValue> {
+function request(conn: LeasedConnection, ...args: Array<string | number>): Promise<RespValue> {
   return new Promise((resolve, reject) => {
     conn.send(encodeCommand(args), {
       sentAt: 0,
@@ -60,13 +60,13 @@ function configWith(dedicated: Partial<DedicatedConfig>, upstreamAuth: RespoolCo
   return { ...base, upstreamAuth, timeouts: { ...base.timeouts, connectMs: 1000 }, dedicated: { ...base.dedicated, ...dedicated } };
 }
 
-describe('leased upstream connections (DedicatedPools) against a real valkey-server', () => {
+describe('leased upstream connections (LeasePools) against a real valkey-server', () => {
   let a: ValkeyNode;
   let b: ValkeyNode;
-  const made: DedicatedPools[] = [];
+  const made: LeasePools[] = [];
 
-  function pools(dedicated: Partial<DedicatedConfig> = {}, options: DedicatedPoolsOptions & { unblock?: UnblockFn } = {}): DedicatedPools {
-    const p = new DedicatedPools(configWith(dedicated), options.unblock ?? unblockVia, options);
+  function pools(dedicated: Partial<DedicatedConfig> = {}, options: LeasePoolsOptions & { unblock?: UnblockFn } = {}): LeasePools {
+    const p = new LeasePools(configWith(dedicated), options.unblock ?? unblockVia, options);
     made.push(p);
     return p;
   }
@@ -438,14 +438,14 @@ describe('leased upstream connections (DedicatedPools) against a real valkey-ser
   it('authenticates on both protocols, and a wrong password is a clear refusal', async () => {
     const secured = await startStandalone({ password: 's3cret' });
     try {
-      const good = new DedicatedPools(configWith({}, { username: null, password: 's3cret' }), unblockVia);
+      const good = new LeasePools(configWith({}, { username: null, password: 's3cret' }), unblockVia);
       made.push(good);
       for (const protocol of [2, 3] as const) {
         const conn = await good.acquire(secured.host, secured.port, protocol);
         expect(text((await request(conn, 'PING'))!)).toBe('PONG');
         good.release(conn, true);
       }
-      const bad = new DedicatedPools(configWith({}, { username: null, password: 'wrong' }), unblockVia);
+      const bad = new LeasePools(configWith({}, { username: null, password: 'wrong' }), unblockVia);
       made.push(bad);
       for (const protocol of [2, 3] as const) {
         const err = (await bad.acquire(secured.host, secured.port, protocol).catch((e: unknown) => e)) as Error;
@@ -457,7 +457,7 @@ describe('leased upstream connections (DedicatedPools) against a real valkey-ser
   });
 
   it('a connection queues requests sent before its handshake is done', async () => {
-    const conn = new DedicatedConnection({ host: a.host, port: a.port, protocol: 2, auth: null, connectTimeoutMs: 1000 });
+    const conn = new LeasedConnection({ host: a.host, port: a.port, protocol: 2, auth: null, connectTimeoutMs: 1000 });
     try {
       expect(conn.state).toBe('connecting');
       const ping = request(conn, 'PING');
@@ -468,7 +468,7 @@ describe('leased upstream connections (DedicatedPools) against a real valkey-ser
       conn.close();
     }
     // nothing listening: the queued request fails as not written
-    const dead = new DedicatedConnection({ host: '127.0.0.1', port: 1, protocol: 2, auth: null, connectTimeoutMs: 1000 });
+    const dead = new LeasedConnection({ host: '127.0.0.1', port: 1, protocol: 2, auth: null, connectTimeoutMs: 1000 });
     const unsent = request(dead, 'PING');
     await expect(unsent).rejects.toMatchObject({ written: false });
     await expect(dead.opened).rejects.toThrow(/is unavailable/);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DedicatedConnection } from '../../src/upstream/dedicated-connection.js';
+import { LeasedConnection } from '../../src/upstream/leased-connection.js';
 import { ProxyError } from '../../src/errors.js';
 import { fakeSockets, flushWrites, recordedRequest, resp } from '../helpers/fake-upstream-socket.js';
 
@@ -10,7 +10,7 @@ import { fakeSockets, flushWrites, recordedRequest, resp } from '../helpers/fake
 
 function lease(over: { identity?: boolean; protocol?: 2 | 3 } = {}) {
   const fake = fakeSockets();
-  const conn = new DedicatedConnection({ host: '10.0.0.2', port: 6380, protocol: over.protocol ?? 2, auth: null, connectTimeoutMs: 1000, openSocket: fake.open, identity: over.identity });
+  const conn = new LeasedConnection({ host: '10.0.0.2', port: 6380, protocol: over.protocol ?? 2, auth: null, connectTimeoutMs: 1000, openSocket: fake.open, identity: over.identity });
   return { conn, socket: fake.sockets[0]! };
 }
 
