@@ -95,10 +95,10 @@ export interface HandshakeStep {
 /**
  * One socket to one upstream node, pipelined: the core every role shares — shared links
  * (link.ts), leased connections (leased-connection.ts), subscriber connections
- * (pubsub/subscriber-connection.ts). A role adds its policy (when the node is too slow, what its
- * handshake learns, which push answers a request) through the protected hooks, never its own
- * FIFO. (The replication feed, upstream/replication-feed.ts, reads an RDB payload that is not
- * RESP frames: it keeps its own reader on upstream-socket.ts.)
+ * (pubsub/subscriber-connection.ts), replication feeds (replication-feed.ts). A role adds its
+ * policy (when the node is too slow, what its handshake learns, which push answers a request,
+ * bytes that are not RESP frames: a snapshot read raw) through the protected hooks, never its
+ * own FIFO.
  *
  *   handshake: the role's steps (handshakeCommands, then READONLY / CLIENT ID …) written at once,
  *              each an ordinary request at the head of `inflight`; an error reply fails the
@@ -304,6 +304,12 @@ export class NodeConnection extends EventEmitter implements ReplySource {
   /** Every frame of one read was handled (a subscriber hands on the run of messages it gathered). */
   protected onChunkDone(): void {}
 
+  /**
+   * While set, what arrives is not RESP frames and goes here as it comes (a replica's snapshot:
+   * replication-feed.ts); the role hands the bytes after it back with readFrames.
+   */
+  protected rawReader: ((chunk: Buffer) => void) | null = null;
+
   private writeNow(data: Buffer, req: LinkRequest): void {
     req.sentAt = this.lastWriteAt = clockNow();
     this.inflight.push(req);
@@ -381,8 +387,15 @@ export class NodeConnection extends EventEmitter implements ReplySource {
       load.receivedBytes += chunk.length;
       load.reads++;
     }
-    this.framer.push(chunk);
     this.lastBytesAt = clockNow(); // bytes came: the node is answering (a reply in progress counts too)
+    const raw = this.rawReader;
+    if (raw !== null) return raw(chunk);
+    this.readFrames(chunk);
+  }
+
+  /** Frames `chunk` (with what came before it) and hands each frame on: see the class comment. */
+  protected readFrames(chunk: Buffer): void {
+    this.framer.push(chunk);
     let frame: Buffer | null;
     try {
       while ((frame = this.framer.next()) !== null) {

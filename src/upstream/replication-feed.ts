@@ -8,24 +8,25 @@
  * REPLCONF ACK (replication.c: CLIENT_PRE_PSYNC replicas are skipped), so respool has nothing to
  * answer upstream.
  *
- *   handshake : [AUTH], CLIENT SETNAME respool-replica; each answered by one line (+OK or -ERR).
- *               SYNC is written only after those answers: a node refuses SYNC while it still
- *               has replies to send ("SYNC and PSYNC are invalid with pending output").
- *   preamble  : newlines (the node's keep-alives while its BGSAVE runs), then `$<len>` or -ERR
+ *   handshake : [AUTH], CLIENT SETNAME respool-replica — the connection core's
+ *               (node-connection.ts: this is one of its roles). SYNC is written only once they
+ *               are answered: a node refuses SYNC while it still has replies to send ("SYNC and
+ *               PSYNC are invalid with pending output").
+ *   preamble  : newlines (the node's keep-alives while its BGSAVE runs), then `$<len>` or -ERR;
+ *               not RESP frames: read raw (the core's rawReader) until the snapshot's end
  *   snapshot  : <len> bytes handed to snapshotBytes, in order
- *   stream    : RESP commands, framed whole. A MULTI … EXEC group is held until its EXEC and
+ *   stream    : RESP commands, framed whole by the core (frames answering no request: onStream). A MULTI … EXEC group is held until its EXEC and
  *               handed over as one unit, so a merge of several nodes' streams never puts another
  *               node's command inside a transaction. Anything else is one unit by itself.
  *
  * Every write a node makes after it accepted SYNC is in its stream: it is queued behind the
  * snapshot. So once the snapshot's header arrived, later writes through respool reach the feed.
  */
-import { UpstreamSocket } from './upstream-socket.js';
 import type { UpstreamTlsConfig } from '../config/tls-config.js';
-import { authCommand, type UpstreamAuth } from './handshake.js';
-import { encodeCommand } from '../resp/encode.js';
-import { ReplyFramer } from '../resp/reply-framer.js';
+import type { UpstreamAuth } from './handshake.js';
 import { ProxyError } from '../errors.js';
+import { NodeConnection } from './node-connection.js';
+import type { OpenUpstreamSocket } from './upstream-socket.js';
 
 export const REPLICA_CLIENT_NAME = 'respool-replica';
 
@@ -35,6 +36,8 @@ export interface ReplicationFeedOptions {
   auth: UpstreamAuth;
   connectTimeoutMs: number;
   tls?: UpstreamTlsConfig | null;
+  /** How the socket is opened (upstream-socket.ts); the unit tests give a fake. */
+  openSocket?: OpenUpstreamSocket;
 }
 
 export interface ReplicationFeedHandler {
@@ -54,99 +57,95 @@ export interface ReplicationFeedHandler {
   failed(feed: ReplicationFeed, reason: string, refusedByNode: boolean): void;
 }
 
-const HANDSHAKE = 0;
 const PREAMBLE = 1;
 const SNAPSHOT = 2;
 const STREAM = 3;
-const CLOSED = 4;
 
 const SYNC = Buffer.from('*1\r\n$4\r\nSYNC\r\n');
 const MULTI = Buffer.from('*1\r\n$5\r\nmulti\r\n');
 const EXEC = Buffer.from('*1\r\n$4\r\nexec\r\n');
 
-export class ReplicationFeed {
-  readonly address: string;
-  private readonly conn: UpstreamSocket;
-  private phase = HANDSHAKE;
-  /** Handshake lines still owed. */
-  private linesOwed: number;
-  /** Bytes of the current line (handshake, preamble) that arrived in earlier chunks. */
+/** The core's reason for a refused handshake step: the node's own error line is the refusal. */
+const HANDSHAKE_REFUSED = /^handshake \S+ failed: (.*)$/s;
+
+export class ReplicationFeed extends NodeConnection {
+  private phase = PREAMBLE;
+  /** Bytes of the current preamble line that arrived in earlier chunks. */
   private line = '';
   private snapshotLeft = 0;
-  private readonly framer = new ReplyFramer();
   /** A MULTI … group still waiting for its EXEC, or null. */
   private group: Buffer[] | null = null;
+  /** The node refused SYNC (its error line): told to the handler as the node's own answer. */
+  private refusal: string | null = null;
+  /** Closed by its owner (close()): the handler is not told. */
+  private ended = false;
 
   constructor(options: ReplicationFeedOptions, private readonly handler: ReplicationFeedHandler) {
-    this.address = `${options.host}:${options.port}`;
-    const commands: Buffer[] = [];
-    if (options.auth) commands.push(encodeCommand(authCommand(options.auth)));
-    commands.push(encodeCommand(['CLIENT', 'SETNAME', REPLICA_CLIENT_NAME]));
-    this.linesOwed = commands.length;
     // The connect deadline covers the handshake, not the snapshot: a node's BGSAVE takes what it takes.
-    this.conn = new UpstreamSocket(options, {
-      open: () => this.conn.socket.write(Buffer.concat(commands)),
-      data: (chunk) => this.onData(chunk),
-      fail: (reason) => this.fail(reason, false),
+    super({ host: options.host, port: options.port, protocol: 2, auth: options.auth, clientName: REPLICA_CLIENT_NAME, connectTimeoutMs: options.connectTimeoutMs, tls: options.tls, openSocket: options.openSocket });
+    this.onStream = (frame) => this.onCommand(frame);
+    this.once('close', (reason: string) => {
+      if (this.ended) return;
+      const refused = this.refusal ?? HANDSHAKE_REFUSED.exec(reason)?.[1] ?? null;
+      this.handler.failed(this, refused ?? reason, refused !== null);
     });
+  }
+
+  /** Its owner ends it (the client went, or the stream is no longer wanted): the handler is not told. */
+  override close(reason = 'closed by respool'): void {
+    if (this.state !== 'closed') this.ended = true;
+    super.close(reason);
+  }
+
+  /** The stream cannot go on (a refusal, bytes that are no stream): the handler is told. */
+  private failWith(reason: string): void {
+    super.close(reason);
   }
 
   /** Backpressure from the client: stop reading (the node buffers, up to its replica output limit). */
   pause(): void {
-    this.conn.socket.pause();
+    this.socket.pause();
   }
 
   resume(): void {
-    this.conn.socket.resume();
+    this.socket.resume();
   }
 
-  close(): void {
-    if (this.phase === CLOSED) return;
-    this.phase = CLOSED;
-    this.conn.destroy();
+  protected override onReady(): void {
+    this.rawReader = (chunk) => this.onRaw(chunk);
+    this.writeToStream(SYNC);
   }
 
-  private fail(reason: string, refusedByNode: boolean): void {
-    if (this.phase === CLOSED) return;
-    this.close();
-    this.handler.failed(this, reason, refusedByNode);
-  }
-
-  private onData(chunk: Buffer): void {
+  /** The preamble and the snapshot, as they come; what follows the snapshot goes to the core's framing. */
+  private onRaw(chunk: Buffer): void {
     let pos = 0;
-    while (pos < chunk.length && this.phase !== CLOSED) {
-      switch (this.phase) {
-        case HANDSHAKE:
-        case PREAMBLE:
-          pos = this.readLine(chunk, pos);
-          break;
-        case SNAPSHOT: {
-          const take = Math.min(this.snapshotLeft, chunk.length - pos);
-          this.snapshotLeft -= take;
-          this.handler.snapshotBytes(this, chunk.subarray(pos, pos + take));
-          pos += take;
-          if (this.snapshotLeft === 0) this.endSnapshot();
-          break;
-        }
-        case STREAM:
-          this.framer.push(pos === 0 ? chunk : chunk.subarray(pos));
-          pos = chunk.length;
-          this.readCommands();
-          break;
+    while (pos < chunk.length && this.state !== 'closed') {
+      if (this.phase === PREAMBLE) {
+        pos = this.readLine(chunk, pos);
+        continue;
       }
+      if (this.phase === SNAPSHOT) {
+        const take = Math.min(this.snapshotLeft, chunk.length - pos);
+        this.snapshotLeft -= take;
+        this.handler.snapshotBytes(this, chunk.subarray(pos, pos + take));
+        pos += take;
+        if (this.snapshotLeft === 0) this.endSnapshot();
+        continue;
+      }
+      return this.readFrames(pos === 0 ? chunk : chunk.subarray(pos));
     }
   }
 
   /** Reads up to the end of one line (or of the chunk); returns the next position. */
   private readLine(chunk: Buffer, pos: number): number {
-    if (this.phase === PREAMBLE && this.line === '') {
+    if (this.line === '') {
       while (pos < chunk.length && chunk[pos] === 0x0a) pos++; // keep-alive newlines
       if (pos === chunk.length) return pos;
     }
     const nl = chunk.indexOf(0x0a, pos);
     if (nl < 0) {
       this.line += chunk.toString('latin1', pos);
-      if (this.line.length > 4096) this.fail(ProxyError.replicationStreamInvalid(this.address, 'a line longer than 4096 bytes'), false);
+      if (this.line.length > 4096) this.failWith(ProxyError.replicationStreamInvalid(this.address, 'a line longer than 4096 bytes'));
       return chunk.length;
     }
     const text = (this.line + chunk.toString('latin1', pos, nl)).replace(/\r$/, '');
@@ -156,17 +155,13 @@ export class ReplicationFeed {
   }
 
   private onLine(text: string): void {
-    if (text.startsWith('-')) return this.fail(text.slice(1), true);
-    if (this.phase === HANDSHAKE) {
-      if (--this.linesOwed > 0) return;
-      this.phase = PREAMBLE;
-      this.conn.connectDone();
-      this.conn.socket.write(SYNC);
-      return;
+    if (text.startsWith('-')) {
+      this.refusal = text.slice(1);
+      return this.failWith(this.refusal);
     }
     const length = text.startsWith('$') ? Number(text.slice(1)) : NaN;
     if (!Number.isSafeInteger(length) || length < 0) {
-      return this.fail(ProxyError.replicationStreamInvalid(this.address, `expected a snapshot length, got ${JSON.stringify(text.slice(0, 64))}`), false);
+      return this.failWith(ProxyError.replicationStreamInvalid(this.address, `expected a snapshot length, got ${JSON.stringify(text.slice(0, 64))}`));
     }
     this.phase = SNAPSHOT;
     this.snapshotLeft = length;
@@ -176,16 +171,8 @@ export class ReplicationFeed {
 
   private endSnapshot(): void {
     this.phase = STREAM;
+    this.rawReader = null;
     this.handler.snapshotEnded(this);
-  }
-
-  private readCommands(): void {
-    let frame: Buffer | null;
-    try {
-      while (this.phase === STREAM && (frame = this.framer.next()) !== null) this.onCommand(frame);
-    } catch (err) {
-      this.fail(ProxyError.replicationStreamInvalid(this.address, (err as Error).message), false);
-    }
   }
 
   private onCommand(frame: Buffer): void {
