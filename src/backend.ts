@@ -9,7 +9,7 @@ import { RunningScripts } from './scripts/running-scripts.js';
 import { ScriptCache } from './scripts/script-cache.js';
 import { TrackedKeys } from './client/tracked-keys.js';
 import { ClientSession } from './session/client-session.js';
-import type { ServerContext } from './client/server-context.js';
+import type { ServerContext, UpstreamSide } from './client/server-context.js';
 import type { Tenant } from './tenants/tenant.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { RateLimitedLog } from './util/rate-limited-log.js';
@@ -39,9 +39,8 @@ export interface BackendDeps {
   fleet?: (refresher: TopologyRefresher, pools: UpstreamPools) => HotKeysDeps['fleet'];
 }
 
-/** The ServerContext fields that belong to one set of upstreams. */
-export type BackendContext = Pick<ServerContext,
-  'router' | 'hotKeys' | 'dedicated' | 'parking' | 'pubsub' | 'hello' | 'scripts' | 'functions' | 'trackedKeys' | 'runningScripts' | 'unblockLease' | 'isCluster' | 'databases' | 'serverVersion' | 'serverName'>;
+/** The ServerContext role that belongs to one set of upstreams. */
+export type BackendContext = UpstreamSide;
 
 /**
  * One set of upstreams and everything respool keeps for it: pools of shared links, the topology

@@ -26,25 +26,31 @@ import type { MemoryCeiling } from './memory-ceiling.js';
 import type { TenantDirectory } from '../tenants/tenant-directory.js';
 import type { Tenant } from '../tenants/tenant.js';
 
-/** What a client session needs from the running proxy (kept narrow so sessions stay testable). */
-export interface ServerContext {
+/**
+ * What a client session needs from the running proxy, as five roles — each a question a handler
+ * asks, so a function that needs one asks for that role alone (and a test fakes only it):
+ *
+ *   ProxySettings      the configuration, the command table, the cluster respool shows its clients
+ *   UpstreamSide       the nodes behind this session's upstreams: routing, leases, subscriptions,
+ *                      scripts, what the nodes are (one per backend, backend.ts)
+ *   ClientDirectory    respool's clients as a whole: who is connected, admission, pause, MONITOR
+ *   AccessControl      users, tenants and their limits, ACL changes shared with the fleet
+ *   ProxyObservability logs, metrics, the slow log's observer, INFO's facts, the fleet's view
+ */
+export interface ServerContext extends ProxySettings, UpstreamSide, ClientDirectory, AccessControl, ProxyObservability {}
+
+/** The configuration and what respool presents of itself as a server. */
+export interface ProxySettings {
   readonly config: RespoolConfig;
+  /** The current command table (built-in until the upstream's COMMAND reply replaces it). */
+  commands(): CommandTable;
+  /** The cluster respool shows its clients (CLUSTER SLOTS/SHARDS/NODES …: handlers/cluster.ts). */
+  clusterView(): ClusterEmulation;
+}
+
+/** One set of upstreams as a session reaches them (backend.ts builds one per backend). */
+export interface UpstreamSide {
   readonly router: Router;
-  readonly log: Logger;
-  readonly metrics?: Metrics;
-  /** respool's users (config, ACL file, ACL SETUSER), their identities on the nodes, ACL LOG. */
-  readonly users: UserDirectory;
-  /** Applications sharing this respool (config tenants[]): each user's tenant, its limits and counts (src/tenants). */
-  readonly tenants: TenantDirectory;
-  /** The context of a tenant's clients: this one with the tenant's own upstreams (tenants[].upstreams, backend.ts), or the main one. */
-  contextOf?(tenant: Tenant | null): ServerContext;
-  /**
-   * Changes a tenant's limits at run time (RESPOOL TENANT SET, POST /tenants; tenants/limit-changes.ts):
-   * here, and in a fleet with shared state on every member. The error text, or null once applied.
-   */
-  changeTenantLimits?(name: string, changes: ReadonlyArray<readonly [string, unknown]>): Promise<string | null>;
-  /** In a fleet with shared state: shares a client's ACL change with every member (fleet/fleet-acl.ts). */
-  readonly fleetAcl?: { share(args: readonly Buffer[]): Promise<void> } | null;
   /** Hot keys: the RESPOOL command steers them. */
   readonly hotKeys: HotKeys;
   /** Leased upstream connections (WATCH, blocking commands). */
@@ -63,26 +69,6 @@ export interface ServerContext {
   readonly runningScripts: RunningScripts;
   /** CLIENT UNBLOCK of a leased connection, sent on a shared link to its node; true if it was blocked. */
   unblockLease(host: string, port: number, clientId: number, how: 'timeout' | 'error'): Promise<boolean>;
-  /** Fair admission: clients with requests left after their slice take turns (client/fair-admission.ts). */
-  readonly admission: FairAdmission;
-  /** limits.maxMemory: told when a client's output grows past HOLDER_BYTES (client/memory-ceiling.ts). */
-  readonly memory?: MemoryCeiling;
-  /** CLIENT PAUSE over respool's own clients: dispatch checks `active` before each request. */
-  readonly clientPause: ClientPause;
-  /** MONITOR's clients: dispatch feeds them each request while `active` (monitor-feed.ts, handlers/monitor.ts). */
-  readonly monitors: MonitorFeed;
-  /** Slow log, command log and per-command latency, told of every reply written (observe/request-observer.ts). */
-  readonly observer?: RequestObserver;
-  /** Which nodes are saturated (observe/node-saturation.ts). */
-  readonly saturation?: NodeSaturation;
-  /** The largest keys by reply size in the hot-key sampler's sample; null when bigKeys.enabled is off. */
-  readonly bigKeys?: BigKeys | null;
-  /** Every open client session (INFO clients counts them). */
-  sessions(): Iterable<HandlerSession>;
-  /** The open session with this CLIENT ID (CLIENT TRACKING … REDIRECT). */
-  sessionById(id: number): HandlerSession | undefined;
-  /** The current command table (built-in until the upstream's COMMAND reply replaces it). */
-  commands(): CommandTable;
   /** True when the upstream is a cluster (decides SELECT and fan-out answers). */
   isCluster(): boolean;
   /**
@@ -91,18 +77,61 @@ export interface ServerContext {
    * now (asked again next time).
    */
   databases(): Promise<number>;
-  /** The cluster respool shows its clients (CLUSTER SLOTS/SHARDS/NODES …: handlers/cluster.ts). */
-  clusterView(): ClusterEmulation;
-  /** The fleet's members and shared state as this instance sees them (RESPOOL FLEET); absent in stand-in contexts. */
-  fleetView?(): FleetView;
   /** What HELLO names as the server, as the nodes' own HELLO does (client/hello-identity.ts); absent in stand-in contexts. */
   readonly hello?: HelloIdentity;
   /** The upstream's version, reported in HELLO. */
   serverVersion(): string;
   /** The upstream's server name ("valkey", or "redis" in front of Redis), reported in HELLO and INFO server. */
   serverName(): string;
+}
+
+/** respool's clients as a whole. */
+export interface ClientDirectory {
+  /** Fair admission: clients with requests left after their slice take turns (client/fair-admission.ts). */
+  readonly admission: FairAdmission;
+  /** limits.maxMemory: told when a client's output grows past HOLDER_BYTES (client/memory-ceiling.ts). */
+  readonly memory?: MemoryCeiling;
+  /** CLIENT PAUSE over respool's own clients: dispatch checks `active` before each request. */
+  readonly clientPause: ClientPause;
+  /** MONITOR's clients: dispatch feeds them each request while `active` (monitor-feed.ts, handlers/monitor.ts). */
+  readonly monitors: MonitorFeed;
+  /** Every open client session (INFO clients counts them). */
+  sessions(): Iterable<HandlerSession>;
+  /** The open session with this CLIENT ID (CLIENT TRACKING … REDIRECT). */
+  sessionById(id: number): HandlerSession | undefined;
   nextClientId(): number;
   onSessionClosed(session: HandlerSession): void;
+}
+
+/** Who may do what: users, tenants, and the fleet's share of their changes. */
+export interface AccessControl {
+  /** respool's users (config, ACL file, ACL SETUSER), their identities on the nodes, ACL LOG. */
+  readonly users: UserDirectory;
+  /** Applications sharing this respool (config tenants[]): each user's tenant, its limits and counts (src/tenants). */
+  readonly tenants: TenantDirectory;
+  /** The context of a tenant's clients: this one with the tenant's own upstreams (tenants[].upstreams, backend.ts), or the main one. */
+  contextOf?(tenant: Tenant | null): ServerContext;
+  /**
+   * Changes a tenant's limits at run time (RESPOOL TENANT SET, POST /tenants; tenants/limit-changes.ts):
+   * here, and in a fleet with shared state on every member. The error text, or null once applied.
+   */
+  changeTenantLimits?(name: string, changes: ReadonlyArray<readonly [string, unknown]>): Promise<string | null>;
+  /** In a fleet with shared state: shares a client's ACL change with every member (fleet/fleet-acl.ts). */
+  readonly fleetAcl?: { share(args: readonly Buffer[]): Promise<void> } | null;
+}
+
+/** What respool tells about itself: logs, metrics, the slow log, INFO's facts. */
+export interface ProxyObservability {
+  readonly log: Logger;
+  readonly metrics?: Metrics;
+  /** Slow log, command log and per-command latency, told of every reply written (observe/request-observer.ts). */
+  readonly observer?: RequestObserver;
+  /** Which nodes are saturated (observe/node-saturation.ts). */
+  readonly saturation?: NodeSaturation;
+  /** The largest keys by reply size in the hot-key sampler's sample; null when bigKeys.enabled is off. */
+  readonly bigKeys?: BigKeys | null;
+  /** The fleet's members and shared state as this instance sees them (RESPOOL FLEET); absent in stand-in contexts. */
+  fleetView?(): FleetView;
   /** What respool's own INFO reports about the running proxy (handlers/info.ts); absent in stand-in contexts. */
   readonly facts?: ProxyFacts;
 }

@@ -63,6 +63,6 @@ export const allShards: Handler = (session, req) => {
     const shas = req.args.slice(2).map((a) => Buffer.from(a));
     owner = { client: entry.client, onCallDone: (reply) => entry.fill(scriptExistsReply(ctx.scripts, shas, reply)) };
   }
-  const error = ctx.router.fanOut(owner, req.raw, req.args, req.spec, req.command);
+  const error = ctx.router.send({ to: 'all-nodes', owner, request: { raw: req.raw, args: req.args, spec: req.spec, command: req.command } });
   if (error !== null) entry.fill(error);
 };

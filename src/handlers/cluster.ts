@@ -31,7 +31,7 @@ export const cluster: Handler = (session, req) => {
   // The slot's real owner counts or lists its keys (followed through MOVED like any keyed call).
   const entry = session.reserve();
   ctx.metrics?.commandCounter(command).inc();
-  ctx.router.dispatch(new UpstreamCall(entry, ctx.router, req.raw, command, checked));
+  ctx.router.send({ to: 'call', call: new UpstreamCall(entry, ctx.router, req.raw, command, checked) });
 };
 
 /** The emulated subcommands respool answers itself (also at EXEC inside MULTI). */

@@ -43,7 +43,7 @@ export function configSet(session: HandlerSession, req: CommandRequest, spec: Co
     run(router, client, targets, args, raw).then(
       (reply) => {
         if (reply === null) {
-          const error = router.fanOut(entry, raw, args, spec, 'config|set');
+          const error = router.send({ to: 'all-nodes', owner: entry, request: { raw, args, spec, command: 'config|set' } });
           if (error !== null) entry.fill(error);
           return;
         }

@@ -5,7 +5,7 @@ import { decodeReply, RespError } from '../resp/decode.js';
 import { Fragmented } from '../routing/fragmented.js';
 import type { CallOwner } from '../routing/upstream-call.js';
 import type { ClusterNode, Topology } from '../cluster/topology.js';
-import type { ServerContext } from '../client/server-context.js';
+import type { ProxyObservability, ServerContext, UpstreamSide } from '../client/server-context.js';
 import { ProxyError } from '../errors.js';
 import { RESPOOL_VERSION } from '../own-files.js';
 import type { Handler, HandlerSession } from '../client/handler-session.js';
@@ -106,7 +106,7 @@ export const info: Handler = (session, req) => {
     const fetch = new InfoFetch(entry, session, request, own, primaries, Math.max(primaries.length, 1));
     if (primaries.length === 0) return fetch.onCallDone(Buffer.alloc(0), 0);
     const raw = encodeCommand(['INFO', ...args!]);
-    primaries.forEach((node, i) => ctx.router.dispatchTo(fetch, raw, 'info', node, 'primary', i));
+    primaries.forEach((node, index) => ctx.router.send({ to: 'node', owner: fetch, raw, command: 'info', node, role: 'primary', index }));
   }, (err: Error) => entry.fill(encodeError(ProxyError.cannotMerge('info', err.message))));
 };
 
@@ -205,7 +205,7 @@ function buildInfo(session: HandlerSession, request: InfoRequest, own: ReadonlyM
 }
 
 /** respool's own counters for `# Stats` (the metrics are read asynchronously, so before the fetch). */
-async function ownCounters(ctx: ServerContext): Promise<Map<string, number>> {
+async function ownCounters(ctx: UpstreamSide & ProxyObservability): Promise<Map<string, number>> {
   const own = new Map<string, number>();
   const hub = ctx.pubsub.stats();
   own.set('pubsub_channels', hub.channels);

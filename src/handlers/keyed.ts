@@ -34,7 +34,8 @@ function route(session: HandlerSession, req: CommandRequest, parkedKeys: Buffer[
   // parked clients' keys are tried again (as Valkey's SWAPDB wakes its blocked clients).
   if (req.command === 'swapdb') entry.measureReply(() => ctx.parking.everythingChanged());
   const owner = parkedKeys === null ? entry : servingParked(session, entry, parkedKeys);
-  const error = ctx.router.routeKeyed(owner, req.raw, req, req.spec, ctx.commands(), req.command, false, sortsInOwnNamespace(session, req) ? asRespoolCall : undefined);
+  const makeCall = sortsInOwnNamespace(session, req) ? asRespoolCall : undefined;
+  const error = ctx.router.send({ to: 'keys', owner, request: req, table: ctx.commands(), makeCall });
   if (error === null) return;
   // Keys in several slots: some commands are carried out over them anyway (cross-slot/dispatch.ts).
   if (isCrossSlot(error) && crossSlotKeyed(session, req, entry)) return;
@@ -94,7 +95,7 @@ export const anyNode: Handler = (session, req) => {
   if (req.command.startsWith('latency|') && latencyEvents(session, req)) return; // every node's events, named with their node
   if (req.command === 'config|get') {
     const ctx = session.ctx;
-    if (configGet(session, req, (owner) => ctx.router.routeKeyed(owner, req.raw, req, req.spec, ctx.commands(), req.command))) return;
+    if (configGet(session, req, (owner) => ctx.router.send({ to: 'keys', owner, request: req, table: ctx.commands() }))) return;
   }
   keyed(session, req);
 };

@@ -296,7 +296,7 @@ function publish(session: HandlerSession, req: CommandRequest): void {
       onCallDone: (reply) => entry.fill(publishReply(session, channel, reply)),
     };
     session.ctx.metrics?.commandCounter('publish').inc();
-    session.ctx.router.dispatchTo(owner, raw, 'publish', node, 'primary', 0);
+    session.ctx.router.send({ to: 'node', owner, raw, command: 'publish', node, role: 'primary' });
   };
   if (hub.unsubscribesSettled) return send(session.reserve(), req.raw);
   // An UNSUBSCRIBE of respool's is still on its way to the node, which would count it: the
@@ -350,7 +350,7 @@ function numsub(session: HandlerSession, req: CommandRequest): void {
     },
   };
   session.ctx.metrics?.commandCounter('pubsub|numsub').inc();
-  session.ctx.router.dispatchTo(owner, req.raw, 'pubsub|numsub', node, 'primary', 0);
+  session.ctx.router.send({ to: 'node', owner, raw: req.raw, command: 'pubsub|numsub', node, role: 'primary' });
 }
 
 /**
@@ -362,7 +362,7 @@ function atClassicNode(session: HandlerSession, req: CommandRequest): void {
   if (node === undefined) return keyed(session, req);
   const entry = session.reserve();
   session.ctx.metrics?.commandCounter(req.command).inc();
-  session.ctx.router.dispatchTo(entry, req.raw, req.command, node, 'primary', 0);
+  session.ctx.router.send({ to: 'node', owner: entry, raw: req.raw, command: req.command, node, role: 'primary' });
 }
 
 /**

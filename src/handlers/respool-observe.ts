@@ -131,5 +131,5 @@ function nodeCommand(session: HandlerSession, req: CommandRequest): void {
   if (node === undefined) return session.replyNow(encodeError(ProxyError.respool(`no node ${address} in the topology (RESPOOL LATENCY lists them)`)));
   const entry = session.reserve();
   const raw = encodeCommand(args.slice(3));
-  session.ctx.router.dispatchTo(entry, raw, sub, node, node.role === 'primary' ? 'primary' : 'replica', 0);
+  session.ctx.router.send({ to: 'node', owner: entry, raw, command: sub, node, role: node.role === 'primary' ? 'primary' : 'replica' });
 }

@@ -27,7 +27,7 @@ export const script: Handler = (session, req) => {
   // While anyone monitors, the reply waits for the script's lines (client/monitor-feed.ts).
   const monitors = ctx.monitors.active ? ctx.monitors : null;
   const makeCall = evalsha ? evalShaCall(req.args[1]!, ctx.scripts, ctx.runningScripts, monitors) : scriptCall(ctx.runningScripts, monitors);
-  const error = ctx.router.routeKeyed(entry, req.raw, req, req.spec, ctx.commands(), req.command, true, makeCall);
+  const error = ctx.router.send({ to: 'keys', owner: entry, request: req, table: ctx.commands(), script: true, makeCall });
   if (error !== null) entry.fill(error);
 };
 

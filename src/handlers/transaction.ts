@@ -311,7 +311,7 @@ function exec(session: HandlerSession, tx: Transaction): void {
     // PUBLISH counts can be given as one server would (handlers/pubsub.ts).
     const publishAt = tx.slot < 0 && forwarded.some((q) => q.command === 'publish') ? publishNode(session) : undefined;
     tx.publishCounts = publishAt !== undefined;
-    if (publishAt !== undefined) return ctx.router.sendBlockTo(session, publishAt, blockItems(commands, publishAt.address, (o) => finish(entry, o)));
+    if (publishAt !== undefined) return void ctx.router.send({ to: 'block', client: session, node: publishAt, items: blockItems(commands, publishAt.address, (o) => finish(entry, o)) });
     new TransactionBlock(ctx.router, session, tx.slot, commands, (o) => finish(entry, o)).send();
   };
   // A SELECT inside: later commands wait for EXEC's reply, which says the client's database.

@@ -31,6 +31,6 @@ export const wait: Handler = (session, req) => {
   }
   if (!ctx.isCluster() || req.spec === undefined) return keyed(session, capped);
   const entry = session.reserve();
-  const error = ctx.router.fanOut(entry, capped.raw, capped.args, req.spec, req.command);
+  const error = ctx.router.send({ to: 'all-nodes', owner: entry, request: { raw: capped.raw, args: capped.args, spec: req.spec, command: req.command } });
   if (error !== null) entry.fill(error);
 };

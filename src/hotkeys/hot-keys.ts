@@ -224,7 +224,7 @@ export class HotKeys implements KeyedRouteHook, FillHost, PlacementHost, Windows
       if (routed !== null) return owner.onCallDone(routed, 0);
       const call = new UpstreamCall(owner, this.deps.router, rawCopy, command, slot);
       if ((spec.flags & CommandFlag.READONLY) !== 0) call.safeToRepeat = true;
-      this.deps.router.dispatch(call);
+      this.deps.router.send({ to: 'call', call: call });
     };
     if (!this.fills.park(split, rerun)) return encodeError(ProxyError.splitKeyBusy(displayKey(split.id)));
     return true;

@@ -55,7 +55,7 @@ export class SplitIO implements SplitOwner {
     }
     const call = new SplitRead(owner, this.deps.router, out, command, split, copy, raw, this);
     call.asRespool = true; // copies are respool's keys (UpstreamCall.asRespool)
-    this.deps.router.dispatch(call);
+    this.deps.router.send({ to: 'call', call: call });
     return true;
   }
 
@@ -83,7 +83,7 @@ export class SplitIO implements SplitOwner {
     if (reads !== undefined) reads.fallback++;
     const call = new UpstreamCall(read, this.deps.router, read.originalRaw, read.command, read.key.original.slot);
     call.asRespool = true;
-    this.deps.router.dispatch(call);
+    this.deps.router.send({ to: 'call', call: call });
   }
 
   fallbackDone(read: SplitRead, reply: Buffer): void {
@@ -113,7 +113,7 @@ export class SplitIO implements SplitOwner {
       const child = new UpstreamCall(write, this.deps.router, out, command, copy.slot);
       child.index = i;
       child.asRespool = true;
-      this.deps.router.dispatch(child);
+      this.deps.router.send({ to: 'call', call: child });
     }
     return true;
   }

@@ -177,7 +177,7 @@ export class ClusterScan extends Fragmented {
     const shard = Number(cursor % count);
     const nodeCursor = cursor / count;
     const command = encodeCommand(['SCAN', nodeCursor.toString(), ...args.slice(2)]);
-    router.dispatchTo(new ClusterScan(target, shard, shards.length), command, 'scan', shards[shard]!.primary, 'primary', 0);
+    router.send({ to: 'node', owner: new ClusterScan(target, shard, shards.length), raw: command, command: 'scan', node: shards[shard]!.primary, role: 'primary' });
     return null;
   }
 

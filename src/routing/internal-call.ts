@@ -18,14 +18,14 @@ export function internalCall(router: Router, client: CallClient, args: ReadonlyA
     const call = new UpstreamCall({ client, onCallDone: (reply) => resolve(Buffer.from(reply)) }, router, encodeCommand(args), String(args[0]).toLowerCase(), slot);
     call.safeToRepeat = readOnly;
     call.asRespool = true;
-    router.dispatch(call);
+    router.send({ to: 'call', call });
   });
 }
 
 /** One command to one named node (pinned: not redirected, not retried), for the client; its reply, copied. */
 export function nodeCall(router: Router, client: CallClient, node: ClusterNode, role: 'primary' | 'replica', raw: Buffer, command: string): Promise<Buffer> {
   return new Promise((resolve) => {
-    router.dispatchTo({ client, onCallDone: (reply) => resolve(Buffer.from(reply)) }, raw, command, node, role, 0);
+    router.send({ to: 'node', owner: { client, onCallDone: (reply) => resolve(Buffer.from(reply)) }, raw, command, node, role });
   });
 }
 

@@ -20,6 +20,7 @@ import { fullJitterDelay } from '../upstream/backoff.js';
 import { ClusterScan, FanOut, fanOutTargets } from './fan-out.js';
 import { responsePolicy } from '../commands/proxy-handling.js';
 import { NodeBatch, type SplitCommand } from './split-command.js';
+import type { BlockItems, Route, RoutedRequest } from './route.js';
 import type { UpstreamIdentity } from '../acl/upstream-identity.js';
 
 export interface RouterOptions {
@@ -72,21 +73,50 @@ export class Router {
   }
 
   /**
-   * A keyed (or keyless) command for one node: keys → slot → the slot's primary, or the read
-   * strategy's choice for read-only commands; keyless → any primary. Every key must hash to one
-   * slot (CROSSSLOT otherwise). Keyed calls are offered to the hook (hot keys) first. Returns an
-   * error reply when it cannot be sent, or null when a call is on its way and will complete
-   * `owner` by itself. `makeCall`: the call to send, when its owner needs a subclass (an EVALSHA
-   * that reloads its script on NOSCRIPT, handlers/script.ts); a plain UpstreamCall otherwise.
-   * `req.args` is read only in a cluster (keys → slot).
+   * Sends a request where it belongs (route.ts names each destination). Returns an error reply
+   * when it cannot leave and its owner will not be told, or null when the request is on its way
+   * (its owner is completed by the reply, or by the error, later).
    */
-  routeKeyed(owner: CallOwner, raw: Buffer, req: { readonly args: Buffer[] }, spec: CommandSpec | undefined, table: CommandTable, command: string, isScript = false, makeCall?: CallFactory): Buffer | null {
+  send(route: Route): Buffer | null {
+    switch (route.to) {
+      case 'keys':
+        return this.toKeys(route.owner, route.request, route.table, route.script === true, route.makeCall);
+      case 'slots':
+        this.toSlots(route.split, route.from, route.until);
+        return null;
+      case 'all-nodes':
+        return this.toAllNodes(route.owner, route.request);
+      case 'node':
+        this.toNode(route.owner, route.raw, route.command, route.node, route.role, route.index ?? 0);
+        return null;
+      case 'call': {
+        const topology = this.refresher.current;
+        const error = topology ? this.sendCall(route.call, topology) : encodeError(ProxyError.topologyUnknown());
+        if (error) route.call.finish(error);
+        return null;
+      }
+      case 'block':
+        if ('ask' in route) this.toAskTarget(route.client, route.ask.host, route.ask.port, route.items);
+        else this.toBlockNode(route.client, route.node, route.items);
+        return null;
+    }
+  }
+
+  /**
+   * keys → slot → the slot's primary, or the read strategy's choice for read-only commands;
+   * keyless → any primary. Every key must hash to one slot (CROSSSLOT otherwise). Keyed calls
+   * are offered to the hook (hot keys) first. `makeCall`: the call to send, when its owner needs
+   * a subclass (an EVALSHA that reloads its script on NOSCRIPT, handlers/script.ts); a plain
+   * UpstreamCall otherwise. `request.args` is read only in a cluster (keys → slot).
+   */
+  private toKeys(owner: CallOwner, request: RoutedRequest, table: CommandTable, isScript: boolean, makeCall: CallFactory | undefined): Buffer | null {
+    const { raw, spec, command } = request;
     const topology = this.refresher.current;
     if (topology === null) return encodeError(ProxyError.topologyUnknown());
     let slot = -1;
     let firstKey: Buffer | undefined;
     if (topology.mode === 'cluster' && spec !== undefined) {
-      const args = req.args; // a standalone upstream needs no argument views (request-framer.ts)
+      const args = request.args; // a standalone upstream needs no argument views (request-framer.ts)
       const keys = table.keyIndexes(spec, args);
       if (keys.length > 0) {
         firstKey = args[keys[0]!]!;
@@ -112,18 +142,18 @@ export class Router {
       call.read = reads.strategyFor(firstKey);
     }
     this.metrics?.commandCounter(command).inc();
-    return this.send(call, topology);
+    return this.sendCall(call, topology);
   }
 
   /**
    * Parts [from, to) of a command split by slot (split-command.ts): each part's node is its
    * slot's primary, and the parts for one node leave as one buffer on the client's link (one
-   * NodeBatch, no call per part). A part goes through routeKeyed alone when something must look
+   * NodeBatch, no call per part). A part is routed alone (to: 'keys') when something must look
    * at it first: the read strategy (a read-only command while one is active) or the hot-key
    * hook (a split key among its keys, a fleet write). Parts that cannot be sent are answered
-   * with the error routeKeyed would give.
+   * with the error a lone part would get.
    */
-  sendSplit(split: SplitCommand, from: number, to: number): void {
+  private toSlots(split: SplitCommand, from: number, to: number): void {
     const topology = this.refresher.current;
     if (topology === null) {
       for (let p = from; p < to; p++) split.partDone(p, encodeError(ProxyError.topologyUnknown()));
@@ -196,19 +226,20 @@ export class Router {
    * mode: to every primary (or every node), replies merged (fan-out.ts). An error reply when it
    * cannot start; null when `target` will be filled.
    */
-  fanOut(target: CallOwner, raw: Buffer, args: Buffer[], spec: CommandSpec, command: string): Buffer | null {
+  private toAllNodes(target: CallOwner, request: RoutedRequest & { readonly spec: CommandSpec }): Buffer | null {
+    const { raw, args, spec, command } = request;
     const topology = this.refresher.current;
     if (topology === null) return encodeError(ProxyError.topologyUnknown());
     this.metrics?.commandCounter(command).inc();
     if (command === 'scan') return ClusterScan.start(target, topology, this, args);
     const targets = fanOutTargets(spec, topology);
     const fan = new FanOut(target, command, responsePolicy(spec), targets.length);
-    targets.forEach(({ node, role }, i) => this.dispatchTo(fan, raw, command, node, role, i));
+    targets.forEach(({ node, role }, i) => this.toNode(fan, raw, command, node, role, i));
     return null;
   }
 
   /** One call pinned to a node (fan-out children): not redirected, not retried. */
-  dispatchTo(owner: CallOwner, raw: Buffer, command: string, node: ClusterNode, role: 'primary' | 'replica', index: number): void {
+  private toNode(owner: CallOwner, raw: Buffer, command: string, node: ClusterNode, role: 'primary' | 'replica', index: number): void {
     const call = new UpstreamCall(owner, this, raw, command, -1);
     call.pinned = { node, role };
     call.index = index;
@@ -217,13 +248,6 @@ export class Router {
     const client = call.client;
     const pool = this.pools.forNode(node, client.protocol, role, client.db, client.identity);
     pool.send(raw, call, pool.placeFor(client));
-  }
-
-  /** Sends a call built elsewhere (hot-key copies) to its slot's node; finishes it on failure. */
-  dispatch(call: UpstreamCall): void {
-    const topology = this.refresher.current;
-    const error = topology ? this.send(call, topology) : encodeError(ProxyError.topologyUnknown());
-    if (error) call.finish(error);
   }
 
   /**
@@ -250,7 +274,7 @@ export class Router {
    * Requests that must run back to back on one connection (a MULTI … EXEC block) to `node`: one
    * write on the client's shared link, never retried (routing/transaction-block.ts follows redirects).
    */
-  sendBlockTo(client: CallClient, node: ClusterNode, items: ReadonlyArray<{ data: Buffer; req: LinkRequest }>): void {
+  private toBlockNode(client: CallClient, node: ClusterNode, items: BlockItems): void {
     const pool = this.pools.forNode(node, client.protocol, 'primary', client.db, client.identity);
     pool.sendBlock(items, pool.placeFor(client));
   }
@@ -259,7 +283,7 @@ export class Router {
    * A block a node answered ASK for (mid-migration): to the ASK's target, ASKING first (it holds
    * for a whole MULTI … EXEC). routing/transaction-block.ts decides when (redirects.step).
    */
-  askBlock(client: CallClient, host: string, port: number, items: ReadonlyArray<{ data: Buffer; req: LinkRequest }>): void {
+  private toAskTarget(client: CallClient, host: string, port: number, items: BlockItems): void {
     const pool = this.pools.get(host, port, client.protocol, 'primary', client.db, client.identity);
     pool.sendBlock([{ data: ASKING, req: ignoreReply() }, ...items], pool.placeFor(client));
   }
@@ -271,7 +295,7 @@ export class Router {
   }
 
   /** Sends (or re-sends) a request to the node its slot maps to now. Error text when it cannot. */
-  private send(req: UpstreamCall, topology: Topology): Buffer | null {
+  private sendCall(req: UpstreamCall, topology: Topology): Buffer | null {
     if (req.read !== null) return this.sendRead(req, topology);
     const node = this.nodeFor(req.slot, topology);
     if (node === undefined) return encodeError(ProxyError.slotNotServed(req.slot));
@@ -319,7 +343,7 @@ export class Router {
       if (reason === 'connection') this.refresher.requestRefresh('error');
     }
     const topology = this.refresher.current;
-    const error = topology ? this.send(req, topology) : encodeError(ProxyError.topologyUnknown());
+    const error = topology ? this.sendCall(req, topology) : encodeError(ProxyError.topologyUnknown());
     if (error) req.finish(error);
   }
 
@@ -351,7 +375,7 @@ export class Router {
         req.finish(step.error);
       } else if (step.kind === 'moved') {
         req.slot = step.slot;
-        const error = this.send(req, this.refresher.current!);
+        const error = this.sendCall(req, this.refresher.current!);
         if (error) req.finish(error);
       } else {
         req.node = `${step.host}:${step.port}`;
@@ -424,7 +448,7 @@ export class Router {
     setTimeout(() => {
       if (req.client.closed) return req.finish(encodeError(lastError));
       const topology = this.refresher.current;
-      const error = topology ? this.send(req, topology) : encodeError(ProxyError.topologyUnknown());
+      const error = topology ? this.sendCall(req, topology) : encodeError(ProxyError.topologyUnknown());
       if (error) req.finish(encodeError(ProxyError.retriesExhausted(req.command.toUpperCase(), lastError)));
     }, delay);
   }

@@ -14,7 +14,7 @@ import { Fragmented } from './fragmented.js';
  * order. A part whose reply is an error (MOVED, ASK, TRYAGAIN …) or whose link fails only then
  * becomes an UpstreamCall of its own (its bytes a view of the batch), and follows the router's
  * rules like any keyed call. A part that the read strategy or the hot-key hook must see
- * (Router.sendSplit) is routed alone from the start.
+ * (Router.send to: 'slots') is routed alone from the start.
  *
  *   keys    : the key positions in `args`, in the client's order (key j = args[keys[j]])
  *   order   : key ordinals grouped by part: part p's keys are order[start[p] .. start[p + 1])
@@ -90,10 +90,11 @@ export abstract class SplitCommand extends Fragmented {
     return out;
   }
 
-  /** Routes part p alone through Router.routeKeyed (hot-key hook, read strategy, …). */
+  /** Routes part p alone, to its keys (hot-key hook, read strategy, …). */
   routeAlone(router: Router, p: number): void {
     const partArgs = this.partArgs(p);
-    const error = router.routeKeyed(this.partOwner(p), encodeCommand(partArgs), { args: partArgs }, this.spec, this.table, this.command);
+    const request = { raw: encodeCommand(partArgs), args: partArgs, spec: this.spec, command: this.command };
+    const error = router.send({ to: 'keys', owner: this.partOwner(p), request, table: this.table });
     if (error !== null) this.partDone(p, error);
   }
 

@@ -87,7 +87,7 @@ export class TransactionBlock {
       this.done({ kind: 'failed', error, written: false, node: '' });
       return;
     }
-    this.router.sendBlockTo(this.client, node, blockItems(this.commands, node.address, (o, r) => this.settle(o, r)));
+    this.router.send({ to: 'block', client: this.client, node, items: blockItems(this.commands, node.address, (o, r) => this.settle(o, r)) });
   }
 
   private settle(outcome: BlockOutcome, redirect: Buffer | null): void {
@@ -99,6 +99,6 @@ export class TransactionBlock {
       return this.send();
     }
     const address = `${step.host}:${step.port}`;
-    this.router.askBlock(this.client, step.host, step.port, blockItems(this.commands, address, (o, r) => this.settle(o, r)));
+    this.router.send({ to: 'block', client: this.client, ask: step, items: blockItems(this.commands, address, (o, r) => this.settle(o, r)) });
   }
 }

@@ -42,7 +42,7 @@ export interface CallOwner {
   measureReply?(onSize: (bytes: number) => void): void;
 }
 
-/** Builds the call Router.routeKeyed sends (a subclass that reads its own replies, handlers/script.ts). */
+/** Builds the call Router.send sends to a request's keys (a subclass that reads its own replies, handlers/script.ts). */
 export type CallFactory = (owner: CallOwner, router: Router, raw: Buffer, command: string, slot: number) => UpstreamCall;
 
 /**

@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net';
 import { ProxyError } from '../errors.js';
-import type { ServerContext } from '../client/server-context.js';
+import type { ClientDirectory, ProxyObservability, ProxySettings } from '../client/server-context.js';
 import type { ClientState } from '../client/client-state.js';
 import { BatchedWriter } from '../util/batched-writer.js';
 import { FifoQueue } from '../util/fifo-queue.js';
@@ -8,7 +8,7 @@ import { HOLDER_BYTES, type MemoryHolder } from '../client/memory-ceiling.js';
 
 /** What the output asks of its session (client-session.ts). */
 export interface OutputOwner extends MemoryHolder {
-  readonly ctx: ServerContext;
+  readonly ctx: ProxySettings & ProxyObservability & ClientDirectory;
   readonly state: ClientState;
   readonly address: string;
   /** Stop reading its requests (the output is past half its bound). */

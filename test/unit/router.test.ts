@@ -97,7 +97,7 @@ function route(router: Router, ...command: string[]): { owner: Owner; error: Buf
   const owner = new Owner();
   const a = args(...command);
   const spec = table.lookup(a);
-  const error = router.routeKeyed(owner, raw(...command), { args: a }, spec, table, spec?.name ?? command[0]!.toLowerCase());
+  const error = router.send({ to: 'keys', owner, request: { raw: raw(...command), args: a, spec, command: spec?.name ?? command[0]!.toLowerCase() }, table });
   return { owner, error };
 }
 

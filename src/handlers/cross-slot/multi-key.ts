@@ -58,7 +58,7 @@ export const multiKey: Handler = (session, req) => {
   const table = ctx.commands();
   if (parts <= PARTS_PER_TURN) {
     const split = new MultiKeyRequest(session.reserve(), req.command, spec, table, req.args, keys, width, slots, order, start);
-    router.sendSplit(split, 0, parts);
+    router.send({ to: 'slots', split, from: 0, until: parts });
     return;
   }
   // Keys over more slots than one turn takes: the parts leave PARTS_PER_TURN per loop turn, so
@@ -70,7 +70,7 @@ export const multiKey: Handler = (session, req) => {
     let next = 0;
     const step = (): void => {
       const end = Math.min(parts, next + PARTS_PER_TURN);
-      router.sendSplit(split, next, end);
+      router.send({ to: 'slots', split, from: next, until: end });
       next = end;
       if (next < parts) setImmediate(step);
     };
