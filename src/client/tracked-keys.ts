@@ -39,7 +39,7 @@ export interface TrackedKeyReader {
 }
 
 /** Valkey's default tracking-table-max-keys. */
-export const DEFAULT_TRACKING_TABLE_MAX_KEYS = 1_000_000;
+const DEFAULT_TRACKING_TABLE_MAX_KEYS = 1_000_000;
 
 export class TrackedKeys {
   /** tracking-table-max-keys: 0 = no limit. */
@@ -68,7 +68,7 @@ export class TrackedKeys {
     return this.items;
   }
 
-  /** `reader` read `keys` (stored names): remembered, then the table is brought under the limit. */
+  /** `reader` read `keys` (stored names; kept as strings, never as the buffers): remembered, then the table is brought under the limit. */
   remember(reader: TrackedKeyReader, keys: readonly Buffer[]): void {
     for (const key of keys) {
       const name = key.toString('latin1');

@@ -5,10 +5,9 @@ import type { Topology } from '../cluster/topology.js';
 import { ignoreReply, type LinkRequest } from '../upstream/link.js';
 import type { LeasedConnection } from '../upstream/leased-connection.js';
 import type { HandlerSession } from './handler-session.js';
-import { clientInvalidation, storedTrackingPrefixes } from '../keys/tracking-names.js';
+import { clientInvalidation, invalidatedKeys, storedTrackingPrefixes } from '../keys/tracking-names.js';
 import { deliverInvalidation, encodeTrackingLine, redirBrokenPush, type TrackingLine } from './tracking-redirect.js';
 import type { TrackedKeyReader, TrackedKeys } from './tracked-keys.js';
-import { bulkPayload, splitAggregate } from '../resp/decode.js';
 import { encodeBulk } from '../resp/encode.js';
 
 // A CLIENT TRACKING client's lanes (handlers/tracking.ts is the command and its routing: see
@@ -48,25 +47,6 @@ function invalidationOf(key: Buffer): Buffer {
   return Buffer.concat([INVALIDATE_ONE, encodeBulk(key, 3)]);
 }
 const INVALIDATE_ONE = Buffer.from('>2\r\n$10\r\ninvalidate\r\n*1\r\n');
-
-/**
- * The keys an invalidation push names (stored names), or null for "every key": a null in the
- * tracking connection's protocol (`_`, or `$-1` on a RESP2 lane redirecting to a listener).
- */
-function invalidatedKeys(push: Buffer): Buffer[] | null {
-  const parts = splitAggregate(push);
-  if (parts === null || parts.length !== 2) return [];
-  const list = parts[1]!;
-  if (list[0] !== 0x2a /* * */) return list[0] === 0x5f /* _ */ || list[1] === 0x2d /* $-1 */ ? null : [];
-  const keys = splitAggregate(list);
-  if (keys === null) return null;
-  const out: Buffer[] = [];
-  for (const key of keys) {
-    const name = bulkPayload(key);
-    if (name !== null) out.push(name);
-  }
-  return out;
-}
 
 /** A tracking client's lanes: one leased connection per node, all in the same tracking mode. */
 export class TrackingLanes implements TrackedKeyReader {
@@ -291,9 +271,9 @@ export class TrackingLanes implements TrackedKeyReader {
   private forgetInvalidated(frame: Buffer): void {
     const table = this.table;
     if (table === undefined || this.trackedKeys.size === 0) return;
-    const keys = invalidatedKeys(frame);
+    const keys = invalidatedKeys(frame); // keys/tracking-names.ts: null = every key, undefined = no invalidation
     if (keys === null) table.forgetReader(this);
-    else for (const key of keys) table.forget(this, key);
+    else if (keys !== undefined) for (const key of keys) table.forget(this, key);
   }
 
   /** respool's tracking table evicted `key` (a stored name): Valkey's invalidation, where Valkey would send it. */
@@ -314,7 +294,8 @@ export class TrackingLanes implements TrackedKeyReader {
   /**
    * A command about to go on a lane: a read-only one's keys enter respool's tracking table, as
    * Valkey's call() remembers them (trackingRememberKeys): not in BCAST mode, and under OPTIN only
-   * after CLIENT CACHING yes, under OPTOUT unless CLIENT CACHING no.
+   * after CLIENT CACHING yes, under OPTOUT unless CLIENT CACHING no. `keys` are read at once, not
+   * kept (views of the request's buffer will do).
    */
   noteRead(keys: readonly Buffer[], caching: Buffer | null): void {
     const table = this.table;

@@ -150,8 +150,8 @@ export function onTrackingLane(session: HandlerSession, lanes: TrackingLanes, re
   lanes.ensureBcast();
   ctx.metrics?.commandCounter(req.command).inc();
   const caching = lanes.current;
-  const reads = keysRead(session, req);
-  if (reads !== null) lanes.noteRead(reads, caching); // respool's tracking table (client/tracked-keys.ts)
+  const reads = readKeyIndexes(session, req);
+  if (reads !== null) lanes.noteRead(reads.map((i) => req.args[i]!), caching); // respool's tracking table (client/tracked-keys.ts): views, read at once
   const raw = Buffer.from(req.raw);
   const command = req.command;
   onLaneFor(session, lanes, slot, (conn, entry) => lanes.send(conn, raw, caching, command, (reply) => entry.fill(reply)));
@@ -161,11 +161,20 @@ export function onTrackingLane(session: HandlerSession, lanes: TrackingLanes, re
 /** Read-only scripts: Valkey tracks the keys of the commands they call, not theirs (server.c call()). */
 const SCRIPTS_READING = new Set(['eval_ro', 'evalsha_ro', 'fcall_ro']);
 
-/** The keys (copied) a read-only command of a tracking client has the node track, or null. */
-export function keysRead(session: HandlerSession, req: CommandRequest): Buffer[] | null {
+/** Where the keys are that a read-only command of a tracking client has the node track, or null. */
+function readKeyIndexes(session: HandlerSession, req: CommandRequest): number[] | null {
   const spec = req.spec;
   if (spec === undefined || (spec.flags & CommandFlag.READONLY) === 0 || SCRIPTS_READING.has(req.command)) return null;
-  return session.ctx.commands().keyIndexes(spec, req.args).map((i) => Buffer.from(req.args[i]!));
+  return session.ctx.commands().keyIndexes(spec, req.args);
+}
+
+/**
+ * The keys (copied) a read-only command of a tracking client has the node track, or null: for a
+ * command queued inside MULTI (QueuedCommand.reads), kept past its request (whose buffer is reused).
+ */
+export function keysRead(session: HandlerSession, req: CommandRequest): Buffer[] | null {
+  const indexes = readKeyIndexes(session, req);
+  return indexes === null ? null : indexes.map((i) => Buffer.from(req.args[i]!));
 }
 
 /**

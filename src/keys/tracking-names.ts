@@ -2,25 +2,47 @@ import { bulkPayload, splitAggregate } from '../resp/decode.js';
 import { encodeBulk } from '../resp/encode.js';
 import type { KeyNames } from './key-names.js';
 
+/** Valkey's `invalidate` element (tracking.c shared.invalidate): the first of an invalidation push. */
+const INVALIDATE = Buffer.from('$10\r\ninvalidate\r\n');
+
+/**
+ * The keys a CLIENT TRACKING invalidation (`>2 invalidate [keys]`, as a lane or its listener
+ * receives it) names, as the node stores them (views of `push`); null for a null key list
+ * ("every key", after a flush: `_`, or `$-1` in RESP2 form); undefined for a push that is no
+ * invalidation with a key list (another push, another shape). Elements that are no bulk string
+ * are left out.
+ */
+export function invalidatedKeys(push: Buffer): Buffer[] | null | undefined {
+  const parts = splitAggregate(push);
+  if (parts === null || parts.length !== 2 || !parts[0]!.equals(INVALIDATE)) return undefined;
+  const list = parts[1]!;
+  if (list[0] !== 0x2a /* * */) return list[0] === 0x5f /* _ */ || list[1] === 0x2d /* $-1 */ ? null : undefined;
+  const keys = splitAggregate(list);
+  if (keys === null) return null; // *-1
+  const out: Buffer[] = [];
+  for (const key of keys) {
+    const name = bulkPayload(key);
+    if (name !== null) out.push(name);
+  }
+  return out;
+}
+
 /**
  * A CLIENT TRACKING invalidation (`>2 invalidate [keys]` as a lane receives it) with the client's
  * key names (key-names.ts: its namespace, the colocation rules); keys the client cannot reach
  * (another namespace's, seen by a BCAST lane) are left out, and a push left with none is null.
- * A null key list (flush, lost lane) passes unchanged.
+ * A null key list (flush, lost lane), or a push that is no invalidation, passes unchanged.
  */
 export function clientInvalidation(names: KeyNames, push: Buffer): Buffer | null {
-  const parts = splitAggregate(push);
-  if (parts === null || parts.length !== 2 || parts[1]![0] !== 0x2a /* * */) return push;
-  const keys = splitAggregate(parts[1]!);
-  if (keys === null) return push;
+  const keys = invalidatedKeys(push);
+  if (keys === null || keys === undefined) return push;
   const out: Buffer[] = [];
-  for (const key of keys) {
-    const stored = bulkPayload(key);
-    const name = stored === null ? null : names.visibleName(stored);
-    if (name !== null) out.push(name === stored ? key : encodeBulk(name, 2));
+  for (const stored of keys) {
+    const name = names.visibleName(stored);
+    if (name !== null) out.push(encodeBulk(name, 2));
   }
   if (out.length === 0) return null;
-  return Buffer.concat([Buffer.from(`${String.fromCharCode(push[0]!)}2\r\n`, 'latin1'), parts[0]!, Buffer.from(`*${out.length}\r\n`, 'latin1'), ...out]);
+  return Buffer.concat([Buffer.from(`${String.fromCharCode(push[0]!)}2\r\n`, 'latin1'), INVALIDATE, Buffer.from(`*${out.length}\r\n`, 'latin1'), ...out]);
 }
 
 /**

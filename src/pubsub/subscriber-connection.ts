@@ -223,10 +223,12 @@ export class SubscriberConnection extends NodeConnection {
     this.leaving = 0;
     if (this.tickTimer !== null) clearInterval(this.tickTimer);
     this.tickTimer = null;
-    this.once('close', (reason: string) => {
-      for (const then of this.whenSettled.splice(0)) then();
-      this.handler.closed(this, reason);
-    });
+  }
+
+  /** After the core failed the pending commands: what waited for UNSUBSCRIBEs runs, then the owner hears of it. */
+  protected override onClosed(reason: string): void {
+    for (const then of this.whenSettled.splice(0)) then();
+    this.handler.closed(this, reason);
   }
 
   protected override onChunkDone(): void {

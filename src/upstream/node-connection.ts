@@ -22,6 +22,16 @@ import type { UpstreamTlsConfig } from '../config/tls-config.js';
  */
 export type LinkFailureCause = 'timeout' | 'shed';
 
+/**
+ * Why a connection closed, when a role needs more than its reason's text (closeCause):
+ *  - 'timeout': the oldest in-flight request waited past its bound (the deadline, or a role's
+ *    own check: link.ts);
+ *  - 'handshake-refused': the node answered a handshake step with an error (handshakeRefusal
+ *    holds its error line).
+ * Roles decide by it, never by closeReason's text.
+ */
+export type CloseCause = 'timeout' | 'handshake-refused';
+
 /** The connection a reply came on, as a LinkRequest sees it. Only what reply handling reads. */
 export interface ReplySource {
   /** "host:port" of the upstream node. */
@@ -118,7 +128,9 @@ export interface HandshakeStep {
  *              it, the whole connection fails: every in-flight request gets ProxyError.timeout
  *              (written, cause 'timeout'), waiting ones upstreamUnavailable (not written), and
  *              the socket closes — later frames could no longer be matched.
- *   fail     : once; every request still held fails (written or not, as above), then 'close'.
+ *   fail     : once; every request still held fails (written or not, as above), then the
+ *              role's onClosed, then 'close'. closeCause says why when a role must know
+ *              (a timeout, a refused handshake), never the reason's text.
  *
  * Events: 'ready', 'close' (reason: string).
  */
@@ -132,8 +144,10 @@ export class NodeConnection extends EventEmitter implements ReplySource {
   closeReason = '';
   /** True once the handshake completed (a connection that closes before that was a failed dial). */
   wasReady = false;
-  /** True when the connection failed because a reply did not come within its bound. */
-  timedOut = false;
+  /** Why it closed, when more than "it went away" (see CloseCause); null while open, or for any other end. */
+  closeCause: CloseCause | null = null;
+  /** closeCause 'handshake-refused': the node's error line (without '-' and CRLF); else null. */
+  handshakeRefusal: string | null = null;
   /** Sum of the in-flight requests' sizes: request bytes written and not yet answered. */
   inflightBytes = 0;
   /** RESP3 push frames (a view into the read buffer: copy to keep). Unset: pushes are dropped. */
@@ -202,6 +216,11 @@ export class NodeConnection extends EventEmitter implements ReplySource {
   /** Bytes of a reply still arriving (buffered, not yet a whole frame). */
   get pendingReplyBytes(): number {
     return this.framer.bufferedBytes;
+  }
+
+  /** True when the connection failed because a reply did not come within its bound. */
+  get timedOut(): boolean {
+    return this.closeCause === 'timeout';
   }
 
   /** The current deadline in ms, or null. */
@@ -296,6 +315,12 @@ export class NodeConnection extends EventEmitter implements ReplySource {
   /** Closing: the role's own end (its timers), before the requests it held are failed. */
   protected onClosing(): void {}
 
+  /**
+   * Closed: the role's own end once every request it held was failed (and `opened` rejected),
+   * before 'close' is emitted — what it tells its owner (closeReason, closeCause are set).
+   */
+  protected onClosed(_reason: string): void {}
+
   /** Whether `push` answers `head` (a request with pushReplies left): the role's rule. */
   protected answers(_head: LinkRequest, _push: Buffer): boolean {
     return false;
@@ -350,7 +375,8 @@ export class NodeConnection extends EventEmitter implements ReplySource {
           if (frame[0] === 0x2d /* - */) {
             const error = frame.toString('utf8', 1).trim();
             if (error.startsWith('WRONGPASS')) this.options.onAuthRefused?.();
-            this.fail(`handshake ${step.args[0]} failed: ${error}`);
+            this.handshakeRefusal = error;
+            this.end(`handshake ${step.args[0]} failed: ${error}`, 'handshake-refused');
             return;
           }
           step.onReply?.(frame);
@@ -463,11 +489,17 @@ export class NodeConnection extends EventEmitter implements ReplySource {
 
   /** Ends the connection once and fails everything it holds; a timeout's message replaces the generic one. */
   protected fail(reason: string, isTimeout = false): void {
+    this.end(reason, isTimeout ? 'timeout' : null);
+  }
+
+  /** fail, with its cause (closeCause): the one way a connection ends. */
+  private end(reason: string, cause: CloseCause | null): void {
     if (this.state === 'closed') return;
     const wasConnecting = this.state === 'connecting';
+    const isTimeout = cause === 'timeout';
     this.state = 'closed';
     this.closeReason = reason;
-    this.timedOut = isTimeout;
+    this.closeCause = cause;
     while (this.sizes.length > 0) this.settleOldest();
     if (this.deadlineTimer !== null) clearTimeout(this.deadlineTimer);
     this.deadlineTimer = null;
@@ -478,12 +510,13 @@ export class NodeConnection extends EventEmitter implements ReplySource {
     this.conn.destroy();
     // Handshake requests are the connection's own: their failure tells nobody.
     const inflightError = isTimeout ? reason : ProxyError.connectionLost(this.address);
-    const cause = isTimeout ? 'timeout' : undefined;
-    for (const req of this.inflight.drain()) req.onLinkFailure(inflightError, true, cause);
+    const failure = isTimeout ? 'timeout' : undefined;
+    for (const req of this.inflight.drain()) req.onLinkFailure(inflightError, true, failure);
     this.handshakeLeft = 0;
     const unsentError = ProxyError.upstreamUnavailable(this.address, reason);
     for (const { req } of this.waiting.drain()) req.onLinkFailure(unsentError, false);
     if (wasConnecting) this.rejectOpened(new Error(unsentError));
+    this.onClosed(reason);
     this.emit('close', reason);
   }
 }

@@ -65,9 +65,6 @@ const SYNC = Buffer.from('*1\r\n$4\r\nSYNC\r\n');
 const MULTI = Buffer.from('*1\r\n$5\r\nmulti\r\n');
 const EXEC = Buffer.from('*1\r\n$4\r\nexec\r\n');
 
-/** The core's reason for a refused handshake step: the node's own error line is the refusal. */
-const HANDSHAKE_REFUSED = /^handshake \S+ failed: (.*)$/s;
-
 export class ReplicationFeed extends NodeConnection {
   private phase = PREAMBLE;
   /** Bytes of the current preamble line that arrived in earlier chunks. */
@@ -84,11 +81,6 @@ export class ReplicationFeed extends NodeConnection {
     // The connect deadline covers the handshake, not the snapshot: a node's BGSAVE takes what it takes.
     super({ host: options.host, port: options.port, protocol: 2, auth: options.auth, clientName: REPLICA_CLIENT_NAME, connectTimeoutMs: options.connectTimeoutMs, tls: options.tls, openSocket: options.openSocket });
     this.onStream = (frame) => this.onCommand(frame);
-    this.once('close', (reason: string) => {
-      if (this.ended) return;
-      const refused = this.refusal ?? HANDSHAKE_REFUSED.exec(reason)?.[1] ?? null;
-      this.handler.failed(this, refused ?? reason, refused !== null);
-    });
   }
 
   /** Its owner ends it (the client went, or the stream is no longer wanted): the handler is not told. */
@@ -114,6 +106,13 @@ export class ReplicationFeed extends NodeConnection {
   protected override onReady(): void {
     this.rawReader = (chunk) => this.onRaw(chunk);
     this.writeToStream(SYNC);
+  }
+
+  /** Refused (SYNC, or a handshake step: the core's closeCause) or lost: the handler is told, unless its owner closed it. */
+  protected override onClosed(reason: string): void {
+    if (this.ended) return;
+    const refused = this.refusal ?? (this.closeCause === 'handshake-refused' ? this.handshakeRefusal : null);
+    this.handler.failed(this, refused ?? reason, refused !== null);
   }
 
   /** The preamble and the snapshot, as they come; what follows the snapshot goes to the core's framing. */

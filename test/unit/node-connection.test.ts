@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { LeasedConnection } from '../../src/upstream/leased-connection.js';
+import { NodeConnection } from '../../src/upstream/node-connection.js';
 import { ProxyError } from '../../src/errors.js';
 import { fakeSockets, flushWrites, recordedRequest, resp } from '../helpers/fake-upstream-socket.js';
 
@@ -94,10 +95,67 @@ describe('NodeConnection core, as a leased connection (fake socket, no server)',
     conn.send(Buffer.from(resp('BLPOP', 'q', '0')), slow);
     conn.setDeadline(30);
     await new Promise((r) => setTimeout(r, 80));
-    expect([conn.state, conn.timedOut]).toEqual(['closed', true]);
+    expect([conn.state, conn.timedOut, conn.closeCause]).toEqual(['closed', true, 'timeout']);
     expect(slow.failures).toEqual([{ error: ProxyError.timeout('10.0.0.2:6380', 30), written: true, cause: 'timeout' }]);
     conn.send(Buffer.from(resp('GET', 'k')), early);
     expect(early.failures[0]!.written).toBe(false);
     expect(socket.destroyed).toBe(true);
+  });
+
+  it("a refused handshake step: closeCause 'handshake-refused' and the node's error line, the reason's text as before; other ends have no cause", async () => {
+    const refused = lease();
+    refused.socket.open();
+    await flushWrites();
+    refused.socket.reply('-NOAUTH Authentication required.\r\n');
+    expect([refused.conn.state, refused.conn.closeCause, refused.conn.handshakeRefusal, refused.conn.timedOut]).toEqual(['closed', 'handshake-refused', 'NOAUTH Authentication required.', false]);
+    expect(refused.conn.closeReason).toBe('handshake CLIENT failed: NOAUTH Authentication required.');
+    await expect(refused.conn.opened).rejects.toThrow();
+
+    const lost = lease();
+    lost.socket.open();
+    await flushWrites();
+    lost.socket.reply('+OK\r\n:3\r\n');
+    lost.socket.fail('connection closed by upstream');
+    expect([lost.conn.closeCause, lost.conn.handshakeRefusal]).toEqual([null, null]);
+    const closed = lease();
+    closed.conn.close();
+    expect([closed.conn.closeCause, closed.conn.handshakeRefusal]).toEqual([null, null]);
+  });
+
+  it('onClosed: after onClosing and after every request held was failed (written and waiting), before the \'close\' listeners', async () => {
+    const log: string[] = [];
+    class Role extends NodeConnection {
+      protected override onClosing(): void {
+        log.push('onClosing');
+      }
+      protected override onClosed(reason: string): void {
+        log.push(`onClosed ${reason} ${this.state} ${String(this.closeCause)}`);
+      }
+    }
+    const fake = fakeSockets();
+    const conn = new Role({ host: '10.0.0.3', port: 6381, protocol: 2, auth: null, clientName: 'role', connectTimeoutMs: 1000, openSocket: fake.open });
+    const socket = fake.sockets[0]!;
+    conn.on('close', (reason: string) => log.push(`close ${reason}`));
+    conn.opened.catch(() => log.push('opened rejected'));
+    socket.open();
+    await flushWrites();
+    expect(socket.takeWritten()).toBe(resp('CLIENT', 'SETNAME', 'role'));
+    conn.send(Buffer.from(resp('GET', 'w')), recordedRequest('waiting', log));
+    socket.reply('-ERR no names here\r\n');
+    expect(log).toEqual(['onClosing', 'waiting:failed', 'onClosed handshake CLIENT failed: ERR no names here closed handshake-refused', 'close handshake CLIENT failed: ERR no names here']);
+    await Promise.resolve();
+    expect(log.at(-1)).toBe('opened rejected');
+
+    log.length = 0;
+    const ready = new Role({ host: '10.0.0.3', port: 6381, protocol: 2, auth: null, clientName: 'role', connectTimeoutMs: 1000, openSocket: fake.open });
+    ready.on('close', (reason: string) => log.push(`close ${reason}`));
+    fake.sockets[1]!.open();
+    fake.sockets[1]!.reply('+OK\r\n');
+    ready.send(Buffer.from(resp('GET', 'a')), recordedRequest('a', log));
+    ready.send(Buffer.from(resp('GET', 'b')), recordedRequest('b', log));
+    ready.close('bye');
+    expect(log).toEqual(['onClosing', 'a:failed', 'b:failed', 'onClosed bye closed null', 'close bye']);
+    ready.close('again');
+    expect(log).toHaveLength(5); // once
   });
 });

@@ -89,4 +89,18 @@ describe('SubscriberConnection on the connection core (fake socket, no server)',
     s.socket.reply(confirm('unsubscribe', 'b', 0));
     expect(settled).toBe(true);
   });
+
+  it('closed: what waits for UNSUBSCRIBEs runs after the pending commands failed, then the owner is told', async () => {
+    const s = subscriber();
+    await ready(s);
+    s.conn.subscribe('subscribe', [Buffer.from('a')], callbacks(s.log, 'sub'));
+    s.conn.unsubscribeLater('unsubscribe', Buffer.from('b')); // still in the outbox when the connection goes
+    s.conn.afterUnsubscribes(() => s.log.push('settled'));
+    s.socket.fail('connection closed by upstream');
+    expect(s.log.slice(1)).toEqual([
+      'sub failed connection to upstream 10.0.0.3:6381 was lost (connection closed by upstream) (lost)',
+      'settled',
+      'closed:connection closed by upstream',
+    ]);
+  });
 });

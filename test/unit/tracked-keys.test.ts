@@ -1,6 +1,7 @@
 /** respool's tracking table (src/client/tracked-keys.ts): counts, evictions and the two views of one relation. */
 import { describe, expect, it } from 'vitest';
 import { TrackedKeys, type TrackedKeyReader } from '../../src/client/tracked-keys.js';
+import { invalidatedKeys } from '../../src/keys/tracking-names.js';
 
 function reader(): TrackedKeyReader & { told: string[] } {
   const told: string[] = [];
@@ -54,5 +55,15 @@ describe('TrackedKeys', () => {
     expect([t.keyCount, t.itemCount, a.trackedKeys.size]).toEqual([2, 2, 0]);
     t.forgetAll();
     expect([t.keyCount, t.itemCount, b.trackedKeys.size]).toEqual([0, 0, 0]);
+  });
+});
+
+describe('invalidatedKeys (keys/tracking-names.ts): what the table forgets for a node\'s invalidation', () => {
+  const names = (list: Buffer[] | null | undefined) => (list === null || list === undefined ? list : list.map((k) => k.toString('latin1')));
+  it('the keys of `invalidate`, null for a null key list (every key), undefined for any other push', () => {
+    expect(names(invalidatedKeys(Buffer.from('>2\r\n$10\r\ninvalidate\r\n*2\r\n$2\r\nk1\r\n$3\r\nns:\r\n')))).toEqual(['k1', 'ns:']);
+    expect(invalidatedKeys(Buffer.from('>2\r\n$10\r\ninvalidate\r\n_\r\n'))).toBeNull();
+    expect(invalidatedKeys(Buffer.from('>2\r\n$10\r\ninvalidate\r\n$-1\r\n'))).toBeNull();
+    expect(invalidatedKeys(Buffer.from('>3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nv\r\n'))).toBeUndefined();
   });
 });
