@@ -31,7 +31,8 @@ import { UNBOUNDED_NESTING, type FramerLimits } from '../resp/limits.js';
 import type { RespoolConfig } from '../config/types.js';
 import type { UpstreamTlsConfig } from '../config/tls-config.js';
 import type { OpenUpstreamSocket } from '../upstream/upstream-socket.js';
-import { NodeConnection, type LinkRequest } from '../upstream/node-connection.js';
+import { NodeConnection } from '../upstream/node-connection.js';
+import type { LinkRequest } from '../upstream/link-request.js';
 import { MessageRun } from './message-run.js';
 
 export type UpstreamSubscribeCommand = 'subscribe' | 'psubscribe' | 'ssubscribe' | 'unsubscribe' | 'punsubscribe' | 'sunsubscribe';

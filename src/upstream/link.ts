@@ -2,7 +2,8 @@ import { performance } from 'node:perf_hooks';
 import { ProxyError } from '../errors.js';
 import { NodeConnection, type HandshakeStep, type NodeConnectionOptions } from './node-connection.js';
 
-export { ignoreReply, type LinkFailureCause, type LinkRequest, type LinkState, type ReplySource } from './node-connection.js';
+export { ignoreReply, type LinkFailureCause, type LinkRequest, type ReplySource } from './link-request.js';
+export type { LinkState } from './node-connection.js';
 
 export interface LinkOptions extends NodeConnectionOptions {
   /** Replica links send READONLY so the replica serves reads of its slots. */

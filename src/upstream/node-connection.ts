@@ -13,14 +13,7 @@ import { openUpstreamSocket, type OpenUpstreamSocket, type UpstreamConnectionSoc
 import { DEV_CHECKS, invariant } from '../util/dev-checks.js';
 import { clockNow, holdClock, releaseClock } from '../util/read-clock.js';
 import type { UpstreamTlsConfig } from '../config/tls-config.js';
-
-/**
- * Why a request failed without a reply, when it is more than "the connection went away":
- *  - 'timeout': it was written on a connection whose oldest request waited past its bound;
- *  - 'shed': respool refused it because a bound was reached (queue full, node down past the
- *    queueing window); it was not written, and must not be retried either.
- */
-export type LinkFailureCause = 'timeout' | 'shed';
+import type { LinkFailureCause, LinkRequest, ReplySource } from './link-request.js';
 
 /**
  * Why a connection closed, when a role needs more than its reason's text (closeCause):
@@ -31,42 +24,6 @@ export type LinkFailureCause = 'timeout' | 'shed';
  * Roles decide by it, never by closeReason's text.
  */
 export type CloseCause = 'timeout' | 'handshake-refused';
-
-/** The connection a reply came on, as a LinkRequest sees it. Only what reply handling reads. */
-export interface ReplySource {
-  /** "host:port" of the upstream node. */
-  readonly address: string;
-}
-
-/** Something waiting for one reply frame from a connection (routing/upstream-call.ts UpstreamCall, a lease's requests, control-plane calls). */
-export interface LinkRequest {
-  /** Set by the connection when the request is queued to be written (util/read-clock.ts: clockNow). */
-  sentAt: number;
-  /** The reply frame (a view into the connection's read buffer: copy it to keep it past the call). */
-  onReply(frame: Buffer, link: ReplySource): void;
-  /**
-   * The connection failed before a reply came. `written` tells whether the request's bytes were
-   * handed to the socket: if so the server may have run it, so it must not be re-sent blindly.
-   * `cause` says when it was a timeout or a refusal (see LinkFailureCause); the router decides
-   * by it, never by the error's text (which may quote an earlier failure).
-   */
-  onLinkFailure(error: string, written: boolean, cause?: LinkFailureCause): void;
-  /**
-   * Answered by this many push frames instead of one reply — RESP3 (un)subscribe confirmations,
-   * one per name (pubsub/subscriber-connection.ts); the role says which push answers it
-   * (NodeConnection.answers). An error reply still answers it whole. Unset: one reply.
-   */
-  pushReplies?: number;
-}
-
-/**
- * A request whose reply nobody reads (ASKING's, MULTI's or CLIENT CACHING's +OK, a SCRIPT LOAD
- * before a retry): a failure shows on the request written after it. A fresh one per write, as the
- * connection stamps each request's sentAt (a shared one would make its oldest entry look newer).
- */
-export function ignoreReply(): LinkRequest {
-  return { sentAt: 0, onReply() {}, onLinkFailure() {} };
-}
 
 export type LinkState = 'connecting' | 'ready' | 'closed';
 
