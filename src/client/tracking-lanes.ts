@@ -48,7 +48,11 @@ function invalidationOf(key: Buffer): Buffer {
 }
 const INVALIDATE_ONE = Buffer.from('>2\r\n$10\r\ninvalidate\r\n*1\r\n');
 
+/** The longest null invalidation (`>2 $10 invalidate $-1` and its RESP2/RESP3 forms). */
+const NULL_INVALIDATION_MAX_BYTES = 32;
+
 /** A tracking client's lanes: one leased connection per node, all in the same tracking mode. */
+
 export class TrackingLanes implements TrackedKeyReader {
   /** The options of the last accepted ON (Valkey resets the flags at each ON). */
   options: Omit<TrackingOptions, 'prefixes'>;
@@ -69,6 +73,12 @@ export class TrackingLanes implements TrackedKeyReader {
   private readonly listeners = new Map<string, { conn: LeasedConnection; id: number }>();
   private readonly opening = new Map<string, Promise<LeasedConnection>>();
   private closed = false;
+  /**
+   * An "invalidate everything" was passed on and the client sent no command since. One flush
+   * through respool reaches every node, and each node sends its tracking connections one; Valkey
+   * sends one. Later ones say nothing new — the client's cache is empty already — and are dropped.
+   */
+  private everythingInvalidated = false;
   /** BCAST: the topology whose every primary has a lane (null: check again). */
   private bcastComplete: Topology | null = null;
   private readonly retryAt = new Map<string, number>();
@@ -200,8 +210,7 @@ export class TrackingLanes implements TrackedKeyReader {
     conn.onPush = (frame) => {
       // With REDIRECT the node sends this lane's invalidations to its listener instead.
       if (this.redirectTo !== 0) return;
-      this.forgetInvalidated(frame);
-      this.deliver(frame);
+      if (this.forgetInvalidated(frame)) this.deliver(frame);
     };
     conn.once('close', () => this.lost(address, conn));
     this.lanes.set(address, conn);
@@ -245,8 +254,7 @@ export class TrackingLanes implements TrackedKeyReader {
     }
     const id = Number(reply.toString('latin1', 1, reply.length - 2));
     conn.onPush = (frame) => {
-      this.forgetInvalidated(frame);
-      this.invalidation(frame);
+      if (this.forgetInvalidated(frame)) this.invalidation(frame);
     };
     conn.once('close', () => {
       if (this.listeners.get(address)?.conn !== conn) return;
@@ -267,13 +275,25 @@ export class TrackingLanes implements TrackedKeyReader {
     this.session.ctx.dedicated.release(listener.conn, false);
   }
 
-  /** An invalidation from a node: the keys it names (every key for a null list) leave respool's table for this client. */
-  private forgetInvalidated(frame: Buffer): void {
+  /**
+   * An invalidation from a node: the keys it names (every key for a null list) leave respool's
+   * table for this client. False for an "invalidate everything" that says nothing new (see
+   * everythingInvalidated): it is not passed on.
+   */
+  private forgetInvalidated(frame: Buffer): boolean {
+    // A null invalidation is a few dozen bytes: longer pushes name keys, and need no parse here.
+    if (frame.length <= NULL_INVALIDATION_MAX_BYTES && invalidatedKeys(frame) === null) {
+      if (this.everythingInvalidated) return false;
+      this.everythingInvalidated = true;
+      this.table?.forgetReader(this);
+      return true;
+    }
     const table = this.table;
-    if (table === undefined || this.trackedKeys.size === 0) return;
+    if (table === undefined || this.trackedKeys.size === 0) return true;
     const keys = invalidatedKeys(frame); // keys/tracking-names.ts: null = every key, undefined = no invalidation
     if (keys === null) table.forgetReader(this);
     else if (keys !== undefined) for (const key of keys) table.forget(this, key);
+    return true;
   }
 
   /** respool's tracking table evicted `key` (a stored name): Valkey's invalidation, where Valkey would send it. */
@@ -350,6 +370,7 @@ export class TrackingLanes implements TrackedKeyReader {
    * clears its flag after any command but CLIENT ones, except between MULTI and EXEC/DISCARD.
    */
   noteCommand(command: string, inTransaction: boolean): void {
+    this.everythingInvalidated = false;
     if (this.protocol !== this.session.state.protocol) {
       // HELLO changed the protocol: the lanes reply in the old one. New lanes open lazily.
       for (const conn of [...this.lanes.values()]) this.drop(conn, true);

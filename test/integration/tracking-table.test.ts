@@ -12,6 +12,7 @@ import type { RespoolProxy } from '../../src/server.js';
 import { startTestProxy } from '../helpers/proxy.js';
 import type { RawConnection } from '../helpers/raw-resp.js';
 import { connect } from '../helpers/transcript.js';
+import { keysOverNodes } from '../helpers/one-server.js';
 
 const KEYS = 40;
 /** Valkey evicts at its next command or cron tick (10 Hz): every invalidation is there well within this. */
@@ -129,7 +130,7 @@ describe('tracking-table-max-keys: respool bounds the keys tracked through it as
     const counts = async (port: number): Promise<string[]> => {
       const a = await connect(port, 3);
       const b = await connect(port, 3);
-      // The FLUSHALL's "invalidate everything" push comes before INFO's reply (one per node a client has a lane on, through respool): skipped.
+      // The FLUSHALL's "invalidate everything" push comes before INFO's reply: skipped.
       const info = async () => {
         a.send('INFO', 'stats');
         let reply = await a.read();
@@ -161,6 +162,36 @@ describe('tracking-table-max-keys: respool bounds the keys tracked through it as
     expect(want).toEqual(['0/0', '3/4', '5/6', '0/0']);
     expect(await counts(overCluster.address.port)).toEqual(want);
     expect(await counts(overSingle.address.port)).toEqual(want);
+  });
+
+  it('a FLUSHALL, or a FLUSHDB inside MULTI, gives a tracking client one "invalidate everything" after the reply, as Valkey (not one per node)', async () => {
+    const keys = await keysOverNodes(cluster, 'flush:', 3); // a lane on every primary
+    const exchange = async (port: number): Promise<string[]> => {
+      const c = await connect(port, 3);
+      const w = await connect(port, 3);
+      try {
+        await w.call('FLUSHALL');
+        expect(await c.call('CLIENT', 'TRACKING', 'ON')).toBe('+OK\r\n');
+        for (const k of keys) await c.call('GET', k);
+        const out = [await w.call('FLUSHALL'), ...(await c.framesWithin(300))];
+        out.push(await c.call('PING'), ...(await c.framesWithin(300)));
+        for (const k of keys) await c.call('GET', k);
+        c.send('MULTI');
+        c.send('FLUSHDB');
+        c.send('EXEC');
+        for (let i = 0; i < 3; i++) out.push(await c.read(READ_MS));
+        out.push(...(await c.framesWithin(300)));
+        out.push(await c.call('PING'), ...(await c.framesWithin(300)));
+        return out;
+      } finally {
+        c.close();
+        w.close();
+      }
+    };
+    const want = await exchange(oracle.port);
+    expect(want).toEqual(['+OK\r\n', '>2\r\n$10\r\ninvalidate\r\n_\r\n', '+PONG\r\n', '+OK\r\n', '+QUEUED\r\n', '*1\r\n+OK\r\n', '>2\r\n$10\r\ninvalidate\r\n_\r\n', '+PONG\r\n']);
+    expect(await exchange(overCluster.address.port)).toEqual(want);
+    expect(await exchange(overSingle.address.port)).toEqual(want);
   });
 
   it('a key read again after its eviction is tracked again: its change is invalidated once', async () => {
