@@ -1,5 +1,6 @@
 import type { ReplyNames } from '../keys/reply-names.js';
 import type { SlotPart } from '../routing/slot-parts.js';
+import type { CallClient } from '../routing/upstream-call.js';
 
 /** One command queued inside MULTI, as respool will send (or answer) it at EXEC. */
 export interface QueuedCommand {
@@ -28,6 +29,12 @@ export interface QueuedCommand {
   readonly writes?: Buffer[];
   /** A tracking client's read-only command: its keys (copied), for respool's tracking table at EXEC (client/tracked-keys.ts). */
   readonly reads?: Buffer[];
+  /**
+   * A command that runs apart from the block, at EXEC in its place (handlers/transaction-apart.ts):
+   * a whole-keyspace command in a cluster on every shard, a namespace's FLUSHDB … over its keys.
+   * Its reply, for `caller` (never rejects).
+   */
+  readonly apart?: (caller: CallClient) => Promise<Buffer>;
 }
 
 /**

@@ -8,6 +8,7 @@ import type { CallClient } from '../routing/upstream-call.js';
 import type { ClusterNode } from '../cluster/topology.js';
 import type { KeyNames } from '../keys/key-names.js';
 import { namespaceFunctions } from './namespace-functions.js';
+import { queueApart } from './transaction.js';
 
 /** The commands that speak for the whole keyspace, answered for a namespace's keys only. */
 export const NAMESPACE_SCOPED: ReadonlySet<string> = new Set(['dbsize', 'flushall', 'flushdb', 'randomkey', 'function|flush', 'function|dump', 'function|restore']);
@@ -27,30 +28,43 @@ const RANDOM_TRIES = 4;
  *                     the namespace's keys found by scanning; nil when it has none
  *   FUNCTION FLUSH / DUMP / RESTORE  the namespace's function libraries only (namespace-functions.ts)
  *
- * Inside MULTI (and on a WATCH lane) they are refused: queued, the node would run them over
- * every application's keys.
+ * Inside MULTI they are queued and run at EXEC in their place, apart from the transaction's
+ * block (handlers/transaction-apart.ts): queued, the node would run them over every
+ * application's keys. On a WATCH lane they are refused, for the same reason.
  */
 export function namespaceScoped(session: HandlerSession, req: CommandRequest, names: KeyNames): void {
   const state = session.state;
-  if (state.transaction !== null || state.lane !== null) {
+  if (state.lane !== null) {
     if (state.transaction !== null) state.transaction.dirty = true;
     state.refusedNow = true;
     return session.replyNow(encodeError(ProxyError.notInNamespaceTransaction(req.command.toUpperCase())));
   }
   const arity = badArguments(req);
-  if (arity !== null) return session.replyNow(encodeError(arity));
+  if (arity !== null) {
+    if (state.transaction !== null) state.transaction.dirty = true; // EXEC aborts, as Valkey's queue-time error makes it
+    return session.replyNow(encodeError(arity));
+  }
+  if (state.transaction !== null) {
+    const kept: CommandRequest = { args: req.args.map((a) => Buffer.from(a)), raw: Buffer.from(req.raw), spec: req.spec, command: req.command };
+    return queueApart(session, kept, (caller) => namespaceScopedReply(session, caller, kept, names));
+  }
   session.runExclusive(() => {
     const entry = session.reserve();
-    const client = asRespoolClient(entry.client);
-    const primaries = (session.ctx.router.topology()?.shards ?? []).map((s) => s.primary);
-    const pattern = names.scopePattern;
-    let work: Promise<Buffer>;
-    if (req.command === 'dbsize') work = countKeys(session, client, primaries, pattern);
-    else if (req.command === 'randomkey') work = randomKey(session, client, primaries, names, pattern);
-    else if (req.command.startsWith('function|')) work = namespaceFunctions(session, client, primaries, names.functions!, req);
-    else work = removeKeys(session, client, primaries, pattern, isSync(req));
-    void work.then((reply) => entry.fill(reply), (e: Error) => entry.fill(encodeError(`ERR respool: ${e.message}`)));
+    void namespaceScopedReply(session, entry.client, req, names).then((reply) => entry.fill(reply));
   });
+}
+
+/** What a namespace-scoped command answers (see namespaceScoped), for `caller`; never rejects (an error reply instead). */
+export function namespaceScopedReply(session: HandlerSession, caller: CallClient, req: CommandRequest, names: KeyNames): Promise<Buffer> {
+  const client = asRespoolClient(caller);
+  const primaries = (session.ctx.router.topology()?.shards ?? []).map((s) => s.primary);
+  const pattern = names.scopePattern;
+  let work: Promise<Buffer>;
+  if (req.command === 'dbsize') work = countKeys(session, client, primaries, pattern);
+  else if (req.command === 'randomkey') work = randomKey(session, client, primaries, names, pattern);
+  else if (req.command.startsWith('function|')) work = namespaceFunctions(session, client, primaries, names.functions!, req);
+  else work = removeKeys(session, client, primaries, pattern, isSync(req));
+  return work.catch((e: Error) => encodeError(`ERR respool: ${e.message}`));
 }
 
 /** Valkey's argument error for FLUSHALL/FLUSHDB/FUNCTION FLUSH (ASYNC or SYNC; the arity was checked at admission). */

@@ -13,6 +13,7 @@ import { TRACKING_RESPOOL_ANSWERS, trackingPath } from './client-modes.js';
 import { allShards } from './all-shards.js';
 import { rewriteTrackingInfo, type TrackingLine } from '../client/tracking-redirect.js';
 import { TrackingLanes, request, type TrackingOptions } from '../client/tracking-lanes.js';
+import { blockItems, type BlockOutcome } from '../routing/transaction-block.js';
 
 /**
  * CLIENT TRACKING (client-side caching) with invalidations delivered as RESP3 pushes on the
@@ -214,6 +215,28 @@ export function sendBlockOnTrackingLane(session: HandlerSession, lanes: Tracking
     if (caching !== null) conn.send(caching, ignoreReply());
     for (const { data, req } of items(entry)) conn.send(data, req);
   });
+}
+
+/**
+ * One piece of a transaction run in pieces (transaction-apart.ts), for a tracking client: as
+ * sendBlockOnTrackingLane, without a reply entry of its own — `done` gets the block's outcome
+ * (the lane's failure to open as a block that was not written).
+ */
+export function blockOnTrackingLane(session: HandlerSession, lanes: TrackingLanes, slot: number, reads: readonly Buffer[], commands: readonly Buffer[], done: (outcome: BlockOutcome) => void): void {
+  const caching = lanes.current;
+  lanes.ensureBcast();
+  lanes.noteRead(reads, caching);
+  const send = (conn: LeasedConnection): void => {
+    if (caching !== null) conn.send(caching, ignoreReply());
+    for (const { data, req } of blockItems(commands, conn.address, (o) => done(o))) conn.send(data, req);
+  };
+  const ready = slot < 0 ? lanes.anyLane() : undefined;
+  if (ready !== undefined) return send(ready);
+  const node = session.ctx.router.primaryFor(slot);
+  if (node === undefined) return done({ kind: 'failed', error: slot < 0 ? ProxyError.topologyUnknown() : ProxyError.slotNotServed(slot), written: false, node: '' });
+  const open = lanes.ready(node.address);
+  if (open !== undefined) return send(open);
+  lanes.lane(node.host, node.port).then(send, (err: Error) => done({ kind: 'failed', error: err.message, written: false, node: node.address }));
 }
 
 /** CLIENT TRACKING ON|OFF … */

@@ -6,6 +6,7 @@ import { splitAggregate } from '../resp/decode.js';
 import { ProxyError } from '../errors.js';
 import { blockItems, TransactionBlock, type BlockOutcome } from '../routing/transaction-block.js';
 import { execSplit } from './cross-slot/transaction-split.js';
+import { everyShard, execApart, runsApart } from './transaction-apart.js';
 import { partsBySlot } from '../routing/slot-parts.js';
 import type { ReplyEntry } from '../client/reply-queue.js';
 import { localReply, NO_REPLY, parseDbIndex } from './local.js';
@@ -124,14 +125,28 @@ export function queueInTransaction(session: HandlerSession, req: CommandRequest,
     // the transaction is aborted at EXEC.
     const copy: CommandRequest = { ...req, args: args.map((a) => Buffer.from(a)), raw: Buffer.from(req.raw) };
     whenNotBusy(session, (busy) => {
-      if (busy === null) return queue(session, tx, copy);
+      if (busy === null) return queue(session, tx, copy, apartRun(session, copy, family));
       tx.dirty = true;
       session.replyNow(busy);
     });
     return true;
   }
-  queue(session, tx, req);
+  queue(session, tx, req, apartRun(session, req, family));
   return true;
+}
+
+/** How a whole-keyspace command runs at EXEC, apart from the block (transaction-apart.ts); undefined: in the block. */
+function apartRun(session: HandlerSession, req: CommandRequest, family: CommandFamily): QueuedCommand['apart'] {
+  if (!runsApart(session, family, req.command)) return undefined;
+  return everyShard(session, { raw: Buffer.from(req.raw), args: req.args.map((a) => Buffer.from(a)), spec: req.spec!, command: req.command });
+}
+
+/**
+ * Queues a command that runs apart from the block at EXEC, in its place (a namespace's FLUSHDB,
+ * DBSIZE …: namespace-scope.ts). `req` is the caller's copy.
+ */
+export function queueApart(session: HandlerSession, req: CommandRequest, run: NonNullable<QueuedCommand['apart']>): void {
+  queue(session, session.state.transaction!, req, run);
 }
 
 /**
@@ -154,7 +169,7 @@ function errorLine(reply: Buffer): string {
   return reply.toString('utf8', 1, reply.length - 2);
 }
 
-function queue(session: HandlerSession, tx: Transaction, req: CommandRequest): void {
+function queue(session: HandlerSession, tx: Transaction, req: CommandRequest, apart: QueuedCommand['apart']): void {
   const { command, args } = req;
   const raw = Buffer.from(req.raw);
   tx.bytes += raw.length;
@@ -180,6 +195,7 @@ function queue(session: HandlerSession, tx: Transaction, req: CommandRequest): v
     replyNames: session.state.queuedReplyNames,
     writes: parkedKeysWritten(session, req),
     reads: session.state.tracking === null ? undefined : (keysRead(session, req) ?? undefined),
+    apart,
   });
   session.replyNow(QUEUED);
 }
@@ -285,6 +301,16 @@ function exec(session: HandlerSession, tx: Transaction): void {
   }
   ctx.metrics?.commandCounter('exec').inc();
   const lanes = session.state.tracking;
+  // Whole-keyspace commands in a cluster run on every shard, each in its place (transaction-apart.ts);
+  // later requests wait for EXEC's reply, as the pieces leave one after another.
+  if (forwarded.some((q) => q.apart !== undefined)) {
+    if (tx.selects) return session.replyNow(encodeError(ProxyError.respool('SELECT and a namespace\'s FLUSHDB, DBSIZE … cannot share a transaction: send them in transactions of their own')));
+    if (tx.crossSlot) return session.replyNow(encodeError(ProxyError.respool('a transaction split by slot cannot also run a whole-keyspace command (FLUSHALL, DBSIZE, KEYS …) on every shard: send it in a transaction of its own')));
+    return session.runExclusive(() => {
+      const entry = session.reserve();
+      execApart(session, tx, forwarded, (replies) => entry.fill(Buffer.isBuffer(replies) ? replies : ran(spliceLocalReplies(session, tx, replies))));
+    });
+  }
   if (tx.crossSlot) {
     if (lanes !== null) return session.replyNow(encodeError(ProxyError.crossSlotTransactionTracking()));
     ctx.metrics?.crossSlotTransactions.split.inc();

@@ -239,9 +239,14 @@ describe('namespaces (users[].keyPrefix)', () => {
         expect(await b.get('only-b')).toBe('1');
         // A script given a's name for b's key (b:only-b) stays in a's namespace on the node.
         await expect(a.eval("return redis.call('GET', 'b:only-b')", 0)).rejects.toThrow(/ACL|NOPERM|permission/i);
-        // Inside MULTI the scoped commands are refused, as a whole-keyspace command would not stay in the namespace.
-        await expect(a.multi().flushall().exec()).rejects.toThrow(/EXECABORT/);
+        // Inside MULTI they run at EXEC in their place, over the namespace's keys only (handlers/transaction-apart.ts).
+        await a.set('again-a', '1');
+        const ran = await a.multi().set('{t}x', '1').dbsize().flushall().dbsize().set('{t}y', '2').dbsize().exec();
+        expect(ran).toEqual([[null, 'OK'], [null, 2], [null, 'OK'], [null, 0], [null, 'OK'], [null, 1]]);
+        expect(await a.get('again-a')).toBeNull();
+        expect(await a.get('{t}y')).toBe('2');
         expect(await b.get('only-b')).toBe('1');
+        expect(await b.dbsize()).toBe(before);
       });
 
       it('CLIENT PAUSE WRITE lets a namespaced no-writes function run at once and holds one that writes, as Valkey', async () => {
