@@ -7,18 +7,31 @@ import type { LaneClass } from './lane-class.js';
 const COLD_WINDOW = 4;
 
 /**
+ * A client whose nodes are this far (its distanceMs, client-output.ts) or farther gets a wider
+ * window, in proportion: a window of W replies lets a client run W ÷ round trip requests a second,
+ * so at a distance the window, not the node, would bound a deep pipeline (bench/far-node.mjs:
+ * 0.46× a direct client at 50 ms). Nearer than this nothing changes: the window keeps its job of
+ * keeping one client's pipeline from filling the node's queue ahead of its neighbours.
+ */
+const NEAR_MS = 10;
+/** At most this many times the window (a node that stalls for long still gets a bounded pile). */
+const MAX_STRETCH = 16;
+
+/**
  * Replies a client may owe at once: admission.maxInflightPerClient, fewer when its replies are
  * big (its share of admission.maxInflightReplyBytesPerClient at its average reply size), at
  * least one — and COLD_WINDOW until its first reply was written: before that nothing tells how
  * big its replies are, so a new connection's pipeline of twenty 1 MiB GETs does not put 20 MiB on
  * a link at once (a round trip more for a new client that pipelines deeper; none for one that
- * does not).
+ * does not). Both bounds are stretched by `distanceMs` ÷ NEAR_MS past NEAR_MS (at most
+ * MAX_STRETCH): what is owed at a distance is mostly on the wire. maxPendingPerClient always holds.
  */
-export function replyWindow(repliesWritten: number, replyAverage: number, config: Pick<RespoolConfig, 'admission' | 'limits'>): number {
+export function replyWindow(repliesWritten: number, replyAverage: number, config: Pick<RespoolConfig, 'admission' | 'limits'>, distanceMs = 0): number {
   if (repliesWritten === 0) return COLD_WINDOW;
   const { maxInflightPerClient, maxInflightReplyBytesPerClient } = config.admission;
-  const byBytes = Math.floor(maxInflightReplyBytesPerClient / Math.max(1, replyAverage));
-  return Math.max(1, Math.min(maxInflightPerClient, byBytes, config.limits.maxPendingPerClient));
+  const stretch = distanceMs > NEAR_MS ? Math.min(MAX_STRETCH, distanceMs / NEAR_MS) : 1;
+  const byBytes = Math.floor((maxInflightReplyBytesPerClient * stretch) / Math.max(1, replyAverage));
+  return Math.max(1, Math.min(Math.floor(maxInflightPerClient * stretch), byBytes, config.limits.maxPendingPerClient));
 }
 
 /** What the ring needs of a client session (ClientSession). */

@@ -182,7 +182,7 @@ export class ReplyQueue {
   }
 
   /** Takes every finished entry off the head, in order, and hands its reply to `sink` (the session: no closure per session). */
-  drainHead(sink: { writeReply(reply: Buffer): void }): void {
+  drainHead(sink: { writeReply(reply: Buffer, upstreamMs: number): void }): void {
     let head = this.entries.peek();
     let now = -1; // one clock read per drain, only when a timed entry leaves
     while (head !== undefined && head.reply !== null) {
@@ -193,7 +193,7 @@ export class ReplyQueue {
         this.heldBytes -= head.reply.length;
       }
       if (DEV_CHECKS) invariant(head.seq === ++this.written, 'replies leave in the order their entries were queued');
-      if (!head.silent) sink.writeReply(head.reply);
+      if (!head.silent) sink.writeReply(head.reply, head.upstreamMs);
       if (head.series !== null) {
         if (now < 0) now = clockNow();
         const ms = now - head.startedAt;

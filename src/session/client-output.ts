@@ -19,6 +19,9 @@ export interface OutputOwner extends MemoryHolder {
   destroy(): void;
 }
 
+/** Replies per block of distanceMs. */
+const DISTANCE_BLOCK = 128;
+
 /** A push is written at once past this many unread bytes of output at most (the output's pause bound's cap). */
 const PAUSE_CAP_BYTES = 4 * 1024 * 1024;
 
@@ -47,6 +50,10 @@ export class ClientOutput {
   /** Bytes handed to the writer (CLIENT LIST tot-net-out, with what is still unsent). */
   bytesOut = 0;
   private queuedPushSizes: FifoQueue<number> | null = null;
+  /** distanceMs: the floors of the last two blocks of replies, newest first, and the block being counted. */
+  private readonly blockFloors: [number, number] = [0, 0];
+  private blockMin = Infinity;
+  private blockCount = 0;
   private queuedPushBytes = 0;
 
   constructor(
@@ -61,11 +68,34 @@ export class ClientOutput {
     return this.writer.unsentBytes + this.queuedPushBytes;
   }
 
-  /** One reply leaving the session's queue, in order. */
-  writeReply(reply: Buffer): void {
+  /**
+   * One reply leaving the session's queue, in order. `upstreamMs`: its time at the node, send →
+   * reply (0: none, answered by respool), for distanceMs.
+   */
+  writeReply(reply: Buffer, upstreamMs = 0): void {
     const n = ++this.repliesWritten;
     this.replyAverage += (reply.length - this.replyAverage) / (n < 8 ? n : 8); // the last ~8 replies
+    if (upstreamMs > 0) this.noteUpstreamTime(upstreamMs);
     this.write(reply);
+  }
+
+  /**
+   * How far its nodes are: the shortest time at the node of its last DISTANCE_BLOCK replies, and
+   * of the block before (a stall is brief, a distance is not); 0 until two blocks were seen. Its
+   * window grows with it (fair-admission.ts replyWindow): at a distance, a pipeline's requests
+   * are on the wire, not in the node's queue.
+   */
+  get distanceMs(): number {
+    return Math.min(this.blockFloors[0], this.blockFloors[1]);
+  }
+
+  private noteUpstreamTime(ms: number): void {
+    if (ms < this.blockMin) this.blockMin = ms;
+    if (++this.blockCount < DISTANCE_BLOCK) return;
+    this.blockFloors[1] = this.blockFloors[0];
+    this.blockFloors[0] = this.blockMin;
+    this.blockMin = Infinity;
+    this.blockCount = 0;
   }
 
   /** Calls `fn` once its unread output is at most `bytes` (now, or as the socket drains); never if the client closed first. */

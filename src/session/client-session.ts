@@ -339,7 +339,7 @@ export class ClientSession implements DispatchedSession, AdmittedClient, OutputO
 
   /** Replies it may owe at once (fair-admission.ts replyWindow). */
   private window(): number {
-    return replyWindow(this.output.repliesWritten, this.output.replyAverage, this.ctx.config);
+    return replyWindow(this.output.repliesWritten, this.output.replyAverage, this.ctx.config, this.output.distanceMs);
   }
 
   /** Past limits.maxQueryBytesPerClient of unhandled request bytes: an error, then close (false). */
@@ -424,8 +424,8 @@ export class ClientSession implements DispatchedSession, AdmittedClient, OutputO
   }
 
   /** Called by the reply queue for each reply leaving its head, in order. */
-  writeReply(reply: Buffer): void {
-    if (!this.closed) this.output.writeReply(reply);
+  writeReply(reply: Buffer, upstreamMs: number): void {
+    if (!this.closed) this.output.writeReply(reply, upstreamMs);
   }
 
   /**
