@@ -12,6 +12,7 @@ import { TENANT_USAGE_MESSAGE } from './tenant-usage.js';
 import { mergeWindowReports, REPORT_REQUEST, REPORT_RESPONSE, REPORT_TIMEOUT_MS, REPORTS_REQUEST, REPORTS_RESPONSE, type ReportsMessage } from './hot-key-reports.js';
 import type { WindowReport } from '../hotkeys/detector.js';
 import { usesFleetState } from '../fleet/fleet-state.js';
+import { takeOver, type TakeoverSlots } from './takeover.js';
 
 /**
  * `workers: N` (N > 1): this process becomes the supervisor of N worker processes (node's cluster
@@ -27,7 +28,9 @@ import { usesFleetState } from '../fleet/fleet-state.js';
  *               admin servers on loopback ports of their own (reported to the supervisor),
  *               with the same token.
  *   signals   : SIGHUP is passed to every worker (each reloads, as a lone respool does); SIGTERM /
- *               SIGINT drain every worker, then the supervisor exits.
+ *               SIGINT drain every worker, then the supervisor exits; SIGUSR2 is a takeover: each
+ *               worker replaced by one running the code on disk now, without a dropped client
+ *               (takeover.ts).
  *   crashes   : a worker that exits unasked is replaced after a backoff: 100 ms doubled per crash
  *               in the last minute, at most 10 s.
  *   RESPOOL   : a RESPOOL SPLIT change (or an automatic split) on one worker is passed to every
@@ -62,6 +65,8 @@ interface WorkerSlot {
   worker: Worker;
   /** The worker's own admin server (loopback), once it reported it. */
   admin: HostPort | null;
+  /** Resolves once the worker serves (its admin message, sent when its proxy has started: main.ts). */
+  ready: Promise<void>;
 }
 
 export async function runSupervisor(config: RespoolConfig, count: number, log: Logger, drainMs: number): Promise<void> {
@@ -83,15 +88,19 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
     }
   };
   let stopping = false;
+  // Workers a takeover replaced, draining: their exit is expected, not a crash (takeover.ts).
+  const retiring = new Set<Worker>();
 
-  const fork = (index: number) => {
+  const fork = (index: number): WorkerSlot => {
     const worker = cluster.fork({ RESPOOL_WORKER_INDEX: String(index), RESPOOL_WORKER_COUNT: String(count), ...mirrorSecretEnv });
-    const slot: WorkerSlot = { worker, admin: null };
+    let served!: () => void;
+    const slot: WorkerSlot = { worker, admin: null, ready: new Promise((resolve) => (served = resolve)) };
     slots[index] = slot;
     worker.on('message', (msg: unknown) => {
       const m = msg as { type?: string; admin?: HostPort | null };
       if (m?.type === WORKER_ADMIN_MESSAGE) {
         slot.admin = m.admin ?? null;
+        served();
         replayTo(slot); // a new (or replacement) worker: the split changes made since start
       }
       // A split change on one worker: to every other worker (peer-commands.ts), and kept for replay.
@@ -105,16 +114,17 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
       if (m?.type === REPORT_RESPONSE) gathering.get((msg as ReportsMessage).id)?.((msg as ReportsMessage).report);
     });
     worker.on('exit', (code, signal) => {
-      if (stopping) return;
+      if (stopping || retiring.has(worker)) return;
       const now = Date.now();
       crashes.push(now);
       while (crashes.length > 0 && crashes[0]! < now - CRASH_WINDOW_MS) crashes.shift();
       const delay = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (crashes.length - 1));
       log.error({ event: 'worker_exited', worker: index, pid: worker.process.pid, code, signal, restartInMs: delay }, 'worker exited; replacing it');
       setTimeout(() => {
-        if (!stopping) fork(index);
+        if (!stopping && slots[index] === slot) fork(index);
       }, delay).unref();
     });
+    return slot;
   };
   // RESPOOL HOTKEYS / NODES on a worker: every worker's window report (hot-key-reports.ts).
   const gathering = new Map<number, (report: WindowReport | undefined) => void>();
@@ -172,6 +182,34 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGHUP', () => {
     for (const s of slots) if (!s.worker.isDead()) s.worker.process.kill('SIGHUP');
+  });
+  // SIGUSR2: takeover — every worker replaced by one running the code on disk now, one at a time,
+  // without closing a listener or dropping a client (takeover.ts). A second SIGUSR2 meanwhile is ignored.
+  let takingOver = false;
+  const takeoverSlots: TakeoverSlots = {
+    count,
+    current: (index) => slots[index]!.worker,
+    async replace(index, readyMs) {
+      const before = slots[index]!;
+      const slot = fork(index);
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        await Promise.race([slot.ready, new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`it did not serve within ${readyMs} ms`)), readyMs)))]);
+        return slot.worker;
+      } catch (err) {
+        retiring.add(slot.worker);
+        slot.worker.process.kill('SIGKILL');
+        slots[index] = before;
+        throw err;
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
+  process.on('SIGUSR2', () => {
+    if (takingOver || stopping) return;
+    takingOver = true;
+    void takeOver(takeoverSlots, retiring, log, drainMs).finally(() => (takingOver = false));
   });
 }
 

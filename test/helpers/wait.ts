@@ -18,3 +18,21 @@ export async function waitFor(
     await sleep(intervalMs);
   }
 }
+
+/**
+ * The first value `fn` gives that is not undefined, polling every 100 ms; a throw counts as
+ * "not yet". Rejects with "timed out waiting for <what>" after `timeoutMs`.
+ */
+export async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v !== undefined) return v;
+    } catch {
+      // not yet
+    }
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}

@@ -7,23 +7,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { freePort, startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
 import { RawConnection } from '../helpers/raw-resp.js';
 import { RESPOOL_BIN as BIN } from '../helpers/respool-cli.js';
+import { sleep, until } from '../helpers/wait.js';
 import calculateSlot from 'cluster-key-slot';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined) return v;
-    } catch {
-      // not yet
-    }
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 /** The pid of the worker serving a new connection (respool's INFO server process_id). */
 async function servingPid(port: number): Promise<number> {

@@ -1,0 +1,61 @@
+import type { Worker } from 'node:cluster';
+import type { Logger } from 'pino';
+
+/** What the takeover asks of the supervisor's worker slots (supervisor.ts). */
+export interface TakeoverSlots {
+  readonly count: number;
+  /** The worker serving at `index` now. */
+  current(index: number): Worker;
+  /**
+   * Starts a new worker at `index` from the code on disk now (it becomes current(index)) and
+   * resolves once it serves; rejects — the old worker put back at `index` — when it does not
+   * within `readyMs`.
+   */
+  replace(index: number, readyMs: number): Promise<Worker>;
+}
+
+/** A new worker that has not said it serves by then fails the takeover (the old one stays). */
+const READY_MS = 30_000;
+
+/**
+ * Takeover (SIGUSR2 to the supervisor): an upgrade that drops no client. The supervisor holds the
+ * listening sockets (TCP, TLS, Unix; node's cluster module hands accepted connections to the
+ * workers), so replacing the processes behind them never closes a listener. Worker by worker:
+ *
+ *   start  : a new worker from the code on disk now (bin/respool.js is run again) at the same
+ *            index; it serves (its ready message, main.ts) before the old one stops accepting,
+ *            and gets the run-time split changes replayed (supervisor.ts replayTo); the fleet's
+ *            shared state and ACL changes reach it as any member's
+ *   retire : the old worker gets SIGTERM: it stops accepting, answers what each client is owed,
+ *            closes each client connection once its replies are written (server.ts close: a
+ *            client's next request goes to a new connection, on a new worker), and exits within
+ *            the drain time; a worker still there drainMs + 5 s later is killed
+ *   order  : one index at a time, so at most one worker more than `count` holds upstream links,
+ *            and never for longer than one drain
+ *   abort  : a new worker that does not serve within READY_MS is stopped, the old one keeps
+ *            serving, and the takeover ends there (logged)
+ */
+export async function takeOver(slots: TakeoverSlots, retiring: Set<Worker>, log: Logger, drainMs: number): Promise<boolean> {
+  log.info({ event: 'takeover_started', workers: slots.count }, 'takeover: replacing every worker, one at a time');
+  for (let index = 0; index < slots.count; index++) {
+    const old = slots.current(index);
+    retiring.add(old);
+    let fresh: Worker;
+    try {
+      fresh = await slots.replace(index, READY_MS);
+    } catch (err) {
+      retiring.delete(old);
+      log.error({ event: 'takeover_failed', worker: index, err: (err as Error).message }, 'takeover stopped: a new worker did not start; the old one keeps serving');
+      return false;
+    }
+    const exited = new Promise<void>((resolve) => (old.isDead() ? resolve() : old.once('exit', () => resolve())));
+    old.process.kill('SIGTERM');
+    const deadline = setTimeout(() => old.process.kill('SIGKILL'), drainMs + 5000);
+    await exited;
+    clearTimeout(deadline);
+    retiring.delete(old);
+    log.info({ event: 'worker_taken_over', worker: index, old: old.process.pid, new: fresh.process.pid }, `takeover: worker ${index} is pid ${fresh.process.pid} now`);
+  }
+  log.info({ event: 'takeover_done', workers: slots.count }, 'takeover done: every worker replaced');
+  return true;
+}

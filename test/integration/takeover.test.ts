@@ -1,0 +1,154 @@
+/**
+ * Takeover (issue 34, src/workers/takeover.ts): `--workers 2`, SIGUSR2 to the supervisor three
+ * times in a row while iovalkey clients run verified commands over TCP and the Unix socket.
+ * Every worker is replaced each time (new pids serve, the old ones exit), no command fails,
+ * every acknowledged write is read back, and the upstream connections stay below twice their
+ * number before the takeovers (one worker more than two, for one drain at a time).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Valkey } from 'iovalkey';
+import { freePort, startStandalone, type ValkeyNode } from '../harness/valkey-processes.js';
+import { RawConnection } from '../helpers/raw-resp.js';
+import { RESPOOL_BIN as BIN } from '../helpers/respool-cli.js';
+import { sleep, until } from '../helpers/wait.js';
+
+
+/** The pids of the workers serving new connections (respool's INFO server process_id), over `tries` connections. */
+async function servingPids(port: number, tries = 8): Promise<Set<number>> {
+  const pids = new Set<number>();
+  for (let i = 0; i < tries; i++) {
+    const c = await RawConnection.connect(port);
+    try {
+      pids.add(Number(/process_id:(\d+)/.exec(await c.call('INFO', 'server'))![1]));
+    } finally {
+      c.close();
+    }
+  }
+  return pids;
+}
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+describe('takeover: SIGUSR2 replaces every worker without a failed command (--workers 2)', () => {
+  let server: ValkeyNode;
+  let child: ChildProcess;
+  let port: number;
+  const socketPath = path.join(os.tmpdir(), `respool-takeover-${process.pid}.sock`);
+  const configPath = path.join(os.tmpdir(), `respool-takeover-${process.pid}.yaml`);
+  let stderr = '';
+
+  beforeAll(async () => {
+    server = await startStandalone();
+    port = await freePort();
+    // The Unix socket beside TCP is a config file's (unixSocket:).
+    fs.writeFileSync(configPath, `unixSocket: ${socketPath}\n`);
+    child = spawn('node', [BIN, '--config', configPath, '--workers', '2', '--listen', `127.0.0.1:${port}`, '--upstream', `${server.host}:${server.port}`, '--mode', 'standalone', '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    await until('two workers serving', async () => ((await servingPids(port)).size === 2 ? true : undefined), 30_000).catch((err: Error) => {
+      throw new Error(`${err.message}; respool said: ${stderr.slice(-500)}`);
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    if (child?.exitCode === null) {
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
+    }
+    await server?.stop();
+    fs.rmSync(configPath, { force: true });
+  });
+
+  it('three takeovers in a row: new pids, old ones gone, 0 failed commands, every write read back, upstream links bounded', async () => {
+    const upstreamClients = async () => Number(/connected_clients:(\d+)/.exec(String(await server.call('INFO', 'clients')))![1]);
+    const baseline = await upstreamClients();
+    let most = baseline;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        most = Math.max(most, await upstreamClients());
+        await sleep(25);
+      }
+    })();
+
+    const clients = [
+      new Valkey({ port, host: '127.0.0.1' }),
+      new Valkey({ port, host: '127.0.0.1' }),
+      new Valkey({ path: socketPath }),
+      new Valkey({ path: socketPath }),
+    ];
+    // A connection a draining worker closes shows as an error event (EPIPE, ECONNRESET) before
+    // iovalkey reconnects and sends again what was not answered: counted, not failed commands.
+    let reconnects = 0;
+    for (const c of clients) c.on('error', () => reconnects++);
+    let failed = 0;
+    const failures: string[] = [];
+    let increments = 0;
+    const written = new Map<string, string>();
+    let running = true;
+    const loops = clients.map(async (c, n) => {
+      for (let i = 0; running; i++) {
+        const key = `tk:${n}:${i}`;
+        const value = `v${n}-${i}`;
+        try {
+          expect(await c.set(key, value)).toBe('OK');
+          written.set(key, value);
+          expect(await c.get(key)).toBe(value);
+          await c.incr('tk:counter');
+          increments++;
+        } catch (err) {
+          failed++;
+          if (failures.length < 5) failures.push(`${key}: ${(err as Error).message}`);
+        }
+      }
+    });
+
+    try {
+      for (let round = 0; round < 3; round++) {
+        const before = await servingPids(port);
+        expect(before.size).toBe(2);
+        child.kill('SIGUSR2');
+        const after = await until(`takeover ${round + 1}: two new workers serving`, async () => {
+          const now = await servingPids(port);
+          return now.size === 2 && [...now].every((pid) => !before.has(pid)) ? now : undefined;
+        }, 30_000);
+        await until(`takeover ${round + 1}: the old workers gone`, async () => ([...before].every((pid) => !alive(pid)) ? true : undefined), 30_000);
+        expect([...after].every(alive)).toBe(true);
+        await sleep(300);
+      }
+    } finally {
+      running = false;
+      await Promise.all(loops);
+      sampling = false;
+      await sampler;
+    }
+
+    const check = new Valkey({ port, host: '127.0.0.1' });
+    try {
+      let lost = 0;
+      for (const [key, value] of written) if ((await check.get(key)) !== value) lost++;
+      const counter = Number(await check.get('tk:counter'));
+      console.log(`3 takeovers: ${written.size} writes, ${increments} INCRs, ${failed} failed commands, ${reconnects} connection errors iovalkey recovered from, upstream connections ${baseline} before, at most ${most} during`);
+      expect(failures).toEqual([]);
+      expect(failed).toBe(0);
+      expect(lost).toBe(0);
+      expect(counter).toBe(increments);
+      expect(written.size).toBeGreaterThan(100);
+      expect(most).toBeLessThan(2 * baseline);
+    } finally {
+      check.disconnect();
+      for (const c of clients) c.disconnect();
+    }
+  }, 120_000);
+});
