@@ -1,6 +1,6 @@
 /**
  * Takeover (issue 34, src/workers/takeover.ts): `--workers 2`, SIGUSR2 to the supervisor three
- * times in a row while iovalkey clients run verified commands over TCP and the Unix socket.
+ * times in a row while iovalkey clients run verified commands over TCP, TLS and the Unix socket.
  * Every worker is replaced each time (new pids serve, the old ones exit), no command fails,
  * every acknowledged write is read back, and the upstream connections stay below twice their
  * number before the takeovers (one worker more than two, for one drain at a time).
@@ -14,6 +14,7 @@ import { Valkey } from 'iovalkey';
 import { freePort, startStandalone, type ValkeyNode } from '../harness/valkey-processes.js';
 import { RawConnection } from '../helpers/raw-resp.js';
 import { RESPOOL_BIN as BIN } from '../helpers/respool-cli.js';
+import { makeTestCerts, type TestCerts } from '../harness/valkey-tls.js';
 import { sleep, until } from '../helpers/wait.js';
 
 
@@ -47,13 +48,17 @@ describe('takeover: SIGUSR2 replaces every worker without a failed command (--wo
   const socketPath = path.join(os.tmpdir(), `respool-takeover-${process.pid}.sock`);
   const configPath = path.join(os.tmpdir(), `respool-takeover-${process.pid}.yaml`);
   let stderr = '';
+  let certs: TestCerts;
+  let tlsPort: number;
 
   beforeAll(async () => {
     server = await startStandalone();
     port = await freePort();
+    tlsPort = await freePort();
+    certs = makeTestCerts();
     // The Unix socket beside TCP is a config file's (unixSocket:).
     fs.writeFileSync(configPath, `unixSocket: ${socketPath}\n`);
-    child = spawn('node', [BIN, '--config', configPath, '--workers', '2', '--listen', `127.0.0.1:${port}`, '--upstream', `${server.host}:${server.port}`, '--mode', 'standalone', '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    child = spawn('node', [BIN, '--config', configPath, '--workers', '2', '--listen', `127.0.0.1:${port}`, '--listen-tls', `127.0.0.1:${tlsPort}`, '--tls-cert', certs.serverCert, '--tls-key', certs.serverKey, '--upstream', `${server.host}:${server.port}`, '--mode', 'standalone', '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'pipe'] });
     child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
     await until('two workers serving', async () => ((await servingPids(port)).size === 2 ? true : undefined), 30_000).catch((err: Error) => {
       throw new Error(`${err.message}; respool said: ${stderr.slice(-500)}`);
@@ -68,9 +73,10 @@ describe('takeover: SIGUSR2 replaces every worker without a failed command (--wo
     }
     await server?.stop();
     fs.rmSync(configPath, { force: true });
+    certs?.remove();
   });
 
-  it('three takeovers in a row: new pids, old ones gone, 0 failed commands, every write read back, upstream links bounded', async () => {
+  it('three takeovers in a row (TCP, TLS, Unix socket): new pids, old ones gone, 0 failed commands, every write read back, upstream links bounded', async () => {
     const upstreamClients = async () => Number(/connected_clients:(\d+)/.exec(String(await server.call('INFO', 'clients')))![1]);
     const baseline = await upstreamClients();
     let most = baseline;
@@ -87,6 +93,7 @@ describe('takeover: SIGUSR2 replaces every worker without a failed command (--wo
       new Valkey({ port, host: '127.0.0.1' }),
       new Valkey({ path: socketPath }),
       new Valkey({ path: socketPath }),
+      new Valkey({ port: tlsPort, host: '127.0.0.1', tls: { ca: fs.readFileSync(certs.ca), servername: 'localhost' } }),
     ];
     // A connection a draining worker closes shows as an error event (EPIPE, ECONNRESET) before
     // iovalkey reconnects and sends again what was not answered: counted, not failed commands.
@@ -95,6 +102,7 @@ describe('takeover: SIGUSR2 replaces every worker without a failed command (--wo
     let failed = 0;
     const failures: string[] = [];
     let increments = 0;
+    const perClient = clients.map(() => 0);
     const written = new Map<string, string>();
     let running = true;
     const loops = clients.map(async (c, n) => {
@@ -107,6 +115,7 @@ describe('takeover: SIGUSR2 replaces every worker without a failed command (--wo
           expect(await c.get(key)).toBe(value);
           await c.incr('tk:counter');
           increments++;
+          perClient[n]!++;
         } catch (err) {
           failed++;
           if (failures.length < 5) failures.push(`${key}: ${(err as Error).message}`);
@@ -145,6 +154,7 @@ describe('takeover: SIGUSR2 replaces every worker without a failed command (--wo
       expect(lost).toBe(0);
       expect(counter).toBe(increments);
       expect(written.size).toBeGreaterThan(100);
+      expect(perClient.every((count) => count > 10)).toBe(true); // TCP, Unix socket and TLS clients all ran
       expect(most).toBeLessThan(2 * baseline);
     } finally {
       check.disconnect();
