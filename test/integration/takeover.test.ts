@@ -105,6 +105,9 @@ describe('takeover: SIGUSR2 replaces every worker without a failed command (--wo
     const failures: string[] = [];
     let increments = 0;
     const perClient = clients.map(() => 0);
+    // Each GET's start and duration, and the takeovers' windows (SIGUSR2 → old workers gone): the pause a request sees.
+    const gets: Array<[number, number]> = [];
+    const windows: Array<[number, number]> = [];
     const written = new Map<string, string>();
     let running = true;
     const loops = clients.map(async (c, n) => {
@@ -114,7 +117,9 @@ describe('takeover: SIGUSR2 replaces every worker without a failed command (--wo
         try {
           expect(await c.set(key, value)).toBe('OK');
           written.set(key, value);
+          const asked = performance.now();
           expect(await c.get(key)).toBe(value);
+          gets.push([asked, performance.now() - asked]);
           await c.incr('tk:counter');
           increments++;
           perClient[n]!++;
@@ -136,12 +141,14 @@ describe('takeover: SIGUSR2 replaces every worker without a failed command (--wo
       for (let round = 0; round < 3; round++) {
         const before = await servingPids(port);
         expect(before.size).toBe(2);
+        const windowStart = performance.now();
         child.kill('SIGUSR2');
         const after = await until(`takeover ${round + 1}: two new workers serving`, async () => {
           const now = await servingPids(port);
           return now.size === 2 && [...now].every((pid) => !before.has(pid)) ? now : undefined;
         }, 30_000);
         await until(`takeover ${round + 1}: the old workers gone`, async () => ([...before].every((pid) => !alive(pid)) ? true : undefined), 30_000);
+        windows.push([windowStart, performance.now()]);
         expect([...after].every(alive)).toBe(true);
         await sleep(300);
       }
@@ -171,6 +178,10 @@ describe('takeover: SIGUSR2 replaces every worker without a failed command (--wo
       expect(pyResult.failed).toBeLessThanOrEqual(6);
       expect(Number(await check.get('tkpy:counter'))).toBe(pyResult.increments);
       expect(Object.keys(pyResult.written).length).toBeGreaterThan(100);
+      const p99 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * 0.99)] ?? 0;
+      const during = gets.filter(([t]) => windows.some(([a, b]) => t >= a && t <= b)).map(([, ms]) => ms);
+      const outside = gets.filter(([t]) => !windows.some(([a, b]) => t >= a && t <= b)).map(([, ms]) => ms);
+      console.log(`GET p99 during the takeovers ${p99(during).toFixed(2)} ms (${during.length} GETs, max ${Math.max(...during).toFixed(1)}), outside them ${p99(outside).toFixed(2)} ms (${outside.length})`);
       console.log(`3 takeovers: ${written.size} writes, ${increments} INCRs, ${failed} failed commands, ${reconnects} connection errors iovalkey recovered from, upstream connections ${baseline} before, at most ${most} during`);
       expect(failures).toEqual([]);
       expect(failed).toBe(0);
