@@ -10,6 +10,9 @@ import { applyAclChange } from './handlers/acl.js';
 import { serveWorkerReports } from './workers/hot-key-reports.js';
 import { runRespoolCommand } from './hotkeys/control.js';
 import { useSingleThreadedScavenges } from './util/gc-tuning.js';
+import { CLIENT_HANDOVER_MESSAGE, RETIRE_MESSAGE } from './workers/takeover.js';
+import type { ClientSnapshot, HandOver } from './session/session-handover.js';
+import type { Socket } from 'node:net';
 
 /** Graceful drain on SIGTERM/SIGINT: in-flight requests get this long to finish. */
 const DRAIN_MS = 10_000;
@@ -64,12 +67,30 @@ export async function main(argv: string[]): Promise<void> {
     serveWorkerReports((current) => current ? hotKeys.currentWindow() : (hotKeys.lastWindow() ?? hotKeys.currentWindow()));
   }
   let stopping = false;
-  const stop = (signal: string) => {
+  // Client connections handed to the supervisor (a takeover): sent before this process exits,
+  // or a socket still queued on the IPC channel would close with it.
+  const handing: Array<Promise<void>> = [];
+  const stop = (signal: string, handOver?: HandOver) => {
     if (stopping) process.exit(1); // a second signal: stop now
     stopping = true;
     log.info({ signal, drainMs: DRAIN_MS }, 'draining');
-    void proxy.close(DRAIN_MS).then(() => process.exit(0));
+    void proxy.close(DRAIN_MS, handOver)
+      .then(() => Promise.race([Promise.all(handing), new Promise((r) => setTimeout(r, 5000))]))
+      .then(() => process.exit(0));
   };
+  if (inWorker) {
+    // A takeover (workers/takeover.ts): this worker retires, handing its plain clients to its
+    // replacement through the supervisor; a replacement adopts the ones handed to it.
+    process.on('message', (msg: unknown, handle: unknown) => {
+      const m = msg as { type?: string; snapshot?: ClientSnapshot } | null;
+      if (m?.type === RETIRE_MESSAGE) {
+        stop('takeover', (socket, snapshot) => {
+          handing.push(new Promise((sent) => process.send!({ type: CLIENT_HANDOVER_MESSAGE, snapshot }, socket, undefined, () => sent())));
+        });
+      }
+      else if (m?.type === CLIENT_HANDOVER_MESSAGE && m.snapshot !== undefined && handle != null) proxy.adopt(handle as Socket, m.snapshot);
+    });
+  }
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   // SIGHUP: the config file, environment and flags are read again as at start, with the same

@@ -5,7 +5,9 @@ import { decodeReply, RespError } from './resp/decode.js';
 import type { TopologyRefresher } from './cluster/topology-refresher.js';
 import type { Topology } from './cluster/topology.js';
 import type { UpstreamPools } from './upstream/upstream-pools.js';
+import type { Socket } from 'node:net';
 import { ClientSession } from './session/client-session.js';
+import { handOverSessions, restoreSnapshot, type ClientSnapshot, type HandOver } from './session/session-handover.js';
 import type { ParkedPops } from './parking/parked-pops.js';
 import type { ServerContext } from './client/server-context.js';
 import { Metrics } from './metrics/metrics.js';
@@ -76,8 +78,14 @@ export interface RespoolProxy {
   /** The fleet's shared runtime state (null unless cluster.fleetState is in use). */
   readonly fleetState: FleetState | null;
   clientCount(): number;
-  /** Stops accepting, waits up to drainMs for in-flight requests, then closes everything. */
-  close(drainMs?: number): Promise<void>;
+  /**
+   * Stops accepting, waits up to drainMs for in-flight requests, then closes everything. With
+   * `handOver` (a takeover's old process): plain client connections go to the new process
+   * instead of being closed (session/session-handover.ts).
+   */
+  close(drainMs?: number, handOver?: HandOver): Promise<void>;
+  /** In a takeover's new process: a client connection handed over by the old one, its state put back. */
+  adopt(socket: Socket, snapshot: ClientSnapshot): void;
 }
 
 /** Valkey's default `databases`: SELECT's bound when the upstream does not say. */
@@ -356,13 +364,30 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     membership,
     fleetState,
     clientCount: () => sessions.size,
-    close(drainMs = 0) {
+    adopt(socket, snapshot) {
+      const session = new ClientSession(socket, ctx);
+      if (!restoreSnapshot(session.state, snapshot, users)) {
+        socket.destroy();
+        return;
+      }
+      sessions.add(session);
+      sessionsById.set(session.id, session);
+      metrics.clientConnections.inc();
+      if (snapshot.unread !== '') session.socketData(Buffer.from(snapshot.unread, 'base64')); // read by the old process, not handled there
+      socket.resume();
+    },
+    close(drainMs = 0, handOver) {
       closing ??= (async () => {
         // Graceful drain: stop accepting; every client gets the replies it is owed, then its
-        // connection is closed; whatever is left at the deadline is cut.
+        // connection is closed (or, in a takeover, handed to the new process); whatever is left
+        // at the deadline is cut.
         listeners.close();
-        for (const session of sessions) session.drain();
         const deadline = Date.now() + drainMs;
+        if (handOver !== undefined) {
+          const handed = await handOverSessions(sessions, handOver, deadline);
+          log.info({ event: 'clients_handed_over', clients: handed }, `handed ${handed} client connections to the new process`);
+        }
+        for (const session of sessions) session.drain();
         while (Date.now() < deadline && sessions.size > 0) {
           await new Promise((r) => setTimeout(r, 20));
         }

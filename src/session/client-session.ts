@@ -22,10 +22,8 @@ import type { Tenant } from '../tenants/tenant.js';
 import { joinTenant } from './tenant-join.js';
 import type { TenantJoin } from '../client/handler-session.js';
 
-// What a session costs before and between requests (a connection storm, idle clients): one
-// object per part (state, framer, reply queue, output), no closures per session (the socket's
-// listeners: session-socket.ts), one framer limits object shared by all (resp/limits.ts), the
-// pushes' size queue made on the first push queued behind replies (client-output.ts).
+// What a session costs between requests (storms, idle clients): one object per part, no closures per
+// session (session-socket.ts), one shared framer limits object, the pushes' size queue made on first use.
 
 /**
  * How far ahead of its turn a client's socket is read: past this many request bytes waiting to be
@@ -79,6 +77,7 @@ export class ClientSession implements DispatchedSession, AdmittedClient, OutputO
   /** Reading paused because READ_AHEAD_BYTES of requests wait for their turn (see `turns` above). */
   private backlogged = false;
   private closeWhenFlushed = false;
+  private readingHeld = false;
   /** Replies and pushes on their way to the socket, and the output's bounds (client-output.ts). */
   private readonly output: ClientOutput;
   /** The request CLIENT PAUSE holds back (copied), until the pause ends; reading stops meanwhile. */
@@ -180,12 +179,9 @@ export class ClientSession implements DispatchedSession, AdmittedClient, OutputO
   }
 
   /**
-   * A pub/sub push (one or more messages, or a confirmation respool sends on its own): written
-   * now when no reply is owed — straight to the kernel unless replies of this turn are still
-   * batched before it — else queued behind every reply owed (copied: the frame is a view into a
-   * subscriber connection's read buffer). Past pubsub.maxOutputBytesPerClient of unread output
-   * this client is disconnected at once (client-output.ts), so one slow subscriber never delays
-   * the others the hub is delivering to.
+   * A pub/sub push: written now when no reply is owed, else queued behind every reply owed
+   * (copied: a view into a subscriber connection's read buffer). Past pubsub.maxOutputBytesPerClient
+   * unread it is disconnected at once (client-output.ts): a slow subscriber delays no other.
    */
   push(frame: Buffer): void {
     if (this.closed || this.closeWhenFlushed) return; // QUIT, drain: nothing after the last reply
@@ -474,9 +470,15 @@ export class ClientSession implements DispatchedSession, AdmittedClient, OutputO
     this.socket.pause();
   }
 
+  /** Reads no more from its socket until it closes: what the client sends stays in the kernel, for the process it is handed to (session-handover.ts). */
+  holdReading(): void {
+    this.readingHeld = true;
+    this.pauseReading();
+  }
+
   /** Reads again once no bound holds it back: pending replies at half the limit, output drained, no backlog of requests. */
   private maybeResumeReading(): void {
-    if (!this.readingPaused || this.output.paused || this.backlogged || this.closeWhenFlushed || this.closed || this.barrier || this.held !== null) return;
+    if (!this.readingPaused || this.readingHeld || this.output.paused || this.backlogged || this.closeWhenFlushed || this.closed || this.barrier || this.held !== null) return;
     if (this.replies.length > this.ctx.config.limits.maxPendingPerClient / 2) return;
     this.readingPaused = false;
     this.socket.resume();

@@ -12,7 +12,9 @@ import { TENANT_USAGE_MESSAGE } from './tenant-usage.js';
 import { mergeWindowReports, REPORT_REQUEST, REPORT_RESPONSE, REPORT_TIMEOUT_MS, REPORTS_REQUEST, REPORTS_RESPONSE, type ReportsMessage } from './hot-key-reports.js';
 import type { WindowReport } from '../hotkeys/detector.js';
 import { usesFleetState } from '../fleet/fleet-state.js';
-import { takeOver, type TakeoverSlots } from './takeover.js';
+import { CLIENT_HANDOVER_MESSAGE, takeOver, type TakeoverSlots } from './takeover.js';
+import type { Socket } from 'node:net';
+import { stopKernelReads } from '../util/kernel-reads.js';
 
 /**
  * `workers: N` (N > 1): this process becomes the supervisor of N worker processes (node's cluster
@@ -96,8 +98,19 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
     let served!: () => void;
     const slot: WorkerSlot = { worker, admin: null, ready: new Promise((resolve) => (served = resolve)) };
     slots[index] = slot;
-    worker.on('message', (msg: unknown) => {
+    worker.on('message', (msg: unknown, handle: unknown) => {
       const m = msg as { type?: string; admin?: HostPort | null };
+      // A retiring worker's client connection: to the worker that took its place (takeover.ts).
+      if (m?.type === CLIENT_HANDOVER_MESSAGE && handle != null) {
+        // Node starts reading a socket it receives, and pause() stops only the stream, not the
+        // read from the kernel: what the client sends meanwhile would be read here and lost.
+        // readStop leaves it in the kernel for the new worker.
+        stopKernelReads(handle as Socket);
+        const next = slots[index]!.worker;
+        if (next !== worker && next.isConnected()) next.send(msg as object, handle as Socket);
+        else (handle as Socket).destroy();
+        return;
+      }
       if (m?.type === WORKER_ADMIN_MESSAGE) {
         slot.admin = m.admin ?? null;
         served();

@@ -1,6 +1,11 @@
 import type { Worker } from 'node:cluster';
 import type { Logger } from 'pino';
 
+/** To a worker a takeover replaced: retire, handing plain clients over (main.ts). */
+export const RETIRE_MESSAGE = 'respool:retire';
+/** A client connection (the socket, over IPC) and its state: retiring worker → supervisor → its replacement. */
+export const CLIENT_HANDOVER_MESSAGE = 'respool:client-handover';
+
 /** What the takeover asks of the supervisor's worker slots (supervisor.ts). */
 export interface TakeoverSlots {
   readonly count: number;
@@ -26,10 +31,12 @@ const READY_MS = 30_000;
  *            index; it serves (its ready message, main.ts) before the old one stops accepting,
  *            and gets the run-time split changes replayed (supervisor.ts replayTo); the fleet's
  *            shared state and ACL changes reach it as any member's
- *   retire : the old worker gets SIGTERM: it stops accepting, answers what each client is owed,
- *            closes each client connection once its replies are written (server.ts close: a
- *            client's next request goes to a new connection, on a new worker), and exits within
- *            the drain time; a worker still there drainMs + 5 s later is killed
+ *   retire : the old worker is told to retire (RETIRE_MESSAGE): it stops accepting and hands each
+ *            plain client connection — its socket, over IPC through the supervisor, once it owes
+ *            nothing — to the new worker, which adopts it with its state
+ *            (session/session-handover.ts, server.ts adopt): the client never sees a close. A connection with state that lives only there (a transaction, a
+ *            subscription, TLS …) is closed once its replies are written, as in a drain. It exits
+ *            within the drain time; a worker still there drainMs + 5 s later is killed
  *   order  : one index at a time, so at most one worker more than `count` holds upstream links,
  *            and never for longer than one drain
  *   abort  : a new worker that does not serve within READY_MS is stopped, the old one keeps
@@ -49,7 +56,9 @@ export async function takeOver(slots: TakeoverSlots, retiring: Set<Worker>, log:
       return false;
     }
     const exited = new Promise<void>((resolve) => (old.isDead() ? resolve() : old.once('exit', () => resolve())));
-    old.process.kill('SIGTERM');
+    // Its plain clients go to the new worker (session/session-handover.ts), the others close after their replies.
+    if (old.isConnected()) old.send({ type: RETIRE_MESSAGE });
+    else old.process.kill('SIGTERM');
     const deadline = setTimeout(() => old.process.kill('SIGKILL'), drainMs + 5000);
     await exited;
     clearTimeout(deadline);

@@ -1,0 +1,110 @@
+import type { Socket } from 'node:net';
+import type { ClientState } from '../client/client-state.js';
+import type { UserDirectory } from '../acl/user-directory.js';
+import { stopKernelReads } from '../util/kernel-reads.js';
+
+/** What a client connection carries to the process it is handed to: the state a plain session has. */
+export interface ClientSnapshot {
+  protocol: 2 | 3;
+  db: number;
+  name: string | null;
+  libName: string;
+  libVersion: string;
+  /** The user it authenticated as; null: still the default user. */
+  user: string | null;
+  /** Bytes read from the socket and not handled yet (base64): handled first by the new process. */
+  unread: string;
+}
+
+/** Sends a client's socket and its snapshot to the process that takes it over (main.ts: IPC to the supervisor). */
+export type HandOver = (socket: Socket, snapshot: ClientSnapshot) => void;
+
+/** What the handover reads of a session (client-session.ts). */
+export interface HandedSession {
+  readonly closed: boolean;
+  readonly socket: Socket;
+  readonly state: ClientState;
+  readonly pending: number;
+  queryBytes(): number;
+  unreadOutputBytes(): number;
+  holdReading(): void;
+  socketClosed(): void;
+}
+
+/** How often waiting sessions are looked at: a request's round trip is about this. */
+const POLL_MS = 2;
+
+/**
+ * A takeover's old process hands its plain client connections to the new one instead of closing
+ * them (src/workers/takeover.ts): the client keeps its TCP or Unix connection and never sees the
+ * change. A session is plain when nothing about it lives only here: no transaction, WATCH lane,
+ * lease or blocked call, subscription, tracking, MONITOR or replication stream, no CLIENT REPLY
+ * OFF|SKIP, no tenant — and not TLS (its session keys are this process's). The others close after
+ * their replies, as in a drain.
+ *
+ *   hold    : each plain session stops reading its socket at once; what its client sends from
+ *             now on stays in the kernel and is read by the new process
+ *   wait    : it goes once it owes nothing — every reply written and taken by the kernel, no
+ *             request bytes read and not handled — looked at every POLL_MS
+ *   go      : the socket (its file descriptor, over IPC) and the snapshot leave; the session is
+ *             closed here without closing the socket
+ *   give up : a session that stops being plain meanwhile, or is still waiting at `deadline`, is
+ *             left to the drain
+ */
+export async function handOverSessions(sessions: Iterable<HandedSession>, handOver: HandOver, deadline: number): Promise<number> {
+  const waiting = new Set<HandedSession>();
+  for (const session of sessions) {
+    if (!plain(session)) continue;
+    session.holdReading();
+    stopKernelReads(session.socket);
+    waiting.add(session);
+  }
+  let handed = 0;
+  while (waiting.size > 0 && Date.now() < deadline) {
+    for (const session of waiting) {
+      if (session.closed || !plain(session)) {
+        waiting.delete(session);
+        continue;
+      }
+      if (session.pending > 0 || session.queryBytes() > 0 || session.unreadOutputBytes() > 0 || session.socket.writableLength > 0) continue;
+      // What the socket read into its stream buffer before it stopped (a socket adopted from an
+      // earlier takeover reads through Node's stream, not the shared buffer) goes along.
+      const unread = session.socket.readableLength > 0 ? (session.socket.read() as Buffer | null) : null;
+      handOver(session.socket, snapshot(session.state, unread));
+      session.socketClosed();
+      waiting.delete(session);
+      handed++;
+    }
+    if (waiting.size > 0) await new Promise((r) => setTimeout(r, POLL_MS));
+  }
+  return handed;
+}
+
+function plain(session: HandedSession): boolean {
+  const s = session.state;
+  return !('encrypted' in session.socket) && s.transaction === null && s.lane === null && s.lease === null && !s.blocked
+    && (s.subscriptions === null || s.subscriptions.total() === 0) && s.tracking === null && !s.monitoring && !s.replicaStream
+    && !s.repliesSuppressed && s.tenant === null && !session.socket.destroyed;
+}
+
+function snapshot(s: ClientState, unread: Buffer | null): ClientSnapshot {
+  return { protocol: s.protocol, db: s.db, name: s.name, libName: s.libName, libVersion: s.libVersion, user: s.user, unread: unread?.toString('base64') ?? '' };
+}
+
+/**
+ * In the new process: a handed-over client's state put back. False when its user is not known
+ * here (the socket is then closed: the client reconnects and authenticates again).
+ */
+export function restoreSnapshot(state: ClientState, snap: ClientSnapshot, users: UserDirectory): boolean {
+  if (snap.user !== null) {
+    const acl = users.get(snap.user);
+    if (acl === undefined) return false;
+    state.authenticate(snap.user, acl);
+  }
+  state.setProtocol(snap.protocol);
+  state.select(snap.db);
+  if (snap.name !== null) state.setName(snap.name);
+  state.setLib('lib-name', snap.libName);
+  state.setLib('lib-ver', snap.libVersion);
+  return true;
+}
