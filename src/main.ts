@@ -87,8 +87,7 @@ export async function main(argv: string[]): Promise<void> {
         stop('takeover', (socket, snapshot) => {
           handing.push(new Promise((sent) => process.send!({ type: CLIENT_HANDOVER_MESSAGE, snapshot }, socket, undefined, () => sent())));
         });
-      }
-      else if (m?.type === CLIENT_HANDOVER_MESSAGE && m.snapshot !== undefined && handle != null) proxy.adopt(handle as Socket, m.snapshot);
+      } else if (m?.type === CLIENT_HANDOVER_MESSAGE && m.snapshot !== undefined && handle != null) proxy.adopt(handle as Socket, m.snapshot);
     });
   }
   process.on('SIGTERM', () => stop('SIGTERM'));

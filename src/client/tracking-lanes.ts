@@ -290,9 +290,8 @@ export class TrackingLanes implements TrackedKeyReader {
     }
     const table = this.table;
     if (table === undefined || this.trackedKeys.size === 0) return true;
-    const keys = invalidatedKeys(frame); // keys/tracking-names.ts: null = every key, undefined = no invalidation
-    if (keys === null) table.forgetReader(this);
-    else if (keys !== undefined) for (const key of keys) table.forget(this, key);
+    const keys = invalidatedKeys(frame); // keys/tracking-names.ts: a key list, or undefined for no invalidation (a null one is short: above)
+    if (keys) for (const key of keys) table.forget(this, key);
     return true;
   }
 
