@@ -35,9 +35,10 @@ export async function main(argv: string[]): Promise<void> {
   }
   useSingleThreadedScavenges();
   const log = createLogger(parsed.config.logLevel);
-  // workers: N > 1 — this process supervises N respool processes sharing the listen sockets (src/workers).
+  // workers: N > 1 (or supervised: true) — this process supervises N respool processes sharing
+  // the listen sockets (src/workers); SIGUSR2 replaces them without dropping a client.
   const workers = workerCount(parsed.config.workers);
-  if (workers > 1 && cluster.isPrimary) return runSupervisor(parsed.config, workers, log, DRAIN_MS);
+  if ((workers > 1 || parsed.config.supervised) && cluster.isPrimary) return runSupervisor(parsed.config, workers, log, DRAIN_MS);
   const inWorker = cluster.isWorker;
   // A worker's admin server: a loopback port of its own, reached through the supervisor's.
   if (inWorker && parsed.config.admin !== null) parsed.config.admin = { host: '127.0.0.1', port: 0 };
@@ -92,6 +93,12 @@ export async function main(argv: string[]): Promise<void> {
   }
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  // A lone process has nobody to hold its sockets while it is replaced: SIGUSR2 (whose default
+  // would end it and drop every client) says so and changes nothing.
+  if (!inWorker) {
+    process.on('SIGUSR2', () => log.warn({ event: 'takeover_unavailable' },
+      'takeover (SIGUSR2) needs the supervisor: start respool with --supervised (or --workers 2 or more); this process keeps serving'));
+  }
   // SIGHUP: the config file, environment and flags are read again as at start, with the same
   // validation and messages. A bad config is logged and the running one stays whole; a good one
   // is applied without dropping clients (users, limits, timeouts, reads, hot-key rules, TLS

@@ -26,6 +26,7 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
   adminReadToken: null, // admin GET endpoints open
   connectionsPerNode: 2,
   workers: 1,
+  supervised: false, // one process; SIGUSR2 (a takeover) needs the supervisor
   upstreamAuth: null,
   users: [],
   acl: { file: null, upstream: 'auto', mirrorPrefix: 'respool.', mirrorSecret: null, logMaxLen: 128 },

@@ -110,6 +110,7 @@ export function convertSettings(data: unknown, where: string, env: NodeJS.Proces
   }
   set('mode', convert('mode', settings.mode, (v) => toEnum(v, MODES)));
   set('workers', convert('workers', settings.workers, (v) => toWorkers(v)));
+  if (typeof settings.supervised === 'boolean') out.set('supervised', settings.supervised);
   // admin: null (or "off") is a value here — it turns off an admin server — so it is stored as null.
   // A mapping { address, token, tokenFile } also sets the token for admin mutations.
   const adminSetting = settings.admin;

@@ -113,6 +113,7 @@ export function convertFlags(values: FlagValues, env: NodeJS.ProcessEnv, problem
   convert('fleet-state', 'cluster.fleetState', (v) => toEnum(v, FLEET_STATE_MODES));
   convert('mode', 'mode', (v) => toEnum(v, MODES));
   convert('workers', 'workers', (v) => toWorkers(v));
+  if (values.supervised === true) out.set('supervised', true);
   convert('max-memory', 'limits.maxMemory', (v) => toMaxMemory(v));
   convert('admin', 'admin', (v) => (v === 'off' ? null : toAdminAddress(v)));
   convert('admin-token-file', 'adminToken', (v) => readTokenFile(v));

@@ -47,6 +47,8 @@ export const FLAGS: readonly FlagSpec[] = [
   },
   stringFlag('workers', 'N|auto', String(DEFAULT_CONFIG.workers),
     'client-serving processes sharing the listen sockets (node cluster module); auto = one per core; each keeps its own upstream links'),
+  { name: 'supervised', type: 'boolean',
+    help: 'run the supervisor even with one worker, so SIGUSR2 replaces it by the code on disk without dropping a client (a takeover); always so with --workers > 1' },
   stringFlag('mode', MODES.join('|'), DEFAULT_CONFIG.mode, 'auto detects cluster or standalone from the upstream'),
   stringFlag('admin', 'host:port|port|off', 'off',
     'HTTP admin server (metrics, health, topology); a bare port listens on 127.0.0.1; port 0 picks a free port'),

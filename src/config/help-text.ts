@@ -41,8 +41,8 @@ ${envHelp()}
 Config file:
   --config file.yaml reads every setting, with the same camelCase names as the configuration
   (listen, listenTls, tls, upstreamTls, upstreams, mode, admin, connectionsPerNode, workers,
-  upstreamAuth, users, limits, timeouts, cluster, resilience, clients, reads, hotKeys,
-  logLevel); see config/sidecar.yaml
+  supervised, upstreamAuth, users, limits, timeouts, cluster, resilience, clients, reads,
+  hotKeys, logLevel); see config/sidecar.yaml
   and config/central-proxy.yaml. Some settings (users, upstreamAuth.passwordEnv,
   limits.maxArrayLength, cluster.retryBudget, ...) exist only in the file. Flags win over
   the file; the file wins over the defaults. Unknown keys are errors.

@@ -10,7 +10,7 @@ import type { RespoolConfig, TenantConfig, TenantLimits } from './types.js';
 
 /** Settings (leaf paths, or a prefix ending in ".") that a running proxy cannot change. */
 const NEEDS_RESTART: readonly string[] = [
-  'listen', 'unixSocket', 'unixSocketMode', 'listenTls', 'upstreams', 'mode', 'admin', 'connectionsPerNode', 'workers', 'upstreamAuth.',
+  'listen', 'unixSocket', 'unixSocketMode', 'listenTls', 'upstreams', 'mode', 'admin', 'connectionsPerNode', 'workers', 'supervised', 'upstreamAuth.',
   'cluster.announce', 'cluster.peers', 'cluster.refreshMinIntervalMs', 'cluster.refreshPeriodMs',
   // fleet membership and shared state are set up once (src/fleet)
   'cluster.peersFrom', 'cluster.peersResolveMs', 'cluster.peerCheckMs', 'cluster.peerCheckTimeoutMs',

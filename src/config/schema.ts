@@ -310,6 +310,8 @@ export const CONFIG_FILE_SCHEMA: Schema = {
     connectionsPerNode: numericSchema(numericField('connectionsPerNode')),
     // processes sharing the listen sockets (node's cluster module); "auto" = one per core
     workers: { type: ['integer', 'string'], minimum: 1, maximum: 64, pattern: '^auto$', 'x-expect': 'must be a number of processes (1..64) or auto' },
+    // the supervisor even with one worker, so SIGUSR2 can replace it (a takeover)
+    supervised: { type: 'boolean', 'x-expect': 'must be true or false' },
     // How respool authenticates to the upstream nodes; null = no AUTH. Give password or passwordEnv.
     upstreamAuth: upstreamAuthSchema(),
     // respool's own users (AUTH name password); empty = clients need no AUTH. `rules`: Valkey ACL

@@ -46,6 +46,11 @@ export interface RespoolConfig {
   connectionsPerNode: number; // default 2, 1..64
   /** Client-serving processes sharing the listen sockets (src/workers); 'auto' = one per core. Default 1. */
   workers: number | 'auto';
+  /**
+   * Run the supervisor (src/workers) even with one worker, so SIGUSR2 can replace it without a
+   * dropped client (a takeover). Always so with workers > 1. Default false: one process.
+   */
+  supervised: boolean;
   upstreamAuth: { username: string | null; password: string } | null;
   users: UserConfig[]; // respool's own users: Valkey ACL rules (src/acl/users.ts); empty = no AUTH required
   /** The ACL file, upstream identities, ACL LOG (src/acl). */

@@ -17,10 +17,11 @@ import type { Socket } from 'node:net';
 import { stopKernelReads } from '../util/kernel-reads.js';
 
 /**
- * `workers: N` (N > 1): this process becomes the supervisor of N worker processes (node's cluster
- * module). Each worker is a whole respool (its own sessions, topology, upstream links: a node sees
- * workers × connectionsPerNode links from one respool) and they share the listen sockets: the
- * supervisor accepts and hands connections to the workers in turn (cluster's round-robin).
+ * `workers: N` (N > 1), or `supervised: true`: this process becomes the supervisor of N worker
+ * processes (node's cluster module). Each worker is a whole respool (its own sessions, topology,
+ * upstream links: a node sees workers × connectionsPerNode links from one respool) and they share
+ * the listen sockets: the supervisor accepts and hands connections to the workers in turn
+ * (cluster's round-robin); one worker accepts them itself.
  *
  *   admin     : the supervisor serves config.admin. /metrics is the sum over workers (prom-client's
  *               AggregatorRegistry over IPC); /healthz is 200 while a worker is up; /readyz is 200
@@ -78,6 +79,10 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
   const mirrorSecretEnv: Record<string, string> = config.acl.mirrorSecret === null && config.upstreamAuth === null
     ? { RESPOOL_ACL_MIRROR_SECRET: nodeCrypto().randomBytes(32).toString('hex') }
     : {};
+  // One worker (supervised: true) accepts on the shared listen sockets itself, as a lone process
+  // does: no hand-off over IPC per connection. With several, the supervisor deals connections
+  // out in turn (the kernel's own spread is uneven). A takeover's new worker shares them too.
+  if (count === 1) cluster.schedulingPolicy = cluster.SCHED_NONE;
   const slots: WorkerSlot[] = [];
   const crashes: number[] = [];
   // Split rule changes made at run time (RESPOOL SPLIT on a worker, admin POST/DELETE), in order:

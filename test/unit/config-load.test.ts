@@ -48,6 +48,7 @@ describe('defaults', () => {
       admin: null,
       connectionsPerNode: 2,
       workers: 1,
+      supervised: false,
       upstreamAuth: null,
       users: [],
       limits: {
@@ -405,6 +406,7 @@ logLevel: trace
       admin: { host: '127.0.0.1', port: 9121 },
       connectionsPerNode: 4,
       workers: 1,
+      supervised: false,
       upstreamAuth: { username: 'proxy', password: 'pw' },
       users: [{ name: 'alice', password: 'a' }, { name: 'bob', password: 'b' }, { name: 'app', rules: 'on >secret ~app:* +@read +@write -@dangerous' }],
       limits: {
@@ -872,6 +874,19 @@ describe('workers', () => {
     const file = join(dir, 'w.yaml');
     writeFileSync(file, 'upstreams: ["127.0.0.1:7000"]\nworkers: auto\n');
     expect(run(['--config', file]).workers).toBe('auto');
+  });
+
+  it('supervised: the supervisor even for one worker (a takeover needs it), from a flag, the environment or the file', () => {
+    expect(run(UP).supervised).toBe(false);
+    expect(run([...UP, '--supervised']).supervised).toBe(true);
+    expect(run(UP, { RESPOOL_SUPERVISED: 'true' }).supervised).toBe(true);
+    const dir = mkdtempSync(join(tmpdir(), 'respool-supervised-'));
+    const file = join(dir, 's.yaml');
+    writeFileSync(file, 'upstreams: ["127.0.0.1:7000"]\nsupervised: true\n');
+    expect(run(['--config', file]).supervised).toBe(true);
+    writeFileSync(file, 'upstreams: ["127.0.0.1:7000"]\nsupervised: yes please\n');
+    expect(errorOf(['--config', file])).toMatch(/supervised: must be true or false/);
+    expect(errorOf([...UP, '--supervised=yes'])).toMatch(/--supervised does not take a value/);
   });
 
   it('refuses anything else, naming the setting', () => {

@@ -568,4 +568,10 @@ describe('deploy/systemd/respool.service', () => {
     const flags = new Set(FLAGS.map((f) => `--${f.name}`));
     for (const a of exec.slice(1)) if (a.startsWith('--')) expect(flags.has(a), a).toBe(true);
   });
+
+  it('runs supervised, so the SIGUSR2 takeover it documents works, and stops through the supervisor', () => {
+    expect(settings.find((s) => s.startsWith('ExecStart='))!.split(/\s+/)).toContain('--supervised');
+    expect(unit).toContain('systemctl kill -s SIGUSR2 --kill-whom=main respool');
+    expect(settings).toContain('KillMode=mixed');
+  });
 });
