@@ -13,6 +13,7 @@ import { useSingleThreadedScavenges } from './util/gc-tuning.js';
 import { CLIENT_HANDOVER_MESSAGE, RETIRE_MESSAGE } from './workers/takeover.js';
 import type { ClientSnapshot, HandOver } from './session/session-handover.js';
 import type { Socket } from 'node:net';
+import { RELAY_MAX_MS } from './session/tls-relay.js';
 
 /** Graceful drain on SIGTERM/SIGINT: in-flight requests get this long to finish. */
 const DRAIN_MS = 10_000;
@@ -77,6 +78,15 @@ export async function main(argv: string[]): Promise<void> {
     log.info({ signal, drainMs: DRAIN_MS }, 'draining');
     void proxy.close(DRAIN_MS, handOver)
       .then(() => Promise.race([Promise.all(handing), new Promise((r) => setTimeout(r, 5000))]))
+      .then(async () => {
+        // A takeover's TLS clients stay here, relayed to the new worker (session/tls-relay.ts):
+        // this process leaves the supervisor (the takeover goes on; it holds no upstream link)
+        // and exits when the last of them closes, or closes them after RELAY_MAX_MS.
+        if (proxy.tlsRelays.count === 0) return;
+        log.info({ event: 'tls_clients_relayed', clients: proxy.tlsRelays.count }, `relaying ${proxy.tlsRelays.count} TLS client connections to the new process until they close`);
+        cluster.worker?.disconnect();
+        await proxy.tlsRelays.settle(RELAY_MAX_MS);
+      })
       .then(() => process.exit(0));
   };
   if (inWorker) {

@@ -8,6 +8,7 @@ import type { UpstreamPools } from './upstream/upstream-pools.js';
 import type { Socket } from 'node:net';
 import { ClientSession } from './session/client-session.js';
 import { handOverSessions, restoreSnapshot, type ClientSnapshot, type HandOver } from './session/session-handover.js';
+import { TlsRelays } from './session/tls-relay.js';
 import type { ParkedPops } from './parking/parked-pops.js';
 import type { ServerContext } from './client/server-context.js';
 import { Metrics } from './metrics/metrics.js';
@@ -84,6 +85,8 @@ export interface RespoolProxy {
    * instead of being closed (session/session-handover.ts).
    */
   close(drainMs?: number, handOver?: HandOver): Promise<void>;
+  /** A takeover's TLS clients this process still relays to the new one after close() (session/tls-relay.ts). */
+  readonly tlsRelays: TlsRelays;
   /** In a takeover's new process: a client connection handed over by the old one, its state put back. */
   adopt(socket: Socket, snapshot: ClientSnapshot): void;
 }
@@ -336,6 +339,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   log.info({ listen: listen === null ? null : address, unixSocket: config.unixSocket, listenTls: tlsAddress, admin: admin?.address ?? null, upstreams: config.upstreams, mode: config.mode }, 'respool listening');
 
   let closing: Promise<void> | null = null;
+  const tlsRelays = new TlsRelays(); // a takeover's TLS clients, relayed to the new process (close with handOver)
   return {
     config,
     address,
@@ -364,6 +368,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     membership,
     fleetState,
     clientCount: () => sessions.size,
+    tlsRelays,
     adopt(socket, snapshot) {
       const session = new ClientSession(socket, ctx);
       if (!restoreSnapshot(session.state, snapshot, users)) {
@@ -384,7 +389,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
         listeners.close();
         const deadline = Date.now() + drainMs;
         if (handOver !== undefined) {
-          const handed = await handOverSessions(sessions, handOver, deadline);
+          const handed = await handOverSessions(sessions, handOver, deadline, tlsRelays);
           log.info({ event: 'clients_handed_over', clients: handed }, `handed ${handed} client connections to the new process`);
         }
         for (const session of sessions) session.drain();

@@ -2,6 +2,9 @@ import type { Socket } from 'node:net';
 import type { ClientState } from '../client/client-state.js';
 import type { UserDirectory } from '../acl/user-directory.js';
 import { stopKernelReads } from '../util/kernel-reads.js';
+import type { TLSSocket } from 'node:tls';
+import { releaseSessionSocket } from './session-socket.js';
+import type { TlsRelays } from './tls-relay.js';
 
 /** What a client connection carries to the process it is handed to: the state a plain session has. */
 export interface ClientSnapshot {
@@ -39,19 +42,20 @@ const POLL_MS = 2;
  * them (src/workers/takeover.ts): the client keeps its TCP or Unix connection and never sees the
  * change. A session is plain when nothing about it lives only here: no transaction, WATCH lane,
  * lease or blocked call, subscription, tracking, MONITOR or replication stream, no CLIENT REPLY
- * OFF|SKIP, no tenant — and not TLS (its session keys are this process's). The others close after
- * their replies, as in a drain.
+ * OFF|SKIP, no tenant. The others close after their replies, as in a drain. A TLS connection's
+ * session keys cannot leave this process: it stays here, relayed in plaintext to the new process
+ * over a loopback connection whose far end is what goes (tls-relay.ts).
  *
  *   hold    : each plain session stops reading its socket at once; what its client sends from
  *             now on stays in the kernel and is read by the new process
  *   wait    : it goes once it owes nothing — every reply written and taken by the kernel, no
  *             request bytes read and not handled — looked at every POLL_MS
- *   go      : the socket (its file descriptor, over IPC) and the snapshot leave; the session is
- *             closed here without closing the socket
+ *   go      : the socket (its file descriptor, over IPC) — for TLS, the relay's far end — and
+ *             the snapshot leave; the session is closed here without closing the socket
  *   give up : a session that stops being plain meanwhile, or is still waiting at `deadline`, is
  *             left to the drain
  */
-export async function handOverSessions(sessions: Iterable<HandedSession>, handOver: HandOver, deadline: number): Promise<number> {
+export async function handOverSessions(sessions: Iterable<HandedSession>, handOver: HandOver, deadline: number, relays: TlsRelays): Promise<number> {
   const waiting = new Set<HandedSession>();
   for (const session of sessions) {
     if (!plain(session)) continue;
@@ -70,9 +74,17 @@ export async function handOverSessions(sessions: Iterable<HandedSession>, handOv
       // What the socket read into its stream buffer before it stopped (a socket adopted from an
       // earlier takeover reads through Node's stream, not the shared buffer) goes along.
       const unread = session.socket.readableLength > 0 ? (session.socket.read() as Buffer | null) : null;
-      handOver(session.socket, snapshot(session.state, unread));
-      session.socketClosed();
       waiting.delete(session);
+      let socket = session.socket;
+      if ('encrypted' in socket) {
+        try {
+          socket = await relays.relay(socket as TLSSocket, releaseSessionSocket);
+        } catch {
+          continue; // no loopback connection to be had: left to the drain
+        }
+      }
+      handOver(socket, snapshot(session.state, unread));
+      session.socketClosed();
       handed++;
     }
     if (waiting.size > 0) await new Promise((r) => setTimeout(r, POLL_MS));
@@ -82,7 +94,7 @@ export async function handOverSessions(sessions: Iterable<HandedSession>, handOv
 
 function plain(session: HandedSession): boolean {
   const s = session.state;
-  return !('encrypted' in session.socket) && s.transaction === null && s.lane === null && s.lease === null && !s.blocked
+  return s.transaction === null && s.lane === null && s.lease === null && !s.blocked
     && (s.subscriptions === null || s.subscriptions.total() === 0) && s.tracking === null && !s.monitoring && !s.replicaStream
     && !s.repliesSuppressed && s.tenant === null && !session.socket.destroyed;
 }

@@ -53,6 +53,14 @@ export function sessionSocket(accepted: Socket, session: SocketEvents, idleTimeo
   return socket;
 }
 
+/**
+ * Takes the session's listeners off a TLS socket (a 'data' listener: TLS does not read through
+ * the shared buffer) for a takeover's relay (tls-relay.ts), which reads it from then on.
+ */
+export function releaseSessionSocket(socket: Socket): void {
+  socket.off('data', onSocketData).off('end', onSocketEnd).off('close', onSocketClose).off('timeout', onSocketTimeout).off('error', ignoreSocketError);
+}
+
 /** "ip:port" of the client's end (`remote`) or respool's (`local`); a Unix socket client has no address: Valkey shows the socket's path and port 0. */
 export function socketAddress(socket: Socket, end: 'remote' | 'local', unixSocket: string | null | undefined): string {
   const ip = end === 'remote' ? socket.remoteAddress : socket.localAddress;

@@ -11,3 +11,15 @@ export function stopKernelReads(socket: Socket): void {
   handle.reading = false;
   handle.readStop();
 }
+
+/**
+ * Reads from the kernel again after stopKernelReads, for a socket that stays in this process (a
+ * takeover's TLS relay): resuming the stream alone does not, since TLS's own handle is what
+ * stopped.
+ */
+export function startKernelReads(socket: Socket): void {
+  const handle = (socket as unknown as { _handle: { reading?: boolean; readStart(): number } | null })._handle;
+  if (handle === null || handle.reading === true) return;
+  handle.reading = true;
+  handle.readStart();
+}

@@ -182,6 +182,8 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
     if (stopping) process.exit(1); // a second signal: stop now
     stopping = true;
     log.info({ signal, drainMs }, 'draining every worker');
+    // Old workers still relaying a takeover's TLS clients (they left the supervisor) end now.
+    for (const worker of retiring) if (!worker.isDead()) worker.process.kill('SIGTERM');
     const alive = slots.filter((s) => !s.worker.isDead());
     let left = alive.length;
     if (left === 0) process.exit(0);

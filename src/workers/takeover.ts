@@ -34,9 +34,13 @@ const READY_MS = 30_000;
  *   retire : the old worker is told to retire (RETIRE_MESSAGE): it stops accepting and hands each
  *            plain client connection — its socket, over IPC through the supervisor, once it owes
  *            nothing — to the new worker, which adopts it with its state
- *            (session/session-handover.ts, server.ts adopt): the client never sees a close. A connection with state that lives only there (a transaction, a
- *            subscription, TLS …) is closed once its replies are written, as in a drain. It exits
- *            within the drain time; a worker still there drainMs + 5 s later is killed
+ *            (session/session-handover.ts, server.ts adopt): the client never sees a close. A
+ *            TLS connection stays with the old worker, relayed in plaintext to the new one
+ *            (session/tls-relay.ts). A connection with state that lives only there (a
+ *            transaction, a subscription …) is closed once its replies are written, as in a
+ *            drain. It exits within the drain time — or, relaying TLS clients, leaves the
+ *            supervisor (IPC disconnect) holding no upstream link and exits when they are gone;
+ *            a worker still there and connected drainMs + 5 s later is killed
  *   order  : one index at a time, so at most one worker more than `count` holds upstream links,
  *            and never for longer than one drain
  *   abort  : a new worker that does not serve within READY_MS is stopped, the old one keeps
@@ -55,14 +59,21 @@ export async function takeOver(slots: TakeoverSlots, retiring: Set<Worker>, log:
       log.error({ event: 'takeover_failed', worker: index, err: (err as Error).message }, 'takeover stopped: a new worker did not start; the old one keeps serving');
       return false;
     }
-    const exited = new Promise<void>((resolve) => (old.isDead() ? resolve() : old.once('exit', () => resolve())));
+    // Done with it once it exits — or leaves the supervisor to relay its TLS clients to the new
+    // worker (session/tls-relay.ts: it holds no upstream link then, and ends on its own).
+    const released = new Promise<void>((resolve) => {
+      if (old.isDead() || !old.isConnected()) return resolve();
+      old.once('exit', () => resolve());
+      old.once('disconnect', () => resolve());
+    });
+    old.once('exit', () => retiring.delete(old));
     // Its plain clients go to the new worker (session/session-handover.ts), the others close after their replies.
     if (old.isConnected()) old.send({ type: RETIRE_MESSAGE });
     else old.process.kill('SIGTERM');
     const deadline = setTimeout(() => old.process.kill('SIGKILL'), drainMs + 5000);
-    await exited;
+    await released;
     clearTimeout(deadline);
-    retiring.delete(old);
+    if (old.isDead()) retiring.delete(old);
     log.info({ event: 'worker_taken_over', worker: index, old: old.process.pid, new: fresh.process.pid }, `takeover: worker ${index} is pid ${fresh.process.pid} now`);
   }
   log.info({ event: 'takeover_done', workers: slots.count }, 'takeover done: every worker replaced');

@@ -7,30 +7,16 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { freePort, startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
 import { RawConnection } from '../helpers/raw-resp.js';
 import { RESPOOL_BIN as BIN } from '../helpers/respool-cli.js';
+import { pidServing, servingPid, servingPids } from '../helpers/serving-pids.js';
 import { sleep, until } from '../helpers/wait.js';
 import calculateSlot from 'cluster-key-slot';
 
-
-/** The pid of the worker serving a new connection (respool's INFO server process_id). */
-async function servingPid(port: number): Promise<number> {
-  const c = await RawConnection.connect(port);
-  try {
-    const reply = await c.call('INFO', 'server');
-    return Number(/process_id:(\d+)/.exec(reply)![1]);
-  } finally {
-    c.close();
-  }
-}
 
 /** `--workers 2` in front of the cluster `seed` belongs to, with `extra` flags; resolves once both workers serve. */
 async function startTwoWorkers(seed: ValkeyNode, extra: string[]): Promise<{ child: ChildProcess; port: number }> {
   const port = await freePort();
   const child = spawn('node', [BIN, '--workers', '2', '--listen', `127.0.0.1:${port}`, '--upstream', `${seed.host}:${seed.port}`, '--log-level', 'warn', ...extra], { stdio: 'ignore' });
-  await until('two workers serving', async () => {
-    const pids = new Set<number>();
-    for (let i = 0; i < 4; i++) pids.add(await servingPid(port));
-    return pids.size === 2 ? true : undefined;
-  });
+  await until('two workers serving', async () => ((await servingPids(port, 4)).size === 2 ? true : undefined));
   return { child, port };
 }
 
@@ -66,7 +52,7 @@ describe('workers: 2 processes share the listen socket; the supervisor sums metr
     const conns = await Promise.all(Array.from({ length: 6 }, () => RawConnection.connect(port)));
     try {
       const pids = new Set<number>();
-      for (const c of conns) pids.add(Number(/process_id:(\d+)/.exec(await c.call('INFO', 'server'))![1]));
+      for (const c of conns) pids.add(await pidServing(c));
       expect(pids.size).toBe(2);
       expect(pids.has(child.pid!)).toBe(false); // the supervisor serves no client itself
       expect(await conns[0]!.call('SET', 'workers:k', 'v')).toBe('+OK\r\n');
@@ -90,7 +76,7 @@ describe('workers: 2 processes share the listen socket; the supervisor sums metr
     for (const c of conns) {
       expect(await c.call('AUTH', 'wuser', 'wpw')).toBe('+OK\r\n');
       expect(await c.call('SET', 'other', 'x')).toBe('-NOPERM No permissions to access a key\r\n');
-      pids.add(Number(/process_id:(\d+)/.exec(await c.call('INFO', 'server'))![1]));
+      pids.add(await pidServing(c));
     }
     expect(pids.size).toBe(2); // both workers know the user
     expect(await admin.call('ACL', 'DELUSER', 'wuser')).toBe(':1\r\n');
@@ -103,14 +89,12 @@ describe('workers: 2 processes share the listen socket; the supervisor sums metr
   });
 
   it('replaces a worker that crashed; clients are served meanwhile by the other', async () => {
-    const before = new Set<number>();
-    for (let i = 0; i < 6; i++) before.add(await servingPid(port));
+    const before = await servingPids(port, 6);
     const victim = [...before][0]!;
     process.kill(victim, 'SIGKILL');
     // New connections keep being served; soon two workers again, the victim not among them.
     const after = await until('a replacement worker', async () => {
-      const pids = new Set<number>();
-      for (let i = 0; i < 6; i++) pids.add(await servingPid(port));
+      const pids = await servingPids(port, 6);
       return pids.size === 2 && !pids.has(victim) ? pids : undefined;
     });
     expect([...after].filter((p) => !before.has(p))).toHaveLength(1);
@@ -125,8 +109,7 @@ describe('workers: 2 processes share the listen socket; the supervisor sums metr
   }, 30_000);
 
   it('drains every worker and exits 0 on SIGTERM', async () => {
-    const pids = new Set<number>();
-    for (let i = 0; i < 4; i++) pids.add(await servingPid(port));
+    const pids = await servingPids(port, 4);
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     child.kill('SIGTERM');
     expect(await exited).toBe(0);
@@ -155,7 +138,7 @@ describe('workers in front of a cluster: RESPOOL SPLIT changes and hot-key repor
     const spare: RawConnection[] = [];
     for (let i = 0; i < 8 && byPid.size < 2; i++) {
       const c = await RawConnection.connect(port);
-      const pid = Number(/process_id:(\d+)/.exec(await c.call('INFO', 'server'))![1]);
+      const pid = await pidServing(c);
       if (byPid.has(pid)) spare.push(c);
       else byPid.set(pid, c);
     }
@@ -178,7 +161,7 @@ describe('workers in front of a cluster: RESPOOL SPLIT changes and hot-key repor
   it('a replacement worker gets the split changes made before it started', async () => {
     const c = await RawConnection.connect(port);
     expect(await c.call('RESPOOL', 'SPLIT', 'ADD', 'wk:kept', '2')).toBe('+OK\r\n');
-    const owner = Number(/process_id:(\d+)/.exec(await c.call('INFO', 'server'))![1]);
+    const owner = await pidServing(c);
     c.close();
     const other = await until('a connection on the other worker', async () => {
       const pid = await servingPid(port);
@@ -189,7 +172,7 @@ describe('workers in front of a cluster: RESPOOL SPLIT changes and hot-key repor
     const list = await until('the replacement worker, with the rule', async () => {
       const conn = await RawConnection.connect(port);
       try {
-        const pid = Number(/process_id:(\d+)/.exec(await conn.call('INFO', 'server'))![1]);
+        const pid = await pidServing(conn);
         if (pid === owner || pid === other) return undefined;
         return await conn.call('RESPOOL', 'SPLIT', 'LIST');
       } finally {
@@ -238,7 +221,7 @@ describe('workers with the fleet\'s shared state (--fleet-state upstream): every
     const list = await until('the replacement worker, with the rule', async () => {
       const conn = await RawConnection.connect(port);
       try {
-        const pid = Number(/process_id:(\d+)/.exec(await conn.call('INFO', 'server'))![1]);
+        const pid = await pidServing(conn);
         if (pid === victim) return undefined;
         const l = await conn.call('RESPOOL', 'SPLIT', 'LIST');
         return l.includes('wkf:hot') ? l : undefined;
