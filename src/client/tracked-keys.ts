@@ -95,6 +95,11 @@ export class TrackedKeys {
     reader.trackedKeys.clear();
   }
 
+  /** Before `command` runs, wherever it runs (handlers/index.ts route, a transaction's piece): a flush forgets every tracked key. */
+  noteCommand(command: string): void {
+    if (command === 'flushall' || command === 'flushdb') this.forgetAll();
+  }
+
   /** FLUSHALL / FLUSHDB: Valkey frees its whole table at any flush (tracking.c trackingInvalidateKeysOnFlush); the nodes send every reader "invalidate everything". */
   forgetAll(): void {
     for (const set of this.readers.values()) for (const reader of set) reader.trackedKeys.clear();

@@ -213,7 +213,7 @@ function route(session: HandlerSession, received: CommandRequest, family: Comman
   state.tracking?.noteCommand(req.command, state.transaction !== null);
   if (state.lane !== null && runsOnWatchLane(family) && onLane(session, state.lane, req)) return; // false: keys on another node, outside MULTI
   if (state.transaction !== null && queueInTransaction(session, req, family)) return;
-  if (req.command === 'flushall' || req.command === 'flushdb') session.ctx.trackedKeys?.forgetAll(); // as Valkey's tracking table at a flush (client/tracked-keys.ts)
+  session.ctx.trackedKeys?.noteCommand(req.command); // a flush empties it, as Valkey's tracking table (client/tracked-keys.ts)
   if (spec === undefined && state.tracking === null) return keyed(session, req); // unknown to respool's table: the upstream answers (or refuses) it
   if (state.subscribedResp2 && !allowedWhileSubscribed(req.command)) return refuseWhileSubscribed(session, req);
   if (state.tracking !== null && onTrackingLane(session, state.tracking, req, family)) return; // tracking.ts

@@ -2,9 +2,8 @@ import type { CommandFamily } from '../commands/proxy-handling.js';
 import type { HandlerSession } from '../client/handler-session.js';
 import type { QueuedCommand, Transaction } from '../client/transaction-state.js';
 import { ProxyError } from '../errors.js';
-import { splitAggregate } from '../resp/decode.js';
 import { encodeError } from '../resp/encode.js';
-import { TransactionBlock, type BlockOutcome } from '../routing/transaction-block.js';
+import { blockResult, TransactionBlock, type BlockOutcome } from '../routing/transaction-block.js';
 import type { RoutedRequest } from '../routing/route.js';
 import type { CallClient } from '../routing/upstream-call.js';
 import type { CommandSpec } from '../commands/command-table.js';
@@ -26,8 +25,7 @@ export function runsApart(session: HandlerSession, family: CommandFamily, comman
 /** A whole-keyspace command (copied) on every shard, its replies merged (routing/fan-out.ts), for QueuedCommand.apart. */
 export function everyShard(session: HandlerSession, request: RoutedRequest & { readonly spec: CommandSpec }): (caller: CallClient) => Promise<Buffer> {
   return (client) => new Promise((resolve) => {
-    // Valkey frees its tracking table at any flush (client/tracked-keys.ts), as route() does outside MULTI.
-    if (request.command === 'flushall' || request.command === 'flushdb') session.ctx.trackedKeys?.forgetAll();
+    session.ctx.trackedKeys?.noteCommand(request.command); // a flush, as route() outside MULTI
     const owner = { client, onCallDone: (reply: Buffer) => resolve(Buffer.from(reply)) };
     const error = session.ctx.router.send({ to: 'all-nodes', owner, request });
     if (error !== null) resolve(error);
@@ -82,18 +80,6 @@ export function execApart(session: HandlerSession, tx: Transaction, forwarded: r
 
 /** A block's replies (copied), or the error EXEC answers when it did not run. */
 function blockReplies(outcome: BlockOutcome, size: number): Buffer[] | Buffer {
-  if (outcome.kind === 'failed') return encodeError(outcome.error);
-  const frame = outcome.reply;
-  if (frame[0] === 0x2d /* - */) {
-    const line = frame.toString('utf8', 1, frame.length - 2);
-    return outcome.queueError !== null && line.startsWith('EXECABORT') ? encodeError(ProxyError.execAbortBecause(outcome.queueError)) : frame;
-  }
-  let parts: Buffer[] | null = null;
-  try {
-    parts = frame[0] === 0x2a /* * */ ? splitAggregate(frame) : null;
-  } catch {
-    parts = null;
-  }
-  // Views of EXEC's reply, which blockItems copied already.
-  return parts === null || parts.length !== size ? encodeError(ProxyError.unexpectedReply('EXEC')) : parts;
+  const result = blockResult(outcome, size);
+  return result.kind === 'ran' ? result.replies : encodeError(result.error);
 }

@@ -1,4 +1,5 @@
 import { encodeCommand } from '../resp/encode.js';
+import { splitAggregate } from '../resp/decode.js';
 import { ProxyError } from '../errors.js';
 import { ignoreReply, type LinkRequest, type ReplySource } from '../upstream/link.js';
 import { isMovedOrAsk } from './redirect.js';
@@ -18,6 +19,32 @@ export type BlockOutcome =
   | { kind: 'reply'; reply: Buffer; queueError: string | null; node: string }
   /** The link failed or refused the block: `written` says whether it may have run. */
   | { kind: 'failed'; error: string; written: boolean; node: string };
+
+/** What a block's outcome means for its `size` commands (blockResult). */
+export type BlockResult =
+  /** It ran: one reply per command, in order (views of EXEC's copied reply). */
+  | { kind: 'ran'; replies: Buffer[] }
+  /** The node refused it (EXECABORT with the queue-time reason, or another error line): nothing ran. */
+  | { kind: 'aborted'; error: string }
+  /** The link failed (`written`: it may have run), or EXEC's reply was not an array of `size`. */
+  | { kind: 'failed'; error: string; written: boolean };
+
+/** Reads a block's outcome: the one place that knows EXEC's reply shapes (transaction-apart.ts, cross-slot/transaction-split.ts). */
+export function blockResult(outcome: BlockOutcome, size: number): BlockResult {
+  if (outcome.kind === 'failed') return { kind: 'failed', error: outcome.error, written: outcome.written };
+  const frame = outcome.reply;
+  if (frame[0] === 0x2d /* - */) {
+    const line = frame.toString('utf8', 1, frame.length - 2);
+    return { kind: 'aborted', error: outcome.queueError !== null && line.startsWith('EXECABORT') ? ProxyError.execAbortBecause(outcome.queueError) : line };
+  }
+  let parts: Buffer[] | null = null;
+  try {
+    parts = frame[0] === 0x2a /* * */ ? splitAggregate(frame) : null;
+  } catch {
+    parts = null;
+  }
+  return parts === null || parts.length !== size ? { kind: 'failed', error: ProxyError.unexpectedReply('EXEC'), written: true } : { kind: 'ran', replies: parts };
+}
 
 /** The LinkRequests of MULTI, the queued commands and EXEC, reporting to `done` (shared with the tracking-lane path). */
 export function blockItems(

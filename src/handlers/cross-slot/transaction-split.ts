@@ -1,7 +1,6 @@
 import { encodeError } from '../../resp/encode.js';
-import { splitAggregate } from '../../resp/decode.js';
 import { ProxyError } from '../../errors.js';
-import { TransactionBlock, type BlockOutcome } from '../../routing/transaction-block.js';
+import { blockResult, TransactionBlock, type BlockOutcome } from '../../routing/transaction-block.js';
 import type { TransactionGroupOutcome } from '../../metrics/metric-definitions.js';
 import type { QueuedCommand } from '../../client/transaction-state.js';
 import { mergeMultiKeyReplies } from './multi-key.js';
@@ -117,30 +116,12 @@ function mergeGroups(
 
 function groupResult(group: Group, outcome: BlockOutcome): GroupResult {
   const size = group.members.length;
-  const failed = (kind: TransactionGroupOutcome, ran: boolean, why: string, error: string): GroupResult => {
+  const failed = (kind: TransactionGroupOutcome, ran: boolean, why: string): GroupResult => {
     const text = encodeError(ProxyError.splitGroupFailed(group.slot, outcome.node, ran, why));
-    return { outcome: kind, replies: new Array<Buffer>(size).fill(text), error };
+    return { outcome: kind, replies: new Array<Buffer>(size).fill(text), error: why };
   };
-  if (outcome.kind === 'failed') {
-    return outcome.written
-      ? failed('connection_lost', true, outcome.error, outcome.error)
-      : failed('not_sent', false, outcome.error, outcome.error);
-  }
-  const frame = outcome.reply;
-  if (frame[0] === 0x2d /* - */) {
-    const line = frame.toString('utf8', 1, frame.length - 2);
-    const error = outcome.queueError !== null && line.startsWith('EXECABORT') ? ProxyError.execAbortBecause(outcome.queueError) : line;
-    return failed('aborted', false, error, error);
-  }
-  let parts: Buffer[] | null = null;
-  try {
-    parts = frame[0] === 0x2a /* * */ ? splitAggregate(frame) : null;
-  } catch {
-    parts = null;
-  }
-  if (parts === null || parts.length !== size) {
-    const why = ProxyError.unexpectedReply('EXEC');
-    return failed('connection_lost', true, why, why);
-  }
-  return { outcome: 'ok', replies: parts, error: null };
+  const result = blockResult(outcome, size);
+  if (result.kind === 'ran') return { outcome: 'ok', replies: result.replies, error: null };
+  if (result.kind === 'aborted') return failed('aborted', false, result.error);
+  return result.written ? failed('connection_lost', true, result.error) : failed('not_sent', false, result.error);
 }
