@@ -42,6 +42,7 @@ const config = {
 const durationMs = config.minutes * 60_000;
 const everyMs = config.faultEveryS * 1000;
 
+fs.mkdirSync(OUT_DIR, { recursive: true }); // respool's logs go there (a fresh clone has no bench/out)
 let cluster = null;
 let fleet = null;
 let load = null;
