@@ -389,7 +389,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
         listeners.close();
         const deadline = Date.now() + drainMs;
         if (handOver !== undefined) {
-          const handed = await handOverSessions(sessions, handOver, deadline, tlsRelays);
+          const handed = await handOverSessions(sessions, handOver, deadline, tlsRelays, (session) => session.drain());
           log.info({ event: 'clients_handed_over', clients: handed }, `handed ${handed} client connections to the new process`);
         }
         for (const session of sessions) session.drain();

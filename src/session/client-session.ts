@@ -85,8 +85,9 @@ export class ClientSession implements DispatchedSession, AdmittedClient, OutputO
   /** The request being handled now, and the argument bytes of the last blocking one (argv-mem while it is blocked; a number, so no read slab stays pinned). */
   private handling: RequestFrame | null = null;
   private blockingArgvBytes = 0;
-  /** Bytes read from the client (CLIENT LIST tot-net-in). */
-  private bytesIn = 0;
+  private bytesIn = 0; // read from the client (CLIENT LIST tot-net-in)
+  /** A takeover waiting for this session to be idle (session-handover.ts): true takes the chunk. */
+  takeIdle: ((chunk: Buffer) => boolean) | null = null;
 
   /** The client's socket: the accepted one, or its re-wrap reading through the shared buffer (shared-reads.ts). */
   readonly socket: Socket;
@@ -257,7 +258,7 @@ export class ClientSession implements DispatchedSession, AdmittedClient, OutputO
 
   /** Bytes from the client (session-socket.ts). */
   socketData(chunk: Buffer): void {
-    if (this.closeWhenFlushed) return;
+    if (this.closeWhenFlushed || this.takeIdle?.(chunk) === true) return;
     this.state.lastInteraction = holdClock(); // CLIENT LIST idle (once per chunk); client latency start
     try {
       this.bytesIn += chunk.length;

@@ -6,7 +6,8 @@
  * their defaults (neither resends a command): the plain TCP and Unix connections are handed to
  * the new workers (session/session-handover.ts) and never close; a TLS one stays with the old
  * worker, relayed in plaintext to the new one (session/tls-relay.ts), and never closes either.
- * Every worker is replaced each time (new pids serve; the old ones exit, a relaying one when its
+ * A node-redis BLPOP worker and a MULTI … EXEC loop go once between requests (takeIdle): every
+ * pushed item popped once, every transaction counted. Every worker is replaced each time (new pids serve; the old ones exit, a relaying one when its
  * last TLS client has gone), no command fails,
  * every acknowledged write is read back, and the upstream connections stay below twice their
  * number before the takeovers (one worker more than two, for one drain at a time).
@@ -152,6 +153,56 @@ describe.each(SETUPS)('takeover: SIGUSR2 replaces every worker without a failed 
         }
       }
     });
+    // Between requests, not only between connections: a BLPOP worker (node-redis, no resend) whose
+    // next BLPOP is sent the moment the last one answers, fed by a producer; and MULTI … EXEC in a
+    // loop. A takeover waits for the blocked call and the transaction to end, then hands the
+    // connection over with the next request unread (session-handover.ts takeIdle).
+    const queueKey = `tkq:${workers}`;
+    const popper = createClient({ socket: { host: '127.0.0.1', port } });
+    const pusher = createClient({ socket: { host: '127.0.0.1', port } });
+    const transactor = createClient({ socket: { host: '127.0.0.1', port } });
+    const between = { pushed: 0, popped: [] as string[], transactions: 0, failed: 0, failures: [] as string[] };
+    for (const c of [popper, pusher, transactor]) {
+      c.on('error', () => {});
+      await c.connect();
+    }
+    const betweenLoops = [
+      (async () => {
+        while (running) {
+          try {
+            const got = await popper.blPop(queueKey, 0.2);
+            if (got !== null) between.popped.push(got.element);
+          } catch (err) {
+            between.failed++;
+            if (between.failures.length < 5) between.failures.push(`BLPOP ${at()}: ${(err as Error).message}`);
+          }
+        }
+      })(),
+      (async () => {
+        for (let i = 0; running; i++) {
+          try {
+            await pusher.lPush(queueKey, `item-${i}`);
+            between.pushed++;
+          } catch (err) {
+            between.failed++;
+            if (between.failures.length < 5) between.failures.push(`LPUSH ${at()}: ${(err as Error).message}`);
+          }
+          await sleep(3);
+        }
+      })(),
+      (async () => {
+        for (let i = 0; running; i++) {
+          try {
+            const replies = await transactor.multi().set(`tktx:${i}`, `t-${i}`).incr('tktx:counter').exec();
+            expect(replies[0]).toBe('OK');
+            between.transactions++;
+          } catch (err) {
+            between.failed++;
+            if (between.failures.length < 5) between.failures.push(`MULTI ${i} ${at()}: ${(err as Error).message}`);
+          }
+        }
+      })(),
+    ];
     const loops = clients.map(async (c, n) => {
       for (let i = 0; running; i++) {
         const key = `tk:${n}:${i}`;
@@ -215,7 +266,7 @@ describe.each(SETUPS)('takeover: SIGUSR2 replaces every worker without a failed 
     } finally {
       running = false;
       py.stdin!.end();
-      await Promise.all([...loops, ...nrLoops]);
+      await Promise.all([...loops, ...nrLoops, ...betweenLoops]);
       await pyDone;
       sampling = false;
       await sampler;
@@ -263,11 +314,21 @@ describe.each(SETUPS)('takeover: SIGUSR2 replaces every worker without a failed 
       expect(counter).toBe(increments);
       expect(written.size).toBeGreaterThan(100);
       expect(perClient.every((count) => count > 10)).toBe(true); // TCP, Unix socket and TLS clients all ran
+      // The BLPOP worker and the transactions: no failure, every pushed item popped once (or still queued), every EXEC counted.
+      const left = (await check.lrange(queueKey, 0, -1)) as string[];
+      console.log(`between requests: ${between.pushed} LPUSHes, ${between.popped.length} popped by BLPOP, ${left.length} left; ${between.transactions} transactions; ${between.failed} failed ${JSON.stringify(between.failures.slice(0, 3))}`);
+      expect(between.failures).toEqual([]);
+      expect(new Set(between.popped).size).toBe(between.popped.length);
+      expect(between.popped.length + left.length).toBe(between.pushed);
+      expect(between.popped.length).toBeGreaterThan(100);
+      expect(Number(await check.get('tktx:counter'))).toBe(between.transactions);
+      expect(between.transactions).toBeGreaterThan(100);
       expect(most).toBeLessThan(2 * baseline);
     } finally {
       check.disconnect();
       for (const c of clients) c.disconnect();
       for (const nr of nodeRedisClients) if (nr.client.isOpen) nr.client.destroy();
+      for (const c of [popper, pusher, transactor]) if (c.isOpen) c.destroy();
     }
     // With its clients gone, no replaced worker is left (one relaying TLS exits with its last client).
     await until('every replaced worker exited', async () => ([...replaced].every((pid) => !alive(pid)) ? true : undefined), 15_000);
