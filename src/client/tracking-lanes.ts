@@ -79,6 +79,12 @@ export class TrackingLanes implements TrackedKeyReader {
    * sends one. Later ones say nothing new — the client's cache is empty already — and are dropped.
    */
   private everythingInvalidated = false;
+  /**
+   * Namespace flushes running now (handlers/namespace-scope.ts): the nodes' per-key
+   * invalidations meanwhile are the flush's own and are not passed on; endFlush sends the one
+   * "invalidate everything" a server's FLUSHDB sends instead.
+   */
+  private flushing = 0;
   /** BCAST: the topology whose every primary has a lane (null: check again). */
   private bcastComplete: Topology | null = null;
   private readonly retryAt = new Map<string, number>();
@@ -282,7 +288,9 @@ export class TrackingLanes implements TrackedKeyReader {
    */
   private forgetInvalidated(frame: Buffer): boolean {
     // A null invalidation is a few dozen bytes: longer pushes name keys, and need no parse here.
-    if (frame.length <= NULL_INVALIDATION_MAX_BYTES && invalidatedKeys(frame) === null) {
+    const everything = frame.length <= NULL_INVALIDATION_MAX_BYTES && invalidatedKeys(frame) === null;
+    if (this.flushing > 0 && !everything) return false;
+    if (everything) {
       if (this.everythingInvalidated) return false;
       this.everythingInvalidated = true;
       this.table?.forgetReader(this);
@@ -293,6 +301,27 @@ export class TrackingLanes implements TrackedKeyReader {
     const keys = invalidatedKeys(frame); // keys/tracking-names.ts: a key list, or undefined for no invalidation (a null one is short: above)
     if (keys) for (const key of keys) table.forget(this, key);
     return true;
+  }
+
+  /** A namespace flush starts removing this client's namespace's keys (see `flushing`). */
+  beginFlush(): void {
+    this.flushing++;
+  }
+
+  /**
+   * The namespace flush has removed its keys. The nodes queued their invalidations on this
+   * client's lanes and listeners before the replies to a PING sent on each now, so once those are
+   * in, one "invalidate everything" says it all, as one server's FLUSHDB does (after the
+   * flushing client's reply: a push waits behind the replies owed).
+   */
+  async endFlush(): Promise<void> {
+    const conns = [...this.lanes.values(), ...[...this.listeners.values()].map((l) => l.conn)];
+    await Promise.all(conns.map((conn) => conn.call(['PING']).catch(() => null)));
+    if (--this.flushing > 0 || this.closed) return;
+    this.everythingInvalidated = false; // one flush, one message
+    if (!this.forgetInvalidated(INVALIDATE_ALL)) return;
+    if (this.redirectTo !== 0) this.invalidation(INVALIDATE_ALL);
+    else this.deliver(INVALIDATE_ALL);
   }
 
   /** respool's tracking table evicted `key` (a stored name): Valkey's invalidation, where Valkey would send it. */

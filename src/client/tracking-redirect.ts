@@ -32,6 +32,7 @@ export function encodeTrackingLine(line: TrackingLine, listenerId: number | null
 
 const INVALIDATE_HEADER = Buffer.from('>2\r\n$10\r\ninvalidate\r\n');
 const MESSAGE_HEADER = Buffer.from('*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n');
+const NULL_BULK = Buffer.from('$-1\r\n');
 
 /** Looks a respool client up by id (the server's session table). */
 /**
@@ -46,7 +47,9 @@ export function deliverInvalidation(target: HandlerSession | undefined, push: Bu
   }
   const subscribed = target.state.subscriptions !== null && target.state.subscriptions.total() > 0;
   if (subscribed && push.length > INVALIDATE_HEADER.length && push.compare(INVALIDATE_HEADER, 0, INVALIDATE_HEADER.length, 0, INVALIDATE_HEADER.length) === 0) {
-    target.push(Buffer.concat([MESSAGE_HEADER, push.subarray(INVALIDATE_HEADER.length)]));
+    const keys = push.subarray(INVALIDATE_HEADER.length);
+    // "Everything" is RESP3's null (_) from the node; a RESP2 subscriber gets a null bulk, as from Valkey.
+    target.push(Buffer.concat([MESSAGE_HEADER, keys[0] === 0x5f /* _ */ ? NULL_BULK : keys]));
   }
   return true;
 }

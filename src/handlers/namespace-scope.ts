@@ -1,3 +1,4 @@
+import type { TrackingLanes } from '../client/tracking-lanes.js';
 import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
 import { ProxyError } from '../errors.js';
 import { bulkPayload } from '../resp/decode.js';
@@ -91,12 +92,30 @@ async function countKeys(session: HandlerSession, client: CallClient, primaries:
 }
 
 async function removeKeys(session: HandlerSession, client: CallClient, primaries: ClusterNode[], pattern: Buffer, sync: boolean): Promise<Buffer> {
-  await Promise.all(primaries.map((node) => scanNode(session.ctx.router, client, node, pattern, async (keys) => {
-    // One key per command: the keys of one step are in many slots, and a node takes one slot per command.
-    const removals = keys.map((key) => nodeCall(session.ctx.router, client, node, 'primary', encodeCommand([sync ? 'DEL' : 'UNLINK', key]), sync ? 'del' : 'unlink'));
-    for (const reply of await Promise.all(removals)) if (reply[0] === 0x2d) throw new Error(reply.toString('latin1', 1).trim());
-  })));
+  // The namespace's tracking clients get one "invalidate everything", as from one server's
+  // flush, not one invalidation per key removed (client/tracking-lanes.ts beginFlush).
+  const trackers = namespaceTrackers(session, pattern);
+  for (const lanes of trackers) lanes.beginFlush();
+  try {
+    await Promise.all(primaries.map((node) => scanNode(session.ctx.router, client, node, pattern, async (keys) => {
+      // One key per command: the keys of one step are in many slots, and a node takes one slot per command.
+      const removals = keys.map((key) => nodeCall(session.ctx.router, client, node, 'primary', encodeCommand([sync ? 'DEL' : 'UNLINK', key]), sync ? 'del' : 'unlink'));
+      for (const reply of await Promise.all(removals)) if (reply[0] === 0x2d) throw new Error(reply.toString('latin1', 1).trim());
+    })));
+  } finally {
+    await Promise.all(trackers.map((lanes) => lanes.endFlush()));
+  }
   return Buffer.from('+OK\r\n');
+}
+
+/** The tracking clients whose namespace is `pattern`'s. */
+function namespaceTrackers(session: HandlerSession, pattern: Buffer): TrackingLanes[] {
+  const trackers: TrackingLanes[] = [];
+  for (const other of session.ctx.sessions()) {
+    const lanes = other.state.tracking;
+    if (lanes !== null && other.state.acl.keyNames?.scopePattern.equals(pattern) === true) trackers.push(lanes);
+  }
+  return trackers;
 }
 
 async function randomKey(session: HandlerSession, client: CallClient, primaries: ClusterNode[], names: KeyNames, pattern: Buffer): Promise<Buffer> {

@@ -88,7 +88,7 @@ async function messages(sub: RawConnection): Promise<string[]> {
  * `__redis__:invalidate` subscription. Each tracking connection is handed back with the
  * connection the writes come from.
  */
-async function tracking(port: number, auth: string[] | null): Promise<{ read: () => Promise<string[]>; write: (key: string) => Promise<void>; close: () => void }> {
+async function tracking(port: number, auth: string[] | null): Promise<{ read: () => Promise<string[]>; write: (key: string) => Promise<void>; command: (...args: string[]) => Promise<string>; quiet: () => Promise<void>; close: () => void }> {
   const own = await connect(port, 3, auth);
   const bcast = await connect(port, 3, auth);
   const listener = await connect(port, 2, auth);
@@ -103,6 +103,10 @@ async function tracking(port: number, auth: string[] | null): Promise<{ read: ()
   await redirected.call('GET', 'rk');
   return {
     write: async (key) => void (await writer.call('SET', key, 'x')),
+    command: (...args) => writer.call(...args),
+    quiet: async () => {
+      for (const c of [own, bcast, listener]) await expect(c.read(300)).rejects.toThrow(/timed out/);
+    },
     read: async () => {
       const got: string[] = [];
       for (const [name, c] of [['own', own], ['bcast', bcast], ['listener', listener]] as const) {
@@ -238,6 +242,39 @@ describe('namespaced channels (users[].keyPrefix)', () => {
           for (const key of ['tk', 'bc:1', 'rk']) await a.write(key);
           expect(await a.read()).toEqual(want);
           expect(await b.read()).toEqual(want);
+        } finally {
+          a.close();
+          b.close();
+        }
+      });
+
+      it('FLUSHDB tells the namespace\'s tracking clients once that everything changed, as one server\'s flush, and the other namespace\'s nothing', async () => {
+        const keys = ['tk', 'bc:1', 'rk', ...Array.from({ length: 20 }, (_, i) => `k${i}`)];
+        await oracle.call('FLUSHALL');
+        for (const key of keys) await oracle.call('SET', key, '1');
+        const alone = await tracking(oracle.port, null);
+        let want: string[];
+        try {
+          expect(await alone.command('FLUSHDB')).toBe('+OK\r\n');
+          want = await alone.read();
+        } finally {
+          alone.close();
+        }
+        const setter = await connect(proxy.address.port, 2, ['a', 'pa']);
+        const other = await connect(proxy.address.port, 2, ['b', 'pb']);
+        for (const key of keys) {
+          await setter.call('SET', key, '1');
+          await other.call('SET', key, '1');
+        }
+        setter.close();
+        other.close();
+        const a = await tracking(proxy.address.port, ['a', 'pa']);
+        const b = await tracking(proxy.address.port, ['b', 'pb']);
+        try {
+          expect(await a.command('FLUSHDB')).toBe('+OK\r\n');
+          expect(await a.read()).toEqual(want); // one null each (per-key invalidations of the removed keys before)
+          await b.quiet();
+          expect(await b.command('DBSIZE')).toBe(`:${keys.length}\r\n`);
         } finally {
           a.close();
           b.close();
