@@ -303,9 +303,14 @@ export class TrackingLanes implements TrackedKeyReader {
     return true;
   }
 
-  /** A namespace flush starts removing this client's namespace's keys (see `flushing`). */
+  /**
+   * A namespace flush starts removing this client's namespace's keys (see `flushing`). Its keys
+   * leave respool's tracking table now, as a server frees its table when the flush runs (INFO's
+   * tracking_total_keys reads 0 while the keys are still being removed).
+   */
   beginFlush(): void {
     this.flushing++;
+    this.table?.forgetReader(this);
   }
 
   /**
