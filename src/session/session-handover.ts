@@ -117,7 +117,8 @@ export async function handOverSessions(sessions: Iterable<HandedSession>, handOv
         try {
           socket = await relays.relay(socket as TLSSocket, releaseSessionSocket);
         } catch {
-          continue; // no loopback connection to be had: left to the drain
+          leave(session); // no loopback connection to be had
+          continue;
         }
       }
       handOver(socket, snapshot(session.state, unread));

@@ -36,9 +36,9 @@ const READY_MS = 30_000;
  *            nothing — to the new worker, which adopts it with its state
  *            (session/session-handover.ts, server.ts adopt): the client never sees a close. A
  *            TLS connection stays with the old worker, relayed in plaintext to the new one
- *            (session/tls-relay.ts). A connection with state that lives only there (a
- *            transaction, a subscription …) is closed once its replies are written, as in a
- *            drain. It exits within the drain time — or, relaying TLS clients, leaves the
+ *            (session/tls-relay.ts). One in a transaction or a blocked call goes once it is
+ *            between requests; one whose state lives only there for as long as the client
+ *            keeps it (a subscription, tracking …) is closed once its replies are written. It exits within the drain time — or, relaying TLS clients, leaves the
  *            supervisor (IPC disconnect) holding no upstream link and exits when they are gone;
  *            a worker still there and connected drainMs + 5 s later is killed
  *   order  : one index at a time, so at most one worker more than `count` holds upstream links,
