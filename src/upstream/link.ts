@@ -34,7 +34,7 @@ export class Link extends NodeConnection {
     super(linkOptions);
   }
 
-  /** A reload changed timeouts.commandMs: the next timeout check uses it (the check interval stays). */
+  /** A reload changed timeouts.commandMs: the next timeout check uses it. */
   setCommandTimeout(ms: number): void {
     this.linkOptions.commandTimeoutMs = ms;
   }
@@ -46,28 +46,39 @@ export class Link extends NodeConnection {
   }
 
   protected override onReady(): void {
-    const tick = Math.max(50, Math.min(1000, Math.floor(this.linkOptions.commandTimeoutMs / 4)));
-    this.timeoutTimer = setInterval(() => this.checkTimeout(), tick);
-    this.timeoutTimer.unref();
+    this.checkTimeoutIn(this.tick());
   }
 
   protected override onClosing(): void {
-    if (this.timeoutTimer !== null) clearInterval(this.timeoutTimer);
+    if (this.timeoutTimer !== null) clearTimeout(this.timeoutTimer);
     this.timeoutTimer = null;
+  }
+
+  /** How often an idle or quiet link is looked at: a quarter of commandTimeoutMs, 50 ms to 1 s. */
+  private tick(): number {
+    return Math.max(50, Math.min(1000, Math.floor(this.linkOptions.commandTimeoutMs / 4)));
+  }
+
+  private checkTimeoutIn(ms: number): void {
+    this.timeoutTimer = setTimeout(() => this.checkTimeout(), ms);
+    this.timeoutTimer.unref();
   }
 
   /**
    * The node owes the oldest request its reply from the later of its write and the last reply
    * bytes: a link that sends nothing for commandTimeoutMs is dead, one working through a long
-   * queue (a thousand 1 MiB replies take seconds to arrive) is not.
+   * queue (a thousand 1 MiB replies take seconds to arrive) is not. Looked at every tick, and
+   * once a request is owed, again when its bound runs out: a dead node's requests fail at
+   * commandTimeoutMs, not up to a tick later (no timer per request: one per link).
    */
   private checkTimeout(): void {
+    this.timeoutTimer = null;
     const oldest = this.inflight.peek();
-    if (oldest === undefined) return;
+    if (oldest === undefined) return this.checkTimeoutIn(this.tick());
     const silent = performance.now() - Math.max(oldest.sentAt, this.lastBytesAt);
-    if (silent <= this.linkOptions.commandTimeoutMs) return;
     const patience = this.linkOptions.patience?.() ?? null;
-    if (patience !== null && silent <= patience) return;
+    const bound = Math.max(this.linkOptions.commandTimeoutMs, patience ?? 0);
+    if (silent <= bound) return this.checkTimeoutIn(Math.min(this.tick(), Math.ceil(bound - silent) + 1));
     const waited = patience ?? this.linkOptions.commandTimeoutMs;
     this.fail(ProxyError.timeout(this.address, waited), true);
   }

@@ -139,7 +139,9 @@ describe('one node behind a fault relay (3 primaries + 3 replicas)', () => {
       const took = performance.now() - started;
       expect(reply).toMatch(new RegExp(`^-ERR respool: upstream ${address.replace(/\./g, '\\.')} `));
       console.log(`blackholed node: first GET failed after ${took.toFixed(0)} ms (timeouts.commandMs ${COMMAND_MS})`);
-      expect(took).toBeLessThan(COMMAND_MS + 1500);
+      // At the bound, not a check interval later (upstream/link.ts checkTimeout); the margin is
+      // timer lateness on a busy machine.
+      expect(took).toBeLessThan(COMMAND_MS + 200);
       // More requests to it: the failures open its circuit; requests then fail at once.
       await waitFor(async () => {
         await c.call('GET', farKeys[2]!);

@@ -103,7 +103,7 @@ describe('Link (fake socket, no server)', () => {
   });
 
   it('fails the whole link with cause "timeout" when the oldest request waits past commandTimeoutMs', async () => {
-    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] }); // the link's check runs every commandTimeoutMs / 4
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] }); // the link's check runs every commandTimeoutMs / 4, and when the oldest's bound runs out
     const { link, socket } = newLink({ commandTimeoutMs: 400 });
     await ready(link, socket);
     const log: string[] = [];
@@ -133,7 +133,7 @@ describe('Link (fake socket, no server)', () => {
   });
 
   it('a link working through a long queue is not timed out: the oldest request waits for the node from the last reply on', async () => {
-    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     const { link, socket } = newLink({ commandTimeoutMs: 400 });
     await ready(link, socket);
     const log: string[] = [];
