@@ -7,44 +7,17 @@
 //   npm run bench:takeover        env: ROUNDS (5), CLIENTS (20), RATE (per client, req/s: 100), LOAD_MS (6000)
 // Loopback only; ends only the processes it started (by PID).
 import { spawn } from 'node:child_process';
-import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Valkey } from 'iovalkey';
+import { childPids, freePort, pidAlive, ROOT_DIR, sleep } from './lib/common.mjs';
 import { writeSection } from './lib/results-file.mjs';
 
-const ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
-const BIN = path.join(ROOT, 'bin/respool.js');
+const BIN = path.join(ROOT_DIR, 'bin/respool.js');
 const ROUNDS = Number(process.env.ROUNDS ?? 5);
 const CLIENTS = Number(process.env.CLIENTS ?? 20);
 const RATE = Number(process.env.RATE ?? 100);
 const LOAD_MS = Number(process.env.LOAD_MS ?? 6000);
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const freePort = () => new Promise((resolve) => {
-  const s = net.createServer();
-  s.listen(0, '127.0.0.1', () => {
-    const { port } = s.address();
-    s.close(() => resolve(port));
-  });
-});
-const alive = (pid) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
-/** The pids of a process's children (/proc: a supervisor's workers). */
-const childPids = (pid) => {
-  try {
-    return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-  } catch {
-    return [];
-  }
-};
 const started = new Set();
 function startProcess(cmd, args) {
   const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -90,7 +63,7 @@ const takeover = async (c) => {
   c.proc.kill('SIGUSR2');
   await until('new workers serving and the old ones gone', () => {
     const now = childPids(c.proc.pid);
-    return now.length === before.length && now.every((pid) => !before.includes(pid)) && before.every((pid) => !alive(pid));
+    return now.length === before.length && now.every((pid) => !before.includes(pid)) && before.every((pid) => !pidAlive(pid));
   });
 };
 const restart = async (c) => {

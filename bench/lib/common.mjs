@@ -446,6 +446,25 @@ export function makeTmpRoot(prefix = 'run-') {
 // ---------------------------------------------------------------- who holds the upstream's connections
 
 /** pid plus all its descendants (Linux /proc). */
+/** Child pids of `pid` (Linux: /proc/<pid>/task/<pid>/children: a supervisor's workers); [] when it is gone. */
+export function childPids(pid) {
+  try {
+    return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/** True while a process with this pid exists (signal 0). */
+export function pidAlive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export function withDescendants(rootPid) {
   const kids = new Map();
   for (const d of fs.readdirSync('/proc')) {

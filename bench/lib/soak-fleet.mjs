@@ -5,25 +5,7 @@
 // bench exits); logs in bench/out/soak-respool-<name>.log.
 import fs from 'node:fs';
 import path from 'node:path';
-import { HOST, OUT_DIR, log, sleep, spawn, uniquePort, waitForPing } from './common.mjs';
-
-/** Child pids of `pid` (Linux: /proc/<pid>/task/<pid>/children); [] when it is gone. */
-export function childPids(pid) {
-  try {
-    return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-  } catch {
-    return [];
-  }
-}
-
-const alive = (pid) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
+import { HOST, OUT_DIR, childPids, log, pidAlive, sleep, spawn, uniquePort, waitForPing } from './common.mjs';
 
 export class FleetMember {
   constructor(name, { port, adminPort, workers, upstreams, peers }) {
@@ -60,7 +42,7 @@ export class FleetMember {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const now = childPids(this.pid);
-      if (now.length >= this.workers && now.every((p) => !old.has(p)) && [...old].every((p) => !alive(p))) return now;
+      if (now.length >= this.workers && now.every((p) => !old.has(p)) && [...old].every((p) => !pidAlive(p))) return now;
       if (Date.now() > deadline) throw new Error(`respool ${this.name}: workers ${now.join(',')} (old ${[...old].join(',')}) after ${timeoutMs} ms`);
       await sleep(100);
     }

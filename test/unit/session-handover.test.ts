@@ -10,13 +10,8 @@ import net from 'node:net';
 import { handOverSessions, type ClientSnapshot, type HandedSession } from '../../src/session/session-handover.js';
 import { TlsRelays } from '../../src/session/tls-relay.js';
 
-interface FakeState {
-  protocol: 2 | 3;
-  db: number;
-  name: string | null;
-  libName: string;
-  libVersion: string;
-  user: string | null;
+/** The snapshot's fields, and the ones that decide whether a session is plain. */
+interface FakeState extends Omit<ClientSnapshot, 'unread'> {
   transaction: object | null;
   lane: object | null;
   lease: object | null;
