@@ -5,7 +5,9 @@
 #   scripts/valkey-suite.sh [unit ...]           run these units (default: every unit of run.sh)
 #   scripts/valkey-suite.sh --check [unit ...]   and fail (exit 1) if a unit listed in
 #                                                test/suite/expected.tsv gets fewer ok than its
-#                                                min_ok; without units, runs the listed ones
+#                                                min_ok after one rerun of that unit (its
+#                                                failed tests are printed); without units,
+#                                                runs the listed ones
 #   scripts/valkey-suite.sh --isolated ...       the same in a network namespace of its own, so
 #                                                several runs can go at once (root; see below)
 #
@@ -32,7 +34,7 @@ for a in "$@"; do
   case "$a" in
     --check) check=1 ;;
     --isolated) isolated=1 ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "valkey-suite: unknown flag $a" >&2; exit 2 ;;
     *) units+=("$a") ;;
   esac
@@ -248,7 +250,21 @@ if [ $check = 1 ]; then
   done
   if [ ${#short[@]} -gt 0 ]; then
     say "below $(basename "$expected"):"; printf '  %s\n' "${short[@]}" >&2
-    say "logs: $logs/"; status=1
+    # What failed, named in the output (CI keeps no log files), and one rerun of each such unit
+    # on the same cluster: a unit whose tests race the run's load (three suite runs share two
+    # cores in CI) passes it, a unit respool broke fails both.
+    still=()
+    for entry in "${short[@]}"; do
+      u=${entry%%:*}
+      say "$u failed:"; grep -a -A2 -E '^\[(err|exception|TIMEOUT)\]' "$logs/$(echo "$u" | tr / _).log" 2>/dev/null | head -30 | sed 's/^/    /' >&2
+      valkey-cli -h 127.0.0.1 -p "$rp_port" client unpause >/dev/null 2>&1
+      SUITE_OUT=$logs/rerun bash "$suite_dir/run.sh" "$rp_port" "$u" >"$work/rerun.out" 2>&1 </dev/null
+      again=$(awk -v u="$u" '$1 == u && $2 ~ /^[0-9]+$/ { print $2 }' "$work/rerun.out" | tail -1)
+      say "$u rerun: ${again:-0} ok (min_ok ${min_ok[$u]})"
+      [ "${again:-0}" -ge "${min_ok[$u]}" ] || still+=("$u")
+    done
+    say "logs: $logs/"
+    if [ ${#still[@]} -gt 0 ]; then status=1; else say "every unit below its min_ok reached it when run again"; fi
   else
     say "every unit reached its min_ok in $(basename "$expected")"
   fi
