@@ -8,6 +8,7 @@ import { Router } from './routing/router.js';
 import { RunningScripts } from './scripts/running-scripts.js';
 import { ScriptCache } from './scripts/script-cache.js';
 import { TrackedKeys } from './client/tracked-keys.js';
+import { NearCache } from './nearcache/near-cache.js';
 import { ClientSession } from './session/client-session.js';
 import type { ServerContext, UpstreamSide } from './client/server-context.js';
 import type { Tenant } from './tenants/tenant.js';
@@ -60,6 +61,7 @@ export class Backend {
   readonly pubsub: PubSubHub;
   readonly mirror: IdentityMirror;
   readonly hello: HelloIdentity;
+  readonly nearCache: NearCache;
   readonly context: BackendContext;
   /** The upstream's version and server name ("valkey", or "redis" in front of Redis), as its discovery read them. */
   serverVersion = '8.0.0';
@@ -106,6 +108,8 @@ export class Backend {
       if (isNodeDenial(frame)) mirror.importDenials(call.node, call.client instanceof ClientSession ? clientInfoLine(call.client) : '');
       return asSeenByClient(frame, identity);
     };
+    // The near cache: its own tracking connections, leased as respool's identity (nearcache/near-cache.ts).
+    this.nearCache = new NearCache(config.nearCache, { dedicated: this.dedicated, topology: () => refresher.current, commandMs: () => config.timeouts.commandMs, log });
     // HELLO's server and version, as the first primary's own HELLO names them (client/hello-identity.ts).
     this.hello = new HelloIdentity(() => this.askFirstPrimary(['HELLO']), { server: this.serverName, version: this.serverVersion });
     this.context = {
@@ -119,6 +123,7 @@ export class Backend {
       functions: new FunctionFlags(() => this.askFirstPrimary(['FUNCTION', 'LIST'])),
       runningScripts: new RunningScripts(),
       trackedKeys: new TrackedKeys(),
+      nearCache: this.nearCache,
       unblockLease: async (host, port, id, how) => {
         const reply = await pools.get(host, port, 2, 'primary').call(['CLIENT', 'UNBLOCK', id, how.toUpperCase()]);
         return reply.toString('latin1') === ':1\r\n';
@@ -139,6 +144,7 @@ export class Backend {
     refresher.onChange((topology: Topology, change) => {
       this.parking.onTopology(); // parked keys whose slot moved: registered at their new owner
       if (change === 'moved') return;
+      this.nearCache.onTopology(topology); // entries of nodes that no longer own their slot
       void this.hello.learn(); // HELLO's server name and version, as the nodes give them
       mirror.onTopology(topology); // nodes new, restarted or behind get the mirrored users
       pools.retainOnly(new Set(topology.allNodes().map((n) => n.address)));
@@ -219,6 +225,7 @@ export class Backend {
   /** Ends everything it holds (after its clients are gone). */
   async close(): Promise<void> {
     this.hotKeys.stop();
+    this.nearCache.close();
     this.pubsub.close();
     this.parking.close();
     await this.dedicated.closeAll();

@@ -1,4 +1,5 @@
 import type { Transaction } from './transaction-state.js';
+import type { WriteMark } from '../nearcache/near-cache.js';
 import type { WatchLane } from './watch-lane.js';
 import type { TrackingLanes } from './tracking-lanes.js';
 import type { ClientSubscriptions } from '../pubsub/client-subscriptions.js';
@@ -44,6 +45,8 @@ export class ClientState {
   acl: AclUser;
   /** MULTI … EXEC in progress (queued by respool, or forwarded on a lease after WATCH). */
   transaction: Transaction | null = null;
+  /** Writes queued in MULTI that the near cache holds off fills for until EXEC's reply (handlers/near-cache.ts). */
+  cacheWrites: WriteMark[] | null = null;
   /** Channels, patterns and shard channels this client holds; null until its first SUBSCRIBE. */
   subscriptions: ClientSubscriptions | null = null;
   /** A blocking command is waiting on a leased connection (INFO clients: blocked_clients). */

@@ -42,6 +42,8 @@ export class ReplyEntry implements CallOwner {
   replyNames: ReplyNames | null = null;
   /** Set for a request the hot-key sampler picked: told the reply's size (observe/big-keys.ts). */
   private sizeListener: ((bytes: number) => void) | null = null;
+  /** Run once its reply is in (a write's near-cache mark ends: ReplyQueue.afterReply). */
+  afterFill: (() => void) | null = null;
 
   constructor(
     readonly client: EntryClient,
@@ -72,6 +74,12 @@ export class ReplyEntry implements CallOwner {
     this.request = kept;
   }
 
+  runAfterFill(): void {
+    const after = this.afterFill!;
+    this.afterFill = null;
+    after();
+  }
+
   measureReply(onSize: (bytes: number) => void): void {
     this.sizeListener = onSize;
   }
@@ -81,6 +89,7 @@ export class ReplyEntry implements CallOwner {
     if (this.reply !== null) return;
     this.reply = this.replyNames === null ? reply : this.replyNames(reply);
     if (this.sizeListener !== null) this.sizeListener(reply.length);
+    if (this.afterFill !== null) this.runAfterFill();
     this.client.onEntryDone(this);
   }
 }
@@ -129,8 +138,19 @@ export class ReplyQueue {
     this.family = family;
   }
 
+  /**
+   * Runs once the next entry the current request pushes has its reply (at once if it has one, or
+   * if the request pushes none): how long a write through respool is in flight (nearcache/).
+   */
+  afterReply: (() => void) | null = null;
+
   /** Its dispatch ended: later pushes (pub/sub messages) are not this request's. */
   endRequest(): void {
+    if (this.afterReply !== null) {
+      const after = this.afterReply;
+      this.afterReply = null;
+      after();
+    }
     this.replyNames = null;
     this.series = null;
     this.request = null;
@@ -156,6 +176,11 @@ export class ReplyQueue {
       entry.seq = ++this.pushed;
     }
     this.entries.push(entry);
+    if (this.afterReply !== null) {
+      entry.afterFill = this.afterReply;
+      this.afterReply = null;
+      if (entry.reply !== null) entry.runAfterFill();
+    }
     if (entry.reply !== null) this.hold(entry);
   }
 

@@ -22,6 +22,7 @@ import type { FairAdmission } from './fair-admission.js';
 import type { HelloIdentity } from './hello-identity.js';
 import type { FunctionFlags } from '../scripts/function-flags.js';
 import type { TrackedKeys } from './tracked-keys.js';
+import type { NearCache } from '../nearcache/near-cache.js';
 import type { MemoryCeiling } from './memory-ceiling.js';
 import type { TenantDirectory } from '../tenants/tenant-directory.js';
 import type { Tenant } from '../tenants/tenant.js';
@@ -65,6 +66,8 @@ export interface UpstreamSide {
   readonly functions?: FunctionFlags;
   /** respool's tracking table: keys CLIENT TRACKING clients read, bounded by tracking-table-max-keys (tracked-keys.ts); absent in stand-in contexts. */
   readonly trackedKeys?: TrackedKeys;
+  /** Values of the keys nearCache.keys names, kept exact by the nodes' invalidations (nearcache/near-cache.ts); absent in stand-in contexts. */
+  readonly nearCache?: NearCache;
   /** Scripts in flight: PING reflects a node busy running one (scripts/running-scripts.ts). */
   readonly runningScripts: RunningScripts;
   /** CLIENT UNBLOCK of a leased connection, sent on a shared link to its node; true if it was blocked. */

@@ -113,6 +113,12 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
     maxInflightReplyBytesPerClient: 2 * MiB,
     bulkConnectionsPerNode: 1,
   },
+  nearCache: {
+    keys: [], // nothing cached until keys are named
+    maxBytes: 64 * MiB,
+    maxEntryBytes: 1 * MiB,
+    maxAgeMs: 10_000, // as hotKeys.maxCopyAge: what a missed invalidation could leave stale
+  },
   colocate: [], // key names as the client says them
   tenants: [], // every user in the default tenant: no namespace beyond users[].keyPrefix, no limits
   transactions: {

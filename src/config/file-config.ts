@@ -231,6 +231,9 @@ export function convertSettings(data: unknown, where: string, env: NodeJS.Proces
     out.set('users', users);
   }
 
+  const nearCache = settings.nearCache as Record<string, unknown> | undefined;
+  if (nearCache !== undefined && Array.isArray(nearCache.keys) && !isBad('nearCache')) out.set('nearCache.keys', nearCache.keys.map(String));
+
   if (Array.isArray(settings.colocate) && !isBad('colocate')) {
     const rules = (settings.colocate as ColocationRule[]).map((r) => ({ keys: r.keys, tag: r.tag }));
     const problem = colocationProblem(rules);

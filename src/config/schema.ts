@@ -35,6 +35,9 @@ export const NUMERIC_FIELDS: readonly NumericField[] = [
   { path: 'limits.maxQueryBytesPerClient', kind: 'size', min: 1, max: 1 * TiB },
   { path: 'limits.maxCrossSlotCopyBytes', kind: 'size', min: 0, max: 2 * GiB },
   // Durations stay below setTimeout's limit (2^31-1 ms, ~24.8 days).
+  { path: 'nearCache.maxBytes', kind: 'size', min: 1024, max: 1 * TiB },
+  { path: 'nearCache.maxEntryBytes', kind: 'size', min: 128, max: 2 * GiB },
+  { path: 'nearCache.maxAgeMs', kind: 'duration', min: 0, max: DAY_MS },
   { path: 'timeouts.connectMs', kind: 'duration', min: 1, max: DAY_MS },
   { path: 'timeouts.commandMs', kind: 'duration', min: 1, max: DAY_MS },
   { path: 'timeouts.adminCommandMs', kind: 'duration', min: 1, max: DAY_MS },
@@ -403,6 +406,14 @@ export const CONFIG_FILE_SCHEMA: Schema = {
           keys: { type: 'string', minLength: 1, 'x-expect': 'must be a glob such as "rq:*"' },
           tag: { type: 'string', pattern: '^[^{}]+$', 'x-expect': 'must be a non-empty name without { or }' },
         },
+      },
+    },
+    // Values held in respool's memory (src/nearcache): keys named by globs, bounded in bytes and age.
+    nearCache: {
+      ...numericGroup('nearCache'),
+      properties: {
+        ...(numericGroup('nearCache').properties as Record<string, Schema>),
+        keys: { type: 'array', items: { type: 'string', minLength: 1 }, 'x-expect': 'must be a list of globs such as "user:*"' },
       },
     },
     slowlog: numericGroup('slowlog'),

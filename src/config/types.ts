@@ -125,10 +125,24 @@ export interface RespoolConfig {
   bigKeys: BigKeysConfig;
   /** MULTI … EXEC without WATCH over keys in several slots (src/handlers/cross-slot/transaction-split.ts). */
   transactions: TransactionsConfig;
+  /** Values of some keys kept in respool's memory, exact by the nodes' invalidations (src/nearcache, docs/near-cache.md). */
+  nearCache: NearCacheConfig;
   /** Keys stored under one hash tag so they share a slot (src/keys/colocation.ts); empty = names unchanged. */
   colocate: ColocationRule[];
   /** Applications sharing this respool, each with its users' namespace and limits (src/tenants); empty = one default tenant, no limits. */
   tenants: TenantConfig[];
+}
+
+/** The near cache (src/nearcache/near-cache.ts). */
+export interface NearCacheConfig {
+  /** Globs over key names as the nodes store them; a key that matches one is cached. Empty: no cache. */
+  keys: string[];
+  /** Bytes all entries may hold together (key + value + per-entry overhead); the least recently used go first. */
+  maxBytes: number;
+  /** A value (with its key and overhead) larger than this is never cached. */
+  maxEntryBytes: number;
+  /** An entry older than this is read again from its node, whatever the invalidations said; 0 = no bound. */
+  maxAgeMs: number;
 }
 
 /** One tenant (docs/tenants.md): its users (users[].tenant) share its namespace and its limits. */

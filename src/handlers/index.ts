@@ -30,6 +30,7 @@ import { replication } from './replication.js';
 import { pubsub, refuseWhileSubscribed } from './pubsub.js';
 import { allowedWhileSubscribed } from './client-modes.js';
 import { tracking, onTrackingLane } from './tracking.js';
+import { markWrite } from './near-cache.js';
 import { ACL_DENIED_CMD, ACL_DENIED_KEY, aclErrorMessage, checkCommand, needsNodeCheck, type AclDenial } from '../acl/command-check.js';
 import type { AclUser } from '../acl/rules.js';
 import { clientInfoLine } from './client-commands.js';
@@ -210,6 +211,7 @@ function route(session: HandlerSession, received: CommandRequest, family: Comman
     }
   }
   if (family === 'script' || family === 'allShards') noteScript(session.ctx.scripts, req.command, req.args); // EVAL / SCRIPT LOAD bodies, on every path
+  markWrite(session, req, family); // the near cache drops what it writes before it leaves (near-cache.ts)
   state.tracking?.noteCommand(req.command, state.transaction !== null);
   if (state.lane !== null && runsOnWatchLane(family) && onLane(session, state.lane, req)) return; // false: keys on another node, outside MULTI
   if (state.transaction !== null && queueInTransaction(session, req, family)) return;

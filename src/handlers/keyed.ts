@@ -10,6 +10,7 @@ import { needsNodeCheck } from '../acl/command-check.js';
 import { UpstreamCall, type CallFactory, type CallOwner } from '../routing/upstream-call.js';
 import { CommandFlag } from '../commands/command-flags.js';
 import type { ReplyEntry } from '../client/reply-queue.js';
+import { cachedRead } from './near-cache.js';
 
 /**
  * Keyed and keyless commands for one node: the router picks the node (slot owner, read strategy,
@@ -33,6 +34,7 @@ function route(session: HandlerSession, req: CommandRequest, parkedKeys: Buffer[
   // SWAPDB moves keys between databases without an invalidation to tracking clients: once it ran,
   // parked clients' keys are tried again (as Valkey's SWAPDB wakes its blocked clients).
   if (req.command === 'swapdb') entry.measureReply(() => ctx.parking.everythingChanged());
+  if (parkedKeys === null && cachedRead(session, req, entry, (kept) => sendOn(session, kept, entry))) return; // answered from respool's memory, or by one fill (near-cache.ts)
   const owner = parkedKeys === null ? entry : servingParked(session, entry, parkedKeys);
   const makeCall = sortsInOwnNamespace(session, req) ? asRespoolCall : undefined;
   const error = ctx.router.send({ to: 'keys', owner, request: req, table: ctx.commands(), makeCall });
@@ -40,6 +42,13 @@ function route(session: HandlerSession, req: CommandRequest, parkedKeys: Buffer[
   // Keys in several slots: some commands are carried out over them anyway (cross-slot/dispatch.ts).
   if (isCrossSlot(error) && crossSlotKeyed(session, req, entry)) return;
   entry.fill(error);
+}
+
+/** A read the near cache took and could not answer: to its node, as it would have gone. */
+function sendOn(session: HandlerSession, req: CommandRequest, entry: ReplyEntry): void {
+  const ctx = session.ctx;
+  const error = ctx.router.send({ to: 'keys', owner: entry, request: req, table: ctx.commands() });
+  if (error !== null) entry.fill(error);
 }
 
 /** A write's keys when a parked client waits on one of them, else null. */

@@ -117,6 +117,10 @@ export class ClientSession implements DispatchedSession, AdmittedClient, OutputO
     return this.replies.length;
   }
 
+  afterNextReply(fn: () => void): void {
+    this.replies.afterReply = fn;
+  }
+
   /** The lane of its next placement on a node's links (client/lane-class.ts). */
   get laneClass(): LaneClass {
     const out = this.output;

@@ -1,0 +1,79 @@
+import { CommandFlag } from '../commands/command-flags.js';
+import type { CommandFamily } from '../commands/proxy-handling.js';
+import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
+import type { ReplyEntry } from '../client/reply-queue.js';
+import type { CachedRead, WriteMark } from '../nearcache/near-cache.js';
+
+// Where requests meet the near cache (nearcache/near-cache.ts): the reads it answers
+// (handlers/keyed.ts asks cachedRead) and the writes that must pass it first (handlers/index.ts
+// asks markWrite for every request that reaches a family's handler or MULTI's queue).
+
+const READS: ReadonlyMap<string, CachedRead> = new Map([['get', 'get'], ['strlen', 'strlen'], ['exists', 'exists']]);
+
+/** Writes to every key of a database (or all of them): every entry goes. */
+const EVERY_KEY: ReadonlySet<string> = new Set(['flushall', 'flushdb', 'swapdb']);
+
+/** Scripts and functions with keys: each declared key may be written (the read-only forms may not). */
+const SCRIPTS: ReadonlySet<string> = new Set(['eval', 'evalsha', 'fcall']);
+
+/**
+ * GET, STRLEN or EXISTS of one cached key: answered from memory, or by the key's fill (one node
+ * read for all the reads that arrive meanwhile). True when the cache took the read; `sendOn`
+ * then sends a copy of it to the node if the fill cannot answer it (a redirect, a failure).
+ */
+export function cachedRead(session: HandlerSession, req: CommandRequest, entry: ReplyEntry, sendOn: (req: CommandRequest) => void): boolean {
+  const cache = session.ctx.nearCache;
+  if (cache === undefined || !cache.active || req.args.length !== 2) return false;
+  const kind = READS.get(req.command);
+  if (kind === undefined) return false;
+  const key = req.args[1]!;
+  if (!cache.matches(key)) return false;
+  const metrics = session.ctx.metrics;
+  const kept: CommandRequest = { args: [Buffer.from(req.args[0]!), Buffer.from(key)], raw: Buffer.from(req.raw), spec: req.spec, command: req.command };
+  return cache.read(session.state.db, kept.args[1]!, {
+    kind,
+    protocol: session.state.protocol,
+    answer: (reply) => {
+      metrics?.commandCounter(req.command).inc();
+      entry.fill(reply);
+    },
+    passOn: () => sendOn(kept),
+  });
+}
+
+/**
+ * A request that may write keys the cache holds: their entries go before it is sent, and no fill
+ * of them is kept until its reply is in (inside MULTI: until EXEC's or DISCARD's). Called with
+ * the keys as the nodes store them.
+ */
+export function markWrite(session: HandlerSession, req: CommandRequest, family: CommandFamily): void {
+  const cache = session.ctx.nearCache;
+  if (cache === undefined || !cache.active) return;
+  const state = session.state;
+  const inMulti = state.transaction !== null || state.lane?.inMulti === true;
+  const queued = state.cacheWrites;
+  if (queued !== null && queued.length > 0 && (req.command === 'exec' || req.command === 'discard' || req.command === 'reset')) {
+    const marks = queued.splice(0);
+    session.afterNextReply(() => marks.forEach((m) => cache.endWrite(m)));
+    return;
+  }
+  const spec = req.spec;
+  if (spec === undefined) return;
+  let mark: WriteMark | null = null;
+  if (EVERY_KEY.has(req.command)) mark = cache.beginWrite(state.db, null);
+  else if ((spec.flags & CommandFlag.WRITE) !== 0 || (family === 'script' && SCRIPTS.has(req.command))) {
+    const keys = session.ctx.commands().keyIndexes(spec, req.args);
+    if (keys.length === 0) return;
+    mark = cache.beginWrite(state.db, keys.map((i) => req.args[i]!));
+  }
+  if (mark === null) return;
+  if (!inMulti) {
+    session.afterNextReply(() => cache.endWrite(mark));
+    return;
+  }
+  if (state.cacheWrites === null) {
+    const marks: WriteMark[] = (state.cacheWrites = []);
+    session.onClose(() => marks.splice(0).forEach((m) => cache.endWrite(m))); // gone inside MULTI
+  }
+  state.cacheWrites.push(mark);
+}

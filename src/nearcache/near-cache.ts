@@ -1,0 +1,420 @@
+import calculateSlot from 'cluster-key-slot';
+import type { Logger } from 'pino';
+import type { Topology } from '../cluster/topology.js';
+import { encodeCommand } from '../resp/encode.js';
+import { invalidatedKeys } from '../keys/tracking-names.js';
+import { globMatch } from '../util/glob.js';
+import type { LeasePools } from '../upstream/lease-pools.js';
+import type { LeasedConnection } from '../upstream/leased-connection.js';
+import { CacheStore, entryName, type CacheEntry } from './cache-store.js';
+
+/**
+ * respool's near cache (docs/near-cache.md): string values of the keys nearCache.keys names,
+ * held in respool's memory and answered from there, kept exact by the nodes' invalidations.
+ *
+ *   fill        : a miss sends GET + PTTL on a tracking connection to the key's primary (one per
+ *                 node and database, RESP3, CLIENT TRACKING ON): its invalidations come on the
+ *                 connection that read the value, so one can never arrive before the reply it
+ *                 invalidates
+ *   coalescing  : reads of a key whose fill is in flight wait for that fill (one node read)
+ *   writes      : a write through respool drops the key's entry before it is sent, and while it is
+ *                 in flight (begin → end) no fill of that key is stored — one may have been read
+ *                 before the write ran — and no read joins a fill started before it
+ *   invalidation: a push from a node drops the keys it names (every key of that node for a null
+ *                 one); a tracking connection lost drops every entry it filled
+ *   bounds      : bytes (cache-store.ts), the key's TTL, maxAgeMs
+ *
+ * What is answered here: GET, STRLEN and EXISTS of one key (all read off one GET). Anything else,
+ * a fill that failed or met a redirect, goes to the node as it would without the cache.
+ */
+
+export interface NearCacheSettings {
+  keys: string[];
+  maxBytes: number;
+  maxEntryBytes: number;
+  maxAgeMs: number;
+}
+
+export type CachedRead = 'get' | 'strlen' | 'exists';
+
+/** One client read waiting for a fill. */
+export interface CacheWaiter {
+  kind: CachedRead;
+  protocol: 2 | 3;
+  /** The reply, when the fill gave one. */
+  answer(reply: Buffer): void;
+  /** Send the read to the node as it came (the fill cannot answer it). */
+  passOn(): void;
+}
+
+interface Fill {
+  readonly name: string;
+  readonly key: Buffer;
+  readonly db: number;
+  readonly node: string;
+  /** False once a write or an invalidation met it: its value is answered, not kept. */
+  keep: boolean;
+  readonly waiters: CacheWaiter[];
+}
+
+/** What a write through respool holds while it is in flight (beginWrite → endWrite). */
+export type WriteMark = { names: string[] } | 'everything';
+
+export interface NearCacheCounters {
+  hits: number;
+  misses: number;
+  fills: number;
+  coalesced: number;
+  invalidations: number;
+  passedOn: number;
+}
+
+const NULL2 = Buffer.from('$-1\r\n');
+const NULL3 = Buffer.from('_\r\n');
+const ONE = Buffer.from(':1\r\n');
+const ZERO = Buffer.from(':0\r\n');
+const TRACKING_ON = encodeCommand(['CLIENT', 'TRACKING', 'ON']);
+
+export interface NearCacheDeps {
+  dedicated: LeasePools;
+  topology: () => Topology | null;
+  commandMs: () => number;
+  log: Logger;
+  now?: () => number;
+}
+
+export class NearCache {
+  private settings: NearCacheSettings;
+  private patterns: Buffer[];
+  private readonly store: CacheStore;
+  private readonly fills = new Map<string, Fill>();
+  /** Keys with a write through respool in flight, and how many. */
+  private readonly writing = new Map<string, number>();
+  /** Writes to every key (FLUSHALL, FLUSHDB, SWAPDB) in flight. */
+  private writingEverything = 0;
+  /** Tracking connections per "host:port/db": open, or being opened. */
+  private readonly conns = new Map<string, LeasedConnection | Promise<LeasedConnection | null>>();
+  readonly counters: NearCacheCounters = { hits: 0, misses: 0, fills: 0, coalesced: 0, invalidations: 0, passedOn: 0 };
+  private readonly now: () => number;
+  private closed = false;
+
+  constructor(settings: NearCacheSettings, private readonly deps: NearCacheDeps) {
+    this.settings = settings;
+    this.patterns = settings.keys.map((k) => Buffer.from(k, 'latin1'));
+    this.store = new CacheStore(settings);
+    this.now = deps.now ?? Date.now;
+  }
+
+  /** Any key configured: the hot path asks nothing more when false. */
+  get active(): boolean {
+    return this.patterns.length > 0 && !this.closed;
+  }
+
+  reconfigure(settings: NearCacheSettings): void {
+    this.settings = settings;
+    this.patterns = settings.keys.map((k) => Buffer.from(k, 'latin1'));
+    this.store.setLimits(settings);
+    this.store.dropWhere((e) => !this.matches(e.key));
+  }
+
+  matches(key: Buffer): boolean {
+    for (const p of this.patterns) if (globMatch(p, key)) return true;
+    return false;
+  }
+
+  /**
+   * A read of a cached kind on `key` (as the node stores it): answered from memory (true, the
+   * reply given to `waiter.answer` now), joined to a fill in flight, or a fill started (true, the
+   * reply comes later); false when the cache cannot take it (the caller sends it on).
+   */
+  read(db: number, key: Buffer, waiter: CacheWaiter): boolean {
+    if (!this.matches(key) || this.nodeFor(key) === null) return false;
+    // Answered after the invalidations already readable are read (see answerReads).
+    this.reads.push({ db, key, waiter });
+    if (this.reads.length === 1) setImmediate(this.answerReads);
+    return true;
+  }
+
+  /**
+   * Reads wait for the I/O phase that read them to end. An invalidation (and the reply of a fill
+   * read before the write) is queued by the node before the write's own reply, so it is in this
+   * process's socket buffer before a client that saw that reply — through another fleet member —
+   * can ask again; every socket ready in one poll is read before the check phase runs this. A
+   * fill still in flight then was read after the write, and may be joined.
+   */
+  private readonly answerReads = (): void => {
+    const reads = this.reads;
+    this.reads = [];
+    const now = this.now();
+    for (const { db, key, waiter } of reads) {
+      const entry = this.store.get(db, key, now);
+      if (entry !== undefined) {
+        this.counters.hits++;
+        waiter.answer(replyFor(entry, waiter));
+      } else if (!this.readMissing(db, key, waiter)) this.passOn(waiter);
+    }
+  };
+
+  private reads: Array<{ db: number; key: Buffer; waiter: CacheWaiter }> = [];
+
+  private readMissing(db: number, key: Buffer, waiter: CacheWaiter): boolean {
+    const name = entryName(db, key);
+    const inFlight = this.fills.get(name);
+    if (inFlight !== undefined) {
+      this.counters.coalesced++;
+      inFlight.waiters.push(waiter);
+      return true;
+    }
+    const node = this.nodeFor(key);
+    if (node === null) return false;
+    const conn = this.connection(node, db);
+    if (conn === null) return false; // being opened: this read goes to the node
+    this.counters.misses++;
+    const fill: Fill = { name, key: Buffer.from(key), db, node, keep: this.writingEverything === 0 && !this.writing.has(name), waiters: [waiter] };
+    this.fills.set(name, fill);
+    this.counters.fills++;
+    let value: Buffer | null = null;
+    conn.send(encodeCommand(['GET', fill.key]), {
+      sentAt: 0,
+      onReply: (frame) => {
+        value = Buffer.from(frame);
+      },
+      onLinkFailure: () => this.fillFailed(fill),
+    });
+    conn.send(encodeCommand(['PTTL', fill.key]), {
+      sentAt: 0,
+      onReply: (frame) => this.filled(fill, value!, frame),
+      onLinkFailure: () => this.fillFailed(fill),
+    });
+    return true;
+  }
+
+  /**
+   * A write through respool is about to be sent: its keys' entries go now, and until endWrite
+   * nothing read of them is kept. `keys` null: every key (a flush).
+   */
+  beginWrite(db: number, keys: Buffer[] | null): WriteMark | null {
+    if (keys === null) {
+      this.writingEverything++;
+      this.store.dropWhere();
+      for (const fill of this.fills.values()) this.detach(fill);
+      return 'everything';
+    }
+    let names: string[] | null = null;
+    for (const key of keys) {
+      if (!this.matches(key)) continue;
+      this.store.dropKey(key);
+      const name = entryName(db, key);
+      const fill = this.fills.get(name);
+      if (fill !== undefined) this.detach(fill);
+      this.writing.set(name, (this.writing.get(name) ?? 0) + 1);
+      (names ??= []).push(name);
+    }
+    return names === null ? null : { names };
+  }
+
+  /** The write's reply arrived (or it failed): fills started from now on may be kept. */
+  endWrite(mark: WriteMark): void {
+    if (mark === 'everything') {
+      this.writingEverything--;
+      return;
+    }
+    for (const name of mark.names) {
+      const n = this.writing.get(name)! - 1;
+      if (n <= 0) this.writing.delete(name);
+      else this.writing.set(name, n);
+    }
+  }
+
+  /** RESPOOL CACHE FLUSH: every entry dropped; the count. */
+  flush(): number {
+    for (const fill of this.fills.values()) this.detach(fill);
+    return this.store.dropWhere();
+  }
+
+  stats(): Record<string, number> {
+    const { hits, misses, coalesced } = this.counters;
+    const reads = hits + misses + coalesced;
+    return {
+      entries: this.store.size,
+      bytes: this.store.bytes,
+      max_bytes: this.settings.maxBytes,
+      hits,
+      misses,
+      hit_ratio: reads === 0 ? 0 : Math.round((hits / reads) * 10_000) / 10_000,
+      fills: this.counters.fills,
+      coalesced,
+      invalidations: this.counters.invalidations,
+      evictions: this.store.evictions,
+      passed_on: this.counters.passedOn,
+      tracking_connections: [...this.conns.values()].filter((c) => !(c instanceof Promise)).length,
+    };
+  }
+
+  /** Entries, least recently used first (RESPOOL CACHE KEYS). */
+  entries(): IterableIterator<CacheEntry> {
+    return this.store.values();
+  }
+
+  /** The topology changed: entries whose node no longer owns their slot go. */
+  onTopology(topology: Topology): void {
+    if (topology.mode !== 'cluster') return;
+    this.store.dropWhere((e) => topology.primaryForSlot(calculateSlot(e.key))?.address !== e.node);
+  }
+
+  close(): void {
+    this.closed = true;
+    this.flush();
+    for (const conn of this.conns.values()) {
+      if (!(conn instanceof Promise)) this.deps.dedicated.release(conn, false);
+    }
+    this.conns.clear();
+  }
+
+  private nodeFor(key: Buffer): string | null {
+    const topology = this.deps.topology();
+    if (topology === null) return null;
+    const node = topology.mode === 'cluster' ? topology.primaryForSlot(calculateSlot(key)) : topology.shards[0]?.primary;
+    return node === undefined ? null : node.address;
+  }
+
+  /** The open tracking connection to node/db, or null while there is none (one is opened then). */
+  private connection(node: string, db: number): LeasedConnection | null {
+    const id = `${node}/${db}`;
+    const known = this.conns.get(id);
+    if (known !== undefined) return known instanceof Promise ? null : known;
+    const opening = this.open(node, db, id);
+    this.conns.set(id, opening);
+    void opening.then((conn) => {
+      if (this.conns.get(id) !== opening) {
+        if (conn !== null) this.deps.dedicated.release(conn, false);
+        return;
+      }
+      if (conn === null) this.conns.delete(id);
+      else this.conns.set(id, conn);
+    });
+    return null;
+  }
+
+  private async open(node: string, db: number, id: string): Promise<LeasedConnection | null> {
+    const at = node.lastIndexOf(':');
+    const host = node.slice(0, at);
+    const port = Number(node.slice(at + 1));
+    let conn: LeasedConnection;
+    try {
+      conn = await this.deps.dedicated.acquire(host, port, 3, db, null);
+    } catch (err) {
+      this.deps.log.debug({ node, err: (err as Error).message }, 'near cache: no tracking connection');
+      return null;
+    }
+    conn.setDeadline(this.deps.commandMs());
+    const reply = await new Promise<Buffer | null>((resolve) => {
+      conn.send(TRACKING_ON, { sentAt: 0, onReply: (frame) => resolve(Buffer.from(frame)), onLinkFailure: () => resolve(null) });
+    });
+    if (reply === null || reply[0] !== 0x2b /* + */ || this.closed) {
+      if (reply !== null && reply[0] !== 0x2b) this.deps.log.warn({ node, reply: reply.toString('latin1', 0, 120).trim() }, 'near cache: CLIENT TRACKING ON refused; the node\'s keys are not cached');
+      this.deps.dedicated.release(conn, false);
+      return null;
+    }
+    conn.onPush = (frame) => this.invalidated(node, frame);
+    conn.once('close', () => this.lost(id, node, conn));
+    return conn;
+  }
+
+  /** An invalidation from `node`: the keys it names leave (every key of the node for a null list). */
+  private invalidated(node: string, frame: Buffer): void {
+    const keys = invalidatedKeys(frame);
+    if (keys === undefined) return; // not an invalidation
+    this.counters.invalidations++;
+    if (keys === null) {
+      this.dropNode(node);
+      return;
+    }
+    for (const key of keys) {
+      this.store.dropKey(key);
+      for (const fill of this.fills.values()) if (fill.key.equals(key)) this.detach(fill);
+    }
+  }
+
+  /** A tracking connection closed: nothing it filled can be invalidated any more. */
+  private lost(id: string, node: string, conn: LeasedConnection): void {
+    if (this.conns.get(id) === conn) this.conns.delete(id);
+    this.deps.dedicated.release(conn, false);
+    this.dropNode(node);
+  }
+
+  private dropNode(node: string): void {
+    this.store.dropWhere((e) => e.node === node);
+    for (const fill of this.fills.values()) if (fill.node === node) this.detach(fill);
+  }
+
+  /** The fill can no longer be kept, and later reads do not join it. */
+  private detach(fill: Fill): void {
+    fill.keep = false;
+    if (this.fills.get(fill.name) === fill) this.fills.delete(fill.name);
+  }
+
+  private filled(fill: Fill, value: Buffer, pttl: Buffer): void {
+    this.detachIfCurrent(fill);
+    const isValue = value[0] === 0x24 /* $ */ || value[0] === 0x5f; /* _ */
+    if (!isValue) {
+      // WRONGTYPE is GET's answer and STRLEN's; anything else (MOVED, LOADING, NOPERM …) the node answers each read itself.
+      const wrongType = value.toString('latin1', 0, 10) === '-WRONGTYPE';
+      for (const w of fill.waiters) {
+        if (wrongType && w.kind !== 'exists') w.answer(value);
+        else this.passOn(w);
+      }
+      return;
+    }
+    const ms = pttl[0] === 0x3a ? Number(pttl.toString('latin1', 1, pttl.length - 2)) : -1;
+    const now = this.now();
+    const entry: CacheEntry = {
+      key: fill.key,
+      db: fill.db,
+      node: fill.node,
+      value: value[0] === 0x5f ? null : value,
+      expiresAt: ms > 0 ? now + ms : 0,
+      filledAt: now,
+      bytes: 0,
+    };
+    for (const w of fill.waiters) w.answer(replyFor(entry, w));
+    // A key that expired between GET and PTTL (-2 with a value) is not kept.
+    if (fill.keep && !this.closed && !(ms === -2 && entry.value !== null)) this.store.put(entry);
+  }
+
+  private fillFailed(fill: Fill): void {
+    if (fill.waiters.length === 0) return;
+    this.detachIfCurrent(fill);
+    const waiters = fill.waiters.splice(0);
+    for (const w of waiters) this.passOn(w);
+  }
+
+  private detachIfCurrent(fill: Fill): void {
+    if (this.fills.get(fill.name) === fill) this.fills.delete(fill.name);
+  }
+
+  private passOn(w: CacheWaiter): void {
+    this.counters.passedOn++;
+    w.passOn();
+  }
+}
+
+/** The reply a cached value gives the waiter's read, in its protocol. */
+function replyFor(entry: Pick<CacheEntry, 'value'>, w: Pick<CacheWaiter, 'kind' | 'protocol'>): Buffer {
+  const value = entry.value;
+  switch (w.kind) {
+    case 'get':
+      return value ?? (w.protocol === 3 ? NULL3 : NULL2);
+    case 'exists':
+      return value === null ? ZERO : ONE;
+    case 'strlen':
+      return value === null ? ZERO : Buffer.from(`:${bulkLength(value)}\r\n`);
+  }
+}
+
+/** The length a bulk reply ("$n\r\n…\r\n") announces. */
+function bulkLength(frame: Buffer): number {
+  let n = 0;
+  for (let i = 1; frame[i] !== 0x0d; i++) n = n * 10 + frame[i]! - 0x30;
+  return n;
+}

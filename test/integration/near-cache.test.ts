@@ -1,0 +1,188 @@
+/**
+ * The near cache (nearcache/near-cache.ts, issue 32): reads of cached keys answered from
+ * respool's memory must be byte for byte what one valkey-server answers, in RESP2 and RESP3,
+ * standalone and in front of a cluster; a write through any respool instance is never followed by
+ * an older value; a write made on a node reaches reads through respool within the invalidation's
+ * delivery; the byte bound holds; a lost tracking connection drops what it filled.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Valkey } from 'iovalkey';
+import type { RespoolProxy } from '../../src/server.js';
+import { startOneServerSides, keysOverNodes, type OneServerSides } from '../helpers/one-server.js';
+import { clientFor, startTestProxy } from '../helpers/proxy.js';
+import { transcript, type Step } from '../helpers/transcript.js';
+import { waitFor } from '../helpers/wait.js';
+import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
+
+const NEAR_CACHE = { ...DEFAULT_CONFIG.nearCache, keys: ['c:*'] };
+
+/** Reads of every cached kind, several times (the first fills, the next are answered from memory), around writes of every kind. */
+const STEPS: Step[] = [
+  [0, 'SET', 'c:a', 'hello'],
+  [0, 'GET', 'c:a'], [0, 'GET', 'c:a'], [0, 'GET', 'c:a'],
+  [0, 'STRLEN', 'c:a'], [0, 'EXISTS', 'c:a'],
+  [0, 'GET', 'c:none'], [0, 'GET', 'c:none'], [0, 'EXISTS', 'c:none'], [0, 'STRLEN', 'c:none'],
+  [0, 'SET', 'c:a', 'world'], [0, 'GET', 'c:a'], [0, 'STRLEN', 'c:a'],
+  [0, 'APPEND', 'c:a', '!'], [0, 'GET', 'c:a'],
+  [0, 'HSET', 'c:h', 'f', 'v'], [0, 'GET', 'c:h'], [0, 'GET', 'c:h'], [0, 'STRLEN', 'c:h'], [0, 'EXISTS', 'c:h'],
+  [0, 'INCR', 'c:n'], [0, 'GET', 'c:n'], [0, 'INCRBY', 'c:n', '41'], [0, 'GET', 'c:n'],
+  [0, 'MULTI'], [0, 'SET', 'c:a', 'in-multi'], [0, 'GET', 'c:a'], [0, 'EXEC'], [0, 'GET', 'c:a'],
+  [0, 'EVAL', "return redis.call('SET', KEYS[1], 'by-script')", '1', 'c:a'], [0, 'GET', 'c:a'],
+  [0, 'SET', 'c:e', 'x', 'PX', '100000'], [0, 'GET', 'c:e'], [0, 'GET', 'c:e'],
+  [0, 'DEL', 'c:a'], [0, 'GET', 'c:a'], [0, 'EXISTS', 'c:a'],
+  [0, 'SET', 'c:bin', '\u0000\r\n$-1\r\n'], [0, 'GET', 'c:bin'], [0, 'GET', 'c:bin'],
+  [0, 'SET', 'c:a', 'again'], [0, 'GET', 'c:a'], [1, 'GET', 'c:a'], [1, 'SET', 'c:a', 'other'], [0, 'GET', 'c:a'],
+  [0, 'FLUSHALL'], [0, 'GET', 'c:a'], [0, 'GET', 'c:bin'],
+  [0, 'GET', 'plain'], [0, 'SET', 'plain', 'p'], [0, 'GET', 'plain'],
+];
+
+async function stats(port: number): Promise<Record<string, number>> {
+  const c = new Valkey({ port, lazyConnect: false, maxRetriesPerRequest: 0 });
+  try {
+    const flat = (await c.call('RESPOOL', 'CACHE', 'STATS')) as Array<string | number>;
+    const out: Record<string, number> = {};
+    for (let i = 0; i < flat.length; i += 2) out[String(flat[i])] = Number(flat[i + 1]);
+    return out;
+  } finally {
+    c.disconnect();
+  }
+}
+
+describe('near cache', () => {
+  let sides: OneServerSides;
+  let standaloneProxy: RespoolProxy;
+
+  beforeAll(async () => {
+    sides = await startOneServerSides({ nearCache: NEAR_CACHE });
+    standaloneProxy = await startTestProxy([{ host: sides.standalone.host, port: sides.standalone.port }], { nearCache: NEAR_CACHE });
+  }, 120_000);
+
+  afterAll(async () => {
+    await standaloneProxy?.close();
+    await sides?.stop();
+  });
+
+  for (const upstream of ['standalone', 'cluster'] as const) {
+    for (const proto of [2, 3] as const) {
+      it(`answers every cached read as one server does (${upstream}, RESP${proto})`, async () => {
+        const port = upstream === 'cluster' ? sides.proxy.address.port : standaloneProxy.address.port;
+        await sides.flush();
+        const expected = await transcript(sides.standalone.port, proto, STEPS);
+        await sides.flush();
+        const before = await stats(port);
+        // Twice through respool: the first run opens the tracking connections, the second is served from them.
+        await transcript(port, proto, STEPS);
+        await sides.flush();
+        const actual = await transcript(port, proto, STEPS);
+        expect(actual).toEqual(expected);
+        const after = await stats(port);
+        expect(after['hits']! - before['hits']!).toBeGreaterThan(10); // the reads were answered from memory
+      }, 60_000);
+    }
+  }
+
+  it('over a fleet of two, 10,000 write-then-read trials: the writing member never answers an older value, the other within the invalidation', async () => {
+    const seed = sides.cluster.nodes[0]!;
+    const second = await startTestProxy([{ host: seed.host, port: seed.port }], { nearCache: NEAR_CACHE });
+    const members = [clientFor(sides.proxy), clientFor(second)];
+    try {
+      const keys = await keysOverNodes(sides.cluster, 'c:trial:', 10);
+      for (const key of keys) await Promise.all(members.map((m) => m.get(key))); // both members fill every key
+      const same = { served: 0, stale: 0 };
+      const other = { served: 0, stale: 0, worstMs: 0 };
+      await Promise.all(keys.map(async (key, k) => {
+        for (let i = 0; i < 1000; i++) {
+          const value = `${k}:${i}`;
+          const writer = Math.floor(Math.random() * 2);
+          const reader = Math.floor(Math.random() * 2);
+          await members[writer]!.set(key, value);
+          const start = performance.now();
+          const read = await members[reader]!.get(key);
+          const tally = writer === reader ? same : other;
+          tally.served++;
+          if (read === value) continue;
+          tally.stale++;
+          // Another member hears of the write from the node's invalidation: it must come.
+          while ((await members[reader]!.get(key)) !== value) {
+            if (performance.now() - start > 1000) throw new Error(`${key}: member ${reader} still answers an older value 1 s after the write`);
+          }
+          other.worstMs = Math.max(other.worstMs, performance.now() - start);
+        }
+      }));
+      console.log(`fleet of two, 10,000 trials: same member ${same.stale}/${same.served} older values; other member ${other.stale}/${other.served} older values, each new within ${other.worstMs.toFixed(2)} ms`);
+      expect(same.served + other.served).toBe(10_000);
+      expect(same.stale).toBe(0);
+    } finally {
+      for (const m of members) m.disconnect();
+      await second.close();
+    }
+  }, 120_000);
+
+  it('a write made on the node reaches reads through respool within the invalidation (200 trials)', async () => {
+    const proxy = clientFor(standaloneProxy);
+    const node = new Valkey({ port: sides.standalone.port, lazyConnect: false });
+    const waits: number[] = [];
+    try {
+      await node.set('c:direct', 'v0');
+      await proxy.get('c:direct');
+      for (let i = 1; i <= 200; i++) {
+        expect(await proxy.get('c:direct')).toBe(`v${i - 1}`); // cached
+        await node.set('c:direct', `v${i}`);
+        const start = performance.now();
+        while ((await proxy.get('c:direct')) !== `v${i}`) {
+          if (performance.now() - start > 2000) throw new Error(`trial ${i}: still the old value after 2 s`);
+        }
+        waits.push(performance.now() - start);
+      }
+      waits.sort((a, b) => a - b);
+      console.log(`direct write → new value through respool: median ${waits[100]!.toFixed(2)} ms, max ${waits[199]!.toFixed(2)} ms (200 trials)`);
+    } finally {
+      proxy.disconnect();
+      node.disconnect();
+    }
+  }, 60_000);
+
+  it('keeps its byte bound under a flood of distinct keys', async () => {
+    const maxBytes = 64 * 1024;
+    const proxy = await startTestProxy([{ host: sides.standalone.host, port: sides.standalone.port }], { nearCache: { ...NEAR_CACHE, maxBytes } });
+    const c = clientFor(proxy);
+    try {
+      const value = 'x'.repeat(200);
+      await c.get('c:warm'); // opens the tracking connection
+      await waitFor(async () => (await stats(proxy.address.port))['tracking_connections'] === 1, 'the near cache', 5000);
+      for (let i = 0; i < 2000; i += 100) {
+        const p = c.pipeline();
+        for (let j = i; j < i + 100; j++) p.set(`c:flood:${j}`, value);
+        for (let j = i; j < i + 100; j++) p.get(`c:flood:${j}`);
+        await p.exec();
+      }
+      const s = await stats(proxy.address.port);
+      expect(s['bytes']).toBeLessThanOrEqual(maxBytes);
+      expect(s['evictions']).toBeGreaterThan(500);
+      expect(s['entries']).toBeGreaterThan(100);
+    } finally {
+      c.disconnect();
+      await proxy.close();
+    }
+  }, 60_000);
+
+  it('drops what a tracking connection filled when the node closes it', async () => {
+    const c = clientFor(standaloneProxy);
+    const node = new Valkey({ port: sides.standalone.port, lazyConnect: false });
+    try {
+      await node.set('c:lost', 'before');
+      await c.get('c:lost');
+      await waitFor(async () => (await c.get('c:lost')) === 'before' && (await stats(standaloneProxy.address.port))['entries']! > 0, 'the near cache', 5000);
+      const list = String(await node.call('CLIENT', 'LIST'));
+      const tracking = list.split('\n').filter((l) => / flags=\S*t/.test(l)).map((l) => /id=(\d+)/.exec(l)![1]!);
+      expect(tracking.length).toBeGreaterThan(0);
+      for (const id of tracking) await node.call('CLIENT', 'KILL', 'ID', id);
+      await waitFor(async () => (await stats(standaloneProxy.address.port))['entries'] === 0, 'the near cache', 5000);
+      await node.set('c:lost', 'after'); // no tracking connection to tell respool: nothing cached may answer
+      expect(await c.get('c:lost')).toBe('after');
+    } finally {
+      c.disconnect();
+      node.disconnect();
+    }
+  }, 30_000);
+});
