@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { HostPort, RespoolConfig } from './config/types.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { UpstreamPools } from './upstream/upstream-pools.js';
+import type { NearCache } from './nearcache/near-cache.js';
 import type { LeasePools } from './upstream/lease-pools.js';
 import type { ParkedPops } from './parking/parked-pops.js';
 import type { TopologyRefresher } from './cluster/topology-refresher.js';
@@ -32,6 +33,7 @@ export interface AdminDeps {
   refresher: TopologyRefresher;
   hotKeys: HotKeys;
   dedicated: LeasePools;
+  nearCache: NearCache;
   parking: ParkedPops;
   observer: RequestObserver;
   saturation: NodeSaturation;
@@ -92,6 +94,13 @@ export async function startAdmin(address: HostPort, d: AdminDeps): Promise<Admin
   };
   register(clientRoutes({ clients: clientFacts, memory: d.memory, lanes: () => pools.inflightByLane() }));
   register(tenantRoutes(d.changeTenantLimits)); // POST /tenants: limits at run time
+  // The near cache (src/nearcache), as RESPOOL CACHE STATS and KEYS: its counters and its most recently used keys.
+  admin.registerRoute('GET', '/cache', (req) => {
+    const asked = Number(req.url.searchParams.get('count') ?? '20');
+    const count = Number.isSafeInteger(asked) && asked >= 0 ? Math.min(asked, 1000) : 20;
+    const keys = [...d.nearCache.entries()].reverse().slice(0, count).map((e) => ({ key: e.key.toString('latin1'), db: e.db, node: e.node, bytes: e.bytes }));
+    return { status: 200, body: { configured: d.nearCache.active, ...d.nearCache.stats(), keys } };
+  });
   register(statusPageRoutes()); // the status page at /
   return admin;
 }

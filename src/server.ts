@@ -147,6 +147,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   const main = new Backend(config, { metrics, events, log, reads, users, fleet: fleetOf });
   const { pools, refresher, router, hotKeys, dedicated, pubsub, mirror, hello } = main;
   metrics.upstreamTraffic = pools.load; // respool_upstream_{sent,received}_bytes_total
+  metrics.nearCacheAtScrape(() => main.nearCache.stats()); // respool_near_cache_*
   // A fleet: users changed at run time through any member reach every member (fleet/fleet-acl.ts).
   const fleetAcl = fleetState === null ? null : new FleetAcl(fleetState, users, log);
   const sessionsById = new Map<number, ClientSession>();
@@ -332,7 +333,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
 
   // The admin endpoint: /metrics, /readyz, /config, /fleet, /hotkeys, /tenants, the status page … (server-admin.ts).
   const admin = config.admin === null ? null : await startAdmin(config.admin, {
-    config, log, metrics, pools, refresher, hotKeys, dedicated, parking: main.parking, observer, saturation, events, bigKeys, tenants, memory, changeTenantLimits,
+    config, log, metrics, pools, refresher, hotKeys, dedicated, nearCache: main.nearCache, parking: main.parking, observer, saturation, events, bigKeys, tenants, memory, changeTenantLimits,
     sessions: () => sessions,
     fleet: () => fleetView(membership, currentEmulation(), fleetState),
   });

@@ -8,7 +8,11 @@ import type { CachedRead, WriteMark } from '../nearcache/near-cache.js';
 // (handlers/keyed.ts asks cachedRead) and the writes that must pass it first (handlers/index.ts
 // asks markWrite for every request that reaches a family's handler or MULTI's queue).
 
-const READS: ReadonlyMap<string, CachedRead> = new Map([['get', 'get'], ['strlen', 'strlen'], ['exists', 'exists']]);
+/** The reads the cache answers, and how many arguments each has then (-n: at least n). */
+const READS: ReadonlyMap<string, { kind: CachedRead; arity: number }> = new Map(
+  ([['get', 2], ['strlen', 2], ['exists', 2], ['hget', 3], ['hmget', -3], ['hgetall', 2], ['hlen', 2], ['hexists', 3], ['hstrlen', 3]] as const)
+    .map(([kind, arity]) => [kind, { kind, arity }]),
+);
 
 /** Writes to every key of a database (or all of them): every entry goes. */
 const EVERY_KEY: ReadonlySet<string> = new Set(['flushall', 'flushdb', 'swapdb']);
@@ -17,21 +21,24 @@ const EVERY_KEY: ReadonlySet<string> = new Set(['flushall', 'flushdb', 'swapdb']
 const SCRIPTS: ReadonlySet<string> = new Set(['eval', 'evalsha', 'fcall']);
 
 /**
- * GET, STRLEN or EXISTS of one cached key: answered from memory, or by the key's fill (one node
+ * A read of one cached key (GET, STRLEN, EXISTS, HGET, HMGET, HGETALL, HLEN, HEXISTS, HSTRLEN): answered from memory, or by the key's fill (one node
  * read for all the reads that arrive meanwhile). True when the cache took the read; `sendOn`
  * then sends a copy of it to the node if the fill cannot answer it (a redirect, a failure).
  */
 export function cachedRead(session: HandlerSession, req: CommandRequest, entry: ReplyEntry, sendOn: (req: CommandRequest) => void): boolean {
   const cache = session.ctx.nearCache;
-  if (cache === undefined || !cache.active || req.args.length !== 2) return false;
-  const kind = READS.get(req.command);
-  if (kind === undefined) return false;
+  if (cache === undefined || !cache.active) return false;
+  const read = READS.get(req.command);
+  const n = req.args.length;
+  if (read === undefined || (read.arity > 0 ? n !== read.arity : n < -read.arity)) return false;
   const key = req.args[1]!;
   if (!cache.matches(key)) return false;
   const metrics = session.ctx.metrics;
-  const kept: CommandRequest = { args: [Buffer.from(req.args[0]!), Buffer.from(key)], raw: Buffer.from(req.raw), spec: req.spec, command: req.command };
-  return cache.read(session.state.db, kept.args[1]!, {
-    kind,
+  const args = req.args.map((a) => Buffer.from(a));
+  const kept: CommandRequest = { args, raw: Buffer.from(req.raw), spec: req.spec, command: req.command };
+  return cache.read(session.state.db, args[1]!, {
+    kind: read.kind,
+    fields: args.slice(2),
     protocol: session.state.protocol,
     answer: (reply) => {
       metrics?.commandCounter(req.command).inc();

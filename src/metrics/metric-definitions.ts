@@ -169,6 +169,13 @@ export const METRIC_DEFINITIONS = {
   slowlog_entries_total: counter('Requests logged by respool\'s own slow log (SLOWLOG / COMMANDLOG slow) and command logs, by log (slow, large-request, large-reply).', ['log']),
   bigkeys_top_key_bytes: gauge('Reply bytes of the largest keys seen in the hot-key sampler\'s sample (at most bigKeys.topK series; the key label only with hotKeys.detection.keyNamesInMetrics, names cut at 100 characters).', ['rank', 'key']),
 
+  // The near cache (config nearCache, src/nearcache): read off its counters at scrape time.
+  near_cache_entries: gauge('Entries in the near cache (main upstreams).', []),
+  near_cache_bytes: gauge('Bytes the near cache\'s entries hold (key + value + per-entry overhead), at most nearCache.maxBytes.', []),
+  near_cache_reads_total: counter('Reads of cached keys: result="hit" answered from memory, "miss" that started a fill, "coalesced" that joined a fill in flight, "passed_on" sent to the node (the fill could not answer them).', ['result']),
+  near_cache_invalidations_total: counter('Invalidations the nodes sent the near cache\'s tracking connections.', []),
+  near_cache_evictions_total: counter('Entries evicted to keep nearCache.maxBytes.', []),
+
   // Tenants (config tenants[], src/tenants): tenant-metrics.ts.
   ...TENANT_METRIC_DEFINITIONS,
 

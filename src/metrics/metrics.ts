@@ -422,6 +422,29 @@ export class Metrics {
     return series.child;
   }
 
+  /** The near cache's counters (NearCache.stats()), copied into respool_near_cache_* when the registry is read. */
+  nearCacheAtScrape(stats: () => Readonly<Record<string, number>>): void {
+    const raw = this.raw;
+    const collect = (metric: unknown, fn: () => void) => {
+      (metric as { collect: () => void }).collect = fn;
+    };
+    collect(raw.near_cache_entries, () => raw.near_cache_entries.set(stats()['entries'] ?? 0));
+    collect(raw.near_cache_bytes, () => raw.near_cache_bytes.set(stats()['bytes'] ?? 0));
+    collect(raw.near_cache_reads_total, () => {
+      const s = stats();
+      raw.near_cache_reads_total.reset();
+      for (const result of ['hits', 'misses', 'coalesced', 'passed_on']) raw.near_cache_reads_total.labels(result === 'hits' ? 'hit' : result === 'misses' ? 'miss' : result).inc(s[result] ?? 0);
+    });
+    collect(raw.near_cache_invalidations_total, () => {
+      raw.near_cache_invalidations_total.reset();
+      raw.near_cache_invalidations_total.inc(stats()['invalidations'] ?? 0);
+    });
+    collect(raw.near_cache_evictions_total, () => {
+      raw.near_cache_evictions_total.reset();
+      raw.near_cache_evictions_total.inc(stats()['evictions'] ?? 0);
+    });
+  }
+
   /** The tenants' figures, copied into respool_tenant_* when the registry is read (tenant-metrics.ts). */
   tenantsAtScrape(list: () => ReadonlyArray<TenantFigures>): void {
     tenantsAtScrape(this.raw, list);

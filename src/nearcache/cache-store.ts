@@ -1,6 +1,6 @@
 /**
  * The near cache's entries (nearcache/near-cache.ts decides what goes in and when it leaves):
- * a byte-bounded LRU of string values, keyed by database and the key as the node stores it.
+ * a byte-bounded LRU of values (cached-value.ts), keyed by database and the key as the node stores it.
  *
  *   order     : a Map's insertion order is the LRU order — a hit moves its entry to the end,
  *               eviction takes from the front
@@ -11,6 +11,8 @@
  *               maxAgeMs, or when evicted; nothing else changes an entry
  */
 
+import { valueBytes, type CachedValue } from './cached-value.js';
+
 /** Bytes an entry costs beyond its key and value (the Map slot, the object, its fields). */
 export const ENTRY_OVERHEAD = 96;
 
@@ -19,8 +21,8 @@ export interface CacheEntry {
   readonly db: number;
   /** The node whose tracking connection filled it ("host:port"): its loss drops the entry. */
   readonly node: string;
-  /** The value's bytes; null: the key did not exist (GET's nil). */
-  readonly value: Buffer | null;
+  /** What the key held when it was read (cached-value.ts). */
+  readonly value: CachedValue;
   /** When the node's TTL ends it (Date.now() ms), or 0 for none. */
   readonly expiresAt: number;
   readonly filledAt: number;
@@ -79,7 +81,7 @@ export class CacheStore {
 
   /** Stores an entry (replacing any for its key); false when it is over maxEntryBytes. */
   put(fields: Omit<CacheEntry, 'bytes'>): boolean {
-    const bytes = fields.key.length + (fields.value?.length ?? 0) + ENTRY_OVERHEAD;
+    const bytes = fields.key.length + valueBytes(fields.value) + ENTRY_OVERHEAD;
     if (bytes > this.limits.maxEntryBytes || bytes > this.limits.maxBytes) return false;
     const name = entryName(fields.db, fields.key);
     const old = this.entries.get(name);

@@ -7,6 +7,7 @@ import { globMatch } from '../util/glob.js';
 import type { LeasePools } from '../upstream/lease-pools.js';
 import type { LeasedConnection } from '../upstream/leased-connection.js';
 import { CacheStore, entryName, type CacheEntry } from './cache-store.js';
+import { fillCommand, replyFor, valueOf, type CachedRead } from './cached-value.js';
 
 /**
  * respool's near cache (docs/near-cache.md): string values of the keys nearCache.keys names,
@@ -24,8 +25,9 @@ import { CacheStore, entryName, type CacheEntry } from './cache-store.js';
  *                 one); a tracking connection lost drops every entry it filled
  *   bounds      : bytes (cache-store.ts), the key's TTL, maxAgeMs
  *
- * What is answered here: GET, STRLEN and EXISTS of one key (all read off one GET). Anything else,
- * a fill that failed or met a redirect, goes to the node as it would without the cache.
+ * What is answered here: GET, STRLEN, EXISTS of one key, and HGET, HMGET, HGETALL, HLEN, HEXISTS,
+ * HSTRLEN (cached-value.ts: a string is read with GET, a hash with HGETALL). Anything else, a fill
+ * that failed or met a redirect, goes to the node as it would without the cache.
  */
 
 export interface NearCacheSettings {
@@ -35,11 +37,13 @@ export interface NearCacheSettings {
   maxAgeMs: number;
 }
 
-export type CachedRead = 'get' | 'strlen' | 'exists';
+export type { CachedRead } from './cached-value.js';
 
 /** One client read waiting for a fill. */
 export interface CacheWaiter {
   kind: CachedRead;
+  /** Its arguments past the key (HGET's, HMGET's … fields). */
+  fields: Buffer[];
   protocol: 2 | 3;
   /** The reply, when the fill gave one. */
   answer(reply: Buffer): void;
@@ -52,6 +56,7 @@ interface Fill {
   readonly key: Buffer;
   readonly db: number;
   readonly node: string;
+  readonly command: 'GET' | 'HGETALL';
   /** False once a write or an invalidation met it: its value is answered, not kept. */
   keep: boolean;
   readonly waiters: CacheWaiter[];
@@ -69,10 +74,6 @@ export interface NearCacheCounters {
   passedOn: number;
 }
 
-const NULL2 = Buffer.from('$-1\r\n');
-const NULL3 = Buffer.from('_\r\n');
-const ONE = Buffer.from(':1\r\n');
-const ZERO = Buffer.from(':0\r\n');
 const TRACKING_ON = encodeCommand(['CLIENT', 'TRACKING', 'ON']);
 
 export interface NearCacheDeps {
@@ -150,7 +151,7 @@ export class NearCache {
       const entry = this.store.get(db, key, now);
       if (entry !== undefined) {
         this.counters.hits++;
-        waiter.answer(replyFor(entry, waiter));
+        waiter.answer(replyFor(entry.value, waiter.kind, waiter.fields, waiter.protocol));
       } else if (!this.readMissing(db, key, waiter)) this.passOn(waiter);
     }
   };
@@ -170,11 +171,12 @@ export class NearCache {
     const conn = this.connection(node, db);
     if (conn === null) return false; // being opened: this read goes to the node
     this.counters.misses++;
-    const fill: Fill = { name, key: Buffer.from(key), db, node, keep: this.writingEverything === 0 && !this.writing.has(name), waiters: [waiter] };
+    const command = fillCommand(waiter.kind);
+    const fill: Fill = { name, key: Buffer.from(key), db, node, command, keep: this.writingEverything === 0 && !this.writing.has(name), waiters: [waiter] };
     this.fills.set(name, fill);
     this.counters.fills++;
     let value: Buffer | null = null;
-    conn.send(encodeCommand(['GET', fill.key]), {
+    conn.send(encodeCommand([command, fill.key]), {
       sentAt: 0,
       onReply: (frame) => {
         value = Buffer.from(frame);
@@ -354,32 +356,25 @@ export class NearCache {
     if (this.fills.get(fill.name) === fill) this.fills.delete(fill.name);
   }
 
-  private filled(fill: Fill, value: Buffer, pttl: Buffer): void {
+  private filled(fill: Fill, reply: Buffer, pttl: Buffer): void {
     this.detachIfCurrent(fill);
-    const isValue = value[0] === 0x24 /* $ */ || value[0] === 0x5f; /* _ */
-    if (!isValue) {
-      // WRONGTYPE is GET's answer and STRLEN's; anything else (MOVED, LOADING, NOPERM …) the node answers each read itself.
-      const wrongType = value.toString('latin1', 0, 10) === '-WRONGTYPE';
+    const value = valueOf(fill.command, reply);
+    if (value === null) {
+      // WRONGTYPE answers the reads of the fill's own family (GET, STRLEN; or the hash reads); anything
+      // else (MOVED, LOADING, NOPERM …), and the other reads, the node answers itself.
+      const wrongType = reply.toString('latin1', 0, 10) === '-WRONGTYPE';
       for (const w of fill.waiters) {
-        if (wrongType && w.kind !== 'exists') w.answer(value);
+        if (wrongType && w.kind !== 'exists' && fillCommand(w.kind) === fill.command) w.answer(reply);
         else this.passOn(w);
       }
       return;
     }
+    for (const w of fill.waiters) w.answer(replyFor(value, w.kind, w.fields, w.protocol));
     const ms = pttl[0] === 0x3a ? Number(pttl.toString('latin1', 1, pttl.length - 2)) : -1;
+    // A key that expired between the read and PTTL (-2 with a value) is not kept.
+    if (!fill.keep || this.closed || (ms === -2 && value.type !== 'none')) return;
     const now = this.now();
-    const entry: CacheEntry = {
-      key: fill.key,
-      db: fill.db,
-      node: fill.node,
-      value: value[0] === 0x5f ? null : value,
-      expiresAt: ms > 0 ? now + ms : 0,
-      filledAt: now,
-      bytes: 0,
-    };
-    for (const w of fill.waiters) w.answer(replyFor(entry, w));
-    // A key that expired between GET and PTTL (-2 with a value) is not kept.
-    if (fill.keep && !this.closed && !(ms === -2 && entry.value !== null)) this.store.put(entry);
+    this.store.put({ key: fill.key, db: fill.db, node: fill.node, value, expiresAt: ms > 0 ? now + ms : 0, filledAt: now });
   }
 
   private fillFailed(fill: Fill): void {
@@ -397,24 +392,4 @@ export class NearCache {
     this.counters.passedOn++;
     w.passOn();
   }
-}
-
-/** The reply a cached value gives the waiter's read, in its protocol. */
-function replyFor(entry: Pick<CacheEntry, 'value'>, w: Pick<CacheWaiter, 'kind' | 'protocol'>): Buffer {
-  const value = entry.value;
-  switch (w.kind) {
-    case 'get':
-      return value ?? (w.protocol === 3 ? NULL3 : NULL2);
-    case 'exists':
-      return value === null ? ZERO : ONE;
-    case 'strlen':
-      return value === null ? ZERO : Buffer.from(`:${bulkLength(value)}\r\n`);
-  }
-}
-
-/** The length a bulk reply ("$n\r\n…\r\n") announces. */
-function bulkLength(frame: Buffer): number {
-  let n = 0;
-  for (let i = 1; frame[i] !== 0x0d; i++) n = n * 10 + frame[i]! - 0x30;
-  return n;
 }

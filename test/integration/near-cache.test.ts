@@ -32,6 +32,13 @@ const STEPS: Step[] = [
   [0, 'DEL', 'c:a'], [0, 'GET', 'c:a'], [0, 'EXISTS', 'c:a'],
   [0, 'SET', 'c:bin', '\u0000\r\n$-1\r\n'], [0, 'GET', 'c:bin'], [0, 'GET', 'c:bin'],
   [0, 'SET', 'c:a', 'again'], [0, 'GET', 'c:a'], [1, 'GET', 'c:a'], [1, 'SET', 'c:a', 'other'], [0, 'GET', 'c:a'],
+  [0, 'HSET', 'c:hh', 'a', '1', 'b', '22', 'c', ''], [0, 'HGETALL', 'c:hh'], [0, 'HGETALL', 'c:hh'], [0, 'HGET', 'c:hh', 'b'],
+  [0, 'HGET', 'c:hh', 'zz'], [0, 'HMGET', 'c:hh', 'a', 'zz', 'c'], [0, 'HLEN', 'c:hh'], [0, 'HEXISTS', 'c:hh', 'a'],
+  [0, 'HEXISTS', 'c:hh', 'zz'], [0, 'HSTRLEN', 'c:hh', 'b'], [0, 'HSTRLEN', 'c:hh', 'zz'], [0, 'GET', 'c:hh'], [0, 'STRLEN', 'c:hh'],
+  [0, 'EXISTS', 'c:hh'], [0, 'HINCRBY', 'c:hh', 'a', '5'], [0, 'HGET', 'c:hh', 'a'], [0, 'HDEL', 'c:hh', 'b'], [0, 'HGETALL', 'c:hh'],
+  [0, 'HGETALL', 'c:nohash'], [0, 'HGETALL', 'c:nohash'], [0, 'HMGET', 'c:nohash', 'a', 'b'], [0, 'HLEN', 'c:nohash'], [0, 'HGET', 'c:nohash', 'a'],
+  [0, 'HSTRLEN', 'c:nohash', 'a'], [0, 'HEXISTS', 'c:nohash', 'a'], [0, 'HGET', 'c:e', 'f'], [0, 'HGETALL', 'c:e'], [0, 'HLEN', 'c:n'],
+  [0, 'DEL', 'c:hh'], [0, 'HGETALL', 'c:hh'], [0, 'GET', 'c:hh'],
   [0, 'FLUSHALL'], [0, 'GET', 'c:a'], [0, 'GET', 'c:bin'],
   [0, 'GET', 'plain'], [0, 'SET', 'plain', 'p'], [0, 'GET', 'plain'],
 ];

@@ -37,8 +37,9 @@ async function setup(now = () => 1000) {
   const cache = new NearCache({ keys: ['c:*'], maxBytes: 1 << 20, maxEntryBytes: 1 << 16, maxAgeMs: 0 }, { dedicated, topology: () => topology, commandMs: () => 1000, log: pino({ level: 'silent' }), now });
   const answers: string[] = [];
   const passed: string[] = [];
-  const waiter = (kind: CacheWaiter['kind'] = 'get', protocol: 2 | 3 = 2): CacheWaiter => ({
+  const waiter = (kind: CacheWaiter['kind'] = 'get', protocol: 2 | 3 = 2, fields: string[] = []): CacheWaiter => ({
     kind,
+    fields: fields.map((f) => Buffer.from(f)),
     protocol,
     answer: (reply) => answers.push(reply.toString('latin1')),
     passOn: () => passed.push(kind),
@@ -135,9 +136,40 @@ describe('near cache', () => {
   });
 });
 
+describe('cached values', () => {
+  it('a hash read with HGETALL answers every hash read; a string read asks the node for the hash reads', async () => {
+    const { cache, conn, answers, passed, waiter, key } = await setup();
+    cache.read(0, key, waiter('hget', 3, ['b']));
+    cache.read(0, key, waiter('get'));
+    await immediate();
+    expect(conn.sent.map((s) => s.command)).toEqual(['HGETALL c:k', 'PTTL c:k']);
+    conn.reply('%2\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$2\r\n22\r\n');
+    conn.reply(':-1\r\n');
+    expect(answers).toEqual(['$2\r\n22\r\n', '-WRONGTYPE Operation against a key holding the wrong kind of value\r\n']);
+    answers.length = 0;
+    const reads: Array<[CacheWaiter['kind'], 2 | 3, string[]]> = [
+      ['hgetall', 2, []], ['hgetall', 3, []], ['hmget', 2, ['a', 'x', 'b']], ['hmget', 3, ['x']], ['hlen', 2, []],
+      ['hexists', 2, ['a']], ['hexists', 2, ['x']], ['hstrlen', 2, ['b']], ['hstrlen', 2, ['x']], ['strlen', 2, []], ['exists', 3, []],
+    ];
+    for (const [kind, proto, fields] of reads) cache.read(0, key, waiter(kind, proto, fields));
+    await immediate();
+    expect(answers).toEqual([
+      '*4\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$2\r\n22\r\n',
+      '%2\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$2\r\n22\r\n',
+      '*3\r\n$1\r\n1\r\n$-1\r\n$2\r\n22\r\n',
+      '*1\r\n_\r\n',
+      ':2\r\n', ':1\r\n', ':0\r\n', ':2\r\n', ':0\r\n',
+      '-WRONGTYPE Operation against a key holding the wrong kind of value\r\n',
+      ':1\r\n',
+    ]);
+    expect(passed).toEqual([]);
+    expect(conn.sent).toHaveLength(0);
+  });
+});
+
 describe('cache store', () => {
   const entry = (key: string, value: string, fields: { expiresAt?: number; filledAt?: number } = {}) => ({
-    key: Buffer.from(key), db: 0, node: 'n', value: Buffer.from(`$${value.length}\r\n${value}\r\n`), expiresAt: fields.expiresAt ?? 0, filledAt: fields.filledAt ?? 0,
+    key: Buffer.from(key), db: 0, node: 'n', value: { type: 'string' as const, frame: Buffer.from(`$${value.length}\r\n${value}\r\n`) }, expiresAt: fields.expiresAt ?? 0, filledAt: fields.filledAt ?? 0,
   });
 
   it('holds at most maxBytes, evicting the least recently used first', () => {
