@@ -110,6 +110,9 @@ export class Backend {
     };
     // The near cache: its own tracking connections, leased as respool's identity (nearcache/near-cache.ts).
     this.nearCache = new NearCache(config.nearCache, { dedicated: this.dedicated, topology: () => refresher.current, commandMs: () => config.timeouts.commandMs, log });
+    // nearCache.hot: each detection window's top keys are cached until a window no longer ranks them.
+    // The report names keys as text (detector.ts displayKey): back to their bytes; escaped ones (not UTF-8) are left out.
+    if (config.nearCache.hot) this.hotKeys.onWindow = (report) => this.nearCache.setHot(report.topKeys.filter((k) => !k.key.includes('\\x')).map((k) => Buffer.from(k.key, 'utf8').toString('latin1')));
     // HELLO's server and version, as the first primary's own HELLO names them (client/hello-identity.ts).
     this.hello = new HelloIdentity(() => this.askFirstPrimary(['HELLO']), { server: this.serverName, version: this.serverVersion });
     this.context = {

@@ -115,6 +115,7 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
   },
   nearCache: {
     keys: [], // nothing cached until keys are named
+    hot: false,
     maxBytes: 64 * MiB,
     maxEntryBytes: 1 * MiB,
     maxAgeMs: 10_000, // as hotKeys.maxCopyAge: what a missed invalidation could leave stale

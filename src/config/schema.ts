@@ -150,7 +150,7 @@ function numericGroup(group: string): Schema {
 
 /** A numeric group plus its boolean switches (observability-config.ts). */
 /** Every true/false setting that sits in a numeric group: group → its names (file-config.ts reads them). */
-export const BOOLEAN_SETTINGS: Readonly<Record<string, readonly string[]>> = { ...OBSERVABILITY_SWITCHES, dedicated: ['parkPops'] };
+export const BOOLEAN_SETTINGS: Readonly<Record<string, readonly string[]>> = { ...OBSERVABILITY_SWITCHES, dedicated: ['parkPops'], nearCache: ['hot'] };
 
 function withSwitches(group: string): Schema {
   return withBooleans(group, BOOLEAN_SETTINGS[group] ?? []);
@@ -410,9 +410,9 @@ export const CONFIG_FILE_SCHEMA: Schema = {
     },
     // Values held in respool's memory (src/nearcache): keys named by globs, bounded in bytes and age.
     nearCache: {
-      ...numericGroup('nearCache'),
+      ...withSwitches('nearCache'),
       properties: {
-        ...(numericGroup('nearCache').properties as Record<string, Schema>),
+        ...(withSwitches('nearCache').properties as Record<string, Schema>),
         keys: { type: 'array', items: { type: 'string', minLength: 1 }, 'x-expect': 'must be a list of globs such as "user:*"' },
       },
     },

@@ -137,6 +137,8 @@ export interface RespoolConfig {
 export interface NearCacheConfig {
   /** Globs over key names as the nodes store them; a key that matches one is cached. Empty: no cache. */
   keys: string[];
+  /** Also cache the keys hot-key detection ranks in its top keys (hotKeys.detection), each window's anew. */
+  hot: boolean;
   /** Bytes all entries may hold together (key + value + per-entry overhead); the least recently used go first. */
   maxBytes: number;
   /** A value (with its key and overhead) larger than this is never cached. */

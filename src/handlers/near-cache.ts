@@ -1,3 +1,4 @@
+import calculateSlot from 'cluster-key-slot';
 import { CommandFlag } from '../commands/command-flags.js';
 import type { CommandFamily } from '../commands/proxy-handling.js';
 import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
@@ -33,6 +34,9 @@ export function cachedRead(session: HandlerSession, req: CommandRequest, entry: 
   if (read === undefined || (read.arity > 0 ? n !== read.arity : n < -read.arity)) return false;
   const key = req.args[1]!;
   if (!cache.matches(key)) return false;
+  // Reads answered here never reach the router's hot-key sampling: sampled here, so a cached hot key stays ranked.
+  const detector = session.ctx.hotKeys.detector;
+  if (detector !== null && session.ctx.isCluster() && detector.shouldSample()) detector.record(key.toString('latin1'), calculateSlot(key));
   const metrics = session.ctx.metrics;
   const args = req.args.map((a) => Buffer.from(a));
   const kept: CommandRequest = { args, raw: Buffer.from(req.raw), spec: req.spec, command: req.command };

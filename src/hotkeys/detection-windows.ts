@@ -19,6 +19,8 @@ export interface WindowsHost {
   /** A fleet's rule, through its shared state. */
   split(input: SplitRuleInput, auto?: boolean): Promise<{ added: boolean }>;
   readonly onAutoSplit: ((key: string, copies: number | null) => void) | null;
+  /** Told each window this instance closed (the near cache's hot keys: nearCache.hot). */
+  readonly onWindow: ((report: WindowReport) => void) | null;
 }
 
 export interface WindowsDeps {
@@ -73,6 +75,7 @@ export class DetectionWindows {
     const topology = this.deps.refresher.current;
     const report = detector.rotate(topology);
     this.exportWindow(report);
+    this.host.onWindow?.(report);
     const fleet = this.fleetHotKeys;
     if (fleet === null) {
       this.autoSplit(report);

@@ -407,6 +407,8 @@ export class HotKeys implements KeyedRouteHook, FillHost, PlacementHost, Windows
 
   /** Told of each automatic split (workers pass it to the other workers: src/workers/peer-commands.ts). */
   onAutoSplit: ((key: string, copies: number | null) => void) | null = null;
+  /** Told each detection window this instance closes (backend.ts: the near cache's hot keys). */
+  onWindow: ((report: WindowReport) => void) | null = null;
 
   // ---- reports ----------------------------------------------------------------------------------
 

@@ -32,6 +32,8 @@ import { fillCommand, replyFor, valueOf, type CachedRead } from './cached-value.
 
 export interface NearCacheSettings {
   keys: string[];
+  /** Also cache the keys the hot-key detector ranks hot (setHot). */
+  hot: boolean;
   maxBytes: number;
   maxEntryBytes: number;
   maxAgeMs: number;
@@ -106,9 +108,22 @@ export class NearCache {
     this.now = deps.now ?? Date.now;
   }
 
-  /** Any key configured: the hot path asks nothing more when false. */
+  /** Keys the last detection window ranked hot (latin1 names), cached with `hot: true`. */
+  private hotKeys: ReadonlySet<string> = new Set();
+
+  /** Any key configured, or hot keys cached: the hot path asks nothing more when false. */
   get active(): boolean {
-    return this.patterns.length > 0 && !this.closed;
+    return (this.patterns.length > 0 || this.settings.hot) && !this.closed;
+  }
+
+  /**
+   * The keys the detector ranks hot now (hotKeys.detection: one window's top keys). With
+   * `hot: true` they are cached from now on; those no longer hot (and named by no glob) go.
+   */
+  setHot(keys: readonly string[]): void {
+    if (!this.settings.hot) return;
+    this.hotKeys = new Set(keys);
+    this.store.dropWhere((e) => !this.matches(e.key));
   }
 
   reconfigure(settings: NearCacheSettings): void {
@@ -120,7 +135,12 @@ export class NearCache {
 
   matches(key: Buffer): boolean {
     for (const p of this.patterns) if (globMatch(p, key)) return true;
-    return false;
+    return this.hotKeys.size > 0 && this.hotKeys.has(key.toString('latin1'));
+  }
+
+  /** The keys cached because they are hot (RESPOOL CACHE STATS' hot_keys). */
+  hotCount(): number {
+    return this.hotKeys.size;
   }
 
   /**
@@ -250,6 +270,7 @@ export class NearCache {
       evictions: this.store.evictions,
       passed_on: this.counters.passedOn,
       tracking_connections: [...this.conns.values()].filter((c) => !(c instanceof Promise)).length,
+      hot_keys: this.hotKeys.size,
     };
   }
 

@@ -149,6 +149,48 @@ describe('near cache', () => {
     }
   }, 60_000);
 
+  it('hot: true caches the keys detection ranks hot, and lets them go when they cool', async () => {
+    const seed = sides.cluster.nodes[0]!;
+    const proxy = await startTestProxy([{ host: seed.host, port: seed.port }], {
+      nearCache: { ...NEAR_CACHE, keys: [], hot: true },
+      hotKeys: { ...DEFAULT_CONFIG.hotKeys, detection: { ...DEFAULT_CONFIG.hotKeys.detection, sampleRate: 1, windowMs: 300, topK: 2 } },
+    });
+    const c = clientFor(proxy);
+    try {
+      await c.set('h:hot', 'v');
+      const reads = async (key: string, n: number) => {
+        const p = c.pipeline();
+        for (let i = 0; i < n; i++) p.get(key);
+        await p.exec();
+      };
+      // Hot for a window: cached from the next one, and its reads are answered from memory.
+      await waitFor(async () => {
+        await reads('h:hot', 200);
+        const s = await stats(proxy.address.port);
+        return s['hot_keys']! >= 1 && s['hits']! > 100;
+      }, 'h:hot cached as hot', 10_000);
+      // It stays ranked while it is read from memory (those reads are sampled too).
+      const before = await stats(proxy.address.port);
+      for (let i = 0; i < 10; i++) {
+        await reads('h:hot', 100);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect((await stats(proxy.address.port))['hits']! - before['hits']!).toBeGreaterThanOrEqual(950);
+      // Other keys take the top ranks: h:hot is let go.
+      await waitFor(async () => {
+        await reads('h:a', 100);
+        await reads('h:b', 100);
+        const keys = (await c.call('RESPOOL', 'CACHE', 'KEYS')) as string[];
+        return !keys.includes('h:hot');
+      }, 'h:hot dropped once cold', 10_000);
+      await c.set('h:hot', 'w');
+      expect(await c.get('h:hot')).toBe('w');
+    } finally {
+      c.disconnect();
+      await proxy.close();
+    }
+  }, 60_000);
+
   it('keeps its byte bound under a flood of distinct keys', async () => {
     const maxBytes = 64 * 1024;
     const proxy = await startTestProxy([{ host: sides.standalone.host, port: sides.standalone.port }], { nearCache: { ...NEAR_CACHE, maxBytes } });

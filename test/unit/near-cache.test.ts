@@ -34,7 +34,7 @@ async function setup(now = () => 1000) {
   const conn = new FakeConnection();
   const dedicated = { acquire: async () => conn, release: () => {} } as unknown as LeasePools;
   const topology = { mode: 'standalone', shards: [{ primary: { address: '127.0.0.1:7000' } }] } as unknown as Topology;
-  const cache = new NearCache({ keys: ['c:*'], maxBytes: 1 << 20, maxEntryBytes: 1 << 16, maxAgeMs: 0 }, { dedicated, topology: () => topology, commandMs: () => 1000, log: pino({ level: 'silent' }), now });
+  const cache = new NearCache({ keys: ['c:*'], hot: false, maxBytes: 1 << 20, maxEntryBytes: 1 << 16, maxAgeMs: 0 }, { dedicated, topology: () => topology, commandMs: () => 1000, log: pino({ level: 'silent' }), now });
   const answers: string[] = [];
   const passed: string[] = [];
   const waiter = (kind: CacheWaiter['kind'] = 'get', protocol: 2 | 3 = 2, fields: string[] = []): CacheWaiter => ({
