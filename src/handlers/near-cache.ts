@@ -1,5 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
 import { CommandFlag } from '../commands/command-flags.js';
+import { encodeCommand } from '../resp/encode.js';
 import type { CommandFamily } from '../commands/proxy-handling.js';
 import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
 import type { ReplyEntry } from '../client/reply-queue.js';
@@ -87,4 +88,42 @@ export function markWrite(session: HandlerSession, req: CommandRequest, family: 
     session.onClose(() => marks.splice(0).forEach((m) => cache.endWrite(m))); // gone inside MULTI
   }
   state.cacheWrites.push(mark);
+}
+
+/**
+ * MGET whose every key the cache holds or may fill: each key is a read of its own (answered from
+ * memory, or by its fill), the replies joined in key order under one header. A key the cache
+ * cannot answer (its fill met a redirect, a failure) is read alone with GET, as MGET would read
+ * it (another type: nil). False when some key is not cached: MGET goes on as it came.
+ */
+export function cachedMget(session: HandlerSession, req: CommandRequest): boolean {
+  const cache = session.ctx.nearCache;
+  if (cache === undefined || !cache.active || req.args.length < 2) return false;
+  for (let i = 1; i < req.args.length; i++) if (!cache.matches(req.args[i]!)) return false;
+  const { ctx, state } = session;
+  const entry = session.reserve();
+  const keys = req.args.slice(1).map((a) => Buffer.from(a));
+  const parts = new Array<Buffer | null>(keys.length).fill(null);
+  let left = keys.length;
+  const partDone = (i: number, reply: Buffer) => {
+    parts[i] = reply;
+    if (--left === 0) entry.fill(Buffer.concat([Buffer.from(`*${parts.length}\r\n`), ...(parts as Buffer[])]));
+  };
+  const nil = Buffer.from(state.protocol === 3 ? '_\r\n' : '$-1\r\n');
+  const getSpec = ctx.commands().get('get');
+  const detector = ctx.hotKeys.detector;
+  const cluster = ctx.isCluster();
+  ctx.metrics?.commandCounter('mget').inc();
+  keys.forEach((key, i) => {
+    if (detector !== null && cluster && detector.shouldSample()) detector.record(key.toString('latin1'), calculateSlot(key));
+    const alone = () => {
+      const owner = { client: entry.client, onCallDone: (reply: Buffer) => partDone(i, reply[0] === 0x2d && reply.toString('latin1', 0, 10) === '-WRONGTYPE' ? nil : Buffer.from(reply)) };
+      const get: CommandRequest = { args: [Buffer.from('GET'), key], raw: encodeCommand(['GET', key]), spec: getSpec, command: 'get' };
+      const error = ctx.router.send({ to: 'keys', owner, request: get, table: ctx.commands() });
+      if (error !== null) partDone(i, error);
+    };
+    const taken = cache.read(state.db, key, { kind: 'mgetpart', fields: [], protocol: state.protocol, answer: (reply) => partDone(i, reply), passOn: alone });
+    if (!taken) alone();
+  });
+  return true;
 }

@@ -16,13 +16,15 @@
  *   HLEN      0              WRONGTYPE           the count of fields
  *   HEXISTS   0              WRONGTYPE           1 or 0
  *   HSTRLEN   0              WRONGTYPE           the value's length or 0
+ *   MGET's    nil            the value           nil
+ *   one key
  */
 
-export type CachedRead = 'get' | 'strlen' | 'exists' | 'hget' | 'hmget' | 'hgetall' | 'hlen' | 'hexists' | 'hstrlen';
+export type CachedRead = 'get' | 'strlen' | 'exists' | 'hget' | 'hmget' | 'hgetall' | 'hlen' | 'hexists' | 'hstrlen' | 'mgetpart';
 
 /** The node command whose reply fills an entry for this read. */
 export function fillCommand(kind: CachedRead): 'GET' | 'HGETALL' {
-  return kind === 'get' || kind === 'strlen' || kind === 'exists' ? 'GET' : 'HGETALL';
+  return kind === 'get' || kind === 'strlen' || kind === 'exists' || kind === 'mgetpart' ? 'GET' : 'HGETALL';
 }
 
 export type CachedValue =
@@ -86,6 +88,7 @@ export const WRONGTYPE = Buffer.from('-WRONGTYPE Operation against a key holding
 export function replyFor(value: CachedValue, kind: CachedRead, fields: readonly Buffer[], protocol: 2 | 3): Buffer {
   const nil = protocol === 3 ? NULL3 : NULL2;
   if (kind === 'exists') return value.type === 'none' ? ZERO : ONE;
+  if (kind === 'mgetpart') return value.type === 'string' ? value.frame : nil;
   if (value.type === 'none') {
     if (kind === 'get' || kind === 'hget') return nil;
     if (kind === 'hmget') return Buffer.concat([Buffer.from(`*${fields.length}\r\n`), ...fields.map(() => nil)]);

@@ -76,6 +76,8 @@ export interface NearCacheCounters {
   passedOn: number;
 }
 
+const NULL2 = Buffer.from('$-1\r\n');
+const NULL3 = Buffer.from('_\r\n');
 const TRACKING_ON = encodeCommand(['CLIENT', 'TRACKING', 'ON']);
 
 export interface NearCacheDeps {
@@ -385,7 +387,8 @@ export class NearCache {
       // else (MOVED, LOADING, NOPERM …), and the other reads, the node answers itself.
       const wrongType = reply.toString('latin1', 0, 10) === '-WRONGTYPE';
       for (const w of fill.waiters) {
-        if (wrongType && w.kind !== 'exists' && fillCommand(w.kind) === fill.command) w.answer(reply);
+        if (wrongType && w.kind === 'mgetpart') w.answer(w.protocol === 3 ? NULL3 : NULL2); // MGET's nil for a key of another type
+        else if (wrongType && w.kind !== 'exists' && fillCommand(w.kind) === fill.command) w.answer(reply);
         else this.passOn(w);
       }
       return;

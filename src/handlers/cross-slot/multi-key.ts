@@ -4,6 +4,7 @@ import { splitAggregate } from '../../resp/decode.js';
 import { ProxyError } from '../../errors.js';
 import { SplitCommand } from '../../routing/split-command.js';
 import { keyed } from '../keyed.js';
+import { cachedMget } from '../near-cache.js';
 import type { Handler } from '../../client/handler-session.js';
 
 /**
@@ -19,6 +20,7 @@ import type { Handler } from '../../client/handler-session.js';
  * more than PARTS_PER_TURN slots: the parts leave that many per event-loop turn (below).
  */
 export const multiKey: Handler = (session, req) => {
+  if (req.command === 'mget' && cachedMget(session, req)) return; // every key in the near cache (handlers/near-cache.ts)
   const ctx = session.ctx;
   const spec = req.spec!;
   const keys = ctx.isCluster() ? ctx.commands().keyIndexes(spec, req.args) : [];
