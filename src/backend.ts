@@ -109,7 +109,16 @@ export class Backend {
       return asSeenByClient(frame, identity);
     };
     // The near cache: its own tracking connections, leased as respool's identity (nearcache/near-cache.ts).
-    this.nearCache = new NearCache(config.nearCache, { dedicated: this.dedicated, topology: () => refresher.current, commandMs: () => config.timeouts.commandMs, log });
+    // confirm auto: when another process could write through respool (workers, a takeover's two, a fleet's members).
+    const { confirm } = config.nearCache;
+    const manyProcesses = config.workers !== 1 || config.supervised || config.cluster.peers.length > 0 || config.cluster.peersFrom !== null;
+    this.nearCache = new NearCache(config.nearCache, {
+      dedicated: this.dedicated,
+      topology: () => refresher.current,
+      commandMs: () => config.timeouts.commandMs,
+      log,
+      confirm: confirm === 'always' || (confirm === 'auto' && manyProcesses),
+    });
     // nearCache.hot: each detection window's top keys are cached until a window no longer ranks them.
     // The report names keys as text (detector.ts displayKey): back to their bytes; escaped ones (not UTF-8) are left out.
     if (config.nearCache.hot) this.hotKeys.onWindow = (report) => this.nearCache.setHot(report.topKeys.filter((k) => !k.key.includes('\\x')).map((k) => Buffer.from(k.key, 'utf8').toString('latin1')));

@@ -10,7 +10,7 @@ import { aclRulesProblem, type UserConfig } from '../acl/users.js';
 import { colocationProblem, type ColocationRule } from '../keys/colocation.js';
 import type { UpstreamSetting } from '../acl/upstream-identity.js';
 import { CONFIG_VALIDATOR_FILE } from '../own-files.js';
-import { ACL_UPSTREAM_MODES, CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM, type ReadStrategyName, type TenantConfig, type TenantUpstream } from './types.js';
+import { ACL_UPSTREAM_MODES, CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, NEAR_CACHE_CONFIRM, READ_STRATEGIES, ZONE_FROM, type ReadStrategyName, type TenantConfig, type TenantUpstream } from './types.js';
 import { ValueProblem, show, suggest, toEnum, toHostPort, toMaxMemory, toSize, toWorkers, type Range } from './values.js';
 import { convertListen, toSocketMode, toAdminAddress, readTokenFile, readFirstLine, toAnnounced, toPeersFrom, toZone, toHttpUrl, toNumber, dedupe } from './setting-converters.js';
 
@@ -232,7 +232,10 @@ export function convertSettings(data: unknown, where: string, env: NodeJS.Proces
   }
 
   const nearCache = settings.nearCache as Record<string, unknown> | undefined;
-  if (nearCache !== undefined && Array.isArray(nearCache.keys) && !isBad('nearCache')) out.set('nearCache.keys', nearCache.keys.map(String));
+  if (nearCache !== undefined && nearCache !== null && typeof nearCache === 'object' && !isBad('nearCache')) {
+    if (Array.isArray(nearCache.keys)) out.set('nearCache.keys', nearCache.keys.map(String));
+    set('nearCache.confirm', convert('nearCache.confirm', nearCache.confirm, (v) => toEnum(v, NEAR_CACHE_CONFIRM)));
+  }
 
   if (Array.isArray(settings.colocate) && !isBad('colocate')) {
     const rules = (settings.colocate as ColocationRule[]).map((r) => ({ keys: r.keys, tag: r.tag }));

@@ -11,7 +11,7 @@
 // ("must be a size like 512mb"). schema-validator.ts registers it with ajv; file-config.ts words the errors with it.
 
 import { DURATION_PATTERN, ENV_NAME_PATTERN, GiB, SIZE_PATTERN, TiB, type Range } from './values.js';
-import { ACL_UPSTREAM_MODES, CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM } from './types.js';
+import { ACL_UPSTREAM_MODES, CROSS_SLOT_TRANSACTIONS, NEAR_CACHE_CONFIRM, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM } from './types.js';
 import { HOT_KEYS_SCHEMA } from './hot-keys-config.js';
 import { LISTEN_TLS_SCHEMA, TLS_SCHEMA, UPSTREAM_TLS_SCHEMA } from './tls-config.js';
 import { OBSERVABILITY_SWITCHES } from './observability-config.js';
@@ -414,6 +414,7 @@ export const CONFIG_FILE_SCHEMA: Schema = {
       properties: {
         ...(withSwitches('nearCache').properties as Record<string, Schema>),
         keys: { type: 'array', items: { type: 'string', minLength: 1 }, 'x-expect': 'must be a list of globs such as "user:*"' },
+        confirm: { enum: [...NEAR_CACHE_CONFIRM], 'x-expect': `must be one of ${NEAR_CACHE_CONFIRM.join(', ')}` },
       },
     },
     slowlog: numericGroup('slowlog'),

@@ -133,12 +133,22 @@ export interface RespoolConfig {
   tenants: TenantConfig[];
 }
 
+export type NearCacheConfirm = 'auto' | 'always' | 'never';
+export const NEAR_CACHE_CONFIRM: readonly NearCacheConfirm[] = ['auto', 'always', 'never'];
+
 /** The near cache (src/nearcache/near-cache.ts). */
 export interface NearCacheConfig {
   /** Globs over key names as the nodes store them; a key that matches one is cached. Empty: no cache. */
   keys: string[];
   /** Also cache the keys hot-key detection ranks in its top keys (hotKeys.detection), each window's anew. */
   hot: boolean;
+  /**
+   * Hits wait for a PING on their node's tracking connection, so that a write acknowledged
+   * anywhere before the read arrived (another worker or fleet member, a client on the node) is
+   * never followed by an older value: always, never, or auto = when respool is more than one
+   * process (workers, supervised, a fleet). Writes through this process are exact either way.
+   */
+  confirm: NearCacheConfirm;
   /** Bytes all entries may hold together (key + value + per-entry overhead); the least recently used go first. */
   maxBytes: number;
   /** A value (with its key and overhead) larger than this is never cached. */

@@ -74,14 +74,25 @@ export interface NearCacheCounters {
   coalesced: number;
   invalidations: number;
   passedOn: number;
+  /** PINGs sent to confirm a batch of reads (nearCache.confirm). */
+  confirms: number;
 }
 
 const NULL2 = Buffer.from('$-1\r\n');
 const NULL3 = Buffer.from('_\r\n');
 const TRACKING_ON = encodeCommand(['CLIENT', 'TRACKING', 'ON']);
+const PING = encodeCommand(['PING']);
+
+interface PendingRead {
+  db: number;
+  key: Buffer;
+  waiter: CacheWaiter;
+}
 
 export interface NearCacheDeps {
   dedicated: LeasePools;
+  /** Hits wait for a PING on their tracking connection (config nearCache.confirm, as the backend resolves it). */
+  confirm?: boolean;
   topology: () => Topology | null;
   commandMs: () => number;
   log: Logger;
@@ -99,7 +110,7 @@ export class NearCache {
   private writingEverything = 0;
   /** Tracking connections per "host:port/db": open, or being opened. */
   private readonly conns = new Map<string, LeasedConnection | Promise<LeasedConnection | null>>();
-  readonly counters: NearCacheCounters = { hits: 0, misses: 0, fills: 0, coalesced: 0, invalidations: 0, passedOn: 0 };
+  readonly counters: NearCacheCounters = { hits: 0, misses: 0, fills: 0, coalesced: 0, invalidations: 0, passedOn: 0, confirms: 0 };
   private readonly now: () => number;
   private closed = false;
 
@@ -168,6 +179,41 @@ export class NearCache {
   private readonly answerReads = (): void => {
     const reads = this.reads;
     this.reads = [];
+    if (this.deps.confirm) this.confirmThenServe(reads);
+    else this.serve(reads);
+  };
+
+  /**
+   * nearCache.confirm: a PING on each tracking connection the batch's keys use, and the batch
+   * served once every PONG is in. The node answers PING after every invalidation it queued
+   * before, so a write acknowledged anywhere before these reads arrived has been heard.
+   */
+  private confirmThenServe(reads: PendingRead[]): void {
+    const conns = new Map<LeasedConnection, string>();
+    for (const { key, db } of reads) {
+      const node = this.nodeFor(key);
+      const conn = node === null ? undefined : this.conns.get(`${node}/${db}`);
+      if (conn !== undefined && !(conn instanceof Promise)) conns.set(conn, node!);
+    }
+    if (conns.size === 0) return this.serve(reads);
+    let left = conns.size;
+    const done = () => {
+      if (--left === 0) this.serve(reads);
+    };
+    this.counters.confirms += conns.size;
+    for (const [conn, node] of conns) {
+      conn.send(PING, {
+        sentAt: 0,
+        onReply: done,
+        onLinkFailure: () => {
+          this.dropNode(node); // before 'close' reaches lost(): nothing it filled may answer
+          done();
+        },
+      });
+    }
+  }
+
+  private serve(reads: PendingRead[]): void {
     const now = this.now();
     for (const { db, key, waiter } of reads) {
       const entry = this.store.get(db, key, now);
@@ -176,9 +222,9 @@ export class NearCache {
         waiter.answer(replyFor(entry.value, waiter.kind, waiter.fields, waiter.protocol));
       } else if (!this.readMissing(db, key, waiter)) this.passOn(waiter);
     }
-  };
+  }
 
-  private reads: Array<{ db: number; key: Buffer; waiter: CacheWaiter }> = [];
+  private reads: PendingRead[] = [];
 
   private readMissing(db: number, key: Buffer, waiter: CacheWaiter): boolean {
     const name = entryName(db, key);
@@ -271,6 +317,7 @@ export class NearCache {
       invalidations: this.counters.invalidations,
       evictions: this.store.evictions,
       passed_on: this.counters.passedOn,
+      confirms: this.counters.confirms,
       tracking_connections: [...this.conns.values()].filter((c) => !(c instanceof Promise)).length,
       hot_keys: this.hotKeys.size,
     };

@@ -30,11 +30,11 @@ class FakeConnection extends EventEmitter {
 
 const immediate = () => new Promise<void>((r) => setImmediate(r));
 
-async function setup(now = () => 1000) {
+async function setup(now = () => 1000, confirm = false) {
   const conn = new FakeConnection();
   const dedicated = { acquire: async () => conn, release: () => {} } as unknown as LeasePools;
   const topology = { mode: 'standalone', shards: [{ primary: { address: '127.0.0.1:7000' } }] } as unknown as Topology;
-  const cache = new NearCache({ keys: ['c:*'], hot: false, maxBytes: 1 << 20, maxEntryBytes: 1 << 16, maxAgeMs: 0 }, { dedicated, topology: () => topology, commandMs: () => 1000, log: pino({ level: 'silent' }), now });
+  const cache = new NearCache({ keys: ['c:*'], hot: false, maxBytes: 1 << 20, maxEntryBytes: 1 << 16, maxAgeMs: 0 }, { dedicated, topology: () => topology, commandMs: () => 1000, log: pino({ level: 'silent' }), now, confirm });
   const answers: string[] = [];
   const passed: string[] = [];
   const waiter = (kind: CacheWaiter['kind'] = 'get', protocol: 2 | 3 = 2, fields: string[] = []): CacheWaiter => ({
@@ -82,6 +82,28 @@ describe('near cache', () => {
     await immediate();
     expect(answers.slice(-3)).toEqual(['$3\r\nnew\r\n', ':3\r\n', ':1\r\n']);
     expect(conn.sent).toHaveLength(0);
+  });
+
+  it('confirm: a hit waits for a PING, and an invalidation that came before the PONG makes it a miss', async () => {
+    const { cache, conn, answers, waiter, key } = await setup(() => 1000, true);
+    cache.read(0, key, waiter());
+    await immediate();
+    expect(conn.sent.map((s) => s.command)).toEqual(['PING']); // the first read's batch is confirmed too
+    conn.reply('+PONG\r\n');
+    conn.reply('$1\r\nv\r\n');
+    conn.reply(':-1\r\n');
+    expect(answers).toEqual(['$1\r\nv\r\n']);
+    cache.read(0, key, waiter());
+    await immediate();
+    expect(conn.sent.map((s) => s.command)).toEqual(['PING']);
+    expect(answers).toHaveLength(1); // held until the PONG
+    conn.onPush!(Buffer.from('>2\r\n$10\r\ninvalidate\r\n*1\r\n$3\r\nc:k\r\n'));
+    conn.reply('+PONG\r\n');
+    expect(conn.sent.map((s) => s.command)).toEqual(['GET c:k', 'PTTL c:k']); // the entry went: a new fill
+    conn.reply('$1\r\nw\r\n');
+    conn.reply(':-1\r\n');
+    expect(answers).toEqual(['$1\r\nv\r\n', '$1\r\nw\r\n']);
+    expect(cache.stats()['confirms']).toBe(2);
   });
 
   it('reads of a key whose fill is in flight share its one node read', async () => {
