@@ -42,6 +42,7 @@ beforeAll(async () => {
     hotKeys,
     slowlog: { thresholdUs: 20_000, maxLen: 128 },
     saturation: { p99Ms: 10, cpuPercent: 90, cpuSampleMs: 500 },
+    nearCache: { ...DEFAULT_CONFIG.nearCache, keys: ['page:cached:*'] },
     // A tenant (no user in it): every client is then the default tenant's, and the page has a tenants table.
     tenants: [{ name: 'shop', keyPrefix: 'shop:', upstream: null, limits: { opsPerSecond: 5000, bytesPerSecond: 50_000_000, maxClients: 500, maxInflight: null } }],
   });
@@ -145,6 +146,14 @@ describe('the status page on the admin port', () => {
       const rows = await cells(page, 'tenants');
       return rows.some((r) => r[0] === 'shop' && r[1] === 'shop: · main' && r[2] === '0 of 500') && rows.some((r) => r[0] === 'default' && Number(r[5]) > 0 && /ms$/.test(r[10] ?? ''));
     }, 'the tenants table', 10_000, 100);
+    // the near cache (/cache): its counters and the keys it holds
+    expect(await page.$eval('#cache-section', (e) => (e as unknown as { hidden: boolean }).hidden)).toBe(false);
+    await waitFor(async () => {
+      for (let i = 0; i < 3; i++) await load.call('GET', 'page:cached:1');
+      const rows = await cells(page, 'cache');
+      const summary = await page.$eval('#cache-summary', (e) => e.textContent ?? '');
+      return rows.some((r) => r[0] === 'page:cached:1') && /hit ratio [1-9]/.test(summary);
+    }, 'the cached key on the page', 10_000, 100);
     // Every header is words, not a JSON field name; the page fits a 1400-pixel window.
     const headers = await page.$$eval('th', (ths) => ths.map((th) => th.textContent ?? ''));
     for (const h of headers) expect(h, 'a table header').not.toMatch(/[a-z][A-Z]|_/);

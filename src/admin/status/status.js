@@ -197,6 +197,19 @@ function renderFleet(fleet) {
 }
 
 /** The tenants (GET /tenants): hidden without any; a limit of null is none. */
+function renderCache(cache) {
+  const on = cache !== null && cache.configured === true;
+  document.getElementById('cache-section').hidden = !on;
+  if (!on) return;
+  document.getElementById('cache-summary').textContent = `${cache.entries} ${cache.entries === 1 ? 'entry' : 'entries'} · ${bytes(cache.bytes)} of ${bytes(cache.max_bytes)} · ` +
+    `hit ratio ${pct(cache.hit_ratio)} · ${cache.fills} fills · ${cache.coalesced} coalesced · ${cache.invalidations} invalidations · ${cache.evictions} evicted`;
+  show('cache', cache.keys.length === 0 ? empty('nothing cached yet') : table([
+    ['key', (k) => k.key, 'wrap'],
+    ['bytes', (k) => bytes(k.bytes), 'num'],
+    ['node', (k) => k.node],
+  ], cache.keys));
+}
+
 function renderTenants(tenants) {
   const list = tenants === null || !Array.isArray(tenants.tenants) ? [] : tenants.tenants;
   document.getElementById('tenants-section').hidden = list.length === 0;
@@ -265,7 +278,7 @@ function renderSummary(topology, saturation) {
 
 const SOURCES = {
   topology: '/topology', nodes: '/nodes', latency: '/latency', saturation: '/saturation', clients: '/clients', hot: '/hotkeys',
-  big: '/bigkeys', slow: '/slowlog?count=10', events: '/events', fleet: '/fleet', tenants: '/tenants',
+  big: '/bigkeys', slow: '/slowlog?count=10', events: '/events', fleet: '/fleet', tenants: '/tenants', cache: '/cache?count=10',
 };
 
 let polling = false;
@@ -295,6 +308,7 @@ async function poll() {
     renderEvents(d.events);
     renderFleet(d.fleet);
     renderTenants(d.tenants);
+    renderCache(d.cache);
     const errors = failed.filter((f) => f !== null);
     const updated = document.getElementById('updated');
     updated.textContent = errors.length > 0 ? `errors: ${errors.join('; ')}` : `updated ${new Date().toLocaleTimeString()}`;
