@@ -5,6 +5,7 @@ import type { CommandFamily } from '../commands/proxy-handling.js';
 import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
 import type { ReplyEntry } from '../client/reply-queue.js';
 import type { CachedRead, WriteMark } from '../nearcache/near-cache.js';
+import { rangeIndex } from '../nearcache/cached-value.js';
 
 // Where requests meet the near cache (nearcache/near-cache.ts): the reads it answers
 // (handlers/keyed.ts asks cachedRead) and the writes that must pass it first (handlers/index.ts
@@ -12,7 +13,7 @@ import type { CachedRead, WriteMark } from '../nearcache/near-cache.js';
 
 /** The reads the cache answers, and how many arguments each has then (-n: at least n). */
 const READS: ReadonlyMap<string, { kind: CachedRead; arity: number }> = new Map(
-  ([['get', 2], ['strlen', 2], ['exists', 2], ['hget', 3], ['hmget', -3], ['hgetall', 2], ['hlen', 2], ['hexists', 3], ['hstrlen', 3]] as const)
+  ([['get', 2], ['getrange', 4], ['strlen', 2], ['exists', 2], ['hget', 3], ['hmget', -3], ['hgetall', 2], ['hlen', 2], ['hexists', 3], ['hstrlen', 3]] as const)
     .map(([kind, arity]) => [kind, { kind, arity }]),
 );
 
@@ -23,7 +24,7 @@ const EVERY_KEY: ReadonlySet<string> = new Set(['flushall', 'flushdb', 'swapdb']
 const SCRIPTS: ReadonlySet<string> = new Set(['eval', 'evalsha', 'fcall']);
 
 /**
- * A read of one cached key (GET, STRLEN, EXISTS, HGET, HMGET, HGETALL, HLEN, HEXISTS, HSTRLEN): answered from memory, or by the key's fill (one node
+ * A read of one cached key (GET, GETRANGE, STRLEN, EXISTS, HGET, HMGET, HGETALL, HLEN, HEXISTS, HSTRLEN): answered from memory, or by the key's fill (one node
  * read for all the reads that arrive meanwhile). True when the cache took the read; `sendOn`
  * then sends a copy of it to the node if the fill cannot answer it (a redirect, a failure).
  */
@@ -35,6 +36,7 @@ export function cachedRead(session: HandlerSession, req: CommandRequest, entry: 
   if (read === undefined || (read.arity > 0 ? n !== read.arity : n < -read.arity)) return false;
   const key = req.args[1]!;
   if (!cache.matches(key)) return false;
+  if (read.kind === 'getrange' && (rangeIndex(req.args[2]!) === null || rangeIndex(req.args[3]!) === null)) return false; // the node words the error
   // Reads answered here never reach the router's hot-key sampling: sampled here, so a cached hot key stays ranked.
   const detector = session.ctx.hotKeys.detector;
   if (detector !== null && session.ctx.isCluster() && detector.shouldSample()) detector.record(key.toString('latin1'), calculateSlot(key));

@@ -8,6 +8,7 @@
  *
  *   read      none           string              hash
  *   GET       nil            the value           WRONGTYPE
+ *   GETRANGE  ""             the range           WRONGTYPE
  *   STRLEN    0              its length          WRONGTYPE
  *   EXISTS    0              1                   1
  *   HGET      nil            WRONGTYPE           the field's value or nil
@@ -20,11 +21,11 @@
  *   one key
  */
 
-export type CachedRead = 'get' | 'strlen' | 'exists' | 'hget' | 'hmget' | 'hgetall' | 'hlen' | 'hexists' | 'hstrlen' | 'mgetpart';
+export type CachedRead = 'get' | 'getrange' | 'strlen' | 'exists' | 'hget' | 'hmget' | 'hgetall' | 'hlen' | 'hexists' | 'hstrlen' | 'mgetpart';
 
 /** The node command whose reply fills an entry for this read. */
 export function fillCommand(kind: CachedRead): 'GET' | 'HGETALL' {
-  return kind === 'get' || kind === 'strlen' || kind === 'exists' || kind === 'mgetpart' ? 'GET' : 'HGETALL';
+  return kind === 'get' || kind === 'getrange' || kind === 'strlen' || kind === 'exists' || kind === 'mgetpart' ? 'GET' : 'HGETALL';
 }
 
 export type CachedValue =
@@ -91,13 +92,18 @@ export function replyFor(value: CachedValue, kind: CachedRead, fields: readonly 
   if (kind === 'mgetpart') return value.type === 'string' ? value.frame : nil;
   if (value.type === 'none') {
     if (kind === 'get' || kind === 'hget') return nil;
+    if (kind === 'getrange') return EMPTY_BULK;
     if (kind === 'hmget') return Buffer.concat([Buffer.from(`*${fields.length}\r\n`), ...fields.map(() => nil)]);
     if (kind === 'hgetall') return protocol === 3 ? EMPTY3 : EMPTY2;
     return ZERO; // STRLEN, HLEN, HEXISTS, HSTRLEN
   }
-  const forString = kind === 'get' || kind === 'strlen';
+  const forString = kind === 'get' || kind === 'strlen' || kind === 'getrange';
   if ((value.type === 'string') !== forString) return WRONGTYPE;
-  if (value.type === 'string') return kind === 'get' ? value.frame : integer(bulkAt(value.frame, 0)!.length);
+  if (value.type === 'string') {
+    if (kind === 'get') return value.frame;
+    const bulk = bulkAt(value.frame, 0)!;
+    return kind === 'strlen' ? integer(bulk.length) : range(value.frame.subarray(bulk.start, bulk.start + bulk.length), Number(fields[0]), Number(fields[1]));
+  }
   switch (kind) {
     case 'hget':
       return fieldValue(value, fields[0]!) ?? nil;
@@ -121,6 +127,30 @@ function fieldValue(value: Extract<CachedValue, { type: 'hash' }>, field: Buffer
   if (at === undefined) return null;
   return value.pairs.subarray(at, bulkAt(value.pairs, at)!.end);
 }
+
+/** GETRANGE's reply (Valkey's getrangeCommand: negative indexes from the end, clamped; nothing when start > end). */
+function range(str: Buffer, start: number, end: number): Buffer {
+  const n = str.length;
+  if (start < 0 && end < 0 && start > end) return EMPTY_BULK;
+  if (start < 0) start = n + start;
+  if (end < 0) end = n + end;
+  if (start < 0) start = 0;
+  if (end < 0) end = 0;
+  if (end >= n) end = n - 1;
+  if (start > end || n === 0) return EMPTY_BULK;
+  const part = str.subarray(start, end + 1);
+  return Buffer.concat([Buffer.from(`$${part.length}\r\n`), part, CRLF]);
+}
+
+/** GETRANGE's integer arguments as Valkey reads them (string2ll), within JavaScript's exact range; else null (the node answers). */
+export function rangeIndex(arg: Buffer): number | null {
+  const text = arg.toString('latin1');
+  if (!/^(0|-?[1-9][0-9]{0,14})$/.test(text)) return null;
+  return Number(text);
+}
+
+const CRLF = Buffer.from('\r\n');
+const EMPTY_BULK = Buffer.from('$0\r\n\r\n');
 
 function integer(n: number): Buffer {
   return Buffer.from(`:${n}\r\n`);

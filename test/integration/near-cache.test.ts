@@ -23,8 +23,12 @@ const STEPS: Step[] = [
   [0, 'STRLEN', 'c:a'], [0, 'EXISTS', 'c:a'],
   [0, 'GET', 'c:none'], [0, 'GET', 'c:none'], [0, 'EXISTS', 'c:none'], [0, 'STRLEN', 'c:none'],
   [0, 'SET', 'c:a', 'world'], [0, 'GET', 'c:a'], [0, 'STRLEN', 'c:a'],
+  ...([[0, -1], [1, 3], [-3, -1], [-1, -3], [3, 1], [-100, 100], [0, 0], [4, 4], [5, 9], [-5, 2], [2, -100], [-100, -50], ['x', 1], [0, '1.5'], [0, '+1'], [0, '-0'], [0, '99999999999999999999']] as const)
+    .map(([a, b]): Step => [0, 'GETRANGE', 'c:a', a, b]),
+  [0, 'GETRANGE', 'c:none', 0, -1], [0, 'GETRANGE', 'c:none', 5, 1],
   [0, 'APPEND', 'c:a', '!'], [0, 'GET', 'c:a'],
-  [0, 'HSET', 'c:h', 'f', 'v'], [0, 'GET', 'c:h'], [0, 'GET', 'c:h'], [0, 'STRLEN', 'c:h'], [0, 'EXISTS', 'c:h'],
+  [0, 'HSET', 'c:h', 'f', 'v'], [0, 'GET', 'c:h'], [0, 'GET', 'c:h'], [0, 'STRLEN', 'c:h'], [0, 'EXISTS', 'c:h'], [0, 'GETRANGE', 'c:h', 0, 1],
+  [0, 'SET', 'c:empty', ''], [0, 'GET', 'c:empty'], [0, 'GETRANGE', 'c:empty', 0, -1], [0, 'GETRANGE', 'c:empty', 0, -1], [0, 'STRLEN', 'c:empty'],
   [0, 'INCR', 'c:n'], [0, 'GET', 'c:n'], [0, 'INCRBY', 'c:n', '41'], [0, 'GET', 'c:n'],
   [0, 'MULTI'], [0, 'SET', 'c:a', 'in-multi'], [0, 'GET', 'c:a'], [0, 'EXEC'], [0, 'GET', 'c:a'],
   [0, 'EVAL', "return redis.call('SET', KEYS[1], 'by-script')", '1', 'c:a'], [0, 'GET', 'c:a'],
