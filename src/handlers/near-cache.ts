@@ -13,9 +13,12 @@ import { rangeIndex } from '../nearcache/cached-value.js';
 
 /** The reads the cache answers, and how many arguments each has then (-n: at least n). */
 const READS: ReadonlyMap<string, { kind: CachedRead; arity: number }> = new Map(
-  ([['get', 2], ['getrange', 4], ['strlen', 2], ['exists', 2], ['hget', 3], ['hmget', -3], ['hgetall', 2], ['hlen', 2], ['hexists', 3], ['hstrlen', 3]] as const)
+  ([['get', 2], ['getrange', 4], ['strlen', 2], ['smembers', 2], ['sismember', 3], ['smismember', -3], ['scard', 2], ['lrange', 4], ['lindex', 3], ['llen', 2], ['exists', 2], ['hget', 3], ['hmget', -3], ['hgetall', 2], ['hlen', 2], ['hexists', 3], ['hstrlen', 3]] as const)
     .map(([kind, arity]) => [kind, { kind, arity }]),
 );
+
+/** Reads whose arguments past the key are indexes. */
+const INDEXED: ReadonlySet<CachedRead> = new Set(['getrange', 'lrange', 'lindex']);
 
 /** Writes to every key of a database (or all of them): every entry goes. */
 const EVERY_KEY: ReadonlySet<string> = new Set(['flushall', 'flushdb', 'swapdb']);
@@ -24,7 +27,7 @@ const EVERY_KEY: ReadonlySet<string> = new Set(['flushall', 'flushdb', 'swapdb']
 const SCRIPTS: ReadonlySet<string> = new Set(['eval', 'evalsha', 'fcall']);
 
 /**
- * A read of one cached key (GET, GETRANGE, STRLEN, EXISTS, HGET, HMGET, HGETALL, HLEN, HEXISTS, HSTRLEN): answered from memory, or by the key's fill (one node
+ * A read of one cached key (the READS above: strings, hashes, sets, lists): answered from memory, or by the key's fill (one node
  * read for all the reads that arrive meanwhile). True when the cache took the read; `sendOn`
  * then sends a copy of it to the node if the fill cannot answer it (a redirect, a failure).
  */
@@ -36,7 +39,7 @@ export function cachedRead(session: HandlerSession, req: CommandRequest, entry: 
   if (read === undefined || (read.arity > 0 ? n !== read.arity : n < -read.arity)) return false;
   const key = req.args[1]!;
   if (!cache.matches(key)) return false;
-  if (read.kind === 'getrange' && (rangeIndex(req.args[2]!) === null || rangeIndex(req.args[3]!) === null)) return false; // the node words the error
+  if (INDEXED.has(read.kind) && req.args.slice(2).some((a) => rangeIndex(a) === null)) return false; // the node words the error
   // Reads answered here never reach the router's hot-key sampling: sampled here, so a cached hot key stays ranked.
   const detector = session.ctx.hotKeys.detector;
   if (detector !== null && session.ctx.isCluster() && detector.shouldSample()) detector.record(key.toString('latin1'), calculateSlot(key));

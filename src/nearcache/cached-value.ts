@@ -2,41 +2,84 @@
  * What the near cache holds of a key, read off a fill's reply, and the reply each cached read
  * gets from it in the client's protocol — byte for byte what the node answers:
  *
- *   none   : the key does not exist (GET's nil, HGETALL's empty map): every read's "nothing"
+ *   none   : the key does not exist (GET's nil, an empty aggregate): every read's "nothing"
  *   string : GET's bulk reply, kept as it came
  *   hash   : HGETALL's field/value bulk frames in the node's order, and where each value starts
+ *   set    : SMEMBERS' member frames in the node's order, and the members
+ *   list   : LRANGE 0 -1's element frames, and where each starts
  *
- *   read      none           string              hash
- *   GET       nil            the value           WRONGTYPE
- *   GETRANGE  ""             the range           WRONGTYPE
- *   STRLEN    0              its length          WRONGTYPE
- *   EXISTS    0              1                   1
- *   HGET      nil            WRONGTYPE           the field's value or nil
- *   HMGET     nils           WRONGTYPE           each field's value or nil
- *   HGETALL   empty          WRONGTYPE           every pair (RESP3 map, RESP2 flat array)
- *   HLEN      0              WRONGTYPE           the count of fields
- *   HEXISTS   0              WRONGTYPE           1 or 0
- *   HSTRLEN   0              WRONGTYPE           the value's length or 0
- *   MGET's    nil            the value           nil
- *   one key
+ *   read          none      string        hash                set                list
+ *   GET           nil       the value     WRONGTYPE …
+ *   GETRANGE      ""        the range
+ *   STRLEN        0         its length
+ *   EXISTS        0         1             1                   1                  1
+ *   MGET's part   nil       the value     nil                 nil                nil
+ *   HGET HMGET    nil(s)    WRONGTYPE     the field(s)' value(s) or nil
+ *   HGETALL       empty                   every pair (RESP3 map, RESP2 flat array)
+ *   HLEN HEXISTS  0                       the count; 1 or 0
+ *   HSTRLEN       0                       the value's length or 0
+ *   SMEMBERS      empty                                       every member (RESP3 set)
+ *   SISMEMBER     0                                           1 or 0
+ *   SMISMEMBER    0s                                          1 or 0 each
+ *   SCARD         0                                           the count
+ *   LRANGE        empty                                                          the range
+ *   LINDEX        nil                                                            the element or nil
+ *   LLEN          0                                                              the count
+ *
+ * A read of another type than the key's is WRONGTYPE (the blank cells), except EXISTS and MGET.
  */
 
-export type CachedRead = 'get' | 'getrange' | 'strlen' | 'exists' | 'hget' | 'hmget' | 'hgetall' | 'hlen' | 'hexists' | 'hstrlen' | 'mgetpart';
+export type CachedRead =
+  | 'get' | 'getrange' | 'strlen' | 'exists' | 'mgetpart'
+  | 'hget' | 'hmget' | 'hgetall' | 'hlen' | 'hexists' | 'hstrlen'
+  | 'smembers' | 'sismember' | 'smismember' | 'scard'
+  | 'lrange' | 'lindex' | 'llen';
 
-/** The node command whose reply fills an entry for this read. */
-export function fillCommand(kind: CachedRead): 'GET' | 'HGETALL' {
-  return kind === 'get' || kind === 'getrange' || kind === 'strlen' || kind === 'exists' || kind === 'mgetpart' ? 'GET' : 'HGETALL';
+type ValueType = 'string' | 'hash' | 'set' | 'list';
+
+/** The type a read expects (null: any, EXISTS and MGET's parts). */
+function typeOfRead(kind: CachedRead): ValueType | null {
+  if (kind === 'exists' || kind === 'mgetpart') return null;
+  if (kind === 'get' || kind === 'getrange' || kind === 'strlen') return 'string';
+  return kind[0] === 'h' ? 'hash' : kind[0] === 's' ? 'set' : 'list';
+}
+
+const FILLS: Readonly<Record<ValueType, readonly string[]>> = {
+  string: ['GET'],
+  hash: ['HGETALL'],
+  set: ['SMEMBERS'],
+  list: ['LRANGE', '0', '-1'],
+};
+
+/** The node command whose reply fills an entry for this read (the key goes after its name). */
+export function fillCommand(kind: CachedRead): readonly string[] {
+  return FILLS[typeOfRead(kind) ?? 'string'];
+}
+
+/** Whether an error answering `fill` is this read's own answer (WRONGTYPE for a read of the fill's type). */
+export function sharesFill(kind: CachedRead, fill: readonly string[]): boolean {
+  const type = typeOfRead(kind);
+  return type !== null && FILLS[type] === fill;
+}
+
+/** An aggregate's element frames as the node sent them, how many, and where each starts (hash: each pair). */
+interface Elements {
+  readonly frames: Buffer;
+  readonly count: number;
+  readonly offsets: Int32Array;
 }
 
 export type CachedValue =
   | { readonly type: 'none' }
   | { readonly type: 'string'; readonly frame: Buffer }
-  | { readonly type: 'hash'; readonly pairs: Buffer; readonly count: number; readonly values: ReadonlyMap<string, number> };
+  | ({ readonly type: 'hash'; readonly index: ReadonlyMap<string, number> } & Elements)
+  | ({ readonly type: 'set'; readonly index: ReadonlySet<string> } & Elements)
+  | ({ readonly type: 'list' } & Elements);
 
 export const NONE: CachedValue = { type: 'none' };
 
-/** Bytes a hash field costs in the index beyond its name (the Map slot, the offset). */
-const FIELD_OVERHEAD = 48;
+/** Bytes an index entry costs beyond its name (a Map or Set slot). */
+const INDEX_OVERHEAD = 48;
 
 export function valueBytes(value: CachedValue): number {
   switch (value.type) {
@@ -44,92 +87,170 @@ export function valueBytes(value: CachedValue): number {
       return 0;
     case 'string':
       return value.frame.length;
-    case 'hash': {
-      let n = value.pairs.length;
-      for (const field of value.values.keys()) n += field.length + FIELD_OVERHEAD;
+    case 'list':
+      return value.frames.length + value.offsets.byteLength;
+    default: {
+      let n = value.frames.length + value.offsets.byteLength;
+      for (const name of value.index.keys()) n += name.length + INDEX_OVERHEAD;
       return n;
     }
   }
 }
 
 /** The value a fill's reply holds, or null when it holds none (an error, an unexpected shape). */
-export function valueOf(command: 'GET' | 'HGETALL', reply: Buffer): CachedValue | null {
-  if (command === 'GET') {
+export function valueOf(fill: readonly string[], reply: Buffer): CachedValue | null {
+  if (fill === FILLS.string) {
     if (reply[0] === 0x5f /* _ */) return NONE;
     return reply[0] === 0x24 /* $ */ ? { type: 'string', frame: reply } : null;
   }
-  if (reply[0] !== 0x25 /* % */) return null;
-  let at = reply.indexOf(0x0d);
-  const count = Number(reply.toString('latin1', 1, at));
-  if (count === 0) return NONE; // Valkey has no empty hash: the key does not exist
-  at += 2;
-  const start = at;
-  const values = new Map<string, number>();
+  const header = fill === FILLS.hash ? 0x25 /* % */ : fill === FILLS.set ? 0x7e /* ~ */ : 0x2a; /* * */
+  if (reply[0] !== header) return null;
+  const eol = reply.indexOf(0x0d);
+  const count = Number(reply.toString('latin1', 1, eol));
+  if (count === 0) return NONE; // Valkey keeps no empty aggregate: the key does not exist
+  const per = fill === FILLS.hash ? 2 : 1;
+  const start = eol + 2;
+  const offsets = new Int32Array(count);
+  let at = start;
   for (let i = 0; i < count; i++) {
-    const field = bulkAt(reply, at);
-    if (field === null) return null;
-    const valueAt = field.end;
-    const value = bulkAt(reply, valueAt);
-    if (value === null) return null;
-    values.set(reply.toString('latin1', field.start, field.start + field.length), valueAt - start);
-    at = value.end;
+    offsets[i] = at - start;
+    for (let j = 0; j < per; j++) {
+      const bulk = bulkAt(reply, at);
+      if (bulk === null) return null;
+      at = bulk.end;
+    }
   }
-  return { type: 'hash', pairs: reply.subarray(start, at), count, values };
+  const frames = reply.subarray(start, at);
+  const name = (i: number) => {
+    const b = bulkAt(frames, offsets[i]!)!;
+    return frames.toString('latin1', b.start, b.start + b.length);
+  };
+  if (fill === FILLS.list) return { type: 'list', frames, count, offsets };
+  if (fill === FILLS.set) {
+    const index = new Set<string>();
+    for (let i = 0; i < count; i++) index.add(name(i));
+    return { type: 'set', frames, count, offsets, index };
+  }
+  const index = new Map<string, number>();
+  for (let i = 0; i < count; i++) index.set(name(i), bulkAt(frames, offsets[i]!)!.end); // where the field's value starts
+  return { type: 'hash', frames, count, offsets, index };
 }
 
 const NULL2 = Buffer.from('$-1\r\n');
 const NULL3 = Buffer.from('_\r\n');
 const ONE = Buffer.from(':1\r\n');
 const ZERO = Buffer.from(':0\r\n');
-const EMPTY2 = Buffer.from('*0\r\n');
-const EMPTY3 = Buffer.from('%0\r\n');
+const EMPTY_ARRAY = Buffer.from('*0\r\n');
+const EMPTY_MAP = Buffer.from('%0\r\n');
+const EMPTY_SET = Buffer.from('~0\r\n');
+const CRLF = Buffer.from('\r\n');
+const EMPTY_BULK = Buffer.from('$0\r\n\r\n');
 export const WRONGTYPE = Buffer.from('-WRONGTYPE Operation against a key holding the wrong kind of value\r\n');
 
-/** The reply `kind` (with its arguments past the key: the fields) gets from `value`, in `protocol`. */
-export function replyFor(value: CachedValue, kind: CachedRead, fields: readonly Buffer[], protocol: 2 | 3): Buffer {
+/** The reply `kind` (with its arguments past the key: fields, members, indexes) gets from `value`, in `protocol`. */
+export function replyFor(value: CachedValue, kind: CachedRead, args: readonly Buffer[], protocol: 2 | 3): Buffer {
   const nil = protocol === 3 ? NULL3 : NULL2;
   if (kind === 'exists') return value.type === 'none' ? ZERO : ONE;
   if (kind === 'mgetpart') return value.type === 'string' ? value.frame : nil;
-  if (value.type === 'none') {
-    if (kind === 'get' || kind === 'hget') return nil;
-    if (kind === 'getrange') return EMPTY_BULK;
-    if (kind === 'hmget') return Buffer.concat([Buffer.from(`*${fields.length}\r\n`), ...fields.map(() => nil)]);
-    if (kind === 'hgetall') return protocol === 3 ? EMPTY3 : EMPTY2;
-    return ZERO; // STRLEN, HLEN, HEXISTS, HSTRLEN
-  }
-  const forString = kind === 'get' || kind === 'strlen' || kind === 'getrange';
-  if ((value.type === 'string') !== forString) return WRONGTYPE;
-  if (value.type === 'string') {
-    if (kind === 'get') return value.frame;
-    const bulk = bulkAt(value.frame, 0)!;
-    return kind === 'strlen' ? integer(bulk.length) : range(value.frame.subarray(bulk.start, bulk.start + bulk.length), Number(fields[0]), Number(fields[1]));
-  }
-  switch (kind) {
-    case 'hget':
-      return fieldValue(value, fields[0]!) ?? nil;
-    case 'hmget':
-      return Buffer.concat([Buffer.from(`*${fields.length}\r\n`), ...fields.map((f) => fieldValue(value, f) ?? nil)]);
-    case 'hgetall':
-      return Buffer.concat([Buffer.from(protocol === 3 ? `%${value.count}\r\n` : `*${value.count * 2}\r\n`), value.pairs]);
-    case 'hlen':
-      return integer(value.count);
-    case 'hexists':
-      return value.values.has(fields[0]!.toString('latin1')) ? ONE : ZERO;
-    default: {
-      const frame = fieldValue(value, fields[0]!); // HSTRLEN
-      return frame === null ? ZERO : integer(bulkAt(frame, 0)!.length);
+  if (value.type === 'none') return nothing(kind, args, protocol);
+  if (value.type !== typeOfRead(kind)) return WRONGTYPE;
+  switch (value.type) {
+    case 'string': {
+      if (kind === 'get') return value.frame;
+      const bulk = bulkAt(value.frame, 0)!;
+      if (kind === 'strlen') return integer(bulk.length);
+      return getRange(value.frame.subarray(bulk.start, bulk.start + bulk.length), Number(args[0]), Number(args[1]));
     }
+    case 'hash':
+      switch (kind) {
+        case 'hget':
+          return hashValue(value, args[0]!) ?? nil;
+        case 'hmget':
+          return Buffer.concat([arrayHeader(args.length), ...args.map((f) => hashValue(value, f) ?? nil)]);
+        case 'hgetall':
+          return Buffer.concat([Buffer.from(protocol === 3 ? `%${value.count}\r\n` : `*${value.count * 2}\r\n`), value.frames]);
+        case 'hlen':
+          return integer(value.count);
+        case 'hexists':
+          return value.index.has(args[0]!.toString('latin1')) ? ONE : ZERO;
+        default: {
+          const frame = hashValue(value, args[0]!); // HSTRLEN
+          return frame === null ? ZERO : integer(bulkAt(frame, 0)!.length);
+        }
+      }
+    case 'set':
+      switch (kind) {
+        case 'smembers':
+          return Buffer.concat([Buffer.from(`${protocol === 3 ? '~' : '*'}${value.count}\r\n`), value.frames]);
+        case 'sismember':
+          return value.index.has(args[0]!.toString('latin1')) ? ONE : ZERO;
+        case 'smismember':
+          return Buffer.concat([arrayHeader(args.length), ...args.map((m) => (value.index.has(m.toString('latin1')) ? ONE : ZERO))]);
+        default:
+          return integer(value.count); // SCARD
+      }
+    case 'list':
+      switch (kind) {
+        case 'llen':
+          return integer(value.count);
+        case 'lindex': {
+          let i = Number(args[0]);
+          if (i < 0) i += value.count;
+          return i < 0 || i >= value.count ? nil : element(value, i, i + 1);
+        }
+        default:
+          return listRange(value, Number(args[0]), Number(args[1])); // LRANGE
+      }
   }
 }
 
-function fieldValue(value: Extract<CachedValue, { type: 'hash' }>, field: Buffer): Buffer | null {
-  const at = value.values.get(field.toString('latin1'));
-  if (at === undefined) return null;
-  return value.pairs.subarray(at, bulkAt(value.pairs, at)!.end);
+/** What each read answers for a key that does not exist. */
+function nothing(kind: CachedRead, args: readonly Buffer[], protocol: 2 | 3): Buffer {
+  const nil = protocol === 3 ? NULL3 : NULL2;
+  switch (kind) {
+    case 'get': case 'hget': case 'lindex':
+      return nil;
+    case 'getrange':
+      return EMPTY_BULK;
+    case 'hmget':
+      return Buffer.concat([arrayHeader(args.length), ...args.map(() => nil)]);
+    case 'smismember':
+      return Buffer.concat([arrayHeader(args.length), ...args.map(() => ZERO)]);
+    case 'hgetall':
+      return protocol === 3 ? EMPTY_MAP : EMPTY_ARRAY;
+    case 'smembers':
+      return protocol === 3 ? EMPTY_SET : EMPTY_ARRAY;
+    case 'lrange':
+      return EMPTY_ARRAY;
+    default:
+      return ZERO; // STRLEN, HLEN, HEXISTS, HSTRLEN, SISMEMBER, SCARD, LLEN
+  }
+}
+
+function hashValue(value: Extract<CachedValue, { type: 'hash' }>, field: Buffer): Buffer | null {
+  const at = value.index.get(field.toString('latin1'));
+  return at === undefined ? null : value.frames.subarray(at, bulkAt(value.frames, at)!.end);
+}
+
+/** Elements [from, to) of a list, their frames as the node sent them. */
+function element(value: Extract<CachedValue, { type: 'list' }>, from: number, to: number): Buffer {
+  const end = to < value.count ? value.offsets[to]! : value.frames.length;
+  return value.frames.subarray(value.offsets[from]!, end);
+}
+
+/** LRANGE's reply (Valkey's lrangeCommand: negative indexes from the end; empty when start > end or past the end). */
+function listRange(value: Extract<CachedValue, { type: 'list' }>, start: number, end: number): Buffer {
+  const n = value.count;
+  if (start < 0) start = n + start;
+  if (end < 0) end = n + end;
+  if (start < 0) start = 0;
+  if (start > end || start >= n) return EMPTY_ARRAY;
+  if (end >= n) end = n - 1;
+  return Buffer.concat([arrayHeader(end - start + 1), element(value, start, end + 1)]);
 }
 
 /** GETRANGE's reply (Valkey's getrangeCommand: negative indexes from the end, clamped; nothing when start > end). */
-function range(str: Buffer, start: number, end: number): Buffer {
+function getRange(str: Buffer, start: number, end: number): Buffer {
   const n = str.length;
   if (start < 0 && end < 0 && start > end) return EMPTY_BULK;
   if (start < 0) start = n + start;
@@ -142,15 +263,16 @@ function range(str: Buffer, start: number, end: number): Buffer {
   return Buffer.concat([Buffer.from(`$${part.length}\r\n`), part, CRLF]);
 }
 
-/** GETRANGE's integer arguments as Valkey reads them (string2ll), within JavaScript's exact range; else null (the node answers). */
+/** An index argument as Valkey reads it (string2ll), within JavaScript's exact range; else null (the node answers, and words the error). */
 export function rangeIndex(arg: Buffer): number | null {
   const text = arg.toString('latin1');
   if (!/^(0|-?[1-9][0-9]{0,14})$/.test(text)) return null;
   return Number(text);
 }
 
-const CRLF = Buffer.from('\r\n');
-const EMPTY_BULK = Buffer.from('$0\r\n\r\n');
+function arrayHeader(n: number): Buffer {
+  return Buffer.from(`*${n}\r\n`);
+}
 
 function integer(n: number): Buffer {
   return Buffer.from(`:${n}\r\n`);

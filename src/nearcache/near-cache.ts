@@ -7,7 +7,7 @@ import { globMatch } from '../util/glob.js';
 import type { LeasePools } from '../upstream/lease-pools.js';
 import type { LeasedConnection } from '../upstream/leased-connection.js';
 import { CacheStore, entryName, type CacheEntry } from './cache-store.js';
-import { fillCommand, replyFor, valueOf, type CachedRead } from './cached-value.js';
+import { fillCommand, replyFor, sharesFill, valueOf, type CachedRead } from './cached-value.js';
 
 /**
  * respool's near cache (docs/near-cache.md): string values of the keys nearCache.keys names,
@@ -25,9 +25,10 @@ import { fillCommand, replyFor, valueOf, type CachedRead } from './cached-value.
  *                 one); a tracking connection lost drops every entry it filled
  *   bounds      : bytes (cache-store.ts), the key's TTL, maxAgeMs
  *
- * What is answered here: GET, STRLEN, EXISTS of one key, and HGET, HMGET, HGETALL, HLEN, HEXISTS,
- * HSTRLEN (cached-value.ts: a string is read with GET, a hash with HGETALL). Anything else, a fill
- * that failed or met a redirect, goes to the node as it would without the cache.
+ * What is answered here: reads of one key of a string, a hash, a set or a list (cached-value.ts:
+ * each type is read whole — GET, HGETALL, SMEMBERS, LRANGE 0 -1 — and every read of it answered
+ * from that). Anything else, a fill that failed or met a redirect, goes to the node as it would
+ * without the cache.
  */
 
 export interface NearCacheSettings {
@@ -58,7 +59,8 @@ interface Fill {
   readonly key: Buffer;
   readonly db: number;
   readonly node: string;
-  readonly command: 'GET' | 'HGETALL';
+  /** The fill's command (cached-value.ts fillCommand): the key goes after its name. */
+  readonly command: readonly string[];
   /** False once a write or an invalidation met it: its value is answered, not kept. */
   keep: boolean;
   readonly waiters: CacheWaiter[];
@@ -244,7 +246,7 @@ export class NearCache {
     this.fills.set(name, fill);
     this.counters.fills++;
     let value: Buffer | null = null;
-    conn.send(encodeCommand([command, fill.key]), {
+    conn.send(encodeCommand([command[0]!, fill.key, ...command.slice(1)]), {
       sentAt: 0,
       onReply: (frame) => {
         value = Buffer.from(frame);
@@ -435,7 +437,7 @@ export class NearCache {
       const wrongType = reply.toString('latin1', 0, 10) === '-WRONGTYPE';
       for (const w of fill.waiters) {
         if (wrongType && w.kind === 'mgetpart') w.answer(w.protocol === 3 ? NULL3 : NULL2); // MGET's nil for a key of another type
-        else if (wrongType && w.kind !== 'exists' && fillCommand(w.kind) === fill.command) w.answer(reply);
+        else if (wrongType && sharesFill(w.kind, fill.command)) w.answer(reply);
         else this.passOn(w);
       }
       return;
