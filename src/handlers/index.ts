@@ -191,7 +191,10 @@ function route(session: HandlerSession, received: CommandRequest, family: Comman
     req = stored as CommandRequest;
     if (acl.keyNames.namespace !== null) {
       // The whole keyspace's commands, for a namespace: its keys only; its channels behind it (the SUBSCRIBE family's at the hub: pubsub.ts).
-      if (NAMESPACE_SCOPED.has(req.command)) return namespaceScoped(session, req, acl.keyNames);
+      if (NAMESPACE_SCOPED.has(req.command)) {
+        markWrite(session, req, family); // a namespace's FLUSHDB: the near cache's entries go first, as for any flush
+        return namespaceScoped(session, req, acl.keyNames);
+      }
       req = (requestWithStoredChannels(acl.keyNames, req.command, req as RequestFrame) ?? req) as CommandRequest;
     }
   }
