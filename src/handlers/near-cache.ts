@@ -13,12 +13,12 @@ import { rangeIndex } from '../nearcache/cached-value.js';
 
 /** The reads the cache answers, and how many arguments each has then (-n: at least n). */
 const READS: ReadonlyMap<string, { kind: CachedRead; arity: number }> = new Map(
-  ([['get', 2], ['getrange', 4], ['strlen', 2], ['smembers', 2], ['sismember', 3], ['smismember', -3], ['scard', 2], ['lrange', 4], ['lindex', 3], ['llen', 2], ['exists', 2], ['hget', 3], ['hmget', -3], ['hgetall', 2], ['hlen', 2], ['hexists', 3], ['hstrlen', 3]] as const)
+  ([['get', 2], ['getrange', 4], ['strlen', 2], ['smembers', 2], ['sismember', 3], ['smismember', -3], ['scard', 2], ['lrange', 4], ['lindex', 3], ['llen', 2], ['zcard', 2], ['zscore', 3], ['zmscore', -3], ['zrange', -4], ['exists', 2], ['hget', 3], ['hmget', -3], ['hgetall', 2], ['hlen', 2], ['hexists', 3], ['hstrlen', 3]] as const)
     .map(([kind, arity]) => [kind, { kind, arity }]),
 );
 
 /** Reads whose arguments past the key are indexes. */
-const INDEXED: ReadonlySet<CachedRead> = new Set(['getrange', 'lrange', 'lindex']);
+const INDEXED: ReadonlySet<CachedRead> = new Set(['getrange', 'lrange', 'lindex', 'zrange']);
 
 /** Writes to every key of a database (or all of them): every entry goes. */
 const EVERY_KEY: ReadonlySet<string> = new Set(['flushall', 'flushdb', 'swapdb']);
@@ -39,7 +39,8 @@ export function cachedRead(session: HandlerSession, req: CommandRequest, entry: 
   if (read === undefined || (read.arity > 0 ? n !== read.arity : n < -read.arity)) return false;
   const key = req.args[1]!;
   if (!cache.matches(key)) return false;
-  if (INDEXED.has(read.kind) && req.args.slice(2).some((a) => rangeIndex(a) === null)) return false; // the node words the error
+  if (INDEXED.has(read.kind) && req.args.slice(2, read.kind === 'zrange' ? 4 : undefined).some((a) => rangeIndex(a) === null)) return false; // the node words the error
+  if (read.kind === 'zrange' && (n > 5 || (n === 5 && req.args[4]!.toString('latin1').toUpperCase() !== 'WITHSCORES'))) return false; // BYSCORE, BYLEX, REV, LIMIT: the node's
   // Reads answered here never reach the router's hot-key sampling: sampled here, so a cached hot key stays ranked.
   const detector = session.ctx.hotKeys.detector;
   if (detector !== null && session.ctx.isCluster() && detector.shouldSample()) detector.record(key.toString('latin1'), calculateSlot(key));

@@ -7,6 +7,7 @@
  *   hash   : HGETALL's field/value bulk frames in the node's order, and where each value starts
  *   set    : SMEMBERS' member frames in the node's order, and the members
  *   list   : LRANGE 0 -1's element frames, and where each starts
+ *   zset   : ZRANGE 0 -1 WITHSCORES' [member, score] frames in rank order, where each part is
  *
  *   read          none      string        hash                set                list
  *   GET           nil       the value     WRONGTYPE …
@@ -26,6 +27,10 @@
  *   LINDEX        nil                                                            the element or nil
  *   LLEN          0                                                              the count
  *
+ *   sorted set (ZRANGE 0 -1 WITHSCORES' pairs): ZCARD the count, ZSCORE / ZMSCORE the score(s) as
+ *   the node wrote them (RESP3 double, RESP2 bulk of the same text) or nil, ZRANGE start stop
+ *   [WITHSCORES] by rank; missing key: 0, nil(s), empty
+ *
  * A read of another type than the key's is WRONGTYPE (the blank cells), except EXISTS and MGET.
  */
 
@@ -33,15 +38,16 @@ export type CachedRead =
   | 'get' | 'getrange' | 'strlen' | 'exists' | 'mgetpart'
   | 'hget' | 'hmget' | 'hgetall' | 'hlen' | 'hexists' | 'hstrlen'
   | 'smembers' | 'sismember' | 'smismember' | 'scard'
-  | 'lrange' | 'lindex' | 'llen';
+  | 'lrange' | 'lindex' | 'llen'
+  | 'zcard' | 'zscore' | 'zmscore' | 'zrange';
 
-type ValueType = 'string' | 'hash' | 'set' | 'list';
+type ValueType = 'string' | 'hash' | 'set' | 'list' | 'zset';
 
 /** The type a read expects (null: any, EXISTS and MGET's parts). */
 function typeOfRead(kind: CachedRead): ValueType | null {
   if (kind === 'exists' || kind === 'mgetpart') return null;
   if (kind === 'get' || kind === 'getrange' || kind === 'strlen') return 'string';
-  return kind[0] === 'h' ? 'hash' : kind[0] === 's' ? 'set' : 'list';
+  return kind[0] === 'h' ? 'hash' : kind[0] === 's' ? 'set' : kind[0] === 'z' ? 'zset' : 'list';
 }
 
 const FILLS: Readonly<Record<ValueType, readonly string[]>> = {
@@ -49,6 +55,7 @@ const FILLS: Readonly<Record<ValueType, readonly string[]>> = {
   hash: ['HGETALL'],
   set: ['SMEMBERS'],
   list: ['LRANGE', '0', '-1'],
+  zset: ['ZRANGE', '0', '-1', 'WITHSCORES'],
 };
 
 /** The node command whose reply fills an entry for this read (the key goes after its name). */
@@ -74,7 +81,8 @@ export type CachedValue =
   | { readonly type: 'string'; readonly frame: Buffer }
   | ({ readonly type: 'hash'; readonly index: ReadonlyMap<string, number> } & Elements)
   | ({ readonly type: 'set'; readonly index: ReadonlySet<string> } & Elements)
-  | ({ readonly type: 'list' } & Elements);
+  | ({ readonly type: 'list' } & Elements)
+  | ({ readonly type: 'zset'; readonly index: ReadonlyMap<string, number>; readonly parts: Int32Array } & Elements);
 
 export const NONE: CachedValue = { type: 'none' };
 
@@ -89,6 +97,11 @@ export function valueBytes(value: CachedValue): number {
       return value.frame.length;
     case 'list':
       return value.frames.length + value.offsets.byteLength;
+    case 'zset': {
+      let n = value.frames.length + value.offsets.byteLength + value.parts.byteLength;
+      for (const name of value.index.keys()) n += name.length + INDEX_OVERHEAD;
+      return n;
+    }
     default: {
       let n = value.frames.length + value.offsets.byteLength;
       for (const name of value.index.keys()) n += name.length + INDEX_OVERHEAD;
@@ -103,6 +116,7 @@ export function valueOf(fill: readonly string[], reply: Buffer): CachedValue | n
     if (reply[0] === 0x5f /* _ */) return NONE;
     return reply[0] === 0x24 /* $ */ ? { type: 'string', frame: reply } : null;
   }
+  if (fill === FILLS.zset) return sortedSetOf(reply);
   const header = fill === FILLS.hash ? 0x25 /* % */ : fill === FILLS.set ? 0x7e /* ~ */ : 0x2a; /* * */
   if (reply[0] !== header) return null;
   const eol = reply.indexOf(0x0d);
@@ -134,6 +148,34 @@ export function valueOf(fill: readonly string[], reply: Buffer): CachedValue | n
   const index = new Map<string, number>();
   for (let i = 0; i < count; i++) index.set(name(i), bulkAt(frames, offsets[i]!)!.end); // where the field's value starts
   return { type: 'hash', frames, count, offsets, index };
+}
+
+/**
+ * ZRANGE 0 -1 WITHSCORES in RESP3: `*n` of `*2` [member bulk, score double]. `parts[4i..4i+3]`:
+ * member frame start and end, score text start and end (past "," and before CRLF), in `frames`.
+ */
+function sortedSetOf(reply: Buffer): CachedValue | null {
+  if (reply[0] !== 0x2a) return null;
+  const eol = reply.indexOf(0x0d);
+  const count = Number(reply.toString('latin1', 1, eol));
+  if (count === 0) return NONE;
+  const start = eol + 2;
+  const offsets = new Int32Array(count);
+  const parts = new Int32Array(count * 4);
+  const index = new Map<string, number>();
+  let at = start;
+  for (let i = 0; i < count; i++) {
+    offsets[i] = at - start;
+    if (reply.toString('latin1', at, at + 4) !== '*2\r\n') return null;
+    const member = bulkAt(reply, at + 4);
+    if (member === null || reply[member.end] !== 0x2c /* , */) return null;
+    const scoreEnd = reply.indexOf(0x0d, member.end);
+    if (scoreEnd < 0) return null;
+    parts.set([at + 4 - start, member.end - start, member.end + 1 - start, scoreEnd - start], i * 4);
+    index.set(reply.toString('latin1', member.start, member.start + member.length), i);
+    at = scoreEnd + 2;
+  }
+  return { type: 'zset', frames: reply.subarray(start, at), count, offsets, parts, index };
 }
 
 const NULL2 = Buffer.from('$-1\r\n');
@@ -189,6 +231,22 @@ export function replyFor(value: CachedValue, kind: CachedRead, args: readonly Bu
         default:
           return integer(value.count); // SCARD
       }
+    case 'zset':
+      switch (kind) {
+        case 'zcard':
+          return integer(value.count);
+        case 'zscore': {
+          const i = value.index.get(args[0]!.toString('latin1'));
+          return i === undefined ? nil : score(value, i, protocol);
+        }
+        case 'zmscore':
+          return Buffer.concat([arrayHeader(args.length), ...args.map((m) => {
+            const i = value.index.get(m.toString('latin1'));
+            return i === undefined ? nil : score(value, i, protocol);
+          })]);
+        default:
+          return zrange(value, Number(args[0]), Number(args[1]), args.length === 3, protocol); // ZRANGE start stop [WITHSCORES]
+      }
     case 'list':
       switch (kind) {
         case 'llen':
@@ -208,8 +266,12 @@ export function replyFor(value: CachedValue, kind: CachedRead, args: readonly Bu
 function nothing(kind: CachedRead, args: readonly Buffer[], protocol: 2 | 3): Buffer {
   const nil = protocol === 3 ? NULL3 : NULL2;
   switch (kind) {
-    case 'get': case 'hget': case 'lindex':
+    case 'get': case 'hget': case 'lindex': case 'zscore':
       return nil;
+    case 'zmscore':
+      return Buffer.concat([arrayHeader(args.length), ...args.map(() => nil)]);
+    case 'zrange':
+      return EMPTY_ARRAY;
     case 'getrange':
       return EMPTY_BULK;
     case 'hmget':
@@ -223,7 +285,7 @@ function nothing(kind: CachedRead, args: readonly Buffer[], protocol: 2 | 3): Bu
     case 'lrange':
       return EMPTY_ARRAY;
     default:
-      return ZERO; // STRLEN, HLEN, HEXISTS, HSTRLEN, SISMEMBER, SCARD, LLEN
+      return ZERO; // STRLEN, HLEN, HEXISTS, HSTRLEN, SISMEMBER, SCARD, LLEN, ZCARD
   }
 }
 
@@ -247,6 +309,35 @@ function listRange(value: Extract<CachedValue, { type: 'list' }>, start: number,
   if (start > end || start >= n) return EMPTY_ARRAY;
   if (end >= n) end = n - 1;
   return Buffer.concat([arrayHeader(end - start + 1), element(value, start, end + 1)]);
+}
+
+/** The score of member `i` as the node wrote it: a RESP3 double, or a RESP2 bulk of the same text (Valkey's addReplyDouble). */
+function score(value: Extract<CachedValue, { type: 'zset' }>, i: number, protocol: 2 | 3): Buffer {
+  const from = value.parts[i * 4 + 2]!;
+  const to = value.parts[i * 4 + 3]!;
+  if (protocol === 3) return value.frames.subarray(from - 1, to + 2);
+  return Buffer.concat([Buffer.from(`$${to - from}\r\n`), value.frames.subarray(from, to), CRLF]);
+}
+
+/** ZRANGE by rank (Valkey's zrangeGenericCommand: LRANGE's index rules); WITHSCORES: RESP3 [member, score] pairs, RESP2 flat. */
+function zrange(value: Extract<CachedValue, { type: 'zset' }>, start: number, end: number, withScores: boolean, protocol: 2 | 3): Buffer {
+  const n = value.count;
+  if (start < 0) start = n + start;
+  if (end < 0) end = n + end;
+  if (start < 0) start = 0;
+  if (start > end || start >= n) return EMPTY_ARRAY;
+  if (end >= n) end = n - 1;
+  const count = end - start + 1;
+  if (withScores && protocol === 3) {
+    const to = end + 1 < n ? value.offsets[end + 1]! : value.frames.length;
+    return Buffer.concat([arrayHeader(count), value.frames.subarray(value.offsets[start]!, to)]);
+  }
+  const out: Buffer[] = [arrayHeader(withScores ? count * 2 : count)];
+  for (let i = start; i <= end; i++) {
+    out.push(value.frames.subarray(value.parts[i * 4]!, value.parts[i * 4 + 1]!));
+    if (withScores) out.push(score(value, i, 2));
+  }
+  return Buffer.concat(out);
 }
 
 /** GETRANGE's reply (Valkey's getrangeCommand: negative indexes from the end, clamped; nothing when start > end). */
