@@ -239,12 +239,19 @@ export class NearCache {
     const node = this.nodeFor(key);
     if (node === null) return false;
     const conn = this.connection(node, db);
-    if (conn === null) return false; // being opened: this read goes to the node
     this.counters.misses++;
     const command = fillCommand(waiter.kind);
     const fill: Fill = { name, key: Buffer.from(key), db, node, command, keep: this.writingEverything === 0 && !this.writing.has(name), waiters: [waiter] };
     this.fills.set(name, fill);
     this.counters.fills++;
+    // A connection being opened: the fill (and every read that joins it) waits for it.
+    if (conn instanceof Promise) void conn.then((open) => (open === null ? this.fillFailed(fill) : this.sendFill(fill, open)));
+    else this.sendFill(fill, conn);
+    return true;
+  }
+
+  private sendFill(fill: Fill, conn: LeasedConnection): void {
+    const command = fill.command;
     let value: Buffer | null = null;
     conn.send(encodeCommand([command[0]!, fill.key, ...command.slice(1)]), {
       sentAt: 0,
@@ -258,7 +265,6 @@ export class NearCache {
       onReply: (frame) => this.filled(fill, value!, frame),
       onLinkFailure: () => this.fillFailed(fill),
     });
-    return true;
   }
 
   /**
@@ -352,11 +358,11 @@ export class NearCache {
     return node === undefined ? null : node.address;
   }
 
-  /** The open tracking connection to node/db, or null while there is none (one is opened then). */
-  private connection(node: string, db: number): LeasedConnection | null {
+  /** The tracking connection to node/db: open, or being opened (null once that failed). */
+  private connection(node: string, db: number): LeasedConnection | Promise<LeasedConnection | null> {
     const id = `${node}/${db}`;
     const known = this.conns.get(id);
-    if (known !== undefined) return known instanceof Promise ? null : known;
+    if (known !== undefined) return known;
     const opening = this.open(node, db, id);
     this.conns.set(id, opening);
     void opening.then((conn) => {
@@ -367,7 +373,7 @@ export class NearCache {
       if (conn === null) this.conns.delete(id);
       else this.conns.set(id, conn);
     });
-    return null;
+    return opening;
   }
 
   private async open(node: string, db: number, id: string): Promise<LeasedConnection | null> {

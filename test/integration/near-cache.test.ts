@@ -251,6 +251,26 @@ describe('near cache', () => {
     }
   }, 60_000);
 
+  it('200 clients reading one cold key at once through a fresh respool cost the node one GET', async () => {
+    const proxy = await startTestProxy([{ host: sides.standalone.host, port: sides.standalone.port }], { nearCache: NEAR_CACHE });
+    const node = new Valkey({ port: sides.standalone.port, lazyConnect: false });
+    const clients = Array.from({ length: 200 }, () => new Valkey({ port: proxy.address.port, lazyConnect: true, maxRetriesPerRequest: 0 }));
+    const gets = async () => Number(/cmdstat_get:calls=(\d+)/.exec(String(await node.info('commandstats')))?.[1] ?? 0);
+    try {
+      await node.set('c:cold', 'value');
+      await Promise.all(clients.map((c) => c.connect()));
+      const before = await gets();
+      const replies = await Promise.all(clients.map((c) => c.get('c:cold'))); // the tracking connection is not open yet: every read waits for its one fill
+      expect(new Set(replies)).toEqual(new Set(['value']));
+      expect((await gets()) - before).toBe(1);
+      expect(await stats(proxy.address.port)).toMatchObject({ fills: 1, coalesced: 199 });
+    } finally {
+      for (const c of clients) c.disconnect();
+      node.disconnect();
+      await proxy.close();
+    }
+  }, 60_000);
+
   it('keeps its byte bound under a flood of distinct keys', async () => {
     const maxBytes = 64 * 1024;
     const proxy = await startTestProxy([{ host: sides.standalone.host, port: sides.standalone.port }], { nearCache: { ...NEAR_CACHE, maxBytes } });

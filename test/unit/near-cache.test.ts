@@ -45,10 +45,13 @@ async function setup(now = () => 1000, confirm = false) {
     passOn: () => passed.push(kind),
   });
   const key = Buffer.from('c:k');
-  // The first read opens the tracking connection: it is sent on to the node meanwhile.
-  expect(cache.read(0, key, waiter())).toBe(true);
+  // The first read opens the tracking connection, and its fill waits for it.
+  expect(cache.read(0, Buffer.from('c:warm'), waiter())).toBe(true);
   await immediate();
   await immediate();
+  expect(conn.sent.map((s) => s.command)).toEqual(['GET c:warm', 'PTTL c:warm']);
+  conn.reply('-LOADING warming up\r\n'); // not kept: the read goes to the node
+  conn.reply(':-2\r\n');
   expect(passed).toEqual(['get']);
   passed.length = 0;
   return { cache, conn, answers, passed, waiter, key };
@@ -116,7 +119,7 @@ describe('near cache', () => {
     conn.reply('_\r\n');
     conn.reply(':-2\r\n');
     expect(answers).toEqual(['$-1\r\n', '_\r\n', '$-1\r\n', '_\r\n', '$-1\r\n', '$-1\r\n']);
-    expect(cache.stats()).toMatchObject({ fills: 1, coalesced: 5, entries: 1 });
+    expect(cache.stats()).toMatchObject({ fills: 2, coalesced: 5, entries: 1 });
   });
 
   it('an invalidation drops the keys it names, a null one and a lost connection every key of the node', async () => {
