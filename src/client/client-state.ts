@@ -47,6 +47,8 @@ export class ClientState {
   transaction: Transaction | null = null;
   /** Writes queued in MULTI that the near cache holds off fills for until EXEC's reply (handlers/near-cache.ts). */
   cacheWrites: WriteMark[] | null = null;
+  /** Every near-cache write mark of this client not ended yet (ended at close if a reply never came). */
+  cacheMarks: Set<WriteMark> | null = null;
   /** Channels, patterns and shard channels this client holds; null until its first SUBSCRIBE. */
   subscriptions: ClientSubscriptions | null = null;
   /** A blocking command is waiting on a leased connection (INFO clients: blocked_clients). */

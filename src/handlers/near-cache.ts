@@ -68,11 +68,10 @@ export function markWrite(session: HandlerSession, req: CommandRequest, family: 
   const cache = session.ctx.nearCache;
   if (cache === undefined || !cache.active) return;
   const state = session.state;
-  const inMulti = state.transaction !== null || state.lane?.inMulti === true;
   const queued = state.cacheWrites;
   if (queued !== null && queued.length > 0 && (req.command === 'exec' || req.command === 'discard' || req.command === 'reset')) {
     const marks = queued.splice(0);
-    session.afterNextReply(() => marks.forEach((m) => cache.endWrite(m)));
+    session.afterNextReply(() => marks.forEach((m) => endMark(session, m)));
     return;
   }
   const spec = req.spec;
@@ -85,15 +84,27 @@ export function markWrite(session: HandlerSession, req: CommandRequest, family: 
     mark = cache.beginWrite(state.db, keys.map((i) => req.args[i]!));
   }
   if (mark === null) return;
-  if (!inMulti) {
-    session.afterNextReply(() => cache.endWrite(mark));
-    return;
+  openMarks(session).add(mark);
+  if (state.transaction !== null || state.lane?.inMulti === true) (state.cacheWrites ??= []).push(mark); // ends with EXEC's reply
+  else session.afterNextReply(() => endMark(session, mark));
+}
+
+/** The session's marks not ended yet; those left when it closes (a reply that never came) end then. */
+function openMarks(session: HandlerSession): Set<WriteMark> {
+  const state = session.state;
+  if (state.cacheMarks === null) {
+    const marks = (state.cacheMarks = new Set());
+    const cache = session.ctx.nearCache!;
+    session.onClose(() => {
+      for (const m of marks) cache.endWrite(m);
+      marks.clear();
+    });
   }
-  if (state.cacheWrites === null) {
-    const marks: WriteMark[] = (state.cacheWrites = []);
-    session.onClose(() => marks.splice(0).forEach((m) => cache.endWrite(m))); // gone inside MULTI
-  }
-  state.cacheWrites.push(mark);
+  return state.cacheMarks;
+}
+
+function endMark(session: HandlerSession, mark: WriteMark): void {
+  if (session.state.cacheMarks?.delete(mark) === true) session.ctx.nearCache!.endWrite(mark);
 }
 
 /**

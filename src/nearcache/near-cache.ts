@@ -66,8 +66,10 @@ interface Fill {
   readonly waiters: CacheWaiter[];
 }
 
-/** What a write through respool holds while it is in flight (beginWrite → endWrite). */
-export type WriteMark = { names: string[] } | 'everything';
+/** What a write through respool holds while it is in flight (beginWrite → endWrite); names null: every key. */
+export interface WriteMark {
+  readonly names: string[] | null;
+}
 
 export interface NearCacheCounters {
   hits: number;
@@ -276,7 +278,7 @@ export class NearCache {
       this.writingEverything++;
       this.store.dropWhere();
       for (const fill of this.fills.values()) this.detach(fill);
-      return 'everything';
+      return { names: null };
     }
     let names: string[] | null = null;
     for (const key of keys) {
@@ -293,7 +295,7 @@ export class NearCache {
 
   /** The write's reply arrived (or it failed): fills started from now on may be kept. */
   endWrite(mark: WriteMark): void {
-    if (mark === 'everything') {
+    if (mark.names === null) {
       this.writingEverything--;
       return;
     }
