@@ -47,6 +47,8 @@ export class ClientState {
   transaction: Transaction | null = null;
   /** Writes queued in MULTI that the near cache holds off fills for until EXEC's reply (handlers/near-cache.ts). */
   cacheWrites: WriteMark[] | null = null;
+  /** Reads the near cache took from this client and has not answered yet (a write waits for them: handlers/index.ts). */
+  cacheReadsPending = 0;
   /** Every near-cache write mark of this client not ended yet (ended at close if a reply never came). */
   cacheMarks: Set<WriteMark> | null = null;
   /** Channels, patterns and shard channels this client holds; null until its first SUBSCRIBE. */

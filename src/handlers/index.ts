@@ -30,7 +30,7 @@ import { replication } from './replication.js';
 import { pubsub, refuseWhileSubscribed } from './pubsub.js';
 import { allowedWhileSubscribed } from './client-modes.js';
 import { tracking, onTrackingLane } from './tracking.js';
-import { markWrite } from './near-cache.js';
+import { markWrite, mayWriteCached } from './near-cache.js';
 import { ACL_DENIED_CMD, ACL_DENIED_KEY, aclErrorMessage, checkCommand, needsNodeCheck, type AclDenial } from '../acl/command-check.js';
 import type { AclUser } from '../acl/rules.js';
 import { clientInfoLine } from './client-commands.js';
@@ -214,6 +214,19 @@ function route(session: HandlerSession, received: CommandRequest, family: Comman
     }
   }
   if (family === 'script' || family === 'allShards') noteScript(session.ctx.scripts, req.command, req.args); // EVAL / SCRIPT LOAD bodies, on every path
+  // A write behind this client's reads that the near cache has not answered yet waits for them:
+  // their fills run on another connection, and must not see it (handlers/near-cache.ts).
+  if (state.cacheReadsPending > 0 && mayWriteCached(session, req, family)) {
+    const kept: CommandRequest = { args: req.args.map((a) => Buffer.from(a)), raw: Buffer.from(req.raw), spec, command: req.command };
+    return session.runExclusive(() => routeToFamily(session, kept, family));
+  }
+  routeToFamily(session, req, family);
+}
+
+/** route()'s last steps: the near cache's write mark, the client's modes, the family's handler. */
+function routeToFamily(session: HandlerSession, req: CommandRequest, family: CommandFamily): void {
+  const state = session.state;
+  const spec = req.spec;
   markWrite(session, req, family); // the near cache drops what it writes before it leaves (near-cache.ts)
   state.tracking?.noteCommand(req.command, state.transaction !== null);
   if (state.lane !== null && runsOnWatchLane(family) && onLane(session, state.lane, req)) return; // false: keys on another node, outside MULTI

@@ -47,16 +47,42 @@ export function cachedRead(session: HandlerSession, req: CommandRequest, entry: 
   const metrics = session.ctx.metrics;
   const args = req.args.map((a) => Buffer.from(a));
   const kept: CommandRequest = { args, raw: Buffer.from(req.raw), spec: req.spec, command: req.command };
-  return cache.read(session.state.db, args[1]!, {
+  const done = pending(session);
+  const taken = cache.read(session.state.db, args[1]!, {
     kind: read.kind,
     fields: args.slice(2),
     protocol: session.state.protocol,
     answer: (reply) => {
+      done();
       metrics?.commandCounter(req.command).inc();
       entry.fill(reply);
     },
-    passOn: () => sendOn(kept),
+    passOn: () => {
+      sendOn(kept);
+      done();
+    },
   });
+  if (!taken) done();
+  return taken;
+}
+
+/** Counts a read the cache takes from this client until it is answered or sent on: the returned call, once. */
+function pending(session: HandlerSession): () => void {
+  const state = session.state;
+  state.cacheReadsPending++;
+  let counted = true;
+  return () => {
+    if (!counted) return;
+    counted = false;
+    state.cacheReadsPending--;
+  };
+}
+
+/** Whether a request may write what the near cache holds (markWrite's test, without the keys): such a write waits for the client's pending cached reads. */
+export function mayWriteCached(session: HandlerSession, req: CommandRequest, family: CommandFamily): boolean {
+  const spec = req.spec;
+  if (spec === undefined || session.ctx.nearCache?.active !== true) return false;
+  return req.command === 'exec' || EVERY_KEY.has(req.command) || (spec.flags & CommandFlag.WRITE) !== 0 || (family === 'script' && SCRIPTS.has(req.command));
 }
 
 /**
@@ -122,9 +148,12 @@ export function cachedMget(session: HandlerSession, req: CommandRequest): boolea
   const keys = req.args.slice(1).map((a) => Buffer.from(a));
   const parts = new Array<Buffer | null>(keys.length).fill(null);
   let left = keys.length;
+  const done = pending(session);
   const partDone = (i: number, reply: Buffer) => {
     parts[i] = reply;
-    if (--left === 0) entry.fill(Buffer.concat([Buffer.from(`*${parts.length}\r\n`), ...(parts as Buffer[])]));
+    if (--left > 0) return;
+    done();
+    entry.fill(Buffer.concat([Buffer.from(`*${parts.length}\r\n`), ...(parts as Buffer[])]));
   };
   const nil = Buffer.from(state.protocol === 3 ? '_\r\n' : '$-1\r\n');
   const getSpec = ctx.commands().get('get');

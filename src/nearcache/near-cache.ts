@@ -19,8 +19,9 @@ import { fillCommand, replyFor, sharesFill, valueOf, type CachedRead } from './c
  *                 invalidates
  *   coalescing  : reads of a key whose fill is in flight wait for that fill (one node read)
  *   writes      : a write through respool drops the key's entry before it is sent, and while it is
- *                 in flight (begin → end) no fill of that key is stored — one may have been read
- *                 before the write ran — and no read joins a fill started before it
+ *                 in flight (begin → end) reads of the key go to the node (behind the write on the
+ *                 client's link) rather than to a fill, which could run on the node before the
+ *                 write; a fill started before it is not kept, and no read joins it
  *   invalidation: a push from a node drops the keys it names (every key of that node for a null
  *                 one); a tracking connection lost drops every entry it filled
  *   bounds      : bytes (cache-store.ts), the key's TTL, maxAgeMs
@@ -167,24 +168,17 @@ export class NearCache {
    */
   read(db: number, key: Buffer, waiter: CacheWaiter): boolean {
     if (!this.matches(key) || this.nodeFor(key) === null) return false;
-    // Answered after the invalidations already readable are read (see answerReads).
+    if (!this.deps.confirm) return this.serveOne(db, key, waiter, this.now());
+    // confirm: answered once a PING behind the invalidations already sent has come back (confirmThenServe).
     this.reads.push({ db, key, waiter });
     if (this.reads.length === 1) setImmediate(this.answerReads);
     return true;
   }
 
-  /**
-   * Reads wait for the I/O phase that read them to end. An invalidation (and the reply of a fill
-   * read before the write) is queued by the node before the write's own reply, so it is in this
-   * process's socket buffer before a client that saw that reply — through another fleet member —
-   * can ask again; every socket ready in one poll is read before the check phase runs this. A
-   * fill still in flight then was read after the write, and may be joined.
-   */
   private readonly answerReads = (): void => {
     const reads = this.reads;
     this.reads = [];
-    if (this.deps.confirm) this.confirmThenServe(reads);
-    else this.serve(reads);
+    this.confirmThenServe(reads);
   };
 
   /**
@@ -219,19 +213,26 @@ export class NearCache {
 
   private serve(reads: PendingRead[]): void {
     const now = this.now();
-    for (const { db, key, waiter } of reads) {
-      const entry = this.store.get(db, key, now);
-      if (entry !== undefined) {
-        this.counters.hits++;
-        waiter.answer(replyFor(entry.value, waiter.kind, waiter.fields, waiter.protocol));
-      } else if (!this.readMissing(db, key, waiter)) this.passOn(waiter);
-    }
+    for (const { db, key, waiter } of reads) if (!this.serveOne(db, key, waiter, now)) this.passOn(waiter);
+  }
+
+  /** A read answered from its entry, or joined to (or starting) its key's fill; false: the node must answer it. */
+  private serveOne(db: number, key: Buffer, waiter: CacheWaiter, now: number): boolean {
+    const entry = this.store.get(db, key, now);
+    if (entry === undefined) return this.readMissing(db, key, waiter);
+    this.counters.hits++;
+    waiter.answer(replyFor(entry.value, waiter.kind, waiter.fields, waiter.protocol));
+    return true;
   }
 
   private reads: PendingRead[] = [];
 
   private readMissing(db: number, key: Buffer, waiter: CacheWaiter): boolean {
     const name = entryName(db, key);
+    // A write of the key in flight: a fill on the tracking connection could run before it on the
+    // node, and answer a read that came after it with the value before. The node answers instead,
+    // behind the write on the client's link.
+    if (this.writingEverything > 0 || this.writing.has(name)) return false;
     const inFlight = this.fills.get(name);
     if (inFlight !== undefined) {
       this.counters.coalesced++;
@@ -243,7 +244,7 @@ export class NearCache {
     const conn = this.connection(node, db);
     this.counters.misses++;
     const command = fillCommand(waiter.kind);
-    const fill: Fill = { name, key: Buffer.from(key), db, node, command, keep: this.writingEverything === 0 && !this.writing.has(name), waiters: [waiter] };
+    const fill: Fill = { name, key: Buffer.from(key), db, node, command, keep: true, waiters: [waiter] };
     this.fills.set(name, fill);
     this.counters.fills++;
     // A connection being opened: the fill (and every read that joins it) waits for it.
@@ -450,12 +451,15 @@ export class NearCache {
       }
       return;
     }
-    for (const w of fill.waiters) w.answer(replyFor(value, w.kind, w.fields, w.protocol));
+    // Kept before its reads are answered: an answer can let the client's next request run at
+    // once — a write held behind these reads (handlers/index.ts) — whose mark must find the entry.
     const ms = pttl[0] === 0x3a ? Number(pttl.toString('latin1', 1, pttl.length - 2)) : -1;
     // A key that expired between the read and PTTL (-2 with a value) is not kept.
-    if (!fill.keep || this.closed || (ms === -2 && value.type !== 'none')) return;
-    const now = this.now();
-    this.store.put({ key: fill.key, db: fill.db, node: fill.node, value, expiresAt: ms > 0 ? now + ms : 0, filledAt: now });
+    if (fill.keep && !this.closed && !(ms === -2 && value.type !== 'none')) {
+      const now = this.now();
+      this.store.put({ key: fill.key, db: fill.db, node: fill.node, value, expiresAt: ms > 0 ? now + ms : 0, filledAt: now });
+    }
+    for (const w of fill.waiters) w.answer(replyFor(value, w.kind, w.fields, w.protocol));
   }
 
   private fillFailed(fill: Fill): void {

@@ -251,6 +251,45 @@ describe('near cache', () => {
     }
   }, 60_000);
 
+  for (const confirm of ['never', 'always'] as const) {
+    it(`one connection's pipelines of GET, GET, SET, GET answer in order, as one server does (2,000 of each, confirm ${confirm})`, async () => {
+      const seed = sides.cluster.nodes[0]!;
+      const proxy = await startTestProxy([{ host: seed.host, port: seed.port }], { nearCache: { ...NEAR_CACHE, confirm } });
+      const c = clientFor(proxy);
+      const busy = clientFor(proxy); // another client reading the same keys meanwhile: fills and hits in flight
+      try {
+        let reading = true;
+        const keys = await keysOverNodes(sides.cluster, 'c:order:', 10);
+        const last = new Map<string, string | null>(keys.map((k) => [k, null]));
+        for (const k of keys) await c.del(k);
+        const background = (async () => {
+          while (reading) await Promise.all(keys.map((k) => busy.get(k)));
+        })();
+        let wrong = 0;
+        for (let round = 0; round < 200; round++) {
+          const p = c.pipeline();
+          for (const key of keys) p.get(key).get(key).set(key, `${round}:${key}`).get(key);
+          const replies = (await p.exec())!.map(([err, v]) => (err === null ? v : `error ${String(err)}`));
+          keys.forEach((key, i) => {
+            const [before1, before2, set, after] = replies.slice(i * 4, i * 4 + 4);
+            const value = `${round}:${key}`;
+            if (before1 !== last.get(key) || before2 !== last.get(key) || set !== 'OK' || after !== value) wrong++;
+            last.set(key, value);
+          });
+        }
+        reading = false;
+        await background;
+        const s = await stats(proxy.address.port);
+        expect({ wrong }).toEqual({ wrong: 0 });
+        expect(s['hits']! + s['coalesced']!).toBeGreaterThan(1000); // most reads before a round's SET were the cache's
+      } finally {
+        c.disconnect();
+        busy.disconnect();
+        await proxy.close();
+      }
+    }, 60_000);
+  }
+
   it('200 clients reading one cold key at once through a fresh respool cost the node one GET', async () => {
     const proxy = await startTestProxy([{ host: sides.standalone.host, port: sides.standalone.port }], { nearCache: NEAR_CACHE });
     const node = new Valkey({ port: sides.standalone.port, lazyConnect: false });
