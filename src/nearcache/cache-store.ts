@@ -45,12 +45,7 @@ export class CacheStore {
   private used = 0;
   evictions = 0;
 
-  constructor(private limits: CacheLimits) {}
-
-  setLimits(limits: CacheLimits): void {
-    this.limits = limits;
-    this.evictTo(limits.maxBytes);
-  }
+  constructor(private readonly limits: CacheLimits) {}
 
   get size(): number {
     return this.entries.size;

@@ -105,8 +105,8 @@ export interface NearCacheDeps {
 }
 
 export class NearCache {
-  private settings: NearCacheSettings;
-  private patterns: Buffer[];
+  private readonly settings: NearCacheSettings;
+  private readonly patterns: Buffer[];
   private readonly store: CacheStore;
   private readonly fills = new Map<string, Fill>();
   /** Keys with a write through respool in flight, and how many. */
@@ -144,21 +144,9 @@ export class NearCache {
     this.store.dropWhere((e) => !this.matches(e.key));
   }
 
-  reconfigure(settings: NearCacheSettings): void {
-    this.settings = settings;
-    this.patterns = settings.keys.map((k) => Buffer.from(k, 'latin1'));
-    this.store.setLimits(settings);
-    this.store.dropWhere((e) => !this.matches(e.key));
-  }
-
   matches(key: Buffer): boolean {
     for (const p of this.patterns) if (globMatch(p, key)) return true;
     return this.hotKeys.size > 0 && this.hotKeys.has(key.toString('latin1'));
-  }
-
-  /** The keys cached because they are hot (RESPOOL CACHE STATS' hot_keys). */
-  hotCount(): number {
-    return this.hotKeys.size;
   }
 
   /**
