@@ -26,12 +26,12 @@
 // Many requests in flight (GENS × CONNS × DEPTH) keep every node's batches large in all conditions.
 import fs from 'node:fs';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
 import {
   HOST, OUT_DIR, ReplyError, RespConn, ROOT_DIR, envFlag, envInt, fmt, fmtInt, log, mdTable, median, parseInfo,
   sleep, spawn, stop, uniquePort, waitForPing, writeOutputs,
 } from './lib/common.mjs';
 import { writeSection } from './lib/results-file.mjs';
+import { CFS_PERIOD_US as PERIOD, capCount, capProcess, removeCaps, runLoadgens, setCapQuota } from './lib/loadgen-run.mjs';
 import { barChart, writeChart } from './lib/svg-chart.mjs';
 
 const QUICK = envFlag('BENCH_QUICK');
@@ -40,7 +40,6 @@ const RUNS = envInt('BENCH_HK_RUNS', QUICK ? 1 : 3);
 const DET_S = envInt('BENCH_HK_DET_S', QUICK ? 3 : 8);
 const DET_ROUNDS = envInt('BENCH_HK_DET_ROUNDS', QUICK ? 1 : 5);
 const QUOTA = envInt('BENCH_HK_QUOTA', 3_000);
-const PERIOD = 100_000;
 const GENS = envInt('BENCH_HK_GENS', 2);
 const CONNS = envInt('BENCH_HK_CONNS', 16);
 const DEPTH = envInt('BENCH_HK_DEPTH', 100);
@@ -50,55 +49,8 @@ const VALUE_BYTES = 1024;
 const HOT_KEY = 'bench:hot';
 const COLD_PREFIX = 'bench:cold:';
 const WINDOW_S = 2;
-const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
-const CGROUP_ROOT = '/sys/fs/cgroup/cpu';
 
 const { startCluster } = await import(path.join(ROOT_DIR, 'build/harness/valkey-processes.js'));
-
-// ---------------------------------------------------------------- CPU accounting
-
-function cpuTicks(pid) {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return Number(fields[11]) + Number(fields[12]); // utime + stime (fields 14, 15)
-  } catch {
-    return NaN;
-  }
-}
-/** % of one core used by each pid between two snapshots. */
-const cpuSnapshot = (pids) => Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuTicks(pid)]));
-const cpuPercent = (a, b, seconds) =>
-  Object.fromEntries(Object.keys(a).map((k) => [k, ((b[k] - a[k]) / CLK_TCK / seconds) * 100]));
-
-// ---------------------------------------------------------------- cgroup v1 caps
-
-const cgroups = [];
-function capNode(pid, i) {
-  const dir = path.join(CGROUP_ROOT, `respool-bench-${process.pid}-${i}`);
-  fs.mkdirSync(dir);
-  cgroups.push(dir);
-  fs.writeFileSync(path.join(dir, 'cpu.cfs_period_us'), String(PERIOD));
-  fs.writeFileSync(path.join(dir, 'cpu.cfs_quota_us'), String(QUOTA));
-  fs.writeFileSync(path.join(dir, 'cgroup.procs'), String(pid));
-  return dir;
-}
-function setQuota(quota) {
-  for (const dir of cgroups) fs.writeFileSync(path.join(dir, 'cpu.cfs_quota_us'), String(quota));
-}
-function removeCgroups() {
-  for (const dir of cgroups.splice(0)) {
-    try {
-      for (const pid of fs.readFileSync(path.join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) {
-        fs.writeFileSync(path.join(CGROUP_ROOT, 'cgroup.procs'), pid);
-      }
-      fs.rmdirSync(dir);
-    } catch (e) {
-      log(`could not remove cgroup ${dir}: ${e.message}`);
-    }
-  }
-}
-process.on('exit', removeCgroups);
 
 // ---------------------------------------------------------------- helpers
 
@@ -113,49 +65,9 @@ async function startRespool(seed, extra, name) {
   return { port, child, cmd: `node ${args.join(' ')}` };
 }
 
-async function runLoad(port, seconds, hotShare, pids, conns = CONNS, depth = DEPTH) {
-  const startAt = Date.now() + 1500; // generators connect first
-  const gens = Array.from({ length: GENS }, () => spawn(process.execPath, [
-    'bench/lib/hotkeys-loadgen.mjs',
-    JSON.stringify({ port, conns, depth, hotKey: HOT_KEY, coldPrefix: COLD_PREFIX, coldKeys: COLD_KEYS, hotShare, startAt, durationMs: seconds * 1000 }),
-  ]));
-  const allPids = { ...pids };
-  gens.forEach((g, i) => (allPids[`loadgen${i + 1}`] = g.pid));
-  await sleep(Math.max(0, startAt - Date.now()));
-  const t0 = performance.now();
-  const a = cpuSnapshot(allPids);
-  await sleep(seconds * 1000);
-  const b = cpuSnapshot(allPids);
-  const elapsed = (performance.now() - t0) / 1000;
-  const results = await Promise.all(gens.map(async (g) => {
-    await g.exited;
-    const line = g.out.trim().split('\n').pop();
-    if (!line) throw new Error(`load generator failed: ${g.err}`);
-    return JSON.parse(line);
-  }));
-  const hist = new Map();
-  let ops = 0;
-  let errors = 0;
-  let nils = 0;
-  for (const r of results) {
-    ops += r.ops;
-    errors += r.errors;
-    nils += r.nils;
-    for (const [k, v] of Object.entries(r.hist)) hist.set(Number(k), (hist.get(Number(k)) ?? 0) + v);
-  }
-  return { ops, errors, nils, opsPerSec: ops / seconds, p50: pctl(hist, ops, 0.5), p99: pctl(hist, ops, 0.99), cpu: cpuPercent(a, b, elapsed) };
-}
-
-/** Milliseconds at quantile q from the generators' bucket histogram. */
-function pctl(hist, total, q) {
-  const want = total * q;
-  let seen = 0;
-  for (const k of [...hist.keys()].sort((x, y) => x - y)) {
-    seen += hist.get(k);
-    if (seen >= want) return k < 1000 ? (k * 10 + 5) / 1000 : 10 + (k - 1000) + 0.5;
-  }
-  return NaN;
-}
+/** The load generators (bench/lib/loadgen-run.mjs) on `port`: GENS processes, the hot/cold key mix. */
+const runLoad = (port, seconds, hotShare, pids, conns = CONNS, depth = DEPTH) =>
+  runLoadgens({ port, seconds, gens: GENS, conns, depth, hotKey: HOT_KEY, coldPrefix: COLD_PREFIX, coldKeys: COLD_KEYS, hotShare, pids });
 
 async function getCounts(cluster, primaries) {
   return Promise.all(primaries.map(async (p) => {
@@ -189,11 +101,11 @@ try {
   const nodeName = (p) => `node:${p.port}`;
   let capped = false;
   try {
-    primaries.forEach((p, i) => capNode(p.pid, i));
+    primaries.forEach((p) => capProcess(p.pid, QUOTA));
     capped = true;
     capNote = `each valkey-server in its own cgroup v1 with cpu.cfs_quota_us=${QUOTA} per cpu.cfs_period_us=${PERIOD} (${QUOTA / PERIOD * 100}% of one core)`;
   } catch (e) {
-    removeCgroups();
+    removeCaps();
     capNote = `**not capped**: cgroup v1 cpu controller not writable here (${e.message}); the nodes ran uncapped`;
   }
   log(capNote);
@@ -259,7 +171,7 @@ try {
   }
 
   // ---- part 2: detection cost, nodes uncapped
-  if (cgroups.length) setQuota(-1);
+  if (capCount()) setCapQuota(-1);
   conn.close();
   const off = await startRespool(primaries[0], ['--hot-keys-detection', 'off'], 'detect-off');
   const full = await startRespool(primaries[0], ['--hot-keys-sample-rate', '1'], 'detect-full');
@@ -380,6 +292,6 @@ try {
   console.log(md);
 } finally {
   for (const r of respools) await stop(r.child);
-  removeCgroups();
+  removeCaps();
   await cluster.stop();
 }

@@ -26,6 +26,27 @@ export function cpuSeconds(pid) {
   }
 }
 
+/**
+ * CPU time of every live thread of a process, in ns, from /proc/<pid>/task/<tid>/schedstat (the
+ * scheduler's own count: ns resolution where /proc/<pid>/stat counts clock ticks); NaN when gone.
+ * Threads that ended no longer count, so compare readings of a process whose threads last.
+ */
+export function runTimeNs(pid) {
+  let sum = 0;
+  try {
+    for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+      try {
+        sum += Number(fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+      } catch {
+        /* thread gone meanwhile */
+      }
+    }
+  } catch {
+    return NaN;
+  }
+  return sum;
+}
+
 /** Resident memory of these processes (VmRSS from /proc/<pid>/status), summed, in bytes. */
 export function rssBytes(pids) {
   let sum = 0;

@@ -16,7 +16,7 @@ absolute figures.
 `;
 
 /** Order in which sections appear when first created. */
-const ORDER = ['throughput', 'floor', 'observe-overhead', 'hotkeys', 'split-reads', 'storm', 'failover', 'fleet', 'az-reads', 'blocking', 'parked-pops', 'pubsub-fanout', 'mget', 'cross-slot', 'identity', 'key-names', 'key-names-pinned', 'server-cost', 'node-versions', 'tls', 'conn-tls', 'footprint', 'memory-for-cpu', 'deep-pipeline', 'slow-readers', 'far-node', 'takeover', 'soak'];
+const ORDER = ['throughput', 'floor', 'observe-overhead', 'hotkeys', 'split-reads', 'near-cache', 'near-cache-pinned', 'storm', 'failover', 'fleet', 'az-reads', 'blocking', 'parked-pops', 'pubsub-fanout', 'mget', 'cross-slot', 'identity', 'key-names', 'key-names-pinned', 'server-cost', 'node-versions', 'tls', 'conn-tls', 'footprint', 'memory-for-cpu', 'deep-pipeline', 'slow-readers', 'far-node', 'takeover', 'soak'];
 
 export function writeSection(name, markdown) {
   let text = fs.existsSync(RESULTS_FILE) ? fs.readFileSync(RESULTS_FILE, 'utf8') : HEADER;
