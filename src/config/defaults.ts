@@ -116,6 +116,7 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
   nearCache: {
     keys: [], // nothing cached until keys are named
     hot: false,
+    coalesceAll: false, // the cached keys' reads coalesce always; others cost a lookup per read
     confirm: 'auto', // exact across workers and fleet members; a lone process needs no PING
     maxBytes: 64 * MiB,
     maxEntryBytes: 1 * MiB,

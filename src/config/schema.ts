@@ -150,7 +150,7 @@ function numericGroup(group: string): Schema {
 
 /** A numeric group plus its boolean switches (observability-config.ts). */
 /** Every true/false setting that sits in a numeric group: group → its names (file-config.ts reads them). */
-export const BOOLEAN_SETTINGS: Readonly<Record<string, readonly string[]>> = { ...OBSERVABILITY_SWITCHES, dedicated: ['parkPops'], nearCache: ['hot'] };
+export const BOOLEAN_SETTINGS: Readonly<Record<string, readonly string[]>> = { ...OBSERVABILITY_SWITCHES, dedicated: ['parkPops'], nearCache: ['hot', 'coalesceAll'] };
 
 function withSwitches(group: string): Schema {
   return withBooleans(group, BOOLEAN_SETTINGS[group] ?? []);

@@ -143,6 +143,12 @@ export interface NearCacheConfig {
   /** Also cache the keys hot-key detection ranks in its top keys (hotKeys.detection), each window's anew. */
   hot: boolean;
   /**
+   * Identical reads of keys the cache does not hold, arriving while their twin is in flight to the
+   * node, are answered from its reply (same request, protocol, database and identity). Not with
+   * confirm on: a read may only be answered by a node read made after it arrived.
+   */
+  coalesceAll: boolean;
+  /**
    * Hits wait for a PING on their node's tracking connection, so that a write acknowledged
    * anywhere before the read arrived (another worker or fleet member, a client on the node) is
    * never followed by an older value: always, never, or auto = when respool is more than one

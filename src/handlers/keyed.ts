@@ -10,7 +10,7 @@ import { needsNodeCheck } from '../acl/command-check.js';
 import { UpstreamCall, type CallFactory, type CallOwner } from '../routing/upstream-call.js';
 import { CommandFlag } from '../commands/command-flags.js';
 import type { ReplyEntry } from '../client/reply-queue.js';
-import { cachedRead } from './near-cache.js';
+import { cachedRead, coalescedRead } from './near-cache.js';
 
 /**
  * Keyed and keyless commands for one node: the router picks the node (slot owner, read strategy,
@@ -35,7 +35,9 @@ function route(session: HandlerSession, req: CommandRequest, parkedKeys: Buffer[
   // parked clients' keys are tried again (as Valkey's SWAPDB wakes its blocked clients).
   if (req.command === 'swapdb') entry.measureReply(() => ctx.parking.everythingChanged());
   if (parkedKeys === null && cachedRead(session, req, entry, (kept) => sendOn(session, kept, entry))) return; // answered from respool's memory, or by one fill (near-cache.ts)
-  const owner = parkedKeys === null ? entry : servingParked(session, entry, parkedKeys);
+  const reader = parkedKeys === null ? coalescedRead(session, req, entry) : entry; // a twin's reply (nearCache.coalesceAll)
+  if (reader === null) return;
+  const owner = parkedKeys === null ? reader : servingParked(session, entry, parkedKeys);
   const makeCall = sortsInOwnNamespace(session, req) ? asRespoolCall : undefined;
   const error = ctx.router.send({ to: 'keys', owner, request: req, table: ctx.commands(), makeCall });
   if (error === null) return;

@@ -6,6 +6,9 @@ import type { CommandRequest, HandlerSession } from '../client/handler-session.j
 import type { ReplyEntry } from '../client/reply-queue.js';
 import type { CachedRead, WriteMark } from '../nearcache/near-cache.js';
 import { rangeIndex } from '../nearcache/cached-value.js';
+import { entryName } from '../nearcache/cache-store.js';
+import { ReadCoalescing } from '../nearcache/read-coalescing.js';
+import type { CallOwner } from '../routing/upstream-call.js';
 
 // Where requests meet the near cache (nearcache/near-cache.ts): the reads it answers
 // (handlers/keyed.ts asks cachedRead) and the writes that must pass it first (handlers/index.ts
@@ -172,4 +175,29 @@ export function cachedMget(session: HandlerSession, req: CommandRequest): boolea
     if (!taken) alone();
   });
   return true;
+}
+
+/**
+ * nearCache.coalesceAll: a read of one key the cache does not hold. Returns the owner to send it
+ * with (the entry, or one that also answers the twins that join it meanwhile), or null when it
+ * joined a twin in flight and needs no node read of its own.
+ */
+export function coalescedRead(session: HandlerSession, req: CommandRequest, entry: ReplyEntry): CallOwner | null {
+  const coalescing = session.ctx.nearCache?.coalescing;
+  const spec = req.spec;
+  if (coalescing == null || spec === undefined || (spec.flags & (CommandFlag.READONLY | CommandFlag.BLOCKING)) !== CommandFlag.READONLY) return entry;
+  const keys = session.ctx.commands().keyIndexes(spec, req.args);
+  if (keys.length !== 1) return entry;
+  const id = ReadCoalescing.idOf(entry.client, req.raw);
+  const done = pending(session); // a write of this client waits for it, as for a cached read
+  const joined: CallOwner = {
+    client: entry.client,
+    onCallDone: (reply) => {
+      done();
+      entry.fill(reply);
+    },
+  };
+  if (coalescing.join(id, joined)) return null;
+  done();
+  return coalescing.lead(id, entryName(session.state.db, req.args[keys[0]!]!), entry);
 }

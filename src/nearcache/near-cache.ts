@@ -7,6 +7,7 @@ import { globMatch } from '../util/glob.js';
 import type { LeasePools } from '../upstream/lease-pools.js';
 import type { LeasedConnection } from '../upstream/leased-connection.js';
 import { CacheStore, entryName, type CacheEntry } from './cache-store.js';
+import { ReadCoalescing } from './read-coalescing.js';
 import { fillCommand, replyFor, sharesFill, valueOf, type CachedRead } from './cached-value.js';
 
 /**
@@ -36,6 +37,8 @@ export interface NearCacheSettings {
   keys: string[];
   /** Also cache the keys the hot-key detector ranks hot (setHot). */
   hot: boolean;
+  /** Identical reads of keys not cached share one node read (read-coalescing.ts); off with confirm. */
+  coalesceAll?: boolean;
   maxBytes: number;
   maxEntryBytes: number;
   maxAgeMs: number;
@@ -124,14 +127,18 @@ export class NearCache {
     this.patterns = settings.keys.map((k) => Buffer.from(k, 'latin1'));
     this.store = new CacheStore(settings);
     this.now = deps.now ?? Date.now;
+    this.coalescing = settings.coalesceAll === true && deps.confirm !== true ? new ReadCoalescing() : null;
   }
 
   /** Keys the last detection window ranked hot (latin1 names), cached with `hot: true`. */
   private hotKeys: ReadonlySet<string> = new Set();
 
-  /** Any key configured, or hot keys cached: the hot path asks nothing more when false. */
+  /** Identical reads of keys not cached, sharing one node read (nearCache.coalesceAll without confirm); null when off. */
+  readonly coalescing: ReadCoalescing | null;
+
+  /** Any key configured, hot keys cached, or reads coalesced: the hot path asks nothing more when false. */
   get active(): boolean {
-    return (this.patterns.length > 0 || this.settings.hot) && !this.closed;
+    return (this.patterns.length > 0 || this.settings.hot || this.coalescing !== null) && !this.closed;
   }
 
   /**
@@ -264,6 +271,7 @@ export class NearCache {
    */
   beginWrite(db: number, keys: Buffer[] | null): WriteMark | null {
     if (keys === null) {
+      this.coalescing?.forgetAll();
       this.writingEverything++;
       this.store.dropWhere();
       for (const fill of this.fills.values()) this.detach(fill);
@@ -271,6 +279,7 @@ export class NearCache {
     }
     let names: string[] | null = null;
     for (const key of keys) {
+      this.coalescing?.forget(entryName(db, key));
       if (!this.matches(key)) continue;
       this.store.dropKey(key);
       const name = entryName(db, key);
@@ -319,6 +328,7 @@ export class NearCache {
       confirms: this.counters.confirms,
       tracking_connections: [...this.conns.values()].filter((c) => !(c instanceof Promise)).length,
       hot_keys: this.hotKeys.size,
+      coalesced_uncached: this.coalescing?.joined ?? 0,
     };
   }
 

@@ -251,6 +251,45 @@ describe('near cache', () => {
     }
   }, 60_000);
 
+  it('coalesceAll: 200 clients reading one key the cache does not hold cost the node fewer reads, and writes keep every client\'s order', async () => {
+    const proxy = await startTestProxy([{ host: sides.standalone.host, port: sides.standalone.port }], { nearCache: { ...NEAR_CACHE, coalesceAll: true } });
+    const node = new Valkey({ port: sides.standalone.port, lazyConnect: false });
+    const clients = Array.from({ length: 200 }, () => new Valkey({ port: proxy.address.port, lazyConnect: true, maxRetriesPerRequest: 0 }));
+    const gets = async () => Number(/cmdstat_get:calls=(\d+)/.exec(String(await node.info('commandstats')))?.[1] ?? 0);
+    try {
+      await node.set('plain:twin', 'value');
+      await Promise.all(clients.map((c) => c.connect()));
+      const before = await gets();
+      const replies = await Promise.all(clients.map((c) => c.get('plain:twin')));
+      expect(new Set(replies)).toEqual(new Set(['value']));
+      const reads = (await gets()) - before;
+      const joined = (await stats(proxy.address.port))['coalesced_uncached']!;
+      console.log(`coalesceAll: 200 identical GETs at once → ${reads} node GETs, ${joined} answered from a twin`);
+      expect(reads + joined).toBe(200);
+      expect(joined).toBeGreaterThan(0);
+      // One client's pipelined GET, SET, GET beside 20 others reading the same key: in order.
+      const c = clients[0]!;
+      let wrong = 0;
+      let reading = true;
+      const background = Promise.all(clients.slice(1, 21).map(async (r) => {
+        while (reading) await r.get('plain:twin');
+      }));
+      let last = 'value';
+      for (let round = 0; round < 300; round++) {
+        const [[, a], [, ok], [, b]] = (await c.pipeline().get('plain:twin').set('plain:twin', `v${round}`).get('plain:twin').exec())!;
+        if (a !== last || ok !== 'OK' || b !== `v${round}`) wrong++;
+        last = `v${round}`;
+      }
+      reading = false;
+      await background;
+      expect({ wrong }).toEqual({ wrong: 0 });
+    } finally {
+      for (const c of clients) c.disconnect();
+      node.disconnect();
+      await proxy.close();
+    }
+  }, 60_000);
+
   for (const confirm of ['never', 'always'] as const) {
     it(`one connection's pipelines of GET, GET, SET, GET answer in order, as one server does (2,000 of each, confirm ${confirm})`, async () => {
       const seed = sides.cluster.nodes[0]!;

@@ -120,7 +120,7 @@ describe('defaults', () => {
       admission: { sliceRequests: 64, sliceBytes: 16 * 1024, maxInflightPerClient: 128, maxInflightReplyBytesPerClient: 2 * 1_048_576, bulkConnectionsPerNode: 1 },
       transactions: { crossSlot: 'split' },
       colocate: [],
-      nearCache: { keys: [], hot: false, confirm: 'auto', maxBytes: 64 * 1024 * 1024, maxEntryBytes: 1024 * 1024, maxAgeMs: 10_000 },
+      nearCache: { keys: [], hot: false, coalesceAll: false, confirm: 'auto', maxBytes: 64 * 1024 * 1024, maxEntryBytes: 1024 * 1024, maxAgeMs: 10_000 },
       tenants: [],
       slowlog: { thresholdUs: 10_000, maxLen: 128 },
       commandlog: { largeRequestBytes: 1_048_576, largeRequestMaxLen: 128, largeReplyBytes: 1_048_576, largeReplyMaxLen: 128 },
@@ -368,7 +368,7 @@ admission:
 transactions: { crossSlot: refuse }
 colocate:
   - { keys: 'rq:*', tag: rq }
-nearCache: { keys: ['user:*', 'conf:?'], hot: true, confirm: always, maxBytes: 16mb, maxEntryBytes: 64kb, maxAgeMs: 5s }
+nearCache: { keys: ['user:*', 'conf:?'], hot: true, coalesceAll: true, confirm: always, maxBytes: 16mb, maxEntryBytes: 64kb, maxAgeMs: 5s }
 timeouts: { connectMs: 1s, commandMs: 2500 }
 cluster:
   maxRedirects: 3
@@ -441,7 +441,7 @@ logLevel: trace
       admission: { sliceRequests: 32, sliceBytes: 8192, maxInflightPerClient: 64, maxInflightReplyBytesPerClient: 2 * 1_048_576, bulkConnectionsPerNode: 2 },
       transactions: { crossSlot: 'refuse' },
       colocate: [{ keys: 'rq:*', tag: 'rq' }],
-      nearCache: { keys: ['user:*', 'conf:?'], hot: true, confirm: 'always', maxBytes: 16 * 1024 * 1024, maxEntryBytes: 64 * 1024, maxAgeMs: 5000 },
+      nearCache: { keys: ['user:*', 'conf:?'], hot: true, coalesceAll: true, confirm: 'always', maxBytes: 16 * 1024 * 1024, maxEntryBytes: 64 * 1024, maxAgeMs: 5000 },
       tenants: [],
       slowlog: DEFAULT_CONFIG.slowlog,
       commandlog: DEFAULT_CONFIG.commandlog,

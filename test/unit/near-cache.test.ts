@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { NearCache, type CacheWaiter } from '../../src/nearcache/near-cache.js';
 import { CacheStore, ENTRY_OVERHEAD } from '../../src/nearcache/cache-store.js';
+import { ReadCoalescing } from '../../src/nearcache/read-coalescing.js';
 import type { LinkRequest } from '../../src/upstream/link-request.js';
 import type { LeasePools } from '../../src/upstream/lease-pools.js';
 import type { Topology } from '../../src/cluster/topology.js';
@@ -216,5 +217,27 @@ describe('cache store', () => {
     expect(store.get(0, Buffer.from('age'), 99)).toBeDefined();
     expect(store.get(0, Buffer.from('age'), 100)).toBeUndefined();
     expect(store.size).toBe(0);
+  });
+});
+
+describe('read coalescing', () => {
+  const owner = (log: string[], name: string) => ({ client: { id: 1, protocol: 2 as const, db: 0, identity: null, closed: false }, onCallDone: (reply: Buffer) => log.push(`${name}:${reply.toString()}`) });
+
+  it('joins a twin in flight; a write detaches it, and the twin that replaces it is not undone by the first one\'s end', () => {
+    const c = new ReadCoalescing();
+    const log: string[] = [];
+    const first = c.lead('id', 'k', owner(log, 'a'));
+    expect(c.join('id', owner(log, 'b'))).toBe(true);
+    c.forget('k'); // a write of k is sent: reads after it do not join reads before it
+    expect(c.join('id', owner(log, 'c'))).toBe(false);
+    const second = c.lead('id', 'k', owner(log, 'c'));
+    first.onCallDone(Buffer.from('old'), 0);
+    expect(log).toEqual(['b:old', 'a:old']);
+    expect(c.join('id', owner(log, 'd'))).toBe(true); // the second is still in flight
+    c.forget('k');
+    expect(c.join('id', owner(log, 'e'))).toBe(false); // and a later write still detaches it
+    second.onCallDone(Buffer.from('new'), 0);
+    expect(log).toEqual(['b:old', 'a:old', 'd:new', 'c:new']);
+    expect(c.joined).toBe(2);
   });
 });
