@@ -91,6 +91,8 @@ function touchEverything(m: Metrics): void {
   m.raw.node_cpu_utilization.labels('127.0.0.1:7000').set(0.95);
   m.raw.slowlog_entries_total.labels('slow').inc();
   m.raw.bigkeys_top_key_bytes.labels('1', '').set(1_048_576);
+  // the near cache (issue 32): read off its counters at scrape time
+  m.nearCacheAtScrape(() => ({ entries: 2, bytes: 300, hits: 5, misses: 1, coalesced: 3, passed_on: 0, invalidations: 1, evictions: 0 }));
 }
 
 describe('admin server', () => {
