@@ -23,6 +23,19 @@ export interface TakeoverSlots {
 const READY_MS = 30_000;
 
 /**
+ * Retired workers still relaying TLS clients (session/tls-relay.ts: ~60 MB each, up to 10 min)
+ * are kept for this many takeovers' worth of workers; past it the oldest end (their TLS clients
+ * see a close and reconnect), so quick successive upgrades cannot pile processes up.
+ */
+export const RELAY_GENERATIONS = 2;
+
+/** Relaying workers past `bound`, oldest first: those to end (`retiring` is in retirement order). */
+export function relaysPastBound<W extends Pick<Worker, 'isDead' | 'isConnected'>>(retiring: Iterable<W>, bound: number): W[] {
+  const relaying = [...retiring].filter((w) => !w.isDead() && !w.isConnected());
+  return relaying.slice(0, Math.max(0, relaying.length - bound));
+}
+
+/**
  * Takeover (SIGUSR2 to the supervisor): an upgrade that drops no client. The supervisor holds the
  * listening sockets (TCP, TLS, Unix; node's cluster module hands accepted connections to the
  * workers), so replacing the processes behind them never closes a listener. Worker by worker:
@@ -45,6 +58,8 @@ const READY_MS = 30_000;
  *            and never for longer than one drain
  *   abort  : a new worker that does not serve within READY_MS is stopped, the old one keeps
  *            serving, and the takeover ends there (logged)
+ *   relays : at most count × RELAY_GENERATIONS retired workers relay TLS clients at once; past
+ *            that the oldest end
  */
 export async function takeOver(slots: TakeoverSlots, retiring: Set<Worker>, log: Logger, drainMs: number): Promise<boolean> {
   log.info({ event: 'takeover_started', workers: slots.count }, 'takeover: replacing every worker, one at a time');
@@ -74,6 +89,10 @@ export async function takeOver(slots: TakeoverSlots, retiring: Set<Worker>, log:
     await released;
     clearTimeout(deadline);
     if (old.isDead()) retiring.delete(old);
+    for (const relay of relaysPastBound(retiring, slots.count * RELAY_GENERATIONS)) {
+      log.warn({ event: 'tls_relay_ended', pid: relay.process.pid, bound: slots.count * RELAY_GENERATIONS }, 'takeover: too many retired workers still relay TLS clients; the oldest ends (its clients reconnect)');
+      relay.process.kill('SIGTERM'); // a second signal to a stopping worker: it exits at once (main.ts)
+    }
     log.info({ event: 'worker_taken_over', worker: index, old: old.process.pid, new: fresh.process.pid }, `takeover: worker ${index} is pid ${fresh.process.pid} now`);
   }
   log.info({ event: 'takeover_done', workers: slots.count }, 'takeover done: every worker replaced');
