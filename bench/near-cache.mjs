@@ -11,10 +11,11 @@
 // Part 1 (nodes capped at BENCH_NC_QUOTA of CFS period 100000 µs, cgroup v1, as bench/hotkeys.mjs;
 //   skipped, and said so, when not writable): one hot key `hot:bench`, every GET on it, from
 //   BENCH_NC_GENS load-generator processes (bench/lib/hotkeys-loadgen.mjs) × BENCH_NC_CONNS
-//   connections (45 clients) × pipeline BENCH_NC_DEPTH (16). Cache on vs off, BENCH_NC_ROUNDS
-//   interleaved rounds (order alternating) of BENCH_NC_RUN_S seconds. GET/s, p50/p99, the GETs the
-//   hot key's node served (INFO commandstats), CPU of respool, the node and the generators.
-//   Target: cache on ≥ 10× cache off (median of the per-round ratios).
+//   connections (45 clients) × pipeline BENCH_NC_DEPTH (16). Cache on vs off vs the same load
+//   straight to the capped node, BENCH_NC_ROUNDS interleaved rounds (order rotated) of
+//   BENCH_NC_RUN_S seconds. GET/s, p50/p99, the GETs the hot key's node served (INFO
+//   commandstats), CPU of respool, the node and the generators. Targets: cache on ≥ 10× cache off,
+//   and a cached GET's p50 ≤ a direct GET's p50 (medians of the per-round ratios).
 // Part 2 (nodes uncapped from here on): one client, no pipelining (valkey-benchmark -c 1 -P 1
 //   GET hot:bench): a cached GET through respool vs the same GET direct to the node that owns the
 //   key (and through respool without the cache, for reference). p50 per run, BENCH_NC_LAT_ROUNDS
@@ -212,7 +213,7 @@ function cacheCallsNs(keys, patterns) {
 
 const started = new Date();
 const loadStart = fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
-log(`near cache bench${QUICK ? ' (quick)' : ''}${PIN ? ' (pinned)' : ''}: part 1 ${ROUNDS} round(s) × 2 × ${RUN_S}s; part 4 ${CYCLES + 1} cycle(s) × 4 × ${SLOT_MS} ms; quota ${QUOTA}/${CFS_PERIOD_US}`);
+log(`near cache bench${QUICK ? ' (quick)' : ''}${PIN ? ' (pinned)' : ''}: part 1 ${ROUNDS} round(s) × 3 × ${RUN_S}s; part 4 ${CYCLES + 1} cycle(s) × 4 × ${SLOT_MS} ms; quota ${QUOTA}/${CFS_PERIOD_US}`);
 const cluster = await startCluster({ primaries: 3, replicasPerPrimary: 0 });
 const respools = [];
 let burstClients = [];
@@ -249,21 +250,24 @@ try {
     capNote = `**not capped**: cgroup v1 cpu controller not writable here (${e.message}); the nodes ran uncapped`;
   }
   log(capNote);
+  // The same load straight to the capped node, no respool: what a direct GET's p50 is there.
+  const direct = { name: 'direct', port: hotNode.port, child: null };
   const hotLoad = (rp, seconds) => runLoadgens({
     port: rp.port, seconds, gens: GENS, conns: CONNS, depth: DEPTH, hotKey: HOT_KEY, hotShare: 1, coldPrefix: 'unused:', coldKeys: 1,
-    pids: { respool: rp.child.pid, node: hotNode.pid }, cpus: genCpus,
+    pids: rp.child === null ? { node: hotNode.pid } : { respool: rp.child.pid, node: hotNode.pid }, cpus: genCpus,
   });
-  if (!QUICK) for (const rp of [on, off]) await hotLoad(rp, 2); // warm-up (JIT), not counted
+  if (!QUICK) for (const rp of [on, off, direct]) await hotLoad(rp, 2); // warm-up (JIT), not counted
   const hotRuns = [];
+  const hotOrders = [[on, off, direct], [direct, off, on], [off, direct, on]];
   for (let round = 1; round <= ROUNDS; round++) {
-    for (const rp of round % 2 === 1 ? [on, off] : [off, on]) {
+    for (const rp of hotOrders[(round - 1) % hotOrders.length]) {
       const g0 = await nodeGets(hotNode);
       const s0 = rp === on ? await cacheStats(on.port) : null;
       const r = await hotLoad(rp, RUN_S);
       const nodeServed = (await nodeGets(hotNode)) - g0;
       const cache = s0 ? statsDelta(s0, await cacheStats(on.port)) : null;
       hotRuns.push({ round, condition: rp.name, ...r, nodeGets: nodeServed, cache });
-      log(`round ${round} cache ${rp.name}: ${fmtInt(r.opsPerSec)} GET/s p50 ${fmt(r.p50)} ms p99 ${fmt(r.p99)} ms, node served ${fmtInt(nodeServed)} GETs, ` +
+      log(`round ${round} ${rp.name}: ${fmtInt(r.opsPerSec)} GET/s p50 ${fmt(r.p50)} ms p99 ${fmt(r.p99)} ms, node served ${fmtInt(nodeServed)} GETs, ` +
         `errors ${r.errors}, cpu ${Object.entries(r.cpu).map(([k, v]) => `${k}=${fmt(v, 0)}%`).join(' ')}`);
     }
   }
@@ -375,11 +379,12 @@ try {
   const hotRatios = rounds(ROUNDS).map((i) => byRound(hotRuns, 'on', i).opsPerSec / byRound(hotRuns, 'off', i).opsPerSec);
   const hotRatio = median(hotRatios);
   const genNames = Array.from({ length: GENS }, (_, i) => `loadgen${i + 1}`);
-  const hotRows = ['on', 'off'].map((c) => {
+  const hotP50Ratios = rounds(ROUNDS).map((i) => byRound(hotRuns, 'on', i).p50 / byRound(hotRuns, 'direct', i).p50);
+  const hotRows = ['on', 'off', 'direct'].map((c) => {
     const rs = hotOf(c);
-    return [`cache ${c}`, mm(rs.map((r) => r.opsPerSec), f0), mm(rs.map((r) => r.p50), f2), mm(rs.map((r) => r.p99), f2),
+    return [c === 'direct' ? 'direct to the node (no respool)' : `cache ${c}`, mm(rs.map((r) => r.opsPerSec), f0), mm(rs.map((r) => r.p50), f2), mm(rs.map((r) => r.p99), f2),
       mm(rs.map((r) => r.nodeGets / r.ops), (x) => `${fmt(x * 100, 2)}%`), `${fmt(median(rs.map((r) => r.cpu.node)), 1)}%`,
-      `${fmt(median(rs.map((r) => r.cpu.respool)), 0)}%`, genNames.map((g) => `${fmt(median(rs.map((r) => r.cpu[g])), 0)}%`).join(' / '),
+      c === 'direct' ? '—' : `${fmt(median(rs.map((r) => r.cpu.respool)), 0)}%`, genNames.map((g) => `${fmt(median(rs.map((r) => r.cpu[g])), 0)}%`).join(' / '),
       fmtInt(rs.reduce((s, r) => s + r.errors, 0))];
   });
 
@@ -424,7 +429,7 @@ try {
     '',
     ...[on, off, burst, off2].map((r) => `- ${r.name}: \`${r.cmd}\``),
     '',
-    `### 1. One hot key, nodes capped: cache on vs off`,
+    `### 1. One hot key, nodes capped: cache on vs off, and straight to the node`,
     '',
     `${capNote}. Every GET on \`${HOT_KEY}\`: ${GENS} load-generator processes (bench/lib/hotkeys-loadgen.mjs, raw RESP) × ${CONNS} connections = ` +
       `${GENS * CONNS} clients × pipeline ${DEPTH}; ${ROUNDS} round(s) of ${RUN_S} s per condition, order alternating per round. ` +
@@ -434,6 +439,7 @@ try {
     mdTable(['respool', 'GET/s', 'p50 ms', 'p99 ms', 'node GETs ÷ client GETs', 'node CPU', 'respool CPU', `${genNames.join(' / ')} CPU`, 'errors'], hotRows),
     '',
     `- **cache on ÷ cache off: ${fmt(hotRatio, 1)}×** GET/s (median of the per-round ratios; per round: ${hotRatios.map((x) => fmt(x, 1)).join(', ')}). Target ≥ 10×.`,
+    `- **a cached GET's p50 ÷ a direct GET's p50 to the capped node, same load: ${fmt(median(hotP50Ratios), 2)}×** (median of the per-round ratios; per round: ${hotP50Ratios.map((x) => fmt(x, 2)).join(', ')}). Target ≤ 1.`,
     '',
     `### 2. One client's GET latency (nodes uncapped)`,
     '',
@@ -478,7 +484,7 @@ try {
   writeOutputs(SECTION, {
     quick: QUICK, pinned: PIN, capNote, config: { QUOTA, GENS, CONNS, DEPTH, ROUNDS, RUN_S, LAT_ROUNDS, LAT_N, CLIENTS, BURSTS, CYCLES, SLOT_MS, CACHE_KEYS },
     respools: [on, off, burst, off2].map((r) => ({ name: r.name, cmd: r.cmd })),
-    hotRuns, hotRatios, hotRatio, latRuns, latRatios, burstRuns, cpuSlots: alt.slots, cpuProcs: cpuProcs.map((p) => p.name), cycles, cpuRatio, aaCfg, aaNot, calls,
+    hotRuns, hotRatios, hotRatio, hotP50Ratios, latRuns, latRatios, burstRuns, cpuSlots: alt.slots, cpuProcs: cpuProcs.map((p) => p.name), cycles, cpuRatio, aaCfg, aaNot, calls,
   }, md);
   writeSection(SECTION, md);
   console.log(md);
