@@ -29,6 +29,8 @@ const NEEDS_RESTART: readonly string[] = [
   'admission.bulkConnectionsPerNode', 'limits.maxMemory',
   // colocation rules change every stored name they cover: clients would lose sight of their keys mid-run
   'colocate',
+  // the near cache's keys, bounds and modes are read once (src/nearcache/near-cache.ts)
+  'nearCache.',
   // tenants' names, namespaces and upstreams are set up once (src/tenants, backend.ts); their limits
   // alone change at run time (limitsOnly below)
   'tenants',

@@ -23,9 +23,11 @@ describe('config reload plan', () => {
     next.cluster.refreshPeriodMs = 1000;
     next.resilience.circuitFailureThreshold = 9;
     next.resilience.maxInflightPerLink = 7;
+    next.nearCache.keys = ['user:*'];
+    next.nearCache.maxBytes = 1024;
     const plan = planReload(running, next);
     expect(plan.apply.sort()).toEqual(['cluster.maxRedirects', 'limits.maxPendingPerClient', 'logLevel', 'reads.strategy', 'resilience.maxInflightPerLink', 'timeouts.commandMs', 'users']);
-    expect(plan.needsRestart.sort()).toEqual(['cluster.refreshPeriodMs', 'connectionsPerNode', 'listen', 'resilience.circuitFailureThreshold', 'upstreams']);
+    expect(plan.needsRestart.sort()).toEqual(['cluster.refreshPeriodMs', 'connectionsPerNode', 'listen', 'nearCache.keys', 'nearCache.maxBytes', 'resilience.circuitFailureThreshold', 'upstreams']);
     applyPlan(running, next, plan);
     expect(running.limits).toBe(limits);
     expect(running.reads).toBe(reads);
