@@ -98,7 +98,7 @@ export async function startAdmin(address: HostPort, d: AdminDeps): Promise<Admin
   admin.registerRoute('GET', '/cache', (req) => {
     const asked = Number(req.url.searchParams.get('count') ?? '20');
     const count = Number.isSafeInteger(asked) && asked >= 0 ? Math.min(asked, 1000) : 20;
-    const keys = [...d.nearCache.entries()].reverse().slice(0, count).map((e) => ({ key: e.key.toString('latin1'), db: e.db, node: e.node, bytes: e.bytes }));
+    const keys = d.nearCache.recentEntries(count).map((e) => ({ key: e.key.toString('latin1'), db: e.db, node: e.node, bytes: e.bytes }));
     return { status: 200, body: { configured: d.nearCache.active, ...d.nearCache.stats(), keys } };
   });
   register(statusPageRoutes()); // the status page at /

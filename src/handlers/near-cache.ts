@@ -5,7 +5,7 @@ import type { CommandFamily } from '../commands/proxy-handling.js';
 import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
 import type { ReplyEntry } from '../client/reply-queue.js';
 import type { CachedRead, WriteMark } from '../nearcache/near-cache.js';
-import { rangeIndex } from '../nearcache/cached-value.js';
+import { isWrongType, nil, rangeIndex } from '../nearcache/cached-value.js';
 import { entryName } from '../nearcache/cache-store.js';
 import { ReadCoalescing } from '../nearcache/read-coalescing.js';
 import type { CallOwner } from '../routing/upstream-call.js';
@@ -81,11 +81,15 @@ function pending(session: HandlerSession): () => void {
   };
 }
 
+/** Whether a request writes the keys it names: a write-flagged command, or a script or function that may write its declared keys. */
+function writesItsKeys(req: CommandRequest, family: CommandFamily): boolean {
+  return (req.spec!.flags & CommandFlag.WRITE) !== 0 || (family === 'script' && SCRIPTS.has(req.command));
+}
+
 /** Whether a request may write what the near cache holds (markWrite's test, without the keys): such a write waits for the client's pending cached reads. */
 export function mayWriteCached(session: HandlerSession, req: CommandRequest, family: CommandFamily): boolean {
-  const spec = req.spec;
-  if (spec === undefined || session.ctx.nearCache?.active !== true) return false;
-  return req.command === 'exec' || EVERY_KEY.has(req.command) || (spec.flags & CommandFlag.WRITE) !== 0 || (family === 'script' && SCRIPTS.has(req.command));
+  if (req.spec === undefined || session.ctx.nearCache?.active !== true) return false;
+  return req.command === 'exec' || EVERY_KEY.has(req.command) || writesItsKeys(req, family);
 }
 
 /**
@@ -107,7 +111,7 @@ export function markWrite(session: HandlerSession, req: CommandRequest, family: 
   if (spec === undefined) return;
   let mark: WriteMark | null = null;
   if (EVERY_KEY.has(req.command)) mark = cache.beginWrite(state.db, null);
-  else if ((spec.flags & CommandFlag.WRITE) !== 0 || (family === 'script' && SCRIPTS.has(req.command))) {
+  else if (writesItsKeys(req, family)) {
     const keys = session.ctx.commands().keyIndexes(spec, req.args);
     if (keys.length === 0) return;
     mark = cache.beginWrite(state.db, keys.map((i) => req.args[i]!));
@@ -158,7 +162,6 @@ export function cachedMget(session: HandlerSession, req: CommandRequest): boolea
     done();
     entry.fill(Buffer.concat([Buffer.from(`*${parts.length}\r\n`), ...(parts as Buffer[])]));
   };
-  const nil = Buffer.from(state.protocol === 3 ? '_\r\n' : '$-1\r\n');
   const getSpec = ctx.commands().get('get');
   const detector = ctx.hotKeys.detector;
   const cluster = ctx.isCluster();
@@ -166,7 +169,7 @@ export function cachedMget(session: HandlerSession, req: CommandRequest): boolea
   keys.forEach((key, i) => {
     if (detector !== null && cluster && detector.shouldSample()) detector.record(key.toString('latin1'), calculateSlot(key));
     const alone = () => {
-      const owner = { client: entry.client, onCallDone: (reply: Buffer) => partDone(i, reply[0] === 0x2d && reply.toString('latin1', 0, 10) === '-WRONGTYPE' ? nil : Buffer.from(reply)) };
+      const owner = { client: entry.client, onCallDone: (reply: Buffer) => partDone(i, isWrongType(reply) ? nil(state.protocol) : Buffer.from(reply)) };
       const get: CommandRequest = { args: [Buffer.from('GET'), key], raw: encodeCommand(['GET', key]), spec: getSpec, command: 'get' };
       const error = ctx.router.send({ to: 'keys', owner, request: get, table: ctx.commands() });
       if (error !== null) partDone(i, error);

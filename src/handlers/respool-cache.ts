@@ -21,7 +21,7 @@ export function respoolCache(session: HandlerSession, req: CommandRequest): void
   if (what === 'KEYS' && req.args.length <= 4) {
     const count = req.args.length === 4 ? Number(req.args[3]!.toString('latin1')) : 100;
     if (!Number.isSafeInteger(count) || count < 0) return session.replyNow(encodeError('ERR value is out of range, must be positive'));
-    const keys = [...cache.entries()].reverse().slice(0, count).map((e) => encodeBulk(e.key, proto));
+    const keys = cache.recentEntries(count).map((e) => encodeBulk(e.key, proto));
     return session.replyNow(encodeArray(keys));
   }
   if (what === 'FLUSH' && req.args.length === 3) return session.replyNow(encodeInteger(cache.flush()));

@@ -55,11 +55,6 @@ export class CacheStore {
     return this.used;
   }
 
-  /** Whether an entry for db/key is held (served or not: get() decides). */
-  has(db: number, key: Buffer): boolean {
-    return this.entries.has(entryName(db, key));
-  }
-
   /** The entry for db/key when it may still be served (moved to the LRU end), else undefined. */
   get(db: number, key: Buffer, now: number): CacheEntry | undefined {
     const name = entryName(db, key);

@@ -34,6 +34,8 @@
  * A read of another type than the key's is WRONGTYPE (the blank cells), except EXISTS and MGET.
  */
 
+import { encodeArray, encodeInteger } from '../resp/encode.js';
+
 export type CachedRead =
   | 'get' | 'getrange' | 'strlen' | 'exists' | 'mgetpart'
   | 'hget' | 'hmget' | 'hgetall' | 'hlen' | 'hexists' | 'hstrlen'
@@ -187,37 +189,47 @@ const EMPTY_MAP = Buffer.from('%0\r\n');
 const EMPTY_SET = Buffer.from('~0\r\n');
 const CRLF = Buffer.from('\r\n');
 const EMPTY_BULK = Buffer.from('$0\r\n\r\n');
-export const WRONGTYPE = Buffer.from('-WRONGTYPE Operation against a key holding the wrong kind of value\r\n');
+const WRONGTYPE = Buffer.from('-WRONGTYPE Operation against a key holding the wrong kind of value\r\n');
+
+/** Valkey's nil in `protocol`. */
+export function nil(protocol: 2 | 3): Buffer {
+  return protocol === 3 ? NULL3 : NULL2;
+}
+
+/** A WRONGTYPE error reply (the node's, or ours). */
+export function isWrongType(reply: Buffer): boolean {
+  return reply[0] === 0x2d && reply.toString('latin1', 0, 10) === '-WRONGTYPE';
+}
 
 /** The reply `kind` (with its arguments past the key: fields, members, indexes) gets from `value`, in `protocol`. */
 export function replyFor(value: CachedValue, kind: CachedRead, args: readonly Buffer[], protocol: 2 | 3): Buffer {
-  const nil = protocol === 3 ? NULL3 : NULL2;
+  const nilReply = nil(protocol);
   if (kind === 'exists') return value.type === 'none' ? ZERO : ONE;
-  if (kind === 'mgetpart') return value.type === 'string' ? value.frame : nil;
+  if (kind === 'mgetpart') return value.type === 'string' ? value.frame : nilReply;
   if (value.type === 'none') return nothing(kind, args, protocol);
   if (value.type !== typeOfRead(kind)) return WRONGTYPE;
   switch (value.type) {
     case 'string': {
       if (kind === 'get') return value.frame;
       const bulk = bulkAt(value.frame, 0)!;
-      if (kind === 'strlen') return integer(bulk.length);
+      if (kind === 'strlen') return encodeInteger(bulk.length);
       return getRange(value.frame.subarray(bulk.start, bulk.start + bulk.length), Number(args[0]), Number(args[1]));
     }
     case 'hash':
       switch (kind) {
         case 'hget':
-          return hashValue(value, args[0]!) ?? nil;
+          return hashValue(value, args[0]!) ?? nilReply;
         case 'hmget':
-          return Buffer.concat([arrayHeader(args.length), ...args.map((f) => hashValue(value, f) ?? nil)]);
+          return encodeArray(args.map((f) => hashValue(value, f) ?? nilReply));
         case 'hgetall':
           return Buffer.concat([Buffer.from(protocol === 3 ? `%${value.count}\r\n` : `*${value.count * 2}\r\n`), value.frames]);
         case 'hlen':
-          return integer(value.count);
+          return encodeInteger(value.count);
         case 'hexists':
           return value.index.has(args[0]!.toString('latin1')) ? ONE : ZERO;
         default: {
           const frame = hashValue(value, args[0]!); // HSTRLEN
-          return frame === null ? ZERO : integer(bulkAt(frame, 0)!.length);
+          return frame === null ? ZERO : encodeInteger(bulkAt(frame, 0)!.length);
         }
       }
     case 'set':
@@ -227,34 +239,34 @@ export function replyFor(value: CachedValue, kind: CachedRead, args: readonly Bu
         case 'sismember':
           return value.index.has(args[0]!.toString('latin1')) ? ONE : ZERO;
         case 'smismember':
-          return Buffer.concat([arrayHeader(args.length), ...args.map((m) => (value.index.has(m.toString('latin1')) ? ONE : ZERO))]);
+          return encodeArray(args.map((m) => (value.index.has(m.toString('latin1')) ? ONE : ZERO)));
         default:
-          return integer(value.count); // SCARD
+          return encodeInteger(value.count); // SCARD
       }
     case 'zset':
       switch (kind) {
         case 'zcard':
-          return integer(value.count);
+          return encodeInteger(value.count);
         case 'zscore': {
           const i = value.index.get(args[0]!.toString('latin1'));
-          return i === undefined ? nil : score(value, i, protocol);
+          return i === undefined ? nilReply : score(value, i, protocol);
         }
         case 'zmscore':
-          return Buffer.concat([arrayHeader(args.length), ...args.map((m) => {
+          return encodeArray(args.map((m) => {
             const i = value.index.get(m.toString('latin1'));
-            return i === undefined ? nil : score(value, i, protocol);
-          })]);
+            return i === undefined ? nilReply : score(value, i, protocol);
+          }));
         default:
           return zrange(value, Number(args[0]), Number(args[1]), args.length === 3, protocol); // ZRANGE start stop [WITHSCORES]
       }
     case 'list':
       switch (kind) {
         case 'llen':
-          return integer(value.count);
+          return encodeInteger(value.count);
         case 'lindex': {
           let i = Number(args[0]);
           if (i < 0) i += value.count;
-          return i < 0 || i >= value.count ? nil : element(value, i, i + 1);
+          return i < 0 || i >= value.count ? nilReply : element(value, i, i + 1);
         }
         default:
           return listRange(value, Number(args[0]), Number(args[1])); // LRANGE
@@ -264,20 +276,20 @@ export function replyFor(value: CachedValue, kind: CachedRead, args: readonly Bu
 
 /** What each read answers for a key that does not exist. */
 function nothing(kind: CachedRead, args: readonly Buffer[], protocol: 2 | 3): Buffer {
-  const nil = protocol === 3 ? NULL3 : NULL2;
+  const nilReply = nil(protocol);
   switch (kind) {
     case 'get': case 'hget': case 'lindex': case 'zscore':
-      return nil;
+      return nilReply;
     case 'zmscore':
-      return Buffer.concat([arrayHeader(args.length), ...args.map(() => nil)]);
+      return encodeArray(args.map(() => nilReply));
     case 'zrange':
       return EMPTY_ARRAY;
     case 'getrange':
       return EMPTY_BULK;
     case 'hmget':
-      return Buffer.concat([arrayHeader(args.length), ...args.map(() => nil)]);
+      return encodeArray(args.map(() => nilReply));
     case 'smismember':
-      return Buffer.concat([arrayHeader(args.length), ...args.map(() => ZERO)]);
+      return encodeArray(args.map(() => ZERO));
     case 'hgetall':
       return protocol === 3 ? EMPTY_MAP : EMPTY_ARRAY;
     case 'smembers':
@@ -294,21 +306,30 @@ function hashValue(value: Extract<CachedValue, { type: 'hash' }>, field: Buffer)
   return at === undefined ? null : value.frames.subarray(at, bulkAt(value.frames, at)!.end);
 }
 
-/** Elements [from, to) of a list, their frames as the node sent them. */
-function element(value: Extract<CachedValue, { type: 'list' }>, from: number, to: number): Buffer {
+/** Elements [from, to) of a list or a sorted set (a sorted set's: [member, score] pairs), their frames as the node sent them. */
+function element(value: Elements, from: number, to: number): Buffer {
   const end = to < value.count ? value.offsets[to]! : value.frames.length;
   return value.frames.subarray(value.offsets[from]!, end);
 }
 
-/** LRANGE's reply (Valkey's lrangeCommand: negative indexes from the end; empty when start > end or past the end). */
-function listRange(value: Extract<CachedValue, { type: 'list' }>, start: number, end: number): Buffer {
-  const n = value.count;
+/**
+ * A rank range over `n` elements as Valkey's lrangeCommand and zrangeGenericCommand read it:
+ * negative indexes from the end, start clamped to 0, end to the last; null when it is empty
+ * (start > end, or start past the end).
+ */
+function rankRange(n: number, start: number, end: number): { start: number; end: number } | null {
   if (start < 0) start = n + start;
   if (end < 0) end = n + end;
   if (start < 0) start = 0;
-  if (start > end || start >= n) return EMPTY_ARRAY;
-  if (end >= n) end = n - 1;
-  return Buffer.concat([arrayHeader(end - start + 1), element(value, start, end + 1)]);
+  if (start > end || start >= n) return null;
+  return { start, end: Math.min(end, n - 1) };
+}
+
+/** LRANGE's reply. */
+function listRange(value: Extract<CachedValue, { type: 'list' }>, start: number, end: number): Buffer {
+  const range = rankRange(value.count, start, end);
+  if (range === null) return EMPTY_ARRAY;
+  return Buffer.concat([arrayHeader(range.end - range.start + 1), element(value, range.start, range.end + 1)]);
 }
 
 /** The score of member `i` as the node wrote it: a RESP3 double, or a RESP2 bulk of the same text (Valkey's addReplyDouble). */
@@ -319,21 +340,14 @@ function score(value: Extract<CachedValue, { type: 'zset' }>, i: number, protoco
   return Buffer.concat([Buffer.from(`$${to - from}\r\n`), value.frames.subarray(from, to), CRLF]);
 }
 
-/** ZRANGE by rank (Valkey's zrangeGenericCommand: LRANGE's index rules); WITHSCORES: RESP3 [member, score] pairs, RESP2 flat. */
+/** ZRANGE by rank (rankRange); WITHSCORES: RESP3 [member, score] pairs, RESP2 flat. */
 function zrange(value: Extract<CachedValue, { type: 'zset' }>, start: number, end: number, withScores: boolean, protocol: 2 | 3): Buffer {
-  const n = value.count;
-  if (start < 0) start = n + start;
-  if (end < 0) end = n + end;
-  if (start < 0) start = 0;
-  if (start > end || start >= n) return EMPTY_ARRAY;
-  if (end >= n) end = n - 1;
-  const count = end - start + 1;
-  if (withScores && protocol === 3) {
-    const to = end + 1 < n ? value.offsets[end + 1]! : value.frames.length;
-    return Buffer.concat([arrayHeader(count), value.frames.subarray(value.offsets[start]!, to)]);
-  }
+  const range = rankRange(value.count, start, end);
+  if (range === null) return EMPTY_ARRAY;
+  const count = range.end - range.start + 1;
+  if (withScores && protocol === 3) return Buffer.concat([arrayHeader(count), element(value, range.start, range.end + 1)]);
   const out: Buffer[] = [arrayHeader(withScores ? count * 2 : count)];
-  for (let i = start; i <= end; i++) {
+  for (let i = range.start; i <= range.end; i++) {
     out.push(value.frames.subarray(value.parts[i * 4]!, value.parts[i * 4 + 1]!));
     if (withScores) out.push(score(value, i, 2));
   }
@@ -363,10 +377,6 @@ export function rangeIndex(arg: Buffer): number | null {
 
 function arrayHeader(n: number): Buffer {
   return Buffer.from(`*${n}\r\n`);
-}
-
-function integer(n: number): Buffer {
-  return Buffer.from(`:${n}\r\n`);
 }
 
 /** The bulk frame ("$n\r\n…\r\n") at `at`: its content's start and length, and where the frame ends; null if none is there. */

@@ -8,7 +8,7 @@ import type { LeasePools } from '../upstream/lease-pools.js';
 import type { LeasedConnection } from '../upstream/leased-connection.js';
 import { CacheStore, entryName, type CacheEntry } from './cache-store.js';
 import { ReadCoalescing } from './read-coalescing.js';
-import { fillCommand, replyFor, sharesFill, valueOf, type CachedRead } from './cached-value.js';
+import { fillCommand, isWrongType, nil, replyFor, sharesFill, valueOf, type CachedRead } from './cached-value.js';
 
 /**
  * respool's near cache (docs/near-cache.md): string values of the keys nearCache.keys names,
@@ -86,8 +86,6 @@ export interface NearCacheCounters {
   confirms: number;
 }
 
-const NULL2 = Buffer.from('$-1\r\n');
-const NULL3 = Buffer.from('_\r\n');
 const TRACKING_ON = encodeCommand(['CLIENT', 'TRACKING', 'ON']);
 const PING = encodeCommand(['PING']);
 
@@ -332,9 +330,9 @@ export class NearCache {
     };
   }
 
-  /** Entries, least recently used first (RESPOOL CACHE KEYS). */
-  entries(): IterableIterator<CacheEntry> {
-    return this.store.values();
+  /** The `count` most recently used entries, most recent first (RESPOOL CACHE KEYS, GET /cache). */
+  recentEntries(count: number): CacheEntry[] {
+    return [...this.store.values()].reverse().slice(0, count);
   }
 
   /** The topology changed: entries whose node no longer owns their slot go. */
@@ -441,9 +439,9 @@ export class NearCache {
     if (value === null) {
       // WRONGTYPE answers the reads of the fill's own family (GET, STRLEN; or the hash reads); anything
       // else (MOVED, LOADING, NOPERM …), and the other reads, the node answers itself.
-      const wrongType = reply.toString('latin1', 0, 10) === '-WRONGTYPE';
+      const wrongType = isWrongType(reply);
       for (const w of fill.waiters) {
-        if (wrongType && w.kind === 'mgetpart') w.answer(w.protocol === 3 ? NULL3 : NULL2); // MGET's nil for a key of another type
+        if (wrongType && w.kind === 'mgetpart') w.answer(nil(w.protocol)); // MGET's nil for a key of another type
         else if (wrongType && sharesFill(w.kind, fill.command)) w.answer(reply);
         else this.passOn(w);
       }
