@@ -259,7 +259,7 @@ export function tenantBackends(main: ServerContext, tenants: readonly Tenant[], 
     if (own === null) continue;
     const config = Object.assign(Object.create(main.config) as RespoolConfig, own);
     const backend = new Backend(config, deps);
-    const context = Object.assign(Object.create(main) as ServerContext, backend.context, { config });
+    const context = Object.assign(Object.create(main) as ServerContext, backend.context, { config, migration: undefined }); // a migration moves the main upstreams only
     out.set(tenant, { backend, context });
   }
   return out;

@@ -23,6 +23,8 @@ import { clientRoutes } from './admin/client-routes.js';
 import { statusPageRoutes } from './admin/status-page.js';
 import { tenantRoutes } from './admin/tenant-routes.js';
 import { hotKeyRoutes } from './admin/hot-key-routes.js';
+import { migrationRoutes } from './admin/migration-routes.js';
+import type { Migration } from './migration/migration.js';
 
 /** What the admin endpoint shows and steers of the running proxy. */
 export interface AdminDeps {
@@ -34,6 +36,7 @@ export interface AdminDeps {
   hotKeys: HotKeys;
   dedicated: LeasePools;
   nearCache: NearCache;
+  migration: Migration;
   parking: ParkedPops;
   observer: RequestObserver;
   saturation: NodeSaturation;
@@ -49,7 +52,7 @@ export interface AdminDeps {
 /**
  * The admin endpoint (config.admin) and every route on it: /readyz (topology known, every slot
  * owned, every owning primary reachable), /topology, /config (secrets redacted), /fleet,
- * /hotkeys, the observe routes (/latency, /slowlog, /nodes, /tenants …), /clients, POST
+ * /hotkeys, /migration, the observe routes (/latency, /slowlog, /nodes, /tenants …), /clients, POST
  * /tenants, the status page at /. Mutations need the admin token; without one they are refused.
  */
 export async function startAdmin(address: HostPort, d: AdminDeps): Promise<AdminServer> {
@@ -101,6 +104,7 @@ export async function startAdmin(address: HostPort, d: AdminDeps): Promise<Admin
     const keys = d.nearCache.recentEntries(count).map((e) => ({ key: e.key.toString('latin1'), db: e.db, node: e.node, bytes: e.bytes }));
     return { status: 200, body: { configured: d.nearCache.active, ...d.nearCache.stats(), keys } };
   });
+  register(migrationRoutes(d.migration)); // a live migration: GET /migration, POST /migration/start … (admin/migration-routes.ts)
   register(statusPageRoutes()); // the status page at /
   return admin;
 }

@@ -26,6 +26,8 @@ import { fleetView } from './fleet/fleet-view.js';
 import { dnsResolver, type PeerResolver } from './fleet/peer-sources.js';
 import { FairAdmission } from './client/fair-admission.js';
 import { ClientPause } from './client/client-pause.js';
+import { Migration } from './migration/migration.js';
+import { CommandFlag } from './commands/command-flags.js';
 import { reloadUpstreamTls } from './upstream/dial.js';
 import { UserDirectory, type DirectoryClient } from './acl/user-directory.js';
 import { FleetAcl } from './fleet/fleet-acl.js';
@@ -180,6 +182,21 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     return null;
   };
   metrics.tenantsAtScrape(() => tenants.list());
+  // A live migration of the main upstreams to another (src/migration): RESPOOL MIGRATE, /migration.
+  const clientPause = new ClientPause();
+  const migration = new Migration({
+    config,
+    log,
+    refresher,
+    dedicated,
+    clientPause,
+    isWrite: (command) => ((table.get(command)?.flags ?? 0) & CommandFlag.WRITE) !== 0,
+    writesBefore: async () => {
+      await Promise.all((refresher.current?.primaries() ?? []).map((n) => pools.barrier(n.address)));
+    },
+    onCutover: () => main.nearCache.flush(), // its entries were kept exact by the source's tracking
+  });
+  metrics.migrationAtScrape(() => migration.status()); // respool_migration_*
   const ctx: ServerContext = {
     config,
     memory,
@@ -191,7 +208,8 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     fleetAcl,
     changeTenantLimits,
     admission: new FairAdmission((lane) => metrics.raw.admission_wait_seconds.labels(lane)),
-    clientPause: new ClientPause(),
+    clientPause,
+    migration,
     monitors,
     observer,
     saturation,
@@ -272,6 +290,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   // Before the first client: its user's identity, HELLO's server name (bounded: a node that does not answer delays nobody long).
   await Promise.race([Promise.all([checkMirrorAllowed(), hello.learn()]), new Promise((r) => setTimeout(r, STARTUP_TOPOLOGY_WAIT_MS).unref())]);
   saturation.start();
+  await migration.resumeSaved(); // a migration this process ran before a restart goes on (migration.stateFile)
   // A saturated node slows the lowest-priority tenants first (tenants/tenant-shedding.ts).
   const shedding = tenants.list().length === 0 ? null : new TenantShedding(
     () => tenants.list(),
@@ -333,7 +352,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
 
   // The admin endpoint: /metrics, /readyz, /config, /fleet, /hotkeys, /tenants, the status page … (server-admin.ts).
   const admin = config.admin === null ? null : await startAdmin(config.admin, {
-    config, log, metrics, pools, refresher, hotKeys, dedicated, nearCache: main.nearCache, parking: main.parking, observer, saturation, events, bigKeys, tenants, memory, changeTenantLimits,
+    config, log, metrics, pools, refresher, hotKeys, dedicated, nearCache: main.nearCache, migration, parking: main.parking, observer, saturation, events, bigKeys, tenants, memory, changeTenantLimits,
     sessions: () => sessions,
     fleet: () => fleetView(membership, currentEmulation(), fleetState),
   });
@@ -409,6 +428,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
         fleetState?.stop();
         metrics.windows.stop();
         saturation.stop();
+        migration.close();
         await main.close();
         for (const { backend } of ownUpstreams.values()) await backend.close();
         await admin?.close();

@@ -28,6 +28,8 @@ export class ClientPause {
   private end = 0;
   private timer: NodeJS.Timeout | null = null;
   private readonly held = new Set<PausedClient>();
+  /** Writes held by respool itself (a migration's cutover, src/migration), apart from any client's pause: CLIENT UNPAUSE does not end it. */
+  private ownHold = false;
 
   /** CLIENT PAUSE `timeoutMs` [WRITE|ALL]. */
   pause(timeoutMs: number, all: boolean): void {
@@ -36,13 +38,24 @@ export class ClientPause {
     const wasAll = this.all;
     this.all = all || wasAll;
     if (timeoutMs > 0 && now + timeoutMs > this.end) this.end = now + timeoutMs;
-    this.active = this.end > now;
-    if (!this.active) {
+    this.active = this.end > now || this.ownHold;
+    if (this.end <= now) {
       this.reset();
       return;
     }
     this.schedule();
     // A pause that got less restrictive would re-process the held clients (Valkey); ALL → WRITE never happens here.
+  }
+
+  /** Holds writes (as CLIENT PAUSE WRITE) until holdWrites(false), whatever clients pause or unpause meanwhile. */
+  holdWrites(on: boolean): void {
+    this.ownHold = on;
+    if (on) {
+      this.active = true;
+      return;
+    }
+    if (this.end <= Date.now()) this.reset();
+    this.resumeHeld();
   }
 
   /** CLIENT UNPAUSE. */
@@ -79,7 +92,7 @@ export class ClientPause {
   }
 
   private reset(): void {
-    this.active = false;
+    this.active = this.ownHold;
     this.all = false;
     this.end = 0;
     if (this.timer !== null) clearTimeout(this.timer);

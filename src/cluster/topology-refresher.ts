@@ -7,7 +7,7 @@ import { Backoff } from '../upstream/backoff.js';
 import { RateLimitedLog } from '../util/rate-limited-log.js';
 import { diffTopology } from './topology-diff.js';
 
-export type RefreshTrigger = 'startup' | 'moved' | 'periodic' | 'error';
+export type RefreshTrigger = 'startup' | 'moved' | 'periodic' | 'error' | 'cutover';
 
 /**
  * How a snapshot came to be: read from the cluster ('discovered'), or patched from one MOVED
@@ -46,6 +46,8 @@ export class TopologyRefresher {
   private scheduled: NodeJS.Timeout | null = null;
   private periodic: NodeJS.Timeout | null = null;
   private stopped = false;
+  /** While reseed() discovers: the configured seeds alone, not the nodes the old topology knew. */
+  private seedsOnly = false;
   private readonly listeners: Array<(t: Topology, change: TopologyChange) => void> = [];
 
   constructor(private readonly options: RefresherOptions) {
@@ -95,6 +97,26 @@ export class TopologyRefresher {
     return this.inFlight;
   }
 
+  /**
+   * Points discovery at other upstreams (a migration's cutover, src/migration): discovers them now,
+   * from the new seeds alone, and installs what they say (listeners drop the old nodes' pools).
+   * Null when no new seed answered: the old seeds and topology stay.
+   */
+  async reseed(seeds: Array<{ host: string; port: number }>, mode: UpstreamMode): Promise<Topology | null> {
+    await this.inFlight;
+    const before = { seeds: this.options.seeds, mode: this.options.mode };
+    this.options.seeds = seeds;
+    this.options.mode = mode;
+    this.seedsOnly = true;
+    try {
+      const topology = await this.refreshNow('cutover');
+      if (topology === null) Object.assign(this.options, before);
+      return topology;
+    } finally {
+      this.seedsOnly = false;
+    }
+  }
+
   stop(): void {
     this.stopped = true;
     if (this.scheduled) clearTimeout(this.scheduled);
@@ -141,7 +163,7 @@ export class TopologyRefresher {
   /** Known nodes first (primaries, then replicas), then the configured seeds; no duplicates. */
   private seeds(): Array<{ host: string; port: number }> {
     const out = new Map<string, { host: string; port: number }>();
-    const known = this.current?.mode === 'cluster' ? this.current.allNodes() : [];
+    const known = this.current?.mode === 'cluster' && !this.seedsOnly ? this.current.allNodes() : [];
     for (const n of [...known.filter((n) => n.role === 'primary'), ...known.filter((n) => n.role === 'replica')]) {
       if (n.health !== 'fail' && n.health !== 'failed') out.set(n.address, { host: n.host, port: n.port });
     }

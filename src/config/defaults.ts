@@ -122,6 +122,14 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
     maxEntryBytes: 1 * MiB,
     maxAgeMs: 10_000, // as hotKeys.maxCopyAge: what a missed invalidation could leave stale
   },
+  migration: {
+    maxKeysPerSecond: 20_000,
+    maxBytesPerSecond: 32 * MiB, // a quarter of a 1 Gbit/s link
+    batchKeys: 100,
+    verifySample: 1_000,
+    cutoverMaxPauseMs: 2_000,
+    stateFile: 'respool-migration.json', // in the working directory
+  },
   colocate: [], // key names as the client says them
   tenants: [], // every user in the default tenant: no namespace beyond users[].keyPrefix, no limits
   transactions: {

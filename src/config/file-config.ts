@@ -237,6 +237,21 @@ export function convertSettings(data: unknown, where: string, env: NodeJS.Proces
     set('nearCache.confirm', convert('nearCache.confirm', nearCache.confirm, (v) => toEnum(v, NEAR_CACHE_CONFIRM)));
   }
 
+  const migration = settings.migration as Record<string, unknown> | undefined;
+  if (migration !== undefined && migration !== null && typeof migration === 'object' && !isBad('migration')) {
+    set('migration.stateFile', convert('migration.stateFile', migration.stateFile, (v) => resolvePath(v as string)));
+    const auth = migration.upstreamAuth as Record<string, unknown> | null | undefined;
+    if (auth === null) out.set('migration.upstreamAuth', null);
+    else if (auth !== undefined) {
+      set('migration.upstreamAuth', convert('migration.upstreamAuth', auth, (v) => {
+        const password = readPassword(v as Record<string, unknown>, env);
+        if (password === undefined) throw new ValueProblem('needs password or passwordEnv');
+        return { username: typeof auth.username === 'string' ? auth.username : null, password };
+      }));
+    }
+    if (migration.upstreamTls !== undefined) set('migration.upstreamTls', convert('migration.upstreamTls', migration.upstreamTls, (v) => readTenantUpstreamTls(v as Record<string, unknown> | null)));
+  }
+
   if (Array.isArray(settings.colocate) && !isBad('colocate')) {
     const rules = (settings.colocate as ColocationRule[]).map((r) => ({ keys: r.keys, tag: r.tag }));
     const problem = colocationProblem(rules);

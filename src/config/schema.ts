@@ -38,6 +38,11 @@ export const NUMERIC_FIELDS: readonly NumericField[] = [
   { path: 'nearCache.maxBytes', kind: 'size', min: 1024, max: 1 * TiB },
   { path: 'nearCache.maxEntryBytes', kind: 'size', min: 128, max: 2 * GiB },
   { path: 'nearCache.maxAgeMs', kind: 'duration', min: 0, max: DAY_MS },
+  { path: 'migration.maxKeysPerSecond', kind: 'integer', min: 1, max: 100_000_000 },
+  { path: 'migration.maxBytesPerSecond', kind: 'size', min: 1024, max: 1 * TiB },
+  { path: 'migration.batchKeys', kind: 'integer', min: 1, max: 100_000 },
+  { path: 'migration.verifySample', kind: 'integer', min: 0, max: 10_000_000 },
+  { path: 'migration.cutoverMaxPauseMs', kind: 'duration', min: 1, max: 3_600_000 },
   { path: 'timeouts.connectMs', kind: 'duration', min: 1, max: DAY_MS },
   { path: 'timeouts.commandMs', kind: 'duration', min: 1, max: DAY_MS },
   { path: 'timeouts.adminCommandMs', kind: 'duration', min: 1, max: DAY_MS },
@@ -415,6 +420,16 @@ export const CONFIG_FILE_SCHEMA: Schema = {
         ...(withSwitches('nearCache').properties as Record<string, Schema>),
         keys: { type: 'array', items: { type: 'string', minLength: 1 }, 'x-expect': 'must be a list of globs such as "user:*"' },
         confirm: { enum: [...NEAR_CACHE_CONFIRM], 'x-expect': `must be one of ${NEAR_CACHE_CONFIRM.join(', ')}` },
+      },
+    },
+    // A live migration (src/migration): the target's credentials and TLS, the copy's pace, where progress is saved.
+    migration: {
+      ...numericGroup('migration'),
+      properties: {
+        ...(numericGroup('migration').properties as Record<string, Schema>),
+        upstreamAuth: upstreamAuthSchema(),
+        upstreamTls: UPSTREAM_TLS_SCHEMA,
+        stateFile: { type: 'string', minLength: 1, 'x-expect': 'must be a file path' },
       },
     },
     slowlog: numericGroup('slowlog'),

@@ -127,10 +127,31 @@ export interface RespoolConfig {
   transactions: TransactionsConfig;
   /** Values of some keys kept in respool's memory, exact by the nodes' invalidations (src/nearcache, docs/near-cache.md). */
   nearCache: NearCacheConfig;
+  /** A live migration's target side and pace (src/migration; started by RESPOOL MIGRATE START). */
+  migration: MigrationConfig;
   /** Keys stored under one hash tag so they share a slot (src/keys/colocation.ts); empty = names unchanged. */
   colocate: ColocationRule[];
   /** Applications sharing this respool, each with its users' namespace and limits (src/tenants); empty = one default tenant, no limits. */
   tenants: TenantConfig[];
+}
+
+/** A live migration (src/migration, docs/migration.md): how respool reaches the target, and how fast it copies. */
+export interface MigrationConfig {
+  /** The target's credentials; absent: upstreamAuth's; null: no AUTH. */
+  upstreamAuth?: { username: string | null; password: string } | null;
+  /** TLS to the target; absent: upstreamTls's. */
+  upstreamTls?: UpstreamTlsConfig;
+  /** The copy's pace: keys per second, and DUMP payload bytes per second (the writes' copies are not paced). */
+  maxKeysPerSecond: number;
+  maxBytesPerSecond: number;
+  /** Keys per SCAN of the source (copied together). */
+  batchKeys: number;
+  /** Keys the verifier compares once the copy is done (a sample of all the copied keys). */
+  verifySample: number;
+  /** How long the cutover may hold writes while the writes in flight drain; past it the cutover gives up (writes go on to the source). */
+  cutoverMaxPauseMs: number;
+  /** Where progress is saved, so that a restarted respool goes on with the copy (no credentials are written). */
+  stateFile: string;
 }
 
 export type NearCacheConfirm = 'auto' | 'always' | 'never';

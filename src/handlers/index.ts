@@ -31,6 +31,7 @@ import { pubsub, refuseWhileSubscribed } from './pubsub.js';
 import { allowedWhileSubscribed } from './client-modes.js';
 import { tracking, onTrackingLane } from './tracking.js';
 import { markWrite, mayWriteCached } from './near-cache.js';
+import { noteMigrationWrite } from './migration-writes.js';
 import { ACL_DENIED_CMD, ACL_DENIED_KEY, aclErrorMessage, checkCommand, needsNodeCheck, type AclDenial } from '../acl/command-check.js';
 import type { AclUser } from '../acl/rules.js';
 import { clientInfoLine } from './client-commands.js';
@@ -192,6 +193,7 @@ function route(session: HandlerSession, received: CommandRequest, family: Comman
     if (acl.keyNames.namespace !== null) {
       // The whole keyspace's commands, for a namespace: its keys only; its channels behind it (the SUBSCRIBE family's at the hub: pubsub.ts).
       if (NAMESPACE_SCOPED.has(req.command)) {
+        if (noteMigrationWrite(session, req, family)) return; // refused while a migration runs (handlers/migration-writes.ts)
         markWrite(session, req, family); // a namespace's FLUSHDB: the near cache's entries go first, as for any flush
         return namespaceScoped(session, req, acl.keyNames);
       }
@@ -227,6 +229,7 @@ function route(session: HandlerSession, received: CommandRequest, family: Comman
 function routeToFamily(session: HandlerSession, req: CommandRequest, family: CommandFamily): void {
   const state = session.state;
   const spec = req.spec;
+  if (noteMigrationWrite(session, req, family)) return; // a live migration copies what it writes (migration-writes.ts)
   markWrite(session, req, family); // the near cache drops what it writes before it leaves (near-cache.ts)
   state.tracking?.noteCommand(req.command, state.transaction !== null);
   if (state.lane !== null && runsOnWatchLane(family) && onLane(session, state.lane, req)) return; // false: keys on another node, outside MULTI

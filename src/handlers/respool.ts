@@ -10,6 +10,7 @@ import { isObserveSubcommand, respoolObserve, RESPOOL_OBSERVE_HELP } from './res
 import { colocate, RESPOOL_COLOCATE_HELP } from './colocate-check.js';
 import { RESPOOL_TENANTS_HELP, tenantSet, tenantsReply } from './tenants.js';
 import { RESPOOL_CACHE_HELP, respoolCache } from './respool-cache.js';
+import { RESPOOL_MIGRATE_HELP, respoolMigrate } from './respool-migrate.js';
 
 /**
  * RESPOOL HOTKEYS | NODES | SPLIT …: respool's own command (src/hotkeys/control.ts). With users
@@ -23,10 +24,11 @@ export const respool: Handler = (session, req) => {
     return session.replyNow(encodeError(ProxyError.noPerm(`User ${state.user ?? 'default'} has no permissions to run the 'respool' command`)));
   }
   const sub = req.args[1]?.toString('latin1').toUpperCase();
-  if (sub === undefined || sub === 'HELP') return session.replyNow(encodeArray([...HELP, ...RESPOOL_OBSERVE_HELP, ...RESPOOL_COLOCATE_HELP, ...RESPOOL_TENANTS_HELP, ...RESPOOL_CACHE_HELP].map((l) => encodeSimple(l))));
+  if (sub === undefined || sub === 'HELP') return session.replyNow(encodeArray([...HELP, ...RESPOOL_OBSERVE_HELP, ...RESPOOL_COLOCATE_HELP, ...RESPOOL_TENANTS_HELP, ...RESPOOL_CACHE_HELP, ...RESPOOL_MIGRATE_HELP].map((l) => encodeSimple(l))));
   if (isObserveSubcommand(sub)) return respoolObserve(session, req, sub); // SLOWLOG, LATENCY, NODE (handlers/respool-observe.ts)
   if (sub === 'COLOCATE') return colocate(session, req); // CHECK, MOVE (handlers/colocate-check.ts)
   if (sub === 'CACHE') return respoolCache(session, req); // STATS, KEYS, FLUSH (handlers/respool-cache.ts)
+  if (sub === 'MIGRATE') return respoolMigrate(session, req); // START, STATUS, VERIFY, CUTOVER, ABORT (handlers/respool-migrate.ts)
   if (sub === 'TENANTS') {
     const arity = arityError({ name: 'respool|tenants', arity: 2 }, req.args.length);
     return session.replyNow(arity !== null ? encodeError(arity) : tenantsReply(session)); // handlers/tenants.ts

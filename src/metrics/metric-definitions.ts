@@ -176,6 +176,13 @@ export const METRIC_DEFINITIONS = {
   near_cache_invalidations_total: counter('Invalidations the nodes sent the near cache\'s tracking connections.', []),
   near_cache_evictions_total: counter('Entries evicted to keep nearCache.maxBytes.', []),
 
+  // A live migration (RESPOOL MIGRATE, src/migration): read off its status at scrape time.
+  migration_state: gauge('1 for the live migration\'s state now (idle, copying, paused, verifying, synced, cutting-over, cut-over, aborted), 0 for the others.', ['state']),
+  migration_keys_total: counter('Keys a migration handled: kind="copied" by the scan, "mirrored" client writes carried to the target, "recopied" copies beyond a key\'s first, "deleted" gone from the source when copied, "verified" compared by the verifier, "mismatched" found different (and copied again).', ['kind']),
+  migration_bytes_total: counter('DUMP payload bytes a migration restored on the target.', []),
+  migration_unseen_writes_per_second: gauge('Writes per second at the migration\'s source that respool did not send (clients connected to the source directly; an estimate from INFO commandstats).', []),
+  migration_cutover_pause_seconds: gauge('How long the last cutover held writes.', []),
+
   // Tenants (config tenants[], src/tenants): tenant-metrics.ts.
   ...TENANT_METRIC_DEFINITIONS,
 

@@ -46,7 +46,7 @@ export type RedirectType = (typeof REDIRECT_TYPES)[number];
 export const RETRY_REASONS = ['tryagain', 'clusterdown', 'loading', 'masterdown', 'connection'] as const;
 export type RetryReason = (typeof RETRY_REASONS)[number];
 
-export const TOPOLOGY_REFRESH_TRIGGERS = ['startup', 'moved', 'periodic', 'error'] as const;
+export const TOPOLOGY_REFRESH_TRIGGERS = ['startup', 'moved', 'periodic', 'error', 'cutover'] as const;
 export type TopologyRefreshTrigger = (typeof TOPOLOGY_REFRESH_TRIGGERS)[number];
 
 export const TOPOLOGY_REFRESH_OUTCOMES = ['ok', 'failed', 'skipped'] as const;

@@ -147,6 +147,9 @@ interface NodeSeries<C> {
   readonly child: C;
 }
 
+/** Every state a migration reports (migration/migration.ts MigrationPhase): each a series of respool_migration_state. */
+const MIGRATION_STATES = ['idle', 'copying', 'paused', 'verifying', 'synced', 'cutting-over', 'cut-over', 'aborted'] as const;
+
 export class Metrics {
   /** The private registry holding every respool metric (and the default process metrics). */
   readonly registry: Registry;
@@ -443,6 +446,30 @@ export class Metrics {
       raw.near_cache_evictions_total.reset();
       raw.near_cache_evictions_total.inc(stats()['evictions'] ?? 0);
     });
+  }
+
+  /** A live migration's status (Migration.status()), copied into respool_migration_* when the registry is read. */
+  migrationAtScrape(status: () => Readonly<Record<string, string | number | boolean | null>>): void {
+    const raw = this.raw;
+    const collect = (metric: unknown, fn: () => void) => {
+      (metric as { collect: () => void }).collect = fn;
+    };
+    const number = (v: unknown) => (typeof v === 'number' ? v : 0);
+    collect(raw.migration_state, () => {
+      const now = status()['state'];
+      for (const state of MIGRATION_STATES) raw.migration_state.labels(state).set(state === now ? 1 : 0);
+    });
+    collect(raw.migration_keys_total, () => {
+      const s = status();
+      raw.migration_keys_total.reset();
+      for (const kind of ['copied', 'mirrored', 'recopied', 'deleted', 'verified', 'mismatched']) raw.migration_keys_total.labels(kind).inc(number(s[kind]));
+    });
+    collect(raw.migration_bytes_total, () => {
+      raw.migration_bytes_total.reset();
+      raw.migration_bytes_total.inc(number(status()['bytes']));
+    });
+    collect(raw.migration_unseen_writes_per_second, () => raw.migration_unseen_writes_per_second.set(number(status()['unseen_writes_per_second'])));
+    collect(raw.migration_cutover_pause_seconds, () => raw.migration_cutover_pause_seconds.set(number(status()['cutover_pause_ms']) / 1000));
   }
 
   /** The tenants' figures, copied into respool_tenant_* when the registry is read (tenant-metrics.ts). */

@@ -295,6 +295,21 @@ export class LeasePools {
   }
 
   /** Closes every connection (leased ones too: their requests fail) and refuses every waiter. */
+  /**
+   * Closes every connection to a node not in `keep` (a migration's cutover, src/migration: a
+   * transaction or blocked call still on the old upstreams ends with the connection's error rather
+   * than writing there). Their pools stay: the nodes are no longer routed to.
+   */
+  closeOutside(keep: ReadonlySet<string>, reason: string): number {
+    let closed = 0;
+    for (const conn of this.connections) {
+      if (keep.has(conn.address)) continue;
+      conn.close(reason);
+      closed++;
+    }
+    return closed;
+  }
+
   async closeAll(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

@@ -1,8 +1,12 @@
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { pino } from 'pino';
 import { Valkey, type RedisOptions } from 'iovalkey';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import type { RespoolConfig } from '../../src/config/types.js';
 import { startProxy, type RespoolProxy, type StartOptions } from '../../src/server.js';
+
+let proxiesStarted = 0;
 
 type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? DeepPartial<T[K]> : T[K] };
 
@@ -26,6 +30,8 @@ export async function startTestProxy(
     reads: { ...base.reads, ...(overrides.reads ?? {}) },
     dedicated: { ...base.dedicated, ...(overrides.dedicated ?? {}) },
     admission: { ...base.admission, ...(overrides.admission ?? {}) },
+    // A migration's saved state: a file of this proxy's own unless the test names one (a restart that resumes).
+    migration: { ...base.migration, stateFile: join(tmpdir(), `respool-test-migration-${process.pid}-${++proxiesStarted}.json`), ...(overrides.migration ?? {}) },
   } as RespoolConfig;
   const log = pino({ level: process.env['RESPOOL_TEST_LOG'] ?? 'silent' });
   return startProxy(config, { ...start, log });

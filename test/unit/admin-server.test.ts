@@ -31,6 +31,7 @@ afterEach(async () => {
 
 function touchEverything(m: Metrics): void {
   m.tenantsAtScrape(() => [{ name: 't', clients: 1, counts: { requests: 2, bytesIn: 30, bytesOut: 5, heldMs: 10, held: { ops: 1, bytes: 0, inflight: 0 }, refusedClients: 0 }, latencyUs: () => ({ p50: 300, p99: 900 }), shedOpsPerSecond: 50 }]);
+  m.migrationAtScrape(() => ({ state: 'copying', copied: 5, mirrored: 2, recopied: 1, deleted: 0, verified: 0, mismatched: 0, bytes: 500, unseen_writes_per_second: 3, cutover_pause_ms: null }));
   m.clientConnections.inc();
   m.clientConnectionsAccepted.inc();
   m.connectionRejectedCounter('max_clients').inc();

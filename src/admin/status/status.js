@@ -210,6 +210,25 @@ function renderCache(cache) {
   ], cache.keys));
 }
 
+/** A live migration (GET /migration): hidden while none ran. */
+function renderMigration(m) {
+  const on = m !== null && m.state !== 'idle';
+  document.getElementById('migration-section').hidden = !on;
+  if (!on) return;
+  document.getElementById('migration-summary').textContent = `${m.state} → ${m.target}` + (m.reason ? ` · ${m.reason}` : '');
+  show('migration', table([
+    ['keys copied', (x) => x.copied, 'num'],
+    ['scans done', (x) => `${x.scans_done} of ${x.scans}`, 'num'],
+    ['bytes', (x) => bytes(x.bytes), 'num'],
+    ['writes carried', (x) => x.mirrored, 'num'],
+    ['copied again', (x) => x.recopied, 'num'],
+    ['verified', (x) => x.verified, 'num'],
+    ['different', (x) => x.mismatched, 'num'],
+    ['writes past respool /s', (x) => x.unseen_writes_per_second, 'num'],
+    ['cutover pause', (x) => (x.cutover_pause_ms === null ? '—' : `${x.cutover_pause_ms} ms`), 'num'],
+  ], [m]));
+}
+
 function renderTenants(tenants) {
   const list = tenants === null || !Array.isArray(tenants.tenants) ? [] : tenants.tenants;
   document.getElementById('tenants-section').hidden = list.length === 0;
@@ -278,7 +297,7 @@ function renderSummary(topology, saturation) {
 
 const SOURCES = {
   topology: '/topology', nodes: '/nodes', latency: '/latency', saturation: '/saturation', clients: '/clients', hot: '/hotkeys',
-  big: '/bigkeys', slow: '/slowlog?count=10', events: '/events', fleet: '/fleet', tenants: '/tenants', cache: '/cache?count=10',
+  big: '/bigkeys', slow: '/slowlog?count=10', events: '/events', fleet: '/fleet', tenants: '/tenants', cache: '/cache?count=10', migration: '/migration',
 };
 
 let polling = false;
@@ -309,6 +328,7 @@ async function poll() {
     renderFleet(d.fleet);
     renderTenants(d.tenants);
     renderCache(d.cache);
+    renderMigration(d.migration);
     const errors = failed.filter((f) => f !== null);
     const updated = document.getElementById('updated');
     updated.textContent = errors.length > 0 ? `errors: ${errors.join('; ')}` : `updated ${new Date().toLocaleTimeString()}`;

@@ -1,0 +1,47 @@
+import type { AdminRequest, AdminResponse } from './admin-server.js';
+import { readJsonBody } from './hot-key-routes.js';
+import { MigrationRefusal, type Migration } from '../migration/migration.js';
+import { parseAddress } from '../handlers/respool-migrate.js';
+
+// The admin HTTP routes of a live migration (src/migration), as RESPOOL MIGRATE through respool.
+
+type Route = { method: string; path: string; handler: (req: AdminRequest) => Promise<AdminResponse> | AdminResponse };
+
+/** A step's answer: 200 with its result, 409 with a refusal's words (nothing changed), 500 otherwise. */
+async function step(work: () => Promise<unknown>): Promise<AdminResponse> {
+  try {
+    return { status: 200, body: (await work()) ?? { ok: true } };
+  } catch (err) {
+    return { status: err instanceof MigrationRefusal ? 409 : 500, body: { error: (err as Error).message } };
+  }
+}
+
+/**
+ * Admin routes:
+ *   GET  /migration                                    STATUS (JSON)
+ *   POST /migration/start   {"target": "host:port", "merge": false}
+ *   POST /migration/verify | /migration/cutover | /migration/abort
+ */
+export function migrationRoutes(migration: Migration): Route[] {
+  return [
+    { method: 'GET', path: '/migration', handler: () => ({ status: 200, body: migration.status() }) },
+    {
+      method: 'POST',
+      path: '/migration/start',
+      handler: async (req) => {
+        let body: { target?: unknown; merge?: unknown };
+        try {
+          body = (await readJsonBody(req)) as typeof body;
+        } catch (err) {
+          return { status: 400, body: { error: (err as Error).message } };
+        }
+        const target = typeof body.target === 'string' ? parseAddress(body.target) : null;
+        if (target === null) return { status: 400, body: { error: 'give {"target": "host:port"}' } };
+        return step(() => migration.start({ target, merge: body.merge === true }));
+      },
+    },
+    { method: 'POST', path: '/migration/verify', handler: () => step(() => migration.verifyNow()) },
+    { method: 'POST', path: '/migration/cutover', handler: () => step(async () => ({ pauseMs: await migration.cutover() })) },
+    { method: 'POST', path: '/migration/abort', handler: () => step(() => migration.abort()) },
+  ];
+}

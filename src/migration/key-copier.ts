@@ -1,0 +1,137 @@
+import { NodeError, type MigrationSide } from './migration-side.js';
+import { RespError, type RespValue } from '../resp/decode.js';
+
+/** What a copy of a key is for: the scan's first copy, a write respool carries, or a repair (a failed copy's, a difference the verifier found). */
+export type CopyReason = 'scan' | 'write' | 'repair';
+
+export interface CopyCounts {
+  /** Keys the scan copied (each once). */
+  copied: number;
+  /** Writes carried to the target (each by a copy of the keys it wrote). */
+  mirrored: number;
+  /** Copies beyond a key's first: a write's, or a verifier's repair. */
+  recopied: number;
+  /** Keys gone from the source when copied: deleted on the target. */
+  deleted: number;
+  /** DUMP payload bytes restored on the target. */
+  bytes: number;
+}
+
+/** A key of a database, as the pending set names it. */
+function slotName(db: number, key: Buffer): string {
+  return `${db}\u0000${key.toString('latin1')}`;
+}
+
+/** A key's copies: one running, and whether another must follow it (a write came meanwhile). */
+interface KeyCopies {
+  again: boolean;
+  /** Resolve when the last copy asked for so far is on the target. */
+  waiters: Array<{ resolve: () => void; reject: (err: Error) => void }>;
+  /** Resolve when the copy running now ends (settled()). */
+  settled: Array<() => void>;
+}
+
+/**
+ * Copies keys from the source to the target — DUMP + PTTL on the source's owner, RESTORE …
+ * REPLACE ABSTTL (or DEL, for a key that is gone) on the target's — one copy of a key at a time.
+ *
+ * Why no write is lost: a write acknowledged by the source asks for a copy of each key it wrote
+ * (copy()). Copies of one key never overlap: one asked for while another runs runs after it
+ * (`again`), and its DUMP is sent after the write's acknowledgement. So the key's last copy reads a
+ * source that holds every acknowledged write, and REPLACE puts that on the target whatever an
+ * earlier copy left there — whether the writes were SET, INCR or a script, and in whatever order
+ * the source's links ran them.
+ *
+ *   running : slotName → KeyCopies, at most one copy per key in flight
+ *   idle    : resolves when no copy runs (a cutover waits for it)
+ */
+export class KeyCopier {
+  readonly counts: CopyCounts = { copied: 0, mirrored: 0, recopied: 0, deleted: 0, bytes: 0 };
+  private readonly running = new Map<string, KeyCopies>();
+  private idleWaiters: Array<() => void> = [];
+
+  constructor(
+    private readonly source: MigrationSide,
+    private readonly target: MigrationSide,
+    /** A copy failed on the target or source (the migration pauses): the node's words. */
+    private readonly onFailure: (db: number, key: Buffer, error: Error) => void,
+  ) {}
+
+  /** Copies in flight now. */
+  get inFlight(): number {
+    return this.running.size;
+  }
+
+  /** Copies the key (again, if a copy runs: after it). Resolves when a copy started after this call is on the target. */
+  copy(db: number, key: Buffer, reason: CopyReason): Promise<void> {
+    if (reason === 'write') this.counts.mirrored++;
+    const name = slotName(db, key);
+    const copies = this.running.get(name);
+    return new Promise((resolve, reject) => {
+      if (copies !== undefined) {
+        copies.again = true;
+        copies.waiters.push({ resolve, reject });
+        return;
+      }
+      const fresh: KeyCopies = { again: false, waiters: [{ resolve, reject }], settled: [] };
+      this.running.set(name, fresh);
+      void this.run(name, db, Buffer.from(key), fresh, reason);
+    });
+  }
+
+  /** Resolves once no copy runs. */
+  idle(): Promise<void> {
+    if (this.running.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** Resolves when the key's copy running now (if any) is done: the verifier compares keys at rest. */
+  settled(db: number, key: Buffer): Promise<void> {
+    const copies = this.running.get(slotName(db, key));
+    if (copies === undefined) return Promise.resolve();
+    return new Promise((resolve) => copies.settled.push(resolve));
+  }
+
+  private async run(name: string, db: number, key: Buffer, copies: KeyCopies, reason: CopyReason): Promise<void> {
+    for (let first = true; ; first = false) {
+      const waiters = copies.waiters.splice(0);
+      copies.again = false;
+      try {
+        await this.copyOnce(db, key, first ? reason : 'repair');
+        for (const w of waiters) w.resolve();
+      } catch (err) {
+        this.onFailure(db, key, err as Error);
+        for (const w of waiters) w.reject(err as Error);
+      }
+      for (const resolve of copies.settled.splice(0)) resolve();
+      if (!copies.again) break;
+    }
+    this.running.delete(name);
+    if (this.running.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+  }
+
+  /** One copy: the source's value and expiry now, put on the target in place of what it had. */
+  private async copyOnce(db: number, key: Buffer, reason: CopyReason): Promise<void> {
+    const [payload, pttl] = await Promise.all([this.source.callFor(key, db, ['DUMP', key]), this.source.callFor(key, db, ['PTTL', key])]);
+    if (reason === 'scan') this.counts.copied++;
+    else this.counts.recopied++;
+    if (payload === null || pttl === -2) {
+      // Gone (deleted, expired, or expired between the two reads): gone on the target too.
+      await this.target.callFor(key, db, ['DEL', key]);
+      this.counts.deleted++;
+      return;
+    }
+    if (!Buffer.isBuffer(payload)) throw new NodeError(`DUMP answered ${String(payload)}`);
+    const ttl = typeof pttl === 'number' && pttl > 0 ? Date.now() + pttl : 0;
+    await this.target.callFor(key, db, ttl > 0 ? ['RESTORE', key, ttl, payload, 'REPLACE', 'ABSTTL'] : ['RESTORE', key, 0, payload, 'REPLACE']);
+    this.counts.bytes += payload.length;
+  }
+}
+
+/** Whether two replies are the same value (the verifier's comparison of logical reads). */
+export function sameValue(a: RespValue, b: RespValue): boolean {
+  if (a instanceof RespError || b instanceof RespError) return false;
+  if (Buffer.isBuffer(a) && Buffer.isBuffer(b)) return a.equals(b);
+  if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && a.every((x, i) => sameValue(x, b[i]!));
+  return a === b || String(a) === String(b);
+}

@@ -1,0 +1,576 @@
+import type { Logger } from 'pino';
+import type { RespoolConfig } from '../config/types.js';
+import type { TopologyRefresher } from '../cluster/topology-refresher.js';
+import type { LeasePools } from '../upstream/lease-pools.js';
+import { MigrationSide, NodeError, type SideAddress } from './migration-side.js';
+import { KeyCopier } from './key-copier.js';
+import { sameOnBothSides } from './key-compare.js';
+import { readSavedMigration, removeSavedMigration, writeSavedMigration, type SavedMigration, type ScanTask } from './migration-state-file.js';
+import { WriteRates } from './write-rates.js';
+
+/**
+ * Where a migration is:
+ *   idle → copying → verifying → synced → cutting-over → cut-over
+ *   copying | verifying | synced → paused (a side failed; retried every RETRY_MS) → copying
+ *   any before cut-over → aborted (ABORT)
+ */
+export type MigrationPhase = 'idle' | 'copying' | 'paused' | 'verifying' | 'synced' | 'cutting-over' | 'cut-over' | 'aborted';
+
+export interface MigrationDeps {
+  /** The proxy's config: its upstreams, mode, upstreamAuth and upstreamTls change at cutover. */
+  config: RespoolConfig;
+  log: Logger;
+  /** The main upstreams' topology: reseeded at cutover. */
+  refresher: TopologyRefresher;
+  /** The main upstreams' leased connections: those left on the source close at cutover. */
+  dedicated: LeasePools;
+  /** Writes are held here during the cutover, reads flow (client/client-pause.ts ClientPause). */
+  clientPause: { holdWrites(on: boolean): void };
+  /** Whether a command (as the nodes' COMMAND names it) writes: for the source's write rate. */
+  isWrite: (command: string) => boolean;
+  /**
+   * Resolves once every request sent to the source before the call is answered: writes that were
+   * on their way when START began carrying writes (not noted by it) land before the scan reads.
+   */
+  writesBefore: () => Promise<void>;
+  /** Told after the cutover switched the upstreams (the near cache drops what the source's tracking said). */
+  onCutover?: () => void;
+}
+
+export interface StartOptions {
+  target: { host: string; port: number };
+  /** Copy into a target that holds keys already. */
+  merge: boolean;
+}
+
+/** A refusal at START (nothing changed on either side), or of a step asked in the wrong phase. */
+export class MigrationRefusal extends Error {}
+
+/** A paused migration asks its sides again this often. */
+const RETRY_MS = 1_000;
+/** Progress is saved at most this often (and at every phase change). */
+const SAVE_EVERY_MS = 1_000;
+/** The verifier reads a key this many times before it counts a difference (a write may land between its reads). */
+const VERIFY_ATTEMPTS = 3;
+
+/**
+ * A live migration of the main upstreams' keyspace to a target (docs/migration.md). respool stays
+ * in front of the source (the truth) until the cutover; the target is filled by a paced scan of
+ * the source (KeyCopier: DUMP → RESTORE), kept current by a copy of every key a client's
+ * acknowledged write touched, checked by a verifier, and switched to at the cutover, with writes
+ * held at respool meanwhile.
+ *
+ *   dirty   : keys whose copy failed or waited while paused; copied first when the migration goes on
+ *   writes  : writesInFlight counts client writes sent but not answered (the cutover waits for 0)
+ *   saved   : tasks (SCAN cursors) and counts on disk (migration.stateFile), so a restart resumes;
+ *             a resumed copy then compares every key (a write acknowledged just before the stop
+ *             may not have been copied), not a sample
+ */
+export class Migration {
+  phase: MigrationPhase = 'idle';
+  private source: MigrationSide | null = null;
+  private target: MigrationSide | null = null;
+  private copier: KeyCopier | null = null;
+  private saved: SavedMigration | null = null;
+  private reason: string | null = null;
+  private resumed = false;
+  private readonly dirty = new Map<string, { db: number; key: Buffer }>();
+  private sample: Array<{ db: number; key: Buffer }> = [];
+  private scanned = 0;
+  private verified = 0;
+  private mismatched = 0;
+  private writesInFlight = 0;
+  private writesSeen = 0;
+  private lastSave = 0;
+  private retryTimer: NodeJS.Timeout | null = null;
+  private rates: WriteRates | null = null;
+  private cutoverPauseMs: number | null = null;
+  private cutoverAt: number | null = null;
+  private startedAt = 0;
+  /** Bumped by ABORT: loops of an earlier run stop. */
+  private run = 0;
+
+  constructor(private readonly deps: MigrationDeps) {}
+
+  private get settings(): RespoolConfig['migration'] {
+    return this.deps.config.migration;
+  }
+
+  /** Whether client writes are carried to the target now. */
+  get carriesWrites(): boolean {
+    return this.phase === 'copying' || this.phase === 'paused' || this.phase === 'verifying' || this.phase === 'synced' || this.phase === 'cutting-over';
+  }
+
+  /** START: refused (MigrationRefusal, nothing changed) unless the target can be reached, signs respool in, is empty (or merge), and restores the source's DUMP format. */
+  async start(options: StartOptions): Promise<void> {
+    if (this.carriesWrites) throw new MigrationRefusal(`a migration is ${this.phase} already (RESPOOL MIGRATE STATUS; ABORT ends it)`);
+    const { config } = this.deps;
+    if (config.workers !== 1 || config.cluster.peers.length > 0 || config.cluster.peersFrom !== null) {
+      throw new MigrationRefusal('a migration runs in one respool process: this one has workers or fleet peers (docs/migration.md)');
+    }
+    const { source, target } = this.sides(options.target);
+    try {
+      const problem = (await target.discover()) ?? (await source.discover());
+      if (problem !== null) throw new MigrationRefusal(`cannot reach ${problem}`);
+      const tasks = await this.scanTasks(source);
+      if (target.isCluster && tasks.some((t) => t.db !== 0)) throw new MigrationRefusal(`the source has keys in database ${tasks.find((t) => t.db !== 0)!.db}; a cluster target has database 0 only`);
+      const held = await this.keysOn(target);
+      if (held > 0 && !options.merge) throw new MigrationRefusal(`the target holds ${held} keys already (MERGE copies over them)`);
+      await this.checkDumpFormat(source, target, tasks);
+      this.install(source, target, {
+        version: 1,
+        source: source.address.seeds,
+        target: options.target,
+        merge: options.merge,
+        targetWasEmpty: held === 0,
+        startedAt: Date.now(),
+        tasks,
+        counts: { copied: 0, mirrored: 0, recopied: 0, deleted: 0, bytes: 0 },
+      }, false);
+    } catch (err) {
+      source.close();
+      target.close();
+      throw err instanceof MigrationRefusal ? err : new MigrationRefusal((err as Error).message);
+    }
+  }
+
+  /** A migration saved by an earlier run of this process (migration.stateFile): goes on where it stopped. */
+  async resumeSaved(): Promise<void> {
+    const { saved, problem } = readSavedMigration(this.settings.stateFile);
+    if (problem !== null) this.deps.log.warn({ event: 'migration_state_unreadable', problem }, `migration state not read: ${problem}`);
+    if (saved === null) return;
+    const here = this.deps.config.upstreams.map((u) => `${u.host}:${u.port}`).join(',');
+    if (saved.source?.map((u) => `${u.host}:${u.port}`).join(',') !== here) {
+      this.deps.log.warn({ event: 'migration_state_other_upstreams', stateFile: this.settings.stateFile }, `migration state ${this.settings.stateFile} is of other upstreams than these (${here}): not resumed`);
+      return;
+    }
+    const { source, target } = this.sides(saved.target);
+    this.install(source, target, saved, true);
+    this.deps.log.info({ event: 'migration_resumed', target: `${saved.target.host}:${saved.target.port}` }, 'migration resumed from its saved state');
+  }
+
+  private sides(to: { host: string; port: number }): { source: MigrationSide; target: MigrationSide } {
+    const { config, log } = this.deps;
+    const own = this.settings;
+    const sourceAddress: SideAddress = { seeds: config.upstreams.map((u) => ({ host: u.host, port: u.port })), mode: config.mode, upstreamAuth: config.upstreamAuth, upstreamTls: config.upstreamTls };
+    const targetAddress: SideAddress = {
+      seeds: [to],
+      mode: 'auto',
+      upstreamAuth: own.upstreamAuth === undefined ? config.upstreamAuth : own.upstreamAuth,
+      upstreamTls: own.upstreamTls ?? config.upstreamTls,
+    };
+    return { source: new MigrationSide('source', sourceAddress, config, log), target: new MigrationSide('target', targetAddress, config, log) };
+  }
+
+  private install(source: MigrationSide, target: MigrationSide, saved: SavedMigration, resumed: boolean): void {
+    this.source = source;
+    this.target = target;
+    this.saved = saved;
+    this.resumed = resumed;
+    this.copier = new KeyCopier(source, target, (db, key, err) => this.copyFailed(db, key, err));
+    Object.assign(this.copier.counts, saved.counts);
+    this.reason = null;
+    this.sample = [];
+    this.scanned = 0;
+    this.verified = 0;
+    this.mismatched = 0;
+    this.dirty.clear();
+    this.cutoverPauseMs = null;
+    this.cutoverAt = null;
+    this.startedAt = saved.startedAt;
+    this.rates = new WriteRates(source, this.deps.isWrite, () => this.writesSeen);
+    this.rates.start();
+    this.phase = 'copying';
+    this.save(true);
+    this.deps.log.info({ event: 'migration_started', target: `${saved.target.host}:${saved.target.port}`, resumed }, resumed ? 'migration going on' : 'migration started');
+    void this.copyLoop(++this.run);
+  }
+
+  /** The tasks of a scan of the source: each primary's database 0 (cluster), or each database that holds keys (standalone). */
+  private async scanTasks(source: MigrationSide): Promise<ScanTask[]> {
+    const tasks: ScanTask[] = [];
+    for (const node of source.primaries()) {
+      const dbs = source.isCluster ? [0] : databasesWithKeys(String(await source.call(node, 0, ['INFO', 'keyspace'])));
+      for (const db of dbs) tasks.push({ host: node.host, port: node.port, db, cursor: '0', done: false });
+    }
+    return tasks;
+  }
+
+  private async keysOn(side: MigrationSide): Promise<number> {
+    let keys = 0;
+    for (const node of side.primaries()) {
+      const info = String(await side.call(node, 0, ['INFO', 'keyspace']));
+      for (const m of info.matchAll(/^db\d+:keys=(\d+)/gm)) keys += Number(m[1]);
+    }
+    return keys;
+  }
+
+  /**
+   * The target restores the source's DUMP format: one source key's payload RESTOREd there under a
+   * name of respool's with an absolute expiry in the past — the node checks the payload's version
+   * and checksum first, then creates nothing (the key would be expired at once).
+   */
+  private async checkDumpFormat(source: MigrationSide, target: MigrationSide, tasks: readonly ScanTask[]): Promise<void> {
+    for (const task of tasks) {
+      const reply = await source.call(task, task.db, ['SCAN', '0', 'COUNT', 100]);
+      const key = Array.isArray(reply) && Array.isArray(reply[1]) ? (reply[1][0] as Buffer | undefined) : undefined;
+      if (key === undefined) continue;
+      const payload = await source.call(task, task.db, ['DUMP', key]);
+      if (!Buffer.isBuffer(payload)) continue;
+      const probe = Buffer.from(`{respool-migration}probe:${process.pid}:${Date.now()}`);
+      try {
+        await target.callFor(probe, task.db, ['RESTORE', probe, 1, payload, 'ABSTTL']);
+      } catch (err) {
+        throw new MigrationRefusal(`the target cannot restore the source's DUMP format (${(err as Error).message})`);
+      }
+      return;
+    }
+  }
+
+  // ---- copy ------------------------------------------------------------------------------------
+
+  private async copyLoop(run: number): Promise<void> {
+    const saved = this.saved!;
+    const copier = this.copier!;
+    const source = this.source!;
+    const pace = new Pacer(this.settings.maxKeysPerSecond, this.settings.maxBytesPerSecond);
+    const live = () => run === this.run && this.phase === 'copying';
+    await this.deps.writesBefore().catch(() => undefined); // a node that fails them fails them: nothing of theirs landed late
+    // Keys a failure or pause left uncopied go first.
+    if (!(await this.copyDirty(run))) return;
+    for (const task of saved.tasks) {
+      while (!task.done && live()) {
+        let keys: Buffer[];
+        let next: string;
+        try {
+          const reply = await source.call(task, task.db, ['SCAN', task.cursor, 'COUNT', this.settings.batchKeys]);
+          if (!Array.isArray(reply) || !Array.isArray(reply[1])) throw new NodeError(`SCAN answered ${String(reply)}`);
+          next = String(reply[0]);
+          keys = reply[1] as Buffer[];
+        } catch (err) {
+          return this.pause(`source ${task.host}:${task.port}: SCAN failed: ${(err as Error).message}`);
+        }
+        const bytesBefore = copier.counts.bytes;
+        const results = await Promise.allSettled(keys.map((k) => copier.copy(task.db, k, 'scan')));
+        if (!live()) return;
+        if (results.some((r) => r.status === 'rejected')) return; // paused (copyFailed); this batch is copied again
+        for (const k of keys) this.offerSample(task.db, k);
+        task.cursor = next;
+        task.done = next === '0';
+        this.save(task.done);
+        await pace.after(keys.length, copier.counts.bytes - bytesBefore);
+      }
+      if (!live()) return;
+    }
+    if (run !== this.run || this.phase !== 'copying') return;
+    this.phase = 'verifying';
+    this.save(true);
+    await this.verifyCopy(run);
+  }
+
+  /** Copies the keys left dirty; false when the migration paused or ended meanwhile. */
+  private async copyDirty(run: number): Promise<boolean> {
+    while (this.dirty.size > 0) {
+      const batch = [...this.dirty.values()].slice(0, this.settings.batchKeys);
+      for (const { db, key } of batch) this.dirty.delete(dirtyName(db, key));
+      const results = await Promise.allSettled(batch.map(({ db, key }) => this.copier!.copy(db, key, 'repair')));
+      if (run !== this.run || results.some((r) => r.status === 'rejected')) return false;
+    }
+    return true;
+  }
+
+  /** A client write the source acknowledged (or that ended without a reply): its keys are copied again. */
+  written(db: number, keys: readonly Buffer[]): void {
+    this.writesSeen++;
+    if (!this.carriesWrites) return;
+    for (const key of keys) {
+      if (this.phase === 'paused') {
+        this.copier!.counts.mirrored++;
+        this.markDirty(db, key);
+      } else void this.copier!.copy(db, key, 'write').catch(() => undefined); // a failure marks it dirty and pauses (copyFailed)
+    }
+  }
+
+  /** A client write sent to the source; written() or writeAbandoned() follows it. */
+  writeBegan(): void {
+    this.writesInFlight++;
+  }
+
+  writeEnded(): void {
+    this.writesInFlight--;
+  }
+
+  private markDirty(db: number, key: Buffer): void {
+    this.dirty.set(dirtyName(db, key), { db, key: Buffer.from(key) });
+  }
+
+  private copyFailed(db: number, key: Buffer, err: Error): void {
+    this.markDirty(db, key);
+    if (this.phase === 'copying' || this.phase === 'verifying' || this.phase === 'synced') this.pause(`copy of a key failed: ${err.message}`);
+  }
+
+  // ---- pause and retry ---------------------------------------------------------------------------
+
+  private pause(reason: string): void {
+    if (this.phase === 'paused') return;
+    this.phase = 'paused';
+    this.reason = reason;
+    this.save(true);
+    this.deps.log.warn({ event: 'migration_paused', reason }, `migration paused: ${reason}`);
+    const run = this.run;
+    const retry = () => {
+      this.retryTimer = setTimeout(() => void this.tryAgain(run, retry), RETRY_MS);
+      this.retryTimer.unref();
+    };
+    retry();
+  }
+
+  private async tryAgain(run: number, retry: () => void): Promise<void> {
+    if (run !== this.run || this.phase !== 'paused') return;
+    const problem = (await this.target!.discover()) ?? (await this.source!.discover());
+    if (run !== this.run || this.phase !== 'paused') return;
+    if (problem !== null) {
+      this.reason = `still cannot reach ${problem}`;
+      return retry();
+    }
+    this.deps.log.info({ event: 'migration_going_on', after: this.reason }, 'migration going on');
+    this.reason = null;
+    this.phase = 'copying';
+    void this.copyLoop(run);
+  }
+
+  // ---- verify --------------------------------------------------------------------------------------
+
+  /** After the copy: a sample of the copied keys compared (every key, after a resume); differences copied again. Then synced. */
+  private async verifyCopy(run: number): Promise<void> {
+    const live = () => run === this.run && this.phase === 'verifying';
+    if (!(await this.copyDirty(run)) || !live()) return;
+    if (this.resumed) {
+      for (const task of this.saved!.tasks) {
+        let cursor = '0';
+        do {
+          let reply;
+          try {
+            reply = await this.source!.call(task, task.db, ['SCAN', cursor, 'COUNT', this.settings.batchKeys]);
+          } catch (err) {
+            return this.pause(`source ${task.host}:${task.port}: SCAN failed: ${(err as Error).message}`);
+          }
+          cursor = String((reply as unknown[])[0]);
+          for (const key of (reply as unknown[])[1] as Buffer[]) if (!(await this.verifyKey(task.db, key)) && !live()) return;
+          if (!live()) return;
+        } while (cursor !== '0');
+      }
+    } else {
+      for (const { db, key } of this.sample) {
+        await this.verifyKey(db, key);
+        if (!live()) return;
+      }
+    }
+    if (!live()) return;
+    this.phase = 'synced';
+    this.save(true);
+    this.deps.log.info({ event: 'migration_synced', ...this.copier!.counts, verified: this.verified, mismatched: this.mismatched }, 'migration synced: every key copied, every write carried');
+  }
+
+  /** Compares one key on both sides (again while a write's copy of it runs); a difference is counted and copied again. False if a side failed. */
+  private async verifyKey(db: number, key: Buffer): Promise<boolean> {
+    const copier = this.copier!;
+    try {
+      for (let attempt = 0; attempt < VERIFY_ATTEMPTS; attempt++) {
+        await copier.settled(db, key);
+        if (await sameOnBothSides(this.source!, this.target!, db, key)) {
+          this.verified++;
+          return true;
+        }
+        await sleep(20);
+      }
+      this.mismatched++;
+      this.verified++;
+      await copier.copy(db, key, 'repair');
+      return true;
+    } catch (err) {
+      this.pause(`verifying a key failed: ${(err as Error).message}`);
+      return false;
+    }
+  }
+
+  /** RESPOOL MIGRATE VERIFY: the sample compared again now; the differences found. */
+  async verifyNow(): Promise<{ compared: number; mismatched: number }> {
+    if (this.phase !== 'synced' && this.phase !== 'cut-over') throw new MigrationRefusal(`VERIFY compares a synced migration; this one is ${this.phase}`);
+    if (this.phase === 'cut-over') throw new MigrationRefusal('the migration is cut over: the source is no longer kept current');
+    const before = this.mismatched;
+    let compared = 0;
+    for (const { db, key } of this.sample) {
+      if (!(await this.verifyKey(db, key))) break;
+      compared++;
+    }
+    return { compared, mismatched: this.mismatched - before };
+  }
+
+  /** Reservoir sampling: each scanned key has the same chance to be among the verifier's migration.verifySample. */
+  private offerSample(db: number, key: Buffer): void {
+    this.scanned++;
+    const size = this.settings.verifySample;
+    if (this.sample.length < size) this.sample.push({ db, key: Buffer.from(key) });
+    else {
+      const i = Math.floor(Math.random() * this.scanned);
+      if (i < size) this.sample[i] = { db, key: Buffer.from(key) };
+    }
+  }
+
+  // ---- cutover -------------------------------------------------------------------------------------
+
+  /**
+   * CUTOVER: writes held at respool (reads flow); the writes in flight answered and their copies
+   * on the target; the main upstreams pointed at the target (discovered before anything is
+   * switched: a target that does not answer leaves everything as it was); connections leased on
+   * the source closed; writes let go, now to the target. Bounded by migration.cutoverMaxPauseMs.
+   */
+  async cutover(): Promise<number> {
+    if (this.phase !== 'synced') throw new MigrationRefusal(`CUTOVER needs a synced migration; this one is ${this.phase}${this.reason === null ? '' : ` (${this.reason})`}`);
+    const { config, clientPause, refresher, dedicated, log } = this.deps;
+    const target = this.target!;
+    this.phase = 'cutting-over';
+    const began = performance.now();
+    clientPause.holdWrites(true);
+    const before = { upstreams: config.upstreams, mode: config.mode, upstreamAuth: config.upstreamAuth, upstreamTls: config.upstreamTls };
+    try {
+      const deadline = Date.now() + this.settings.cutoverMaxPauseMs;
+      while (this.writesInFlight > 0 || this.copier!.inFlight > 0 || this.dirty.size > 0) {
+        if (Date.now() > deadline) throw new MigrationRefusal(`writes in flight did not drain within ${this.settings.cutoverMaxPauseMs} ms (migration.cutoverMaxPauseMs); still synced, writes going on to the source`);
+        if (this.dirty.size > 0) await this.copyDirty(this.run);
+        await Promise.race([this.copier!.idle(), sleep(1)]);
+      }
+      const to = this.saved!.target;
+      Object.assign(config, { upstreams: [{ host: to.host, port: to.port }], mode: target.address.mode, upstreamAuth: target.address.upstreamAuth, upstreamTls: target.address.upstreamTls });
+      const topology = await refresher.reseed([{ host: to.host, port: to.port }], target.address.mode);
+      if (topology === null) throw new MigrationRefusal(`the target ${to.host}:${to.port} did not answer its discovery; still synced`);
+      dedicated.closeOutside(new Set(topology.allNodes().map((n) => n.address)), 'the upstreams moved (a migration cut over): run it again');
+      this.deps.onCutover?.();
+    } catch (err) {
+      Object.assign(config, before);
+      this.phase = 'synced';
+      clientPause.holdWrites(false);
+      throw err instanceof MigrationRefusal ? err : new MigrationRefusal((err as Error).message);
+    }
+    this.phase = 'cut-over';
+    clientPause.holdWrites(false);
+    this.cutoverPauseMs = Math.round((performance.now() - began) * 10) / 10;
+    this.cutoverAt = Date.now();
+    this.stopSides();
+    removeSavedMigration(this.settings.stateFile);
+    log.info({ event: 'migration_cut_over', pauseMs: this.cutoverPauseMs, upstreams: config.upstreams }, `migration cut over: writes held ${this.cutoverPauseMs} ms; the upstreams are now the target`);
+    return this.cutoverPauseMs;
+  }
+
+  // ---- abort ---------------------------------------------------------------------------------------
+
+  /** ABORT before the cutover: copying stops; a target that was empty is emptied again (FLUSHALL on its primaries); the source is as it was. */
+  async abort(): Promise<{ flushed: boolean }> {
+    if (!this.carriesWrites || this.phase === 'cutting-over') throw new MigrationRefusal(`no migration to abort (${this.phase})`);
+    this.run++;
+    const target = this.target!;
+    const flush = this.saved!.targetWasEmpty && !this.saved!.merge;
+    this.phase = 'aborted';
+    await this.copier!.idle();
+    let flushed = false;
+    if (flush) {
+      try {
+        for (const node of target.primaries()) await target.call(node, 0, ['FLUSHALL']);
+        flushed = true;
+      } catch (err) {
+        this.reason = `the target was not emptied: ${(err as Error).message}`;
+      }
+    }
+    this.stopSides();
+    removeSavedMigration(this.settings.stateFile);
+    this.deps.log.info({ event: 'migration_aborted', targetEmptied: flushed }, 'migration aborted');
+    return { flushed };
+  }
+
+  private stopSides(): void {
+    if (this.retryTimer !== null) clearTimeout(this.retryTimer);
+    this.retryTimer = null;
+    this.rates?.stop();
+    this.source?.close();
+    this.target?.close();
+  }
+
+  close(): void {
+    this.run++;
+    this.stopSides();
+  }
+
+  // ---- status --------------------------------------------------------------------------------------
+
+  status(): Record<string, string | number | boolean | null> {
+    const saved = this.saved;
+    const counts = this.copier?.counts ?? { copied: 0, mirrored: 0, recopied: 0, deleted: 0, bytes: 0 };
+    const tasks = saved?.tasks ?? [];
+    const elapsed = Math.max(1, Date.now() - this.startedAt) / 1000;
+    return {
+      state: this.phase,
+      target: saved === null ? null : `${saved.target.host}:${saved.target.port}`,
+      reason: this.reason,
+      resumed: this.resumed,
+      scans_done: tasks.filter((t) => t.done).length,
+      scans: tasks.length,
+      copied: counts.copied,
+      mirrored: counts.mirrored,
+      recopied: counts.recopied,
+      deleted: counts.deleted,
+      bytes: counts.bytes,
+      verified: this.verified,
+      mismatched: this.mismatched,
+      copies_in_flight: this.copier?.inFlight ?? 0,
+      dirty: this.dirty.size,
+      writes_seen: this.writesSeen,
+      keys_per_second: this.phase === 'copying' ? Math.round(counts.copied / elapsed) : 0,
+      source_writes_per_second: this.rates?.sourceWritesPerSecond ?? 0,
+      unseen_writes_per_second: this.rates?.unseenWritesPerSecond ?? 0,
+      cutover_pause_ms: this.cutoverPauseMs,
+      cut_over_at: this.cutoverAt,
+    };
+  }
+
+  private save(now: boolean): void {
+    const saved = this.saved;
+    if (saved === null || (!now && Date.now() - this.lastSave < SAVE_EVERY_MS)) return;
+    this.lastSave = Date.now();
+    saved.counts = { ...this.copier!.counts };
+    try {
+      writeSavedMigration(this.settings.stateFile, saved);
+    } catch (err) {
+      this.deps.log.warn({ event: 'migration_state_unsaved', err: (err as Error).message }, `migration state not saved (a restart would begin again): ${(err as Error).message}`);
+    }
+  }
+}
+
+/** Paces the scan: at most maxKeys keys and maxBytes payload bytes per second, on average since it began. */
+class Pacer {
+  private readonly began = performance.now();
+  private keys = 0;
+  private bytes = 0;
+
+  constructor(private readonly maxKeys: number, private readonly maxBytes: number) {}
+
+  async after(keys: number, bytes: number): Promise<void> {
+    this.keys += keys;
+    this.bytes += bytes;
+    const due = Math.max(this.keys / this.maxKeys, this.bytes / this.maxBytes) * 1000;
+    const ahead = due - (performance.now() - this.began);
+    if (ahead > 1) await sleep(ahead);
+  }
+}
+
+function databasesWithKeys(info: string): number[] {
+  return [...info.matchAll(/^db(\d+):keys=(\d+)/gm)].filter((m) => Number(m[2]) > 0).map((m) => Number(m[1]));
+}
+
+function dirtyName(db: number, key: Buffer): string {
+  return `${db}\u0000${key.toString('latin1')}`;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
