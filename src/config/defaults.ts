@@ -128,6 +128,7 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
     batchKeys: 100,
     verifySample: 1_000,
     cutoverMaxPauseMs: 2_000,
+    rollbackWindowMs: 0, // the source is left as it was at the cutover
     stateFile: 'respool-migration.json', // in the working directory
   },
   colocate: [], // key names as the client says them

@@ -43,6 +43,7 @@ export const NUMERIC_FIELDS: readonly NumericField[] = [
   { path: 'migration.batchKeys', kind: 'integer', min: 1, max: 100_000 },
   { path: 'migration.verifySample', kind: 'integer', min: 0, max: 10_000_000 },
   { path: 'migration.cutoverMaxPauseMs', kind: 'duration', min: 1, max: 3_600_000 },
+  { path: 'migration.rollbackWindowMs', kind: 'duration', min: 0, max: DAY_MS },
   { path: 'timeouts.connectMs', kind: 'duration', min: 1, max: DAY_MS },
   { path: 'timeouts.commandMs', kind: 'duration', min: 1, max: DAY_MS },
   { path: 'timeouts.adminCommandMs', kind: 'duration', min: 1, max: DAY_MS },

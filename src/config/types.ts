@@ -150,6 +150,8 @@ export interface MigrationConfig {
   verifySample: number;
   /** How long the cutover may hold writes while the writes in flight drain; past it the cutover gives up (writes go on to the source). */
   cutoverMaxPauseMs: number;
+  /** After the cutover, writes are carried back to the source for this long, so that ABORT can switch back with nothing lost; 0: no rollback. */
+  rollbackWindowMs: number;
   /** Where progress is saved, so that a restarted respool goes on with the copy (no credentials are written). */
   stateFile: string;
 }

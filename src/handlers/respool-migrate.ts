@@ -8,7 +8,7 @@ export const RESPOOL_MIGRATE_HELP = [
   'RESPOOL MIGRATE STATUS                -- state (copying, paused, verifying, synced, cut-over …) and counts: copied, mirrored, recopied, mismatched',
   'RESPOOL MIGRATE VERIFY                -- compares the verifier\'s sample of keys on both sides again; the differences found',
   'RESPOOL MIGRATE CUTOVER               -- holds writes, drains them, points respool at the target; the pause in ms',
-  'RESPOOL MIGRATE ABORT                 -- stops before the cutover; an emptied target is emptied again; the source is untouched',
+  'RESPOOL MIGRATE ABORT                 -- stops before the cutover (an emptied target is emptied again; the source untouched), or within migration.rollbackWindowMs after it switches back to the source',
 ];
 
 /** RESPOOL MIGRATE START | STATUS | VERIFY | CUTOVER | ABORT (src/migration/migration.ts). */
@@ -38,7 +38,12 @@ export function respoolMigrate(session: HandlerSession, req: CommandRequest): vo
     });
   }
   if (what === 'CUTOVER' && n === 3) return later(async () => encodeBulk(`cut over: writes held ${await migration.cutover()} ms`, proto));
-  if (what === 'ABORT' && n === 3) return later(async () => encodeBulk((await migration.abort()).flushed ? 'aborted: the target was emptied' : 'aborted', proto));
+  if (what === 'ABORT' && n === 3) {
+    return later(async () => {
+      const { flushed, rolledBack } = await migration.abort();
+      return encodeBulk(rolledBack ? 'rolled back: the upstreams are the source again' : flushed ? 'aborted: the target was emptied' : 'aborted', proto);
+    });
+  }
   if (what === 'VERIFY' && n === 3) {
     return later(async () => {
       const { compared, mismatched } = await migration.verifyNow();

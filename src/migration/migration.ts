@@ -86,6 +86,10 @@ export class Migration {
   private rates: WriteRates | null = null;
   private cutoverPauseMs: number | null = null;
   private cutoverAt: number | null = null;
+  /** After the cutover, within migration.rollbackWindowMs: writes copied back to the source. */
+  private reverse: KeyCopier | null = null;
+  private rollbackUntil: number | null = null;
+  private rollbackTimer: NodeJS.Timeout | null = null;
   private startedAt = 0;
   /** Bumped by ABORT: loops of an earlier run stop. */
   private run = 0;
@@ -98,7 +102,7 @@ export class Migration {
 
   /** Whether client writes are carried to the target now. */
   get carriesWrites(): boolean {
-    return this.phase === 'copying' || this.phase === 'paused' || this.phase === 'verifying' || this.phase === 'synced' || this.phase === 'cutting-over';
+    return this.phase === 'copying' || this.phase === 'paused' || this.phase === 'verifying' || this.phase === 'synced' || this.phase === 'cutting-over' || (this.phase === 'cut-over' && this.reverse !== null);
   }
 
   /** START: refused (MigrationRefusal, nothing changed) unless the target can be reached, signs respool in, is empty (or merge), and restores the source's DUMP format. */
@@ -283,6 +287,11 @@ export class Migration {
   written(db: number, keys: readonly Buffer[]): void {
     this.writesSeen++;
     if (!this.carriesWrites) return;
+    const reverse = this.reverse;
+    if (reverse !== null && (this.phase === 'cut-over' || this.phase === 'cutting-over')) {
+      for (const key of keys) void reverse.copy(db, key, 'write').catch(() => undefined); // a failure ends the window (cutover())
+      return;
+    }
     for (const key of keys) {
       if (this.phase === 'paused') {
         this.copier!.counts.mirrored++;
@@ -418,56 +427,105 @@ export class Migration {
     }
   }
 
-  // ---- cutover -------------------------------------------------------------------------------------
+  // ---- cutover and rollback --------------------------------------------------------------------------
 
   /**
    * CUTOVER: writes held at respool (reads flow); the writes in flight answered and their copies
    * on the target; the main upstreams pointed at the target (discovered before anything is
    * switched: a target that does not answer leaves everything as it was); connections leased on
    * the source closed; writes let go, now to the target. Bounded by migration.cutoverMaxPauseMs.
+   * With migration.rollbackWindowMs, writes are then carried back to the source for that long,
+   * so that ABORT can switch back to it with nothing lost (the source must restore the target's
+   * DUMP format: checked here, else no window).
    */
   async cutover(): Promise<number> {
     if (this.phase !== 'synced') throw new MigrationRefusal(`CUTOVER needs a synced migration; this one is ${this.phase}${this.reason === null ? '' : ` (${this.reason})`}`);
-    const { config, clientPause, refresher, dedicated, log } = this.deps;
+    const source = this.source!;
     const target = this.target!;
+    let rollback: string | null = null;
+    if (this.settings.rollbackWindowMs > 0) {
+      // Before the switch: whether the old side can take the new side's DUMPs (Valkey 8 → Redis 7 cannot).
+      rollback = await this.checkDumpFormat(target, source, target.primaries().map((n) => ({ host: n.host, port: n.port, db: 0, cursor: '0', done: false })))
+        .then(() => null, (err: Error) => err.message);
+    }
     this.phase = 'cutting-over';
+    let pauseMs: number;
+    try {
+      pauseMs = await this.switchTo(target, this.copier!, this.saved!.target);
+    } catch (err) {
+      this.phase = 'synced';
+      throw err;
+    }
+    this.phase = 'cut-over';
+    this.cutoverPauseMs = pauseMs;
+    this.cutoverAt = Date.now();
+    removeSavedMigration(this.settings.stateFile);
+    this.deps.log.info({ event: 'migration_cut_over', pauseMs, upstreams: this.deps.config.upstreams }, `migration cut over: writes held ${pauseMs} ms; the upstreams are now the target`);
+    if (this.settings.rollbackWindowMs > 0 && rollback === null) {
+      this.reverse = new KeyCopier(target, source, (_db, _key, err) => this.endRollbackWindow(`a write could not be carried back to the source (${err.message}): no rollback`));
+      this.rollbackUntil = Date.now() + this.settings.rollbackWindowMs;
+      this.rollbackTimer = setTimeout(() => this.endRollbackWindow('the rollback window ended'), this.settings.rollbackWindowMs);
+      this.rollbackTimer.unref();
+    } else {
+      if (rollback !== null) this.reason = `no rollback window: ${rollback}`;
+      this.stopSides();
+    }
+    return pauseMs;
+  }
+
+  /**
+   * Holds writes, drains the writes in flight and `copier`'s copies, points the main upstreams
+   * at `to` (discovered first: nothing switched if it does not answer), closes leases elsewhere,
+   * lets writes go. The time writes were held, in ms.
+   */
+  private async switchTo(side: MigrationSide, copier: KeyCopier, to: { host: string; port: number }): Promise<number> {
+    const { config, clientPause, refresher, dedicated } = this.deps;
     const began = performance.now();
     clientPause.holdWrites(true);
     const before = { upstreams: config.upstreams, mode: config.mode, upstreamAuth: config.upstreamAuth, upstreamTls: config.upstreamTls };
     try {
       const deadline = Date.now() + this.settings.cutoverMaxPauseMs;
-      while (this.writesInFlight > 0 || this.copier!.inFlight > 0 || this.dirty.size > 0) {
-        if (Date.now() > deadline) throw new MigrationRefusal(`writes in flight did not drain within ${this.settings.cutoverMaxPauseMs} ms (migration.cutoverMaxPauseMs); still synced, writes going on to the source`);
-        if (this.dirty.size > 0) await this.copyDirty(this.run);
-        await Promise.race([this.copier!.idle(), sleep(1)]);
+      while (this.writesInFlight > 0 || copier.inFlight > 0 || (copier === this.copier && this.dirty.size > 0)) {
+        if (Date.now() > deadline) throw new MigrationRefusal(`writes in flight did not drain within ${this.settings.cutoverMaxPauseMs} ms (migration.cutoverMaxPauseMs); nothing switched`);
+        if (copier === this.copier && this.dirty.size > 0) await this.copyDirty(this.run);
+        await Promise.race([copier.idle(), sleep(1)]);
       }
-      const to = this.saved!.target;
-      Object.assign(config, { upstreams: [{ host: to.host, port: to.port }], mode: target.address.mode, upstreamAuth: target.address.upstreamAuth, upstreamTls: target.address.upstreamTls });
-      const topology = await refresher.reseed([{ host: to.host, port: to.port }], target.address.mode);
-      if (topology === null) throw new MigrationRefusal(`the target ${to.host}:${to.port} did not answer its discovery; still synced`);
-      dedicated.closeOutside(new Set(topology.allNodes().map((n) => n.address)), 'the upstreams moved (a migration cut over): run it again');
+      const seeds = side === this.source ? side.address.seeds : [{ host: to.host, port: to.port }];
+      Object.assign(config, { upstreams: seeds, mode: side.address.mode, upstreamAuth: side.address.upstreamAuth, upstreamTls: side.address.upstreamTls });
+      const topology = await refresher.reseed(seeds, side.address.mode);
+      if (topology === null) throw new MigrationRefusal(`${seeds.map((s) => `${s.host}:${s.port}`).join(', ')} did not answer its discovery; nothing switched`);
+      dedicated.closeOutside(new Set(topology.allNodes().map((n) => n.address)), 'the upstreams moved (a migration switched them): run it again');
       this.deps.onCutover?.();
     } catch (err) {
       Object.assign(config, before);
-      this.phase = 'synced';
-      clientPause.holdWrites(false);
       throw err instanceof MigrationRefusal ? err : new MigrationRefusal((err as Error).message);
+    } finally {
+      clientPause.holdWrites(false);
     }
-    this.phase = 'cut-over';
-    clientPause.holdWrites(false);
-    this.cutoverPauseMs = Math.round((performance.now() - began) * 10) / 10;
-    this.cutoverAt = Date.now();
+    return Math.round((performance.now() - began) * 10) / 10;
+  }
+
+  private endRollbackWindow(why: string): void {
+    if (this.reverse === null) return;
+    if (this.rollbackTimer !== null) clearTimeout(this.rollbackTimer);
+    this.rollbackTimer = null;
+    this.reverse = null;
+    this.rollbackUntil = null;
+    this.reason = why;
+    this.deps.log.info({ event: 'migration_rollback_window_ended', reason: why }, `migration: ${why}`);
     this.stopSides();
-    removeSavedMigration(this.settings.stateFile);
-    log.info({ event: 'migration_cut_over', pauseMs: this.cutoverPauseMs, upstreams: config.upstreams }, `migration cut over: writes held ${this.cutoverPauseMs} ms; the upstreams are now the target`);
-    return this.cutoverPauseMs;
   }
 
   // ---- abort ---------------------------------------------------------------------------------------
 
-  /** ABORT before the cutover: copying stops; a target that was empty is emptied again (FLUSHALL on its primaries); the source is as it was. */
-  async abort(): Promise<{ flushed: boolean }> {
-    if (!this.carriesWrites || this.phase === 'cutting-over') throw new MigrationRefusal(`no migration to abort (${this.phase})`);
+  /**
+   * ABORT before the cutover: copying stops; a target that was empty is emptied again (FLUSHALL
+   * on its primaries); the source is as it was. After the cutover, within the rollback window:
+   * respool switches back to the source, which the window kept current.
+   */
+  async abort(): Promise<{ flushed: boolean; rolledBack: boolean }> {
+    if (this.phase === 'cut-over' && this.reverse !== null) return this.rollback();
+    if (!this.carriesWrites || this.phase === 'cutting-over') throw new MigrationRefusal(`no migration to abort (${this.phase}${this.phase === 'cut-over' ? ': its rollback window is over' : ''})`);
     this.run++;
     const target = this.target!;
     const flush = this.saved!.targetWasEmpty && !this.saved!.merge;
@@ -485,7 +543,24 @@ export class Migration {
     this.stopSides();
     removeSavedMigration(this.settings.stateFile);
     this.deps.log.info({ event: 'migration_aborted', targetEmptied: flushed }, 'migration aborted');
-    return { flushed };
+    return { flushed, rolledBack: false };
+  }
+
+  /** ABORT within the rollback window: the same switch as the cutover, back to the source. */
+  private async rollback(): Promise<{ flushed: boolean; rolledBack: boolean }> {
+    const reverse = this.reverse!;
+    this.phase = 'cutting-over';
+    let pauseMs: number;
+    try {
+      pauseMs = await this.switchTo(this.source!, reverse, this.saved!.target);
+    } catch (err) {
+      this.phase = 'cut-over';
+      throw err;
+    }
+    this.endRollbackWindow('rolled back to the source');
+    this.phase = 'aborted';
+    this.deps.log.info({ event: 'migration_rolled_back', pauseMs, upstreams: this.deps.config.upstreams }, `migration rolled back: writes held ${pauseMs} ms; the upstreams are the source again`);
+    return { flushed: false, rolledBack: true };
   }
 
   private stopSides(): void {
@@ -498,6 +573,7 @@ export class Migration {
 
   close(): void {
     this.run++;
+    if (this.rollbackTimer !== null) clearTimeout(this.rollbackTimer);
     this.stopSides();
   }
 
@@ -530,6 +606,8 @@ export class Migration {
       unseen_writes_per_second: this.rates?.unseenWritesPerSecond ?? 0,
       cutover_pause_ms: this.cutoverPauseMs,
       cut_over_at: this.cutoverAt,
+      rollback_until: this.rollbackUntil,
+      carried_back: this.reverse?.counts.mirrored ?? 0,
     };
   }
 
