@@ -125,6 +125,7 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
   migration: {
     maxKeysPerSecond: 20_000,
     maxBytesPerSecond: 32 * MiB, // a quarter of a 1 Gbit/s link
+    maxPayloadBytes: 256 * MiB, // half Valkey's proto-max-bulk-len: RESTORE's argument
     batchKeys: 100,
     verifySample: 1_000,
     cutoverMaxPauseMs: 2_000,

@@ -144,6 +144,8 @@ export interface MigrationConfig {
   /** The copy's pace: keys per second, and DUMP payload bytes per second (the writes' copies are not paced). */
   maxKeysPerSecond: number;
   maxBytesPerSecond: number;
+  /** A key whose DUMP payload is bigger is copied in parts (GETRANGE/APPEND, HSCAN/HSET …) rather than by one RESTORE; keep it below the target's proto-max-bulk-len. */
+  maxPayloadBytes: number;
   /** Keys per SCAN of the source (copied together). */
   batchKeys: number;
   /** Keys the verifier compares once the copy is done (a sample of all the copied keys). */

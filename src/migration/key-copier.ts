@@ -1,4 +1,5 @@
 import { NodeError, type MigrationSide } from './migration-side.js';
+import { copyInParts } from './copy-in-parts.js';
 import { RespError, type RespValue } from '../resp/decode.js';
 
 /** What a copy of a key is for: the scan's first copy, a write respool carries, or a repair (a failed copy's, a difference the verifier found). */
@@ -55,6 +56,8 @@ export class KeyCopier {
     private readonly target: MigrationSide,
     /** A copy failed on the target or source (the migration pauses): the node's words. */
     private readonly onFailure: (db: number, key: Buffer, error: Error) => void,
+    /** A DUMP payload bigger than this is not RESTOREd whole: the key is copied in parts (copy-in-parts.ts). */
+    private readonly maxPayloadBytes = Number.POSITIVE_INFINITY,
   ) {}
 
   /** Copies in flight now. */
@@ -122,6 +125,11 @@ export class KeyCopier {
       return;
     }
     if (!Buffer.isBuffer(payload)) throw new NodeError(`DUMP answered ${String(payload)}`);
+    if (payload.length > this.maxPayloadBytes) {
+      const bytes = await copyInParts(this.source, this.target, db, key, typeof pttl === 'number' ? pttl : -1);
+      this.counts.bytes += bytes;
+      return;
+    }
     const ttl = typeof pttl === 'number' && pttl > 0 ? Date.now() + pttl : 0;
     await this.target.callFor(key, db, ttl > 0 ? ['RESTORE', key, ttl, payload, 'REPLACE', 'ABSTTL'] : ['RESTORE', key, 0, payload, 'REPLACE']);
     this.counts.bytes += payload.length;

@@ -171,7 +171,7 @@ export class Migration {
     this.target = target;
     this.saved = saved;
     this.resumed = resumed;
-    this.copier = new KeyCopier(source, target, (db, key, err) => this.copyFailed(db, key, err));
+    this.copier = new KeyCopier(source, target, (db, key, err) => this.copyFailed(db, key, err), this.settings.maxPayloadBytes);
     Object.assign(this.copier.counts, saved.counts);
     this.reason = null;
     this.sample = [];
@@ -462,7 +462,7 @@ export class Migration {
     removeSavedMigration(this.settings.stateFile);
     this.deps.log.info({ event: 'migration_cut_over', pauseMs, upstreams: this.deps.config.upstreams }, `migration cut over: writes held ${pauseMs} ms; the upstreams are now the target`);
     if (this.settings.rollbackWindowMs > 0 && rollback === null) {
-      this.reverse = new KeyCopier(target, source, (_db, _key, err) => this.endRollbackWindow(`a write could not be carried back to the source (${err.message}): no rollback`));
+      this.reverse = new KeyCopier(target, source, (_db, _key, err) => this.endRollbackWindow(`a write could not be carried back to the source (${err.message}): no rollback`), this.settings.maxPayloadBytes);
       this.rollbackUntil = Date.now() + this.settings.rollbackWindowMs;
       this.rollbackTimer = setTimeout(() => this.endRollbackWindow('the rollback window ended'), this.settings.rollbackWindowMs);
       this.rollbackTimer.unref();
