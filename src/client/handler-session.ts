@@ -82,7 +82,7 @@ export interface HandlerSession extends EntryClient {
   unreadOutputBytes(): number;
   /** Calls `fn` once the unread output is at most `bytes` (backpressure for a stream respool relays). */
   whenOutputBelow(bytes: number, fn: () => void): void;
-  /** Runs `fn` once the current request's (next) reply is in: at once if it queues none. */
+  /** Runs `fn` once the current request's (next) reply is in: at once if it queues none. Each caller's `fn` runs, in the order asked. */
   afterNextReply(fn: () => void): void;
   /** Runs `fn` when the session closes (release a lease, drop subscriptions). */
   onClose(fn: () => void): void;

@@ -50,6 +50,8 @@ export class KeyCopier {
   readonly counts: CopyCounts = { copied: 0, mirrored: 0, recopied: 0, deleted: 0, bytes: 0 };
   private readonly running = new Map<string, KeyCopies>();
   private idleWaiters: Array<() => void> = [];
+  /** Stopped (ABORT, the end of a rollback window): no copy starts any more. */
+  private stopped = false;
 
   constructor(
     private readonly source: MigrationSide,
@@ -67,7 +69,9 @@ export class KeyCopier {
 
   /** Copies the key (again, if a copy runs: after it). Resolves when a copy started after this call is on the target. */
   copy(db: number, key: Buffer, reason: CopyReason): Promise<void> {
+    if (this.stopped) return Promise.reject(new NodeError('the migration ended'));
     if (reason === 'write') this.counts.mirrored++;
+    if (reason === 'scan') this.counts.copied++; // the scan reached it: counted once, whichever copy carries it
     const name = slotName(db, key);
     const copies = this.running.get(name);
     return new Promise((resolve, reject) => {
@@ -80,6 +84,12 @@ export class KeyCopier {
       this.running.set(name, fresh);
       void this.run(name, db, Buffer.from(key), fresh, reason);
     });
+  }
+
+  /** No copy starts from now on (those asked for fail); resolves once the running ones ended. */
+  stop(): Promise<void> {
+    this.stopped = true;
+    return this.idle();
   }
 
   /** Resolves once no copy runs. */
@@ -108,6 +118,10 @@ export class KeyCopier {
       }
       for (const resolve of copies.settled.splice(0)) resolve();
       if (!copies.again) break;
+      if (this.stopped) {
+        for (const w of copies.waiters.splice(0)) w.reject(new NodeError('the migration ended'));
+        break;
+      }
     }
     this.running.delete(name);
     if (this.running.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
@@ -116,8 +130,7 @@ export class KeyCopier {
   /** One copy: the source's value and expiry now, put on the target in place of what it had. */
   private async copyOnce(db: number, key: Buffer, reason: CopyReason): Promise<void> {
     const [payload, pttl] = await Promise.all([this.source.callFor(key, db, ['DUMP', key]), this.source.callFor(key, db, ['PTTL', key])]);
-    if (reason === 'scan') this.counts.copied++;
-    else this.counts.recopied++;
+    if (reason !== 'scan') this.counts.recopied++;
     if (payload === null || pttl === -2) {
       // Gone (deleted, expired, or expired between the two reads): gone on the target too.
       await this.target.callFor(key, db, ['DEL', key]);

@@ -252,8 +252,10 @@ export class Migration {
           next = String(reply[0]);
           keys = reply[1] as Buffer[];
         } catch (err) {
-          return this.pause(`source ${task.host}:${task.port}: SCAN failed: ${(err as Error).message}`);
+          if (live()) this.pause(`source ${task.host}:${task.port}: SCAN failed: ${(err as Error).message}`);
+          return;
         }
+        if (!live()) return; // ABORTed (or paused) while the SCAN was out: nothing more lands on the target
         const bytesBefore = copier.counts.bytes;
         const results = await Promise.allSettled(keys.map((k) => copier.copy(task.db, k, 'scan')));
         if (!live()) return;
@@ -321,7 +323,8 @@ export class Migration {
   // ---- pause and retry ---------------------------------------------------------------------------
 
   private pause(reason: string): void {
-    if (this.phase === 'paused') return;
+    // Only a migration that is copying pauses: an ABORTed one's late failures (its sides closed) change nothing.
+    if (this.phase !== 'copying' && this.phase !== 'verifying' && this.phase !== 'synced') return;
     this.phase = 'paused';
     this.reason = reason;
     this.save(true);
@@ -362,8 +365,10 @@ export class Migration {
           try {
             reply = await this.source!.call(task, task.db, ['SCAN', cursor, 'COUNT', this.settings.batchKeys]);
           } catch (err) {
-            return this.pause(`source ${task.host}:${task.port}: SCAN failed: ${(err as Error).message}`);
+            if (live()) this.pause(`source ${task.host}:${task.port}: SCAN failed: ${(err as Error).message}`);
+            return;
           }
+          if (!live()) return;
           cursor = String((reply as unknown[])[0]);
           for (const key of (reply as unknown[])[1] as Buffer[]) if (!(await this.verifyKey(task.db, key)) && !live()) return;
           if (!live()) return;
@@ -488,7 +493,8 @@ export class Migration {
       while (this.writesInFlight > 0 || copier.inFlight > 0 || (copier === this.copier && this.dirty.size > 0)) {
         if (Date.now() > deadline) throw new MigrationRefusal(`writes in flight did not drain within ${this.settings.cutoverMaxPauseMs} ms (migration.cutoverMaxPauseMs); nothing switched`);
         if (copier === this.copier && this.dirty.size > 0) await this.copyDirty(this.run);
-        await Promise.race([copier.idle(), sleep(1)]);
+        // A resolved idle() would never yield: the writes in flight need the event loop to be answered.
+        await (copier.inFlight > 0 ? Promise.race([copier.idle(), sleep(1)]) : sleep(1));
       }
       const seeds = side === this.source ? side.address.seeds : [{ host: to.host, port: to.port }];
       Object.assign(config, { upstreams: seeds, mode: side.address.mode, upstreamAuth: side.address.upstreamAuth, upstreamTls: side.address.upstreamTls });
@@ -530,7 +536,7 @@ export class Migration {
     const target = this.target!;
     const flush = this.saved!.targetWasEmpty && !this.saved!.merge;
     this.phase = 'aborted';
-    await this.copier!.idle();
+    await this.copier!.stop(); // nothing restored after the FLUSHALL below
     let flushed = false;
     if (flush) {
       try {

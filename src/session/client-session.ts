@@ -118,7 +118,12 @@ export class ClientSession implements DispatchedSession, AdmittedClient, OutputO
   }
 
   afterNextReply(fn: () => void): void {
-    this.replies.afterReply = fn;
+    // Several may wait for one reply (the near cache's write mark and a migration's copy): each runs, in the order asked.
+    const before = this.replies.afterReply;
+    this.replies.afterReply = before === null ? fn : () => {
+      before();
+      fn();
+    };
   }
 
   /** The lane of its next placement on a node's links (client/lane-class.ts). */

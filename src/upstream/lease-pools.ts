@@ -294,7 +294,6 @@ export class LeasePools {
     return { total: this.gate.used, byNode, refusals: { ...this.refusals } };
   }
 
-  /** Closes every connection (leased ones too: their requests fail) and refuses every waiter. */
   /**
    * Closes every connection to a node not in `keep` (a migration's cutover, src/migration: a
    * transaction or blocked call still on the old upstreams ends with the connection's error rather
@@ -310,6 +309,7 @@ export class LeasePools {
     return closed;
   }
 
+  /** Closes every connection (leased ones too: their requests fail) and refuses every waiter. */
   async closeAll(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
