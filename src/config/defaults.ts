@@ -127,6 +127,7 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
     maxBytesPerSecond: 32 * MiB, // a quarter of a 1 Gbit/s link
     maxPayloadBytes: 256 * MiB, // half Valkey's proto-max-bulk-len: RESTORE's argument
     batchKeys: 100,
+    copiesInFlight: 8,
     verifySample: 1_000,
     cutoverMaxPauseMs: 2_000,
     rollbackWindowMs: 0, // the source is left as it was at the cutover

@@ -42,6 +42,7 @@ export const NUMERIC_FIELDS: readonly NumericField[] = [
   { path: 'migration.maxBytesPerSecond', kind: 'size', min: 1024, max: 1 * TiB },
   { path: 'migration.maxPayloadBytes', kind: 'size', min: 1024, max: 2 * GiB },
   { path: 'migration.batchKeys', kind: 'integer', min: 1, max: 100_000 },
+  { path: 'migration.copiesInFlight', kind: 'integer', min: 1, max: 10_000 },
   { path: 'migration.verifySample', kind: 'integer', min: 0, max: 10_000_000 },
   { path: 'migration.cutoverMaxPauseMs', kind: 'duration', min: 1, max: 3_600_000 },
   { path: 'migration.rollbackWindowMs', kind: 'duration', min: 0, max: DAY_MS },

@@ -146,8 +146,10 @@ export interface MigrationConfig {
   maxBytesPerSecond: number;
   /** A key whose DUMP payload is bigger is copied in parts (GETRANGE/APPEND, HSCAN/HSET …) rather than by one RESTORE; keep it below the target's proto-max-bulk-len. */
   maxPayloadBytes: number;
-  /** Keys per SCAN of the source (copied together). */
+  /** Keys per SCAN of the source. */
   batchKeys: number;
+  /** Copies in flight at once during the scan: a steady trickle on the nodes rather than a batch's burst that clients' requests queue behind. */
+  copiesInFlight: number;
   /** Keys the verifier compares once the copy is done (a sample of all the copied keys). */
   verifySample: number;
   /** How long the cutover may hold writes while the writes in flight drain; past it the cutover gives up (writes go on to the source). */

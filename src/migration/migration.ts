@@ -237,7 +237,7 @@ export class Migration {
     const saved = this.saved!;
     const copier = this.copier!;
     const source = this.source!;
-    const pace = new Pacer(this.settings.maxKeysPerSecond, this.settings.maxBytesPerSecond);
+    const pace = new Pacer(this.settings.maxKeysPerSecond, this.settings.maxBytesPerSecond, () => copier.counts.bytes);
     const live = () => run === this.run && this.phase === 'copying';
     await this.deps.writesBefore().catch(() => undefined); // a node that fails them fails them: nothing of theirs landed late
     // Keys a failure or pause left uncopied go first.
@@ -256,15 +256,17 @@ export class Migration {
           return;
         }
         if (!live()) return; // ABORTed (or paused) while the SCAN was out: nothing more lands on the target
-        const bytesBefore = copier.counts.bytes;
-        const results = await Promise.allSettled(keys.map((k) => copier.copy(task.db, k, 'scan')));
+        // At most copiesInFlight copies at once, each paced: a steady trickle on the nodes, not a burst a client waits behind.
+        const copied = await inWindow(keys, this.settings.copiesInFlight, async (k) => {
+          await copier.copy(task.db, k, 'scan');
+          await pace.afterKey();
+        });
         if (!live()) return;
-        if (results.some((r) => r.status === 'rejected')) return; // paused (copyFailed); this batch is copied again
+        if (!copied) return; // paused (copyFailed); this batch is copied again
         for (const k of keys) this.offerSample(task.db, k);
         task.cursor = next;
         task.done = next === '0';
         this.save(task.done);
-        await pace.after(keys.length, copier.counts.bytes - bytesBefore);
       }
       if (!live()) return;
     }
@@ -633,18 +635,38 @@ export class Migration {
 /** Paces the scan: at most maxKeys keys and maxBytes payload bytes per second, on average since it began. */
 class Pacer {
   private readonly began = performance.now();
+  private readonly bytesAtStart: number;
   private keys = 0;
-  private bytes = 0;
 
-  constructor(private readonly maxKeys: number, private readonly maxBytes: number) {}
+  constructor(private readonly maxKeys: number, private readonly maxBytes: number, private readonly bytes: () => number) {
+    this.bytesAtStart = bytes();
+  }
 
-  async after(keys: number, bytes: number): Promise<void> {
-    this.keys += keys;
-    this.bytes += bytes;
-    const due = Math.max(this.keys / this.maxKeys, this.bytes / this.maxBytes) * 1000;
+  /** One more key copied: waits until the pace allows the next. */
+  async afterKey(): Promise<void> {
+    this.keys++;
+    const due = Math.max(this.keys / this.maxKeys, (this.bytes() - this.bytesAtStart) / this.maxBytes) * 1000;
     const ahead = due - (performance.now() - this.began);
     if (ahead > 1) await sleep(ahead);
   }
+}
+
+/** Runs `work` over the items, at most `width` at once; false (and no more started) once one failed. */
+async function inWindow<T>(items: readonly T[], width: number, work: (item: T) => Promise<void>): Promise<boolean> {
+  let next = 0;
+  let ok = true;
+  const worker = async () => {
+    while (ok && next < items.length) {
+      const item = items[next++]!;
+      try {
+        await work(item);
+      } catch {
+        ok = false;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(width, items.length) }, worker));
+  return ok;
 }
 
 function databasesWithKeys(info: string): number[] {
