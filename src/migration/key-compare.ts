@@ -51,6 +51,8 @@ const WHOLE_READS: Readonly<Record<string, readonly Read[]>> = {
 function normalize(type: string, value: RespValue): RespValue {
   if (!Array.isArray(value)) return value;
   if (type === 'set') return [...value].sort(compareBuffers);
+  // Scores as numbers: Redis 7.0 writes 0.1 as 0.10000000000000001, Valkey 8 as 0.1.
+  if (type === 'zset') return value.map((v, i) => (i % 2 === 1 ? Number(String(v)) : v));
   if (type === 'hash') {
     const pairs: Array<[RespValue, RespValue]> = [];
     for (let i = 0; i + 1 < value.length; i += 2) pairs.push([value[i]!, value[i + 1]!]);

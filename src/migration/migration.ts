@@ -149,7 +149,10 @@ export class Migration {
       return;
     }
     const { source, target } = this.sides(saved.target);
+    // Both sides known before the first client's write asks for a copy; one that does not answer pauses it.
+    const unreachable = (await target.discover()) ?? (await source.discover());
     this.install(source, target, saved, true);
+    if (unreachable !== null) this.pause(`cannot reach ${unreachable}`);
     this.deps.log.info({ event: 'migration_resumed', target: `${saved.target.host}:${saved.target.port}` }, 'migration resumed from its saved state');
   }
 
@@ -360,14 +363,18 @@ export class Migration {
     const live = () => run === this.run && this.phase === 'verifying';
     if (!(await this.copyDirty(run)) || !live()) return;
     if (this.resumed) {
-      for (const task of this.saved!.tasks) {
+      // Every key of the source, then — unless merged into keys of its own — every key of the
+      // target: a DEL, or a write while paused, lost with the stopped process shows as a difference.
+      const scans = [...this.saved!.tasks.map((t) => ({ side: this.source!, ...t }))];
+      if (!this.saved!.merge) scans.push(...(await this.scanTasks(this.target!).catch(() => [])).map((t) => ({ side: this.target!, ...t })));
+      for (const { side, ...task } of scans) {
         let cursor = '0';
         do {
           let reply;
           try {
-            reply = await this.source!.call(task, task.db, ['SCAN', cursor, 'COUNT', this.settings.batchKeys]);
+            reply = await side.call(task, task.db, ['SCAN', cursor, 'COUNT', this.settings.batchKeys]);
           } catch (err) {
-            if (live()) this.pause(`source ${task.host}:${task.port}: SCAN failed: ${(err as Error).message}`);
+            if (live()) this.pause(`${side.name} ${task.host}:${task.port}: SCAN failed: ${(err as Error).message}`);
             return;
           }
           if (!live()) return;

@@ -153,6 +153,13 @@ describe('sameOnBothSides', () => {
     expect(await sameOnBothSides(a, side({ PTTL: -1, DUMP: Buffer.from('2'), TYPE: 'string', GET: Buffer.from('x') }), 0, Buffer.from('h'))).toBe(false);
   });
 
+  it('sorted-set scores compare as numbers (Redis 7.0 writes 0.1 as 0.10000000000000001)', async () => {
+    const z = (score: string) => [Buffer.from('a'), Buffer.from(score)];
+    const redis7 = side({ PTTL: -1, DUMP: Buffer.from('redis7'), TYPE: 'zset', ZRANGE: z('0.10000000000000001') });
+    expect(await sameOnBothSides(redis7, side({ PTTL: -1, DUMP: Buffer.from('valkey8'), TYPE: 'zset', ZRANGE: z('0.1') }), 0, Buffer.from('z'))).toBe(true);
+    expect(await sameOnBothSides(redis7, side({ PTTL: -1, DUMP: Buffer.from('valkey8'), TYPE: 'zset', ZRANGE: z('0.2') }), 0, Buffer.from('z'))).toBe(false);
+  });
+
   it('a key gone on both sides is the same', async () => {
     expect(await sameOnBothSides(side({ PTTL: -2 }), side({ PTTL: -2 }), 0, Buffer.from('k'))).toBe(true);
   });
