@@ -123,11 +123,11 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
     maxAgeMs: 10_000, // as hotKeys.maxCopyAge: what a missed invalidation could leave stale
   },
   migration: {
-    maxKeysPerSecond: 20_000,
+    maxKeysPerSecond: 5_000, // bench:migration: clients' p99 rises with respool's CPU per copied key (docs/migration.md)
     maxBytesPerSecond: 32 * MiB, // a quarter of a 1 Gbit/s link
     maxPayloadBytes: 256 * MiB, // half Valkey's proto-max-bulk-len: RESTORE's argument
     batchKeys: 100,
-    copiesInFlight: 8,
+    copiesInFlight: 4,
     verifySample: 1_000,
     cutoverMaxPauseMs: 2_000,
     rollbackWindowMs: 0, // the source is left as it was at the cutover
