@@ -228,7 +228,7 @@ export class Migration {
       try {
         await target.callFor(probe, task.db, ['RESTORE', probe, 1, payload, 'ABSTTL']);
       } catch (err) {
-        throw new MigrationRefusal(`the target cannot restore the source's DUMP format (${(err as Error).message})`);
+        throw new MigrationRefusal(`the ${target.name} cannot restore the ${source.name}'s DUMP format (${(err as Error).message})`);
       }
       return;
     }
