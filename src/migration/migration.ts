@@ -50,6 +50,8 @@ export class MigrationRefusal extends Error {}
 const RETRY_MS = 1_000;
 /** Progress is saved at most this often (and at every phase change). */
 const SAVE_EVERY_MS = 1_000;
+/** Keys to copy first (failed, or written while paused) kept one by one up to this; past it every key is compared instead. */
+const MAX_DIRTY_KEYS = 1_000_000;
 /** The verifier reads a key this many times before it counts a difference (a write may land between its reads). */
 const VERIFY_ATTEMPTS = 3;
 
@@ -61,6 +63,7 @@ const VERIFY_ATTEMPTS = 3;
  * held at respool meanwhile.
  *
  *   dirty   : keys whose copy failed or waited while paused; copied first when the migration goes on
+ *             (at most MAX_DIRTY_KEYS: past it the list is dropped and every key compared)
  *   writes  : writesInFlight counts client writes sent but not answered (the cutover waits for 0)
  *   saved   : tasks (SCAN cursors) and counts on disk (migration.stateFile), so a restart resumes;
  *             a resumed copy then compares every key (a write acknowledged just before the stop
@@ -74,6 +77,8 @@ export class Migration {
   private saved: SavedMigration | null = null;
   private reason: string | null = null;
   private resumed = false;
+  /** Every key compared before synced, not a sample: after a resume, or once the dirty list overflowed. */
+  private compareAll = false;
   private readonly dirty = new Map<string, { db: number; key: Buffer }>();
   private sample: Array<{ db: number; key: Buffer }> = [];
   private scanned = 0;
@@ -174,6 +179,7 @@ export class Migration {
     this.target = target;
     this.saved = saved;
     this.resumed = resumed;
+    this.compareAll = resumed;
     this.copier = new KeyCopier(source, target, (db, key, err) => this.copyFailed(db, key, err), this.settings.maxPayloadBytes);
     Object.assign(this.copier.counts, saved.counts);
     this.reason = null;
@@ -317,6 +323,11 @@ export class Migration {
   }
 
   private markDirty(db: number, key: Buffer): void {
+    if (this.dirty.size >= MAX_DIRTY_KEYS) {
+      // A long pause under many writes: the list would grow without bound. Dropped; every key is compared instead.
+      this.dirty.clear();
+      this.compareAll = true;
+    }
     this.dirty.set(dirtyName(db, key), { db, key: Buffer.from(key) });
   }
 
@@ -362,7 +373,7 @@ export class Migration {
   private async verifyCopy(run: number): Promise<void> {
     const live = () => run === this.run && this.phase === 'verifying';
     if (!(await this.copyDirty(run)) || !live()) return;
-    if (this.resumed) {
+    if (this.compareAll) {
       // Every key of the source, then — unless merged into keys of its own — every key of the
       // target: a DEL, or a write while paused, lost with the stopped process shows as a difference.
       const scans = [...this.saved!.tasks.map((t) => ({ side: this.source!, ...t }))];
