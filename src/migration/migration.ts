@@ -96,6 +96,8 @@ export class Migration {
   private rollbackUntil: number | null = null;
   private rollbackTimer: NodeJS.Timeout | null = null;
   private startedAt = 0;
+  /** A START is checking its target (a second one is refused meanwhile). */
+  private starting = false;
   /** Bumped by ABORT: loops of an earlier run stop. */
   private run = 0;
 
@@ -113,6 +115,16 @@ export class Migration {
   /** START: refused (MigrationRefusal, nothing changed) unless the target can be reached, signs respool in, is empty (or merge), and restores the source's DUMP format. */
   async start(options: StartOptions): Promise<void> {
     if (this.carriesWrites) throw new MigrationRefusal(`a migration is ${this.phase} already (RESPOOL MIGRATE STATUS; ABORT ends it)`);
+    if (this.starting) throw new MigrationRefusal('another START is being checked');
+    this.starting = true;
+    try {
+      await this.checkAndStart(options);
+    } finally {
+      this.starting = false;
+    }
+  }
+
+  private async checkAndStart(options: StartOptions): Promise<void> {
     const { config } = this.deps;
     if (config.workers !== 1 || config.cluster.peers.length > 0 || config.cluster.peersFrom !== null) {
       throw new MigrationRefusal('a migration runs in one respool process: this one has workers or fleet peers (docs/migration.md)');
@@ -288,8 +300,12 @@ export class Migration {
   /** Copies the keys left dirty; false when the migration paused or ended meanwhile. */
   private async copyDirty(run: number): Promise<boolean> {
     while (this.dirty.size > 0) {
-      const batch = [...this.dirty.values()].slice(0, this.settings.batchKeys);
-      for (const { db, key } of batch) this.dirty.delete(dirtyName(db, key));
+      const batch: Array<{ db: number; key: Buffer }> = [];
+      for (const [name, entry] of this.dirty) {
+        this.dirty.delete(name); // deleting the entry just visited keeps the iteration valid
+        batch.push(entry);
+        if (batch.length === this.settings.batchKeys) break;
+      }
       const results = await Promise.allSettled(batch.map(({ db, key }) => this.copier!.copy(db, key, 'repair')));
       if (run !== this.run || results.some((r) => r.status === 'rejected')) return false;
     }
@@ -313,7 +329,7 @@ export class Migration {
     }
   }
 
-  /** A client write sent to the source; written() or writeAbandoned() follows it. */
+  /** A client write sent to the source; writeEnded() follows it (after written(), once its reply is in or its client gone). */
   writeBegan(): void {
     this.writesInFlight++;
   }

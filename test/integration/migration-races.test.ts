@@ -3,7 +3,7 @@
  * bench/migration.mjs): a write to a key the near cache holds is carried to the target too (both
  * wait for the same reply); a CUTOVER while writes are in flight drains them rather than holding
  * the event loop until cutoverMaxPauseMs; an ABORT while a SCAN batch is out leaves the target
- * empty and the migration aborted, not paused.
+ * empty and the migration aborted, not paused; of two STARTs at once, one is refused.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Valkey } from 'iovalkey';
@@ -83,7 +83,7 @@ describe('migration races', () => {
     expect(Math.max(...pauses)).toBeLessThan(1_000); // not cutoverMaxPauseMs (2 s): nothing spun
   }, 90_000);
 
-  it('ABORT while a SCAN batch is out: the target is empty and stays so, the migration aborted, START accepted again', async () => {
+  it('two STARTs at once start one migration; ABORT while a SCAN batch is out: the target is empty and stays so, the migration aborted, START accepted again', async () => {
     const [source, target] = [nodes[4]!, nodes[5]!];
     const keys = Array.from({ length: 20_000 }, (_, i) => [`k${i}`, 'v']).flat();
     for (let i = 0; i < keys.length; i += 2_000) await source.call('MSET', ...keys.slice(i, i + 2_000));
@@ -91,6 +91,11 @@ describe('migration races', () => {
     proxies.push(proxy);
     const client = clientFor(proxy);
     clients.push(client);
+    // Two STARTs at once: one migration, the other refused.
+    const both = await Promise.allSettled([client.call('RESPOOL', 'MIGRATE', 'START', target.address), client.call('RESPOOL', 'MIGRATE', 'START', target.address)]);
+    expect(both.filter((r) => r.status === 'fulfilled').map((r) => (r as PromiseFulfilledResult<unknown>).value)).toEqual(['OK']);
+    expect(String((both.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason)).toMatch(/another START is being checked|a migration is \w+ already/);
+    expect(String(await client.call('RESPOOL', 'MIGRATE', 'ABORT'))).toBe('aborted: the target was emptied');
     for (let round = 0; round < 10; round++) {
       expect(await client.call('RESPOOL', 'MIGRATE', 'START', target.address)).toBe('OK');
       await sleep(5 + ((round * 37) % 60));
