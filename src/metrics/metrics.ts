@@ -147,6 +147,11 @@ interface NodeSeries<C> {
   readonly child: C;
 }
 
+/** Sets what prom-client runs when the registry is read (the metric's value copied from its owner then). */
+function collect(metric: unknown, fn: () => void): void {
+  (metric as { collect: () => void }).collect = fn;
+}
+
 /** Every state a migration reports (migration/migration.ts MigrationPhase): each a series of respool_migration_state. */
 const MIGRATION_STATES = ['idle', 'copying', 'paused', 'verifying', 'synced', 'cutting-over', 'cut-over', 'aborted'] as const;
 
@@ -232,22 +237,22 @@ export class Metrics {
     // Counters kept as plain numbers on the hot path (bytes, split reads, upstream I/O): copied
     // into the metric at scrape time, one child per key of what `read` returns.
     const counterFrom = (c: Counter<string>, read: () => Record<string, number>) => {
-      (c as unknown as { collect: () => void }).collect = () => {
+      collect(c, () => {
         const v = read();
         c.reset();
         for (const label in v) c.labels(label).inc(v[label]!);
-      };
+      });
     };
-    (this.raw.commands_total as unknown as { collect: () => void }).collect = () => {
+    collect(this.raw.commands_total, () => {
       const c = this.raw.commands_total;
       c.reset();
       for (const [label, count] of this.commandCounts) c.labels(label).inc(count.value);
-    };
+    });
     counterFrom(this.raw.split_reads_total, () => this.splitReads);
     counterFrom(this.raw.client_bytes_total, () => ({ in: this.traffic.clientIn, out: this.traffic.clientOut }));
     // Last-minute quantiles, computed from the windows at scrape time (metrics/latency-windows.ts).
     const quantiles = (gauge: Gauge<string>, summaries: () => Array<{ name: string; calls: number; p50Us: number; p99Us: number; p999Us: number }>) => {
-      (gauge as unknown as { collect: () => void }).collect = () => {
+      collect(gauge, () => {
         gauge.reset();
         for (const s of summaries()) {
           if (s.calls === 0) continue;
@@ -255,7 +260,7 @@ export class Metrics {
           gauge.labels(s.name, '0.99').set(s.p99Us / 1e6);
           gauge.labels(s.name, '0.999').set(s.p999Us / 1e6);
         }
-      };
+      });
     };
     quantiles(this.raw.upstream_latency_last_minute_seconds as Gauge<string>, () => this.windows.nodeSummaries());
     quantiles(this.raw.client_latency_last_minute_seconds as Gauge<string>, () => this.windows.familySummaries());
@@ -428,9 +433,6 @@ export class Metrics {
   /** The near cache's counters (NearCache.stats()), copied into respool_near_cache_* when the registry is read. */
   nearCacheAtScrape(stats: () => Readonly<Record<string, number>>): void {
     const raw = this.raw;
-    const collect = (metric: unknown, fn: () => void) => {
-      (metric as { collect: () => void }).collect = fn;
-    };
     collect(raw.near_cache_entries, () => raw.near_cache_entries.set(stats()['entries'] ?? 0));
     collect(raw.near_cache_bytes, () => raw.near_cache_bytes.set(stats()['bytes'] ?? 0));
     collect(raw.near_cache_reads_total, () => {
@@ -451,9 +453,6 @@ export class Metrics {
   /** A live migration's status (Migration.status()), copied into respool_migration_* when the registry is read. */
   migrationAtScrape(status: () => Readonly<Record<string, string | number | boolean | null>>): void {
     const raw = this.raw;
-    const collect = (metric: unknown, fn: () => void) => {
-      (metric as { collect: () => void }).collect = fn;
-    };
     const number = (v: unknown) => (typeof v === 'number' ? v : 0);
     collect(raw.migration_state, () => {
       const now = status()['state'];
@@ -483,7 +482,7 @@ export class Metrics {
    * return (three label hashes per acquire and per release were on the blocking wake path).
    */
   leasedConnectionsAtScrape(update: () => void): void {
-    (this.raw.leased_connections as unknown as { collect: () => void }).collect = update;
+    collect(this.raw.leased_connections, update);
   }
 
   /** `respool_leased_connections{node,state}` child (set by the dedicated pools for the nodes that changed, at scrape time). */
