@@ -243,11 +243,7 @@ export function convertSettings(data: unknown, where: string, env: NodeJS.Proces
     const auth = migration.upstreamAuth as Record<string, unknown> | null | undefined;
     if (auth === null) out.set('migration.upstreamAuth', null);
     else if (auth !== undefined) {
-      set('migration.upstreamAuth', convert('migration.upstreamAuth', auth, (v) => {
-        const password = readPassword(v as Record<string, unknown>, env);
-        if (password === undefined) throw new ValueProblem('needs password or passwordEnv');
-        return { username: typeof auth.username === 'string' ? auth.username : null, password };
-      }));
+      set('migration.upstreamAuth', convert('migration.upstreamAuth', auth, (v) => readUpstreamAuth(v as Record<string, unknown>, env)));
     }
     if (migration.upstreamTls !== undefined) set('migration.upstreamTls', convert('migration.upstreamTls', migration.upstreamTls, (v) => readTenantUpstreamTls(v as Record<string, unknown> | null)));
   }
@@ -294,6 +290,13 @@ function readSecretFile(file: string): string {
 }
 
 /** password, or passwordEnv naming an environment variable; at most one of them. */
+/** An upstreamAuth mapping of a tenant's own upstreams or a migration's target: its username (or null) and password. */
+function readUpstreamAuth(auth: Record<string, unknown>, env: NodeJS.ProcessEnv): { username: string | null; password: string } {
+  const password = readPassword(auth, env);
+  if (password === undefined) throw new ValueProblem('upstreamAuth needs password or passwordEnv');
+  return { username: typeof auth.username === 'string' ? auth.username : null, password };
+}
+
 function readPassword(holder: Record<string, unknown>, env: NodeJS.ProcessEnv): string | undefined {
   const { password, passwordEnv } = holder;
   if (password !== undefined && passwordEnv !== undefined) {
@@ -405,12 +408,7 @@ function readTenantUpstream(t: Record<string, unknown>, env: NodeJS.ProcessEnv):
     }
   });
   const auth = t.upstreamAuth as Record<string, unknown> | null | undefined;
-  let upstreamAuth: TenantUpstream['upstreamAuth'] = null;
-  if (auth !== null && auth !== undefined) {
-    const password = readPassword(auth, env);
-    if (password === undefined) throw new ValueProblem('upstreamAuth needs password or passwordEnv');
-    upstreamAuth = { username: typeof auth.username === 'string' ? auth.username : null, password };
-  }
+  const upstreamAuth = auth === null || auth === undefined ? null : readUpstreamAuth(auth, env);
   return {
     upstreams,
     mode: t.mode === undefined ? 'auto' : toEnum(t.mode, MODES),

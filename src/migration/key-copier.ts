@@ -18,8 +18,8 @@ export interface CopyCounts {
   bytes: number;
 }
 
-/** A key of a database, as the pending set names it. */
-function slotName(db: number, key: Buffer): string {
+/** A key of a database as one string: the name copies in flight (and the migration's keys to copy) are kept under. */
+export function keyName(db: number, key: Buffer): string {
   return `${db}\u0000${key.toString('latin1')}`;
 }
 
@@ -43,7 +43,7 @@ interface KeyCopies {
  * earlier copy left there — whether the writes were SET, INCR or a script, and in whatever order
  * the source's links ran them.
  *
- *   running : slotName → KeyCopies, at most one copy per key in flight
+ *   running : keyName → KeyCopies, at most one copy per key in flight
  *   idle    : resolves when no copy runs (a cutover waits for it)
  */
 export class KeyCopier {
@@ -72,7 +72,7 @@ export class KeyCopier {
     if (this.stopped) return Promise.reject(new NodeError('the migration ended'));
     if (reason === 'write') this.counts.mirrored++;
     if (reason === 'scan') this.counts.copied++; // the scan reached it: counted once, whichever copy carries it
-    const name = slotName(db, key);
+    const name = keyName(db, key);
     const copies = this.running.get(name);
     return new Promise((resolve, reject) => {
       if (copies !== undefined) {
@@ -100,7 +100,7 @@ export class KeyCopier {
 
   /** Resolves when the key's copy running now (if any) is done: the verifier compares keys at rest. */
   settled(db: number, key: Buffer): Promise<void> {
-    const copies = this.running.get(slotName(db, key));
+    const copies = this.running.get(keyName(db, key));
     if (copies === undefined) return Promise.resolve();
     return new Promise((resolve) => copies.settled.push(resolve));
   }

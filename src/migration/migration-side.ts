@@ -50,7 +50,7 @@ export class MigrationSide {
     const seed = this.address.seeds[0]!;
     try {
       // A PING first: its failure names the cause (refused, AUTH refused, TLS) where discovery would only say "failed".
-      await this.pools.get(seed.host, seed.port, 2, 'primary').call(['PING']).then(expectOk);
+      await this.call(seed, 0, ['PING']);
     } catch (err) {
       return `${seed.host}:${seed.port}: ${(err as Error).message}`;
     }
@@ -89,9 +89,4 @@ export class MigrationSide {
     this.refresher.stop();
     this.pools.closeAll();
   }
-}
-
-function expectOk(frame: Buffer): void {
-  const reply = decodeReply(frame);
-  if (reply instanceof RespError) throw new NodeError(reply.message);
 }

@@ -3,7 +3,7 @@ import type { RespoolConfig } from '../config/types.js';
 import type { TopologyRefresher } from '../cluster/topology-refresher.js';
 import type { LeasePools } from '../upstream/lease-pools.js';
 import { MigrationSide, NodeError, type SideAddress } from './migration-side.js';
-import { KeyCopier } from './key-copier.js';
+import { KeyCopier, keyName } from './key-copier.js';
 import { sameOnBothSides } from './key-compare.js';
 import { readSavedMigration, removeSavedMigration, writeSavedMigration, type SavedMigration, type ScanTask } from './migration-state-file.js';
 import { WriteRates } from './write-rates.js';
@@ -344,7 +344,7 @@ export class Migration {
       this.dirty.clear();
       this.compareAll = true;
     }
-    this.dirty.set(dirtyName(db, key), { db, key: Buffer.from(key) });
+    this.dirty.set(keyName(db, key), { db, key: Buffer.from(key) });
   }
 
   private copyFailed(db: number, key: Buffer, err: Error): void {
@@ -446,8 +446,7 @@ export class Migration {
 
   /** RESPOOL MIGRATE VERIFY: the sample compared again now; the differences found. */
   async verifyNow(): Promise<{ compared: number; mismatched: number }> {
-    if (this.phase !== 'synced' && this.phase !== 'cut-over') throw new MigrationRefusal(`VERIFY compares a synced migration; this one is ${this.phase}`);
-    if (this.phase === 'cut-over') throw new MigrationRefusal('the migration is cut over: the source is no longer kept current');
+    if (this.phase !== 'synced') throw new MigrationRefusal(this.phase === 'cut-over' ? 'the migration is cut over: the source is no longer kept current' : `VERIFY compares a synced migration; this one is ${this.phase}`);
     const before = this.mismatched;
     let compared = 0;
     for (const { db, key } of this.sample) {
@@ -705,10 +704,6 @@ async function inWindow<T>(items: readonly T[], width: number, work: (item: T) =
 
 function databasesWithKeys(info: string): number[] {
   return [...info.matchAll(/^db(\d+):keys=(\d+)/gm)].filter((m) => Number(m[2]) > 0).map((m) => Number(m[1]));
-}
-
-function dirtyName(db: number, key: Buffer): string {
-  return `${db}\u0000${key.toString('latin1')}`;
 }
 
 function sleep(ms: number): Promise<void> {
