@@ -25,6 +25,7 @@ import { tenantRoutes } from './admin/tenant-routes.js';
 import { hotKeyRoutes } from './admin/hot-key-routes.js';
 import { migrationRoutes } from './admin/migration-routes.js';
 import type { Migration } from './migration/migration.js';
+import type { MigrationMember } from './migration/migration-member.js';
 
 /** What the admin endpoint shows and steers of the running proxy. */
 export interface AdminDeps {
@@ -36,7 +37,7 @@ export interface AdminDeps {
   hotKeys: HotKeys;
   dedicated: LeasePools;
   nearCache: NearCache;
-  migration: Migration;
+  migration: Migration | MigrationMember;
   parking: ParkedPops;
   observer: RequestObserver;
   saturation: NodeSaturation;

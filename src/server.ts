@@ -27,6 +27,8 @@ import { dnsResolver, type PeerResolver } from './fleet/peer-sources.js';
 import { FairAdmission } from './client/fair-admission.js';
 import { ClientPause } from './client/client-pause.js';
 import { Migration } from './migration/migration.js';
+import { migrationForThisProcess } from './migration/migration-process.js';
+import { migrateReply } from './handlers/respool-migrate.js';
 import { CommandFlag } from './commands/command-flags.js';
 import { reloadUpstreamTls } from './upstream/dial.js';
 import { UserDirectory, type DirectoryClient } from './acl/user-directory.js';
@@ -184,7 +186,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   metrics.tenantsAtScrape(() => tenants.list());
   // A live migration of the main upstreams to another (src/migration): RESPOOL MIGRATE, /migration.
   const clientPause = new ClientPause();
-  const migration = new Migration({
+  const processMigration = migrationForThisProcess({
     config,
     log,
     refresher,
@@ -196,7 +198,11 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     },
     onCutover: () => main.nearCache.flush(), // its entries were kept exact by the source's tracking
   });
-  metrics.migrationAtScrape(() => migration.status()); // respool_migration_*
+  // With workers, worker 0 runs the migration and the others carry their clients' writes (migration-members.ts).
+  const migration = processMigration.migration;
+  if (migration instanceof Migration) processMigration.members?.onCommand((args, protocol) => migrateReply(migration, args, protocol));
+  // Only the migration's own process reports it: the supervisor sums the workers' series.
+  if (migration instanceof Migration) metrics.migrationAtScrape(() => migration.status()); // respool_migration_*
   const ctx: ServerContext = {
     config,
     memory,
@@ -290,7 +296,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   // Before the first client: its user's identity, HELLO's server name (bounded: a node that does not answer delays nobody long).
   await Promise.race([Promise.all([checkMirrorAllowed(), hello.learn()]), new Promise((r) => setTimeout(r, STARTUP_TOPOLOGY_WAIT_MS).unref())]);
   saturation.start();
-  await migration.resumeSaved(); // a migration this process ran before a restart goes on (migration.stateFile)
+  await processMigration.start(); // a migration this process ran before a restart goes on (migration.stateFile), or a worker joins one
   // A saturated node slows the lowest-priority tenants first (tenants/tenant-shedding.ts).
   const shedding = tenants.list().length === 0 ? null : new TenantShedding(
     () => tenants.list(),

@@ -1,6 +1,7 @@
 import type { AdminRequest, AdminResponse } from './admin-server.js';
 import { readJsonBody } from './hot-key-routes.js';
 import { MigrationRefusal, type Migration } from '../migration/migration.js';
+import { MigrationMember } from '../migration/migration-member.js';
 import { parseAddress } from '../handlers/respool-migrate.js';
 
 // The admin HTTP routes of a live migration (src/migration), as RESPOOL MIGRATE through respool.
@@ -21,8 +22,17 @@ async function step(work: () => Promise<unknown>): Promise<AdminResponse> {
  *   GET  /migration                                    STATUS (JSON)
  *   POST /migration/start   {"target": "host:port", "merge": false}
  *   POST /migration/verify | /migration/cutover | /migration/abort
+ * With workers, the supervisor sends these to worker 0, the coordinator; another worker shows the
+ * coordinator's last STATUS and refuses the steps (503).
  */
-export function migrationRoutes(migration: Migration): Route[] {
+export function migrationRoutes(migration: Migration | MigrationMember): Route[] {
+  if (migration instanceof MigrationMember) {
+    const elsewhere = () => ({ status: 503, body: { error: 'the migration runs on worker 0 (the coordinator), which is not up; try again once it is' } });
+    return [
+      { method: 'GET', path: '/migration', handler: () => ({ status: 200, body: migration.status() }) },
+      ...['start', 'verify', 'cutover', 'abort'].map((step) => ({ method: 'POST', path: `/migration/${step}`, handler: elsewhere })),
+    ];
+  }
   return [
     { method: 'GET', path: '/migration', handler: () => ({ status: 200, body: migration.status() }) },
     {

@@ -4,7 +4,14 @@ import type { CommandRequest, HandlerSession } from '../client/handler-session.j
 import type { ClientState } from '../client/client-state.js';
 import { encodeError } from '../resp/encode.js';
 import { ProxyError } from '../errors.js';
-import type { Migration } from '../migration/migration.js';
+
+/** What carries writes in this process: the migration itself (migration/migration.ts) or a worker's part of it (migration-member.ts). */
+interface WriteCarrier {
+  readonly carriesWrites: boolean;
+  writeBegan(): void;
+  writeEnded(): void;
+  written(db: number, keys: readonly Buffer[]): void;
+}
 
 // Where client writes meet a live migration (src/migration): handlers/index.ts asks
 // noteMigrationWrite for every request that reaches a family's handler or MULTI's queue. Each
@@ -115,7 +122,7 @@ function carryAfterReply(session: HandlerSession, written: WrittenKeys[], counte
 const inFlight = new WeakSet<WrittenKeys>();
 
 /** A write answered (or whose session ended first: it may have been run): its keys are copied. */
-function carry(migration: Migration, w: WrittenKeys): void {
+function carry(migration: WriteCarrier, w: WrittenKeys): void {
   migration.written(w.db, w.keys);
   if (inFlight.delete(w)) migration.writeEnded();
 }

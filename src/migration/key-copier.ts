@@ -1,5 +1,5 @@
 import { NodeError, type MigrationSide } from './migration-side.js';
-import { copyInParts } from './copy-in-parts.js';
+import { copyInParts, partsName } from './copy-in-parts.js';
 import { RespError, type RespValue } from '../resp/decode.js';
 
 /** What a copy of a key is for: the scan's first copy, a write respool carries, or a repair (a failed copy's, a difference the verifier found). */
@@ -17,6 +17,12 @@ export interface CopyCounts {
   /** DUMP payload bytes restored on the target. */
   bytes: number;
 }
+
+/** A confirmed copy reads the source again at most this many times before it gives the key up (KeyKeptChanging). */
+const MAX_CONFIRMS = 50;
+
+/** A key written faster than a confirmed copy could catch it: left to a later copy (the migration's keys to copy). */
+export class KeyKeptChanging extends Error {}
 
 /** A key of a database as one string: the name copies in flight (and the migration's keys to copy) are kept under. */
 export function keyName(db: number, key: Buffer): string {
@@ -43,7 +49,15 @@ interface KeyCopies {
  * earlier copy left there — whether the writes were SET, INCR or a script, and in whatever order
  * the source's links ran them.
  *
- *   running : keyName → KeyCopies, at most one copy per key in flight
+ * Several processes (workers) each carry their own clients' writes with a copier of their own, so
+ * copies of one key may overlap across them: a copier then confirms each copy (`confirm`): after
+ * its RESTORE (or DEL) it reads the source again and copies once more unless the source still holds
+ * what it put there. Whatever RESTORE lands last on the target is followed by its copier's read of
+ * the source; any write after that read asks for a copy that lands later still — so the last
+ * RESTORE holds the source's last value. (A copy in parts builds a name of its own and RENAMEs
+ * it at the end: one command on the target, as RESTORE is.)
+ *
+ *   running : keyName → KeyCopies, at most one copy per key in flight (in this process)
  *   idle    : resolves when no copy runs (a cutover waits for it)
  */
 export class KeyCopier {
@@ -60,6 +74,8 @@ export class KeyCopier {
     private readonly onFailure: (db: number, key: Buffer, error: Error) => void,
     /** A DUMP payload bigger than this is not RESTOREd whole: the key is copied in parts (copy-in-parts.ts). */
     private readonly maxPayloadBytes = Number.POSITIVE_INFINITY,
+    /** Other processes copy the same keys: each copy confirmed against the source (PEXPIRETIME, Redis/Valkey ≥ 7). */
+    private readonly confirm = false,
   ) {}
 
   /** Copies in flight now. */
@@ -127,26 +143,59 @@ export class KeyCopier {
     if (this.running.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
   }
 
-  /** One copy: the source's value and expiry now, put on the target in place of what it had. */
+  /** One copy: the source's value and expiry now, put on the target in place of what it had (confirmed, when asked). */
   private async copyOnce(db: number, key: Buffer, reason: CopyReason): Promise<void> {
-    const [payload, pttl] = await Promise.all([this.source.callFor(key, db, ['DUMP', key]), this.source.callFor(key, db, ['PTTL', key])]);
     if (reason !== 'scan') this.counts.recopied++;
-    if (payload === null || pttl === -2) {
+    if (!this.confirm) {
+      const [payload, pttl] = await Promise.all([this.source.callFor(key, db, ['DUMP', key]), this.source.callFor(key, db, ['PTTL', key])]);
+      const ttl = typeof pttl === 'number' && pttl > 0 ? Date.now() + pttl : 0;
+      await this.put(db, key, payload, pttl === -2 ? null : ttl, false);
+      return;
+    }
+    let read = await this.readSource(db, key);
+    for (let n = 0; n < MAX_CONFIRMS; n++) {
+      await this.put(db, key, read.payload, read.expireAt, true);
+      const again = await this.readSource(db, key);
+      if (sameRead(read, again)) return;
+      read = again;
+    }
+    throw new KeyKeptChanging(`the key changed during each of ${MAX_CONFIRMS} copies`);
+  }
+
+  /** DUMP and PEXPIRETIME (an absolute time: two reads of an unchanged key agree). */
+  private async readSource(db: number, key: Buffer): Promise<{ payload: RespValue; expireAt: number }> {
+    const [payload, at] = await Promise.all([this.source.callFor(key, db, ['DUMP', key]), this.source.callFor(key, db, ['PEXPIRETIME', key])]);
+    return { payload, expireAt: typeof at === 'number' ? at : -1 };
+  }
+
+  /**
+   * Puts one read of the source on the target: RESTORE … REPLACE [ABSTTL], or DEL for a key that
+   * is gone (null payload, or `expireAt` null / -2), or a copy in parts for a payload too big.
+   */
+  private async put(db: number, key: Buffer, payload: RespValue, expireAt: number | null, atomicParts: boolean): Promise<void> {
+    if (payload === null || expireAt === null || expireAt === -2) {
       // Gone (deleted, expired, or expired between the two reads): gone on the target too.
       await this.target.callFor(key, db, ['DEL', key]);
       this.counts.deleted++;
       return;
     }
     if (!Buffer.isBuffer(payload)) throw new NodeError(`DUMP answered ${String(payload)}`);
+    const ttl = expireAt > 0 ? expireAt : 0;
     if (payload.length > this.maxPayloadBytes) {
-      const bytes = await copyInParts(this.source, this.target, db, key, typeof pttl === 'number' ? pttl : -1);
-      this.counts.bytes += bytes;
+      const into = atomicParts ? partsName(key, this.target.isCluster) : null;
+      const bytes = await copyInParts(this.source, this.target, db, key, ttl > 0 ? ttl - Date.now() : -1, into);
+      this.counts.bytes += bytes; // after the await: `+= await` would add to the count as it was before it
       return;
     }
-    const ttl = typeof pttl === 'number' && pttl > 0 ? Date.now() + pttl : 0;
     await this.target.callFor(key, db, ttl > 0 ? ['RESTORE', key, ttl, payload, 'REPLACE', 'ABSTTL'] : ['RESTORE', key, 0, payload, 'REPLACE']);
     this.counts.bytes += payload.length;
   }
+}
+
+function sameRead(a: { payload: RespValue; expireAt: number }, b: { payload: RespValue; expireAt: number }): boolean {
+  if (a.expireAt !== b.expireAt) return false;
+  if (Buffer.isBuffer(a.payload) && Buffer.isBuffer(b.payload)) return a.payload.equals(b.payload);
+  return a.payload === null && b.payload === null;
 }
 
 /** Whether two replies are the same value (the verifier's comparison of logical reads). */

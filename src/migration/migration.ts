@@ -3,7 +3,9 @@ import type { RespoolConfig } from '../config/types.js';
 import type { TopologyRefresher } from '../cluster/topology-refresher.js';
 import type { LeasePools } from '../upstream/lease-pools.js';
 import { MigrationSide, NodeError, type SideAddress } from './migration-side.js';
-import { KeyCopier, keyName } from './key-copier.js';
+import { KeyCopier, KeyKeptChanging, keyName } from './key-copier.js';
+import type { MemberOp, MigrationMembers } from './migration-members.js';
+import { currentUpstreams, drainUntil, switchUpstreams, SwitchFailed } from './upstream-switch.js';
 import { sameOnBothSides } from './key-compare.js';
 import { readSavedMigration, removeSavedMigration, writeSavedMigration, type SavedMigration, type ScanTask } from './migration-state-file.js';
 import { WriteRates } from './write-rates.js';
@@ -35,6 +37,10 @@ export interface MigrationDeps {
   writesBefore: () => Promise<void>;
   /** Told after the cutover switched the upstreams (the near cache drops what the source's tracking said). */
   onCutover?: () => void;
+  /** The other workers, each carrying its own clients' writes (migration-members.ts); null in a lone process. */
+  members: MigrationMembers | null;
+  /** Other processes may copy the same keys (workers, a takeover's two workers): copies are confirmed (key-copier.ts). */
+  confirmCopies: boolean;
 }
 
 export interface StartOptions {
@@ -54,6 +60,10 @@ const SAVE_EVERY_MS = 1_000;
 const MAX_DIRTY_KEYS = 1_000_000;
 /** The verifier reads a key this many times before it counts a difference (a write may land between its reads). */
 const VERIFY_ATTEMPTS = 3;
+/** The members answer a carry or stop within this. */
+const MEMBERS_ANSWER_MS = 10_000;
+/** The coordinator's STATUS is told to the members this often (their status pages). */
+const STATUS_TO_MEMBERS_MS = 1_000;
 
 /**
  * A live migration of the main upstreams' keyspace to a target (docs/migration.md). respool stays
@@ -101,7 +111,19 @@ export class Migration {
   /** Bumped by ABORT: loops of an earlier run stop. */
   private run = 0;
 
-  constructor(private readonly deps: MigrationDeps) {}
+  constructor(private readonly deps: MigrationDeps) {
+    const members = deps.members;
+    if (members !== null) {
+      members.onDirty((db, key) => this.memberCopyFailed(db, key));
+      const timer = setInterval(() => {
+        if (this.phase !== 'idle') members.tell({ op: 'status', status: this.status() });
+      }, STATUS_TO_MEMBERS_MS);
+      timer.unref();
+      this.statusTimer = timer;
+    }
+  }
+
+  private statusTimer: NodeJS.Timeout | null = null;
 
   private get settings(): RespoolConfig['migration'] {
     return this.deps.config.migration;
@@ -126,8 +148,8 @@ export class Migration {
 
   private async checkAndStart(options: StartOptions): Promise<void> {
     const { config } = this.deps;
-    if (config.workers !== 1 || config.cluster.peers.length > 0 || config.cluster.peersFrom !== null) {
-      throw new MigrationRefusal('a migration runs in one respool process: this one has workers or fleet peers (docs/migration.md)');
+    if (config.cluster.peers.length > 0 || config.cluster.peersFrom !== null) {
+      throw new MigrationRefusal('a migration runs in one respool (its workers included): this one has fleet peers (docs/migration.md)');
     }
     const { source, target } = this.sides(options.target);
     try {
@@ -138,6 +160,8 @@ export class Migration {
       const held = await this.keysOn(target);
       if (held > 0 && !options.merge) throw new MigrationRefusal(`the target holds ${held} keys already (MERGE copies over them)`);
       await this.checkDumpFormat(source, target, tasks);
+      if (this.deps.confirmCopies) await this.checkExpireTime(source, target);
+      this.deps.members?.resetCounts();
       this.install(source, target, {
         version: 1,
         source: source.address.seeds,
@@ -192,7 +216,7 @@ export class Migration {
     this.saved = saved;
     this.resumed = resumed;
     this.compareAll = resumed;
-    this.copier = new KeyCopier(source, target, (db, key, err) => this.copyFailed(db, key, err), this.settings.maxPayloadBytes);
+    this.copier = new KeyCopier(source, target, (db, key, err) => this.copyFailed(db, key, err), this.settings.maxPayloadBytes, this.deps.confirmCopies);
     Object.assign(this.copier.counts, saved.counts);
     this.reason = null;
     this.sample = [];
@@ -203,7 +227,7 @@ export class Migration {
     this.cutoverPauseMs = null;
     this.cutoverAt = null;
     this.startedAt = saved.startedAt;
-    this.rates = new WriteRates(source, this.deps.isWrite, () => this.writesSeen);
+    this.rates = new WriteRates(source, this.deps.isWrite, () => this.writesSeen + (this.deps.members?.total().writesSeen ?? 0));
     this.rates.start();
     this.phase = 'copying';
     this.save(true);
@@ -252,6 +276,18 @@ export class Migration {
     }
   }
 
+  /** Confirmed copies read PEXPIRETIME (Redis and Valkey 7 on): both sides must answer it (the target, for a rollback window's copies back). */
+  private async checkExpireTime(source: MigrationSide, target: MigrationSide): Promise<void> {
+    const probe = Buffer.from('{respool-migration}probe');
+    for (const side of [source, target]) {
+      try {
+        await side.callFor(probe, 0, ['PEXPIRETIME', probe]);
+      } catch (err) {
+        throw new MigrationRefusal(`with workers, each copy is checked with PEXPIRETIME, which the ${side.name} does not answer (${(err as Error).message}); run respool with one worker for this migration`);
+      }
+    }
+  }
+
   // ---- copy ------------------------------------------------------------------------------------
 
   private async copyLoop(run: number): Promise<void> {
@@ -260,6 +296,10 @@ export class Migration {
     const source = this.source!;
     const pace = new Pacer(this.settings.maxKeysPerSecond, this.settings.maxBytesPerSecond, () => copier.counts.bytes);
     const live = () => run === this.run && this.phase === 'copying';
+    // Every worker carries its clients' writes (and waited for the writes it sent before) before the scan reads a key.
+    const members = await this.deps.members?.ask(this.carryOp(source, this.target!), MEMBERS_ANSWER_MS);
+    if (!live()) return;
+    if (members !== undefined && members.length > 0) return this.pause(`not every worker carries writes yet: ${members.join('; ')}`);
     await this.deps.writesBefore().catch(() => undefined); // a node that fails them fails them: nothing of theirs landed late
     // Keys a failure or pause left uncopied go first.
     if (!(await this.copyDirty(run))) return;
@@ -349,7 +389,20 @@ export class Migration {
 
   private copyFailed(db: number, key: Buffer, err: Error): void {
     this.markDirty(db, key);
+    if (err instanceof KeyKeptChanging) return; // written all along: copied again from the keys to copy (the cutover drains them)
     if (this.phase === 'copying' || this.phase === 'verifying' || this.phase === 'synced') this.pause(`copy of a key failed: ${err.message}`);
+  }
+
+  /** A member's copy of a key failed (or it wrote the key while paused): copied here, one copy at a time with this process's. */
+  private memberCopyFailed(db: number, key: Buffer): void {
+    if (this.phase === 'copying' || this.phase === 'verifying' || this.phase === 'synced' || this.phase === 'cutting-over') {
+      void this.copier!.copy(db, key, 'repair').catch(() => undefined); // a failure here marks it dirty (copyFailed)
+    } else if (this.phase === 'paused') this.markDirty(db, key);
+  }
+
+  /** The op that has every member carry writes from one side to the other (confirmed copies). */
+  private carryOp(from: MigrationSide, to: MigrationSide): MemberOp {
+    return { op: 'carry', from: from.address, to: to.address, maxPayloadBytes: this.settings.maxPayloadBytes };
   }
 
   // ---- pause and retry ---------------------------------------------------------------------------
@@ -359,6 +412,7 @@ export class Migration {
     if (this.phase !== 'copying' && this.phase !== 'verifying' && this.phase !== 'synced') return;
     this.phase = 'paused';
     this.reason = reason;
+    this.deps.members?.tell({ op: 'paused', on: true });
     this.save(true);
     this.deps.log.warn({ event: 'migration_paused', reason }, `migration paused: ${reason}`);
     const run = this.run;
@@ -380,6 +434,7 @@ export class Migration {
     this.deps.log.info({ event: 'migration_going_on', after: this.reason }, 'migration going on');
     this.reason = null;
     this.phase = 'copying';
+    this.deps.members?.tell({ op: 'paused', on: false });
     void this.copyLoop(run);
   }
 
@@ -491,7 +546,7 @@ export class Migration {
     this.phase = 'cutting-over';
     let pauseMs: number;
     try {
-      pauseMs = await this.switchTo(target, this.copier!, this.saved!.target);
+      pauseMs = await this.switchTo(target, this.copier!);
     } catch (err) {
       this.phase = 'synced';
       throw err;
@@ -502,7 +557,11 @@ export class Migration {
     removeSavedMigration(this.settings.stateFile);
     this.deps.log.info({ event: 'migration_cut_over', pauseMs, upstreams: this.deps.config.upstreams }, `migration cut over: writes held ${pauseMs} ms; the upstreams are now the target`);
     if (this.settings.rollbackWindowMs > 0 && rollback === null) {
-      this.reverse = new KeyCopier(target, source, (_db, _key, err) => this.endRollbackWindow(`a write could not be carried back to the source (${err.message}): no rollback`), this.settings.maxPayloadBytes);
+      this.reverse = new KeyCopier(target, source, (_db, _key, err) => this.endRollbackWindow(`a write could not be carried back to the source (${err.message}): no rollback`), this.settings.maxPayloadBytes, this.deps.confirmCopies);
+      // Every worker carries its writes back too; one that cannot ends the window (its copies fail: a dirty key).
+      void this.deps.members?.ask(this.carryOp(target, source), MEMBERS_ANSWER_MS).then((errors) => {
+        if (errors.length > 0) this.endRollbackWindow(`not every worker carries writes back to the source (${errors.join('; ')}): no rollback`);
+      });
       this.rollbackUntil = Date.now() + this.settings.rollbackWindowMs;
       this.rollbackTimer = setTimeout(() => this.endRollbackWindow('the rollback window ended'), this.settings.rollbackWindowMs);
       this.rollbackTimer.unref();
@@ -514,34 +573,48 @@ export class Migration {
   }
 
   /**
-   * Holds writes, drains the writes in flight and `copier`'s copies, points the main upstreams
-   * at `to` (discovered first: nothing switched if it does not answer), closes leases elsewhere,
-   * lets writes go. The time writes were held, in ms.
+   * Holds writes, drains the writes in flight and `copier`'s copies (every worker's: each holds and
+   * drains its own, then this one), points the main upstreams at `side` in every worker (nothing
+   * switched anywhere if one cannot: those that did switch back), lets writes go. The time writes
+   * were held, in ms.
    */
-  private async switchTo(side: MigrationSide, copier: KeyCopier, to: { host: string; port: number }): Promise<number> {
-    const { config, clientPause, refresher, dedicated } = this.deps;
+  private async switchTo(side: MigrationSide, copier: KeyCopier): Promise<number> {
+    const { config, clientPause, members } = this.deps;
     const began = performance.now();
+    const deadline = Date.now() + this.settings.cutoverMaxPauseMs;
+    const before = currentUpstreams(config);
+    const refused = (why: string) => new MigrationRefusal(`${why}; nothing switched`);
+    let membersSwitched = false;
     clientPause.holdWrites(true);
-    const before = { upstreams: config.upstreams, mode: config.mode, upstreamAuth: config.upstreamAuth, upstreamTls: config.upstreamTls };
     try {
-      const deadline = Date.now() + this.settings.cutoverMaxPauseMs;
-      while (this.writesInFlight > 0 || copier.inFlight > 0 || (copier === this.copier && this.dirty.size > 0)) {
-        if (Date.now() > deadline) throw new MigrationRefusal(`writes in flight did not drain within ${this.settings.cutoverMaxPauseMs} ms (migration.cutoverMaxPauseMs); nothing switched`);
-        if (copier === this.copier && this.dirty.size > 0) await this.copyDirty(this.run);
-        // A resolved idle() would never yield: the writes in flight need the event loop to be answered.
-        await (copier.inFlight > 0 ? Promise.race([copier.idle(), sleep(1)]) : sleep(1));
+      if (members !== null) {
+        const errors = await members.ask({ op: 'hold', deadline }, Math.max(1, deadline - Date.now()) + 100);
+        if (errors.length > 0) throw refused(`not every worker drained its writes within ${this.settings.cutoverMaxPauseMs} ms (migration.cutoverMaxPauseMs): ${errors.join('; ')}`);
       }
-      const seeds = side === this.source ? side.address.seeds : [{ host: to.host, port: to.port }];
-      Object.assign(config, { upstreams: seeds, mode: side.address.mode, upstreamAuth: side.address.upstreamAuth, upstreamTls: side.address.upstreamTls });
-      const topology = await refresher.reseed(seeds, side.address.mode);
-      if (topology === null) throw new MigrationRefusal(`${seeds.map((s) => `${s.host}:${s.port}`).join(', ')} did not answer its discovery; nothing switched`);
-      dedicated.closeOutside(new Set(topology.allNodes().map((n) => n.address)), 'the upstreams moved (a migration switched them): run it again');
-      this.deps.onCutover?.();
+      const drained = await drainUntil(
+        () => this.writesInFlight > 0 || copier.inFlight > 0 || (copier === this.copier && this.dirty.size > 0),
+        deadline,
+        async () => {
+          if (copier === this.copier && this.dirty.size > 0) await this.copyDirty(this.run);
+        },
+      );
+      if (!drained) throw refused(`writes in flight did not drain within ${this.settings.cutoverMaxPauseMs} ms (migration.cutoverMaxPauseMs)`);
+      if (members !== null) {
+        membersSwitched = true;
+        const errors = await members.ask({ op: 'switch', to: side.address }, this.settings.cutoverMaxPauseMs);
+        if (errors.length > 0) throw refused(`not every worker could switch: ${errors.join('; ')}`);
+      }
+      await switchUpstreams(this.deps, side.address);
     } catch (err) {
-      Object.assign(config, before);
-      throw err instanceof MigrationRefusal ? err : new MigrationRefusal((err as Error).message);
+      if (membersSwitched) {
+        // Back where they were, carrying as before (a switch ends a member's carry).
+        await members!.ask({ op: 'switch', to: before }, this.settings.cutoverMaxPauseMs);
+        await members!.ask(side === this.target ? this.carryOp(this.source!, side) : this.carryOp(this.target!, side), MEMBERS_ANSWER_MS);
+      }
+      throw err instanceof MigrationRefusal ? err : err instanceof SwitchFailed ? new MigrationRefusal(err.message) : new MigrationRefusal((err as Error).message);
     } finally {
       clientPause.holdWrites(false);
+      members?.tell({ op: 'release' });
     }
     return Math.round((performance.now() - began) * 10) / 10;
   }
@@ -553,6 +626,7 @@ export class Migration {
     this.reverse = null;
     this.rollbackUntil = null;
     this.reason = why;
+    this.deps.members?.tell({ op: 'stop' });
     this.deps.log.info({ event: 'migration_rollback_window_ended', reason: why }, `migration: ${why}`);
     this.stopSides();
   }
@@ -571,7 +645,9 @@ export class Migration {
     const target = this.target!;
     const flush = this.saved!.targetWasEmpty && !this.saved!.merge;
     this.phase = 'aborted';
-    await this.copier!.stop(); // nothing restored after the FLUSHALL below
+    // Nothing restored after the FLUSHALL below: this process's copies ended, and every worker's.
+    const [, members] = await Promise.all([this.copier!.stop(), this.deps.members?.ask({ op: 'stop' }, MEMBERS_ANSWER_MS) ?? []]);
+    if (members.length > 0) this.reason = `not every worker stopped carrying: ${members.join('; ')}`;
     let flushed = false;
     if (flush) {
       try {
@@ -580,6 +656,7 @@ export class Migration {
       } catch (err) {
         this.reason = `the target was not emptied: ${(err as Error).message}`;
       }
+      if (members.length > 0) flushed = false; // a worker may still have restored keys there
     }
     this.stopSides();
     removeSavedMigration(this.settings.stateFile);
@@ -593,7 +670,7 @@ export class Migration {
     this.phase = 'cutting-over';
     let pauseMs: number;
     try {
-      pauseMs = await this.switchTo(this.source!, reverse, this.saved!.target);
+      pauseMs = await this.switchTo(this.source!, reverse);
     } catch (err) {
       this.phase = 'cut-over';
       throw err;
@@ -614,6 +691,7 @@ export class Migration {
 
   close(): void {
     this.run++;
+    if (this.statusTimer !== null) clearInterval(this.statusTimer);
     if (this.rollbackTimer !== null) clearTimeout(this.rollbackTimer);
     this.stopSides();
   }
@@ -622,7 +700,11 @@ export class Migration {
 
   status(): Record<string, string | number | boolean | null> {
     const saved = this.saved;
-    const counts = this.copier?.counts ?? { copied: 0, mirrored: 0, recopied: 0, deleted: 0, bytes: 0 };
+    const own = this.copier?.counts ?? { copied: 0, mirrored: 0, recopied: 0, deleted: 0, bytes: 0 };
+    const members = this.deps.members?.total();
+    // Every worker's copies: this one's scan and writes, the members' writes.
+    const counts = members === undefined ? own : { copied: own.copied + members.copied, mirrored: own.mirrored + members.mirrored, recopied: own.recopied + members.recopied, deleted: own.deleted + members.deleted, bytes: own.bytes + members.bytes };
+    const writesSeen = this.writesSeen + (members?.writesSeen ?? 0);
     const tasks = saved?.tasks ?? [];
     const elapsed = Math.max(1, Date.now() - this.startedAt) / 1000;
     return {
@@ -641,7 +723,7 @@ export class Migration {
       mismatched: this.mismatched,
       copies_in_flight: this.copier?.inFlight ?? 0,
       dirty: this.dirty.size,
-      writes_seen: this.writesSeen,
+      writes_seen: writesSeen,
       keys_per_second: this.phase === 'copying' ? Math.round(counts.copied / elapsed) : 0,
       source_writes_per_second: this.rates?.sourceWritesPerSecond ?? 0,
       unseen_writes_per_second: this.rates?.unseenWritesPerSecond ?? 0,

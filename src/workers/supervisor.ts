@@ -15,6 +15,8 @@ import { usesFleetState } from '../fleet/fleet-state.js';
 import { CLIENT_HANDOVER_MESSAGE, takeOver, type TakeoverSlots } from './takeover.js';
 import type { Socket } from 'node:net';
 import { stopKernelReads } from '../util/kernel-reads.js';
+import { MigrationRelay } from './migration-relay.js';
+import { isMigrationMessage } from '../migration/migration-members.js';
 
 /**
  * `workers: N` (N > 1), or `supervised: true`: this process becomes the supervisor of N worker
@@ -40,6 +42,8 @@ import { stopKernelReads } from '../util/kernel-reads.js';
  *               other (peer-commands.ts); run-time split changes, admin ones included, are kept
  *               and replayed to a worker started later (a replacement), so all split the same keys.
  *   hot keys  : RESPOOL HOTKEYS / NODES on any worker merge every worker's report (hot-key-reports.ts).
+ *   migration : worker 0 runs a live migration, the others carry their clients' writes; their
+ *               messages pass through here (migration-relay.ts), and /migration goes to worker 0.
  * Per worker still: the detection itself (each worker's detector sees its own clients; an
  * automatic split one decides reaches the others).
  *   a fleet   : with the fleet's shared state (cluster.fleetState, src/fleet) every worker is a
@@ -98,8 +102,10 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
   // Workers a takeover replaced, draining: their exit is expected, not a crash (takeover.ts).
   const retiring = new Set<Worker>();
 
+  // A live migration's messages between the workers, and what a worker started later joins.
+  const migration = new MigrationRelay((index) => slots[index]?.worker, () => count);
   const fork = (index: number): WorkerSlot => {
-    const worker = cluster.fork({ RESPOOL_WORKER_INDEX: String(index), RESPOOL_WORKER_COUNT: String(count), ...mirrorSecretEnv });
+    const worker = cluster.fork({ RESPOOL_WORKER_INDEX: String(index), RESPOOL_WORKER_COUNT: String(count), ...mirrorSecretEnv, ...migration.joinEnv(index) });
     let served!: () => void;
     const slot: WorkerSlot = { worker, admin: null, ready: new Promise((resolve) => (served = resolve)) };
     slots[index] = slot;
@@ -129,6 +135,7 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
       // A worker's tenant usage (tenant-usage.ts): to every other worker, not kept (the next one comes within a period).
       if (m?.type === TENANT_USAGE_MESSAGE) for (const s of slots) if (s !== slot && !s.worker.isDead() && s.worker.isConnected()) s.worker.send(msg as object);
       if (m?.type === REPORTS_REQUEST) gatherReports(slot.worker, msg as ReportsMessage);
+      if (isMigrationMessage(msg) && slots[index] === slot) migration.relay(index, msg); // a retired worker's are not its index's
       if (m?.type === REPORT_RESPONSE) gathering.get((msg as ReportsMessage).id)?.((msg as ReportsMessage).report);
     });
     worker.on('exit', (code, signal) => {
@@ -274,12 +281,14 @@ async function serveAdmin(addr: HostPort, slots: WorkerSlot[], aggregator: Aggre
       return;
     }
     readBody(req).then(async (body) => {
-      // Reads: the first worker's answer. Changes: every worker, the first one's answer.
-      const targets = req.method === 'GET' || req.method === 'HEAD' || fleetShared ? [workers[0]!] : workers;
+      // Reads: the first worker's answer. Changes: every worker, the first one's answer. A
+      // migration: worker 0's (it runs it; another worker answers GET and refuses the steps).
+      const coordinator = path?.startsWith('/migration') === true ? slots[0] : undefined;
+      const targets = coordinator !== undefined && workers.includes(coordinator) ? [coordinator] : req.method === 'GET' || req.method === 'HEAD' || fleetShared || path?.startsWith('/migration') === true ? [workers[0]!] : workers;
       const call = adminCall(req, body);
       const answers = await Promise.all(targets.map((s) => forward(s.admin!, call)));
       const first = answers[0]!;
-      if (!fleetShared && req.method !== 'GET' && req.method !== 'HEAD' && first.status < 300 && splitLog.length < SPLIT_LOG_MAX) {
+      if (!fleetShared && coordinator === undefined && req.method !== 'GET' && req.method !== 'HEAD' && first.status < 300 && splitLog.length < SPLIT_LOG_MAX) {
         splitLog.push({ kind: 'admin', ...call });
       }
       reply(first.status, first.body.toString(), first.type);

@@ -1,0 +1,55 @@
+import type { RespoolConfig } from '../config/types.js';
+import type { TopologyRefresher } from '../cluster/topology-refresher.js';
+import type { LeasePools } from '../upstream/lease-pools.js';
+import type { SideAddress } from './migration-side.js';
+
+/** What a process switches when its main upstreams move (a cutover, a rollback): the same in every worker. */
+export interface UpstreamSwitchDeps {
+  config: RespoolConfig;
+  refresher: TopologyRefresher;
+  dedicated: LeasePools;
+  /** Told after the switch (the near cache drops what the old side's tracking said). */
+  onCutover?: () => void;
+}
+
+/** A switch that did not happen: the upstreams are as they were. */
+export class SwitchFailed extends Error {}
+
+/**
+ * Points the process's main upstreams at `to`: config, topology (discovered before anything else
+ * changes — a side that does not answer leaves everything as it was), leased connections
+ * elsewhere closed (a WATCH or blocked client gets an error rather than writing to the old side),
+ * near cache flushed. The caller holds writes meanwhile.
+ */
+export async function switchUpstreams(deps: UpstreamSwitchDeps, to: SideAddress): Promise<void> {
+  const { config, refresher, dedicated } = deps;
+  const before = { upstreams: config.upstreams, mode: config.mode, upstreamAuth: config.upstreamAuth, upstreamTls: config.upstreamTls };
+  try {
+    Object.assign(config, { upstreams: to.seeds, mode: to.mode, upstreamAuth: to.upstreamAuth, upstreamTls: to.upstreamTls });
+    const topology = await refresher.reseed(to.seeds, to.mode);
+    if (topology === null) throw new SwitchFailed(`${to.seeds.map((s) => `${s.host}:${s.port}`).join(', ')} did not answer its discovery; nothing switched`);
+    dedicated.closeOutside(new Set(topology.allNodes().map((n) => n.address)), 'the upstreams moved (a migration switched them): run it again');
+    deps.onCutover?.();
+  } catch (err) {
+    Object.assign(config, before);
+    throw err instanceof SwitchFailed ? err : new SwitchFailed((err as Error).message);
+  }
+}
+
+/** The main upstreams now, as a side's address (what a switch back restores). */
+export function currentUpstreams(config: RespoolConfig): SideAddress {
+  return { seeds: config.upstreams.map((u) => ({ host: u.host, port: u.port })), mode: config.mode, upstreamAuth: config.upstreamAuth, upstreamTls: config.upstreamTls };
+}
+
+/**
+ * Waits until `busy()` is false, yielding to the event loop (the writes in flight need it to be
+ * answered); false if `deadline` (epoch ms) passed first. `step` runs each round (copies left to do).
+ */
+export async function drainUntil(busy: () => boolean, deadline: number, step: () => Promise<void> = async () => undefined): Promise<boolean> {
+  while (busy()) {
+    if (Date.now() > deadline) return false;
+    await step();
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  return true;
+}
