@@ -24,8 +24,7 @@ import { statusPageRoutes } from './admin/status-page.js';
 import { tenantRoutes } from './admin/tenant-routes.js';
 import { hotKeyRoutes } from './admin/hot-key-routes.js';
 import { migrationRoutes } from './admin/migration-routes.js';
-import type { Migration } from './migration/migration.js';
-import type { MigrationMember } from './migration/migration-member.js';
+import type { MigrationHandle } from './migration/migration-process.js';
 
 /** What the admin endpoint shows and steers of the running proxy. */
 export interface AdminDeps {
@@ -37,7 +36,7 @@ export interface AdminDeps {
   hotKeys: HotKeys;
   dedicated: LeasePools;
   nearCache: NearCache;
-  migration: Migration | MigrationMember;
+  migration: MigrationHandle;
   parking: ParkedPops;
   observer: RequestObserver;
   saturation: NodeSaturation;

@@ -28,6 +28,8 @@ import { FairAdmission } from './client/fair-admission.js';
 import { ClientPause } from './client/client-pause.js';
 import { Migration } from './migration/migration.js';
 import { migrationForThisProcess } from './migration/migration-process.js';
+import { MigrationMember } from './migration/migration-member.js';
+import { FleetMigration } from './migration/fleet-migration.js';
 import { migrateReply } from './handlers/respool-migrate.js';
 import { CommandFlag } from './commands/command-flags.js';
 import { reloadUpstreamTls } from './upstream/dial.js';
@@ -124,9 +126,10 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   const ownZone = resolveOwnZone(config.reads, process.env, log).then((z) => reads.setOwnZone(z.zone, z.source));
   // A fleet's runtime state (split rules, copy fills, the write lease) in the upstream (src/fleet).
   let fleetState = null as FleetState | null;
+  let fleetStore = null as FleetStore | null;
   const fleetOf = (refresher: TopologyRefresher, pools: UpstreamPools) => {
     if (!usesFleetState(config)) return null;
-    const store = new FleetStore({ config, refresher, pools, log });
+    const store = (fleetStore = new FleetStore({ config, refresher, pools, log }));
     fleetState = new FleetState({ store, leaseMs: config.cluster.fleetLeaseMs, log, metrics });
     return { state: fleetState, store };
   };
@@ -186,7 +189,8 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   metrics.tenantsAtScrape(() => tenants.list());
   // A live migration of the main upstreams to another (src/migration): RESPOOL MIGRATE, /migration.
   const clientPause = new ClientPause();
-  const processMigration = migrationForThisProcess({
+  const fleetShared = fleetState === null || fleetStore === null ? null : { state: fleetState as FleetState, store: fleetStore as FleetStore };
+  const processMigration = migrationForThisProcess(fleetShared, migrateReply, {
     config,
     log,
     refresher,
@@ -198,11 +202,11 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     },
     onCutover: () => main.nearCache.flush(), // its entries were kept exact by the source's tracking
   });
-  // With workers, worker 0 runs the migration and the others carry their clients' writes (migration-members.ts).
+  // With workers, worker 0 runs the migration and the others carry their clients' writes
+  // (migration-members.ts); in a fleet, the member that ran START (fleet-migration.ts).
   const migration = processMigration.migration;
-  if (migration instanceof Migration) processMigration.members?.onCommand((args, protocol) => migrateReply(migration, args, protocol));
   // Only the migration's own process reports it: the supervisor sums the workers' series.
-  if (migration instanceof Migration) metrics.migrationAtScrape(() => migration.status()); // respool_migration_*
+  if (!(migration instanceof MigrationMember)) metrics.migrationAtScrape(() => (migration instanceof FleetMigration ? migration.local.status() : migration.status())); // respool_migration_*
   const ctx: ServerContext = {
     config,
     memory,

@@ -2,6 +2,8 @@ import type { AdminRequest, AdminResponse } from './admin-server.js';
 import { readJsonBody } from './hot-key-routes.js';
 import { MigrationRefusal, type Migration } from '../migration/migration.js';
 import { MigrationMember } from '../migration/migration-member.js';
+import { FleetMigration } from '../migration/fleet-migration.js';
+import type { MigrationHandle } from '../migration/migration-process.js';
 import { parseAddress } from '../handlers/respool-migrate.js';
 
 // The admin HTTP routes of a live migration (src/migration), as RESPOOL MIGRATE through respool.
@@ -25,16 +27,22 @@ async function step(work: () => Promise<unknown>): Promise<AdminResponse> {
  * With workers, the supervisor sends these to worker 0, the coordinator; another worker shows the
  * coordinator's last STATUS and refuses the steps (503).
  */
-export function migrationRoutes(migration: Migration | MigrationMember): Route[] {
-  if (migration instanceof MigrationMember) {
+export function migrationRoutes(handle: MigrationHandle): Route[] {
+  if (handle instanceof MigrationMember) {
     const elsewhere = () => ({ status: 503, body: { error: 'the migration runs on worker 0 (the coordinator), which is not up; try again once it is' } });
     return [
-      { method: 'GET', path: '/migration', handler: () => ({ status: 200, body: migration.status() }) },
+      { method: 'GET', path: '/migration', handler: () => ({ status: 200, body: handle.status() }) },
       ...['start', 'verify', 'cutover', 'abort'].map((step) => ({ method: 'POST', path: `/migration/${step}`, handler: elsewhere })),
     ];
   }
+  // In a fleet: the steps run here unless another member runs the migration (409 with its address).
+  const migration = handle instanceof FleetMigration ? handle.local : handle;
+  const here = (work: () => Promise<unknown>) => () => {
+    const elsewhere = handle instanceof FleetMigration ? handle.coordinatorElsewhere() : null;
+    return elsewhere === null ? step(work) : { status: 409, body: { error: `member ${elsewhere} runs the migration: send this there` } };
+  };
   return [
-    { method: 'GET', path: '/migration', handler: () => ({ status: 200, body: migration.status() }) },
+    { method: 'GET', path: '/migration', handler: () => ({ status: 200, body: handle.status() }) },
     {
       method: 'POST',
       path: '/migration/start',
@@ -50,8 +58,8 @@ export function migrationRoutes(migration: Migration | MigrationMember): Route[]
         return step(() => migration.start({ target, merge: body.merge === true }));
       },
     },
-    { method: 'POST', path: '/migration/verify', handler: () => step(() => migration.verifyNow()) },
-    { method: 'POST', path: '/migration/cutover', handler: () => step(async () => ({ pauseMs: await migration.cutover() })) },
-    { method: 'POST', path: '/migration/abort', handler: () => step(() => migration.abort()) },
+    { method: 'POST', path: '/migration/verify', handler: here(() => migration.verifyNow()) },
+    { method: 'POST', path: '/migration/cutover', handler: here(async () => ({ pauseMs: await migration.cutover() })) },
+    { method: 'POST', path: '/migration/abort', handler: here(() => migration.abort()) },
   ];
 }

@@ -1,5 +1,4 @@
-import type { Migration } from '../migration/migration.js';
-import type { MigrationMember } from '../migration/migration-member.js';
+import type { MigrationHandle } from '../migration/migration-process.js';
 import type { Logger } from 'pino';
 import type { RespoolConfig } from '../config/types.js';
 import type { CommandTable } from '../commands/command-table.js';
@@ -71,7 +70,7 @@ export interface UpstreamSide {
   /** Values of the keys nearCache.keys names, kept exact by the nodes' invalidations (nearcache/near-cache.ts); absent in stand-in contexts. */
   readonly nearCache?: NearCache;
   /** A live migration of the main upstreams (src/migration): the main context's only (a tenant's own upstreams have none). */
-  readonly migration?: Migration | MigrationMember;
+  readonly migration?: MigrationHandle;
   /** Scripts in flight: PING reflects a node busy running one (scripts/running-scripts.ts). */
   readonly runningScripts: RunningScripts;
   /** CLIENT UNBLOCK of a leased connection, sent on a shared link to its node; true if it was blocked. */

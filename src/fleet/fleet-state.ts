@@ -54,6 +54,8 @@ export interface FleetDoc {
   acl?: { epoch: number; users: Record<string, string | null> };
   /** Tenants' limits changed at run time through any member (fleet-tenants.ts); absent until the first change. */
   tenants?: Record<string, TenantLimits>;
+  /** A live migration: what every member must be doing (src/migration/fleet-migration.ts reads it). */
+  migration?: unknown;
 }
 
 export interface Registration {
@@ -329,5 +331,5 @@ function parseDoc(text: string): FleetDoc {
   if (acl !== undefined && (typeof acl !== 'object' || acl === null || typeof acl.epoch !== 'number' || typeof acl.users !== 'object')) throw new Error('acl is not { epoch, users }');
   const tenants = raw.tenants;
   if (tenants !== undefined && (typeof tenants !== 'object' || tenants === null || Array.isArray(tenants))) throw new Error('tenants is not { name: limits }');
-  return { rules: raw.rules, ...(acl === undefined ? {} : { acl }), ...(tenants === undefined ? {} : { tenants }) };
+  return { rules: raw.rules, ...(acl === undefined ? {} : { acl }), ...(tenants === undefined ? {} : { tenants }), ...(raw.migration === undefined ? {} : { migration: raw.migration }) };
 }

@@ -1,8 +1,7 @@
 import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
 import { ProxyError } from '../errors.js';
 import { encodeBulk, encodeError, encodeInteger, encodeMap, encodeSimple } from '../resp/encode.js';
-import { MigrationRefusal, type Migration } from '../migration/migration.js';
-import { MigrationMember } from '../migration/migration-member.js';
+import { Migration, MigrationRefusal } from '../migration/migration.js';
 
 export const RESPOOL_MIGRATE_HELP = [
   'RESPOOL MIGRATE START <host:port> [MERGE] -- copies the keyspace to the target under traffic; writes carried until CUTOVER (docs/migration.md)',
@@ -17,7 +16,7 @@ export function respoolMigrate(session: HandlerSession, req: CommandRequest): vo
   const migration = session.ctx.migration;
   if (migration === undefined) return session.replyNow(encodeError(ProxyError.respool('a migration moves the main upstreams; this client\'s tenant has upstreams of its own')));
   const entry = session.reserve();
-  const work = migration instanceof MigrationMember ? migration.command(req.args, session.state.protocol) : migrateReply(migration, req.args, session.state.protocol);
+  const work = migration instanceof Migration ? migrateReply(migration, req.args, session.state.protocol) : migration.command(req.args, session.state.protocol);
   void work.then((reply) => entry.fill(reply));
 }
 

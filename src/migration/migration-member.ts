@@ -2,27 +2,33 @@ import type { Logger } from 'pino';
 import type { RespoolConfig } from '../config/types.js';
 import { KeyCopier, keyName } from './key-copier.js';
 import { MigrationSide } from './migration-side.js';
-import { MIGRATION_MESSAGE, type MemberOp, type MigrationJoin, type MigrationMessage, type MigrationStatus, type Send } from './migration-members.js';
+import type { MemberCounts, MemberOp, MigrationJoin, MigrationStatus } from './migration-members.js';
 import { drainUntil, switchUpstreams, type UpstreamSwitchDeps } from './upstream-switch.js';
-import { encodeError } from '../resp/encode.js';
+
+/** How a member reaches the coordinator: over the supervisor's IPC (migration-members.ts) or the fleet's shared state (fleet-migration.ts). */
+export interface MemberLink {
+  /** Keys the coordinator must copy (a copy failed here, or written while paused). */
+  dirty(keys: Array<[number, string]>): void;
+  /** This member's copy counts (summed into the coordinator's STATUS). */
+  counts(counts: MemberCounts & { pid: number }): void;
+  /** A RESPOOL MIGRATE a client sent here, run by the coordinator: its RESP reply. */
+  command(args: readonly Buffer[], protocol: 2 | 3): Promise<Buffer>;
+}
 
 export interface MigrationMemberDeps extends UpstreamSwitchDeps {
   log: Logger;
   clientPause: { holdWrites(on: boolean): void };
   /** Resolves once every request sent to the main upstreams before the call is answered. */
   writesBefore: () => Promise<void>;
-  send: Send;
 }
 
 /** Counts are sent to the coordinator this often while carrying. */
 const COUNTS_EVERY_MS = 1_000;
-/** A RESPOOL MIGRATE a client sent here waits this long for the coordinator's answer. */
-const COMMAND_TIMEOUT_MS = 60_000;
 /** A hold the coordinator never released ends this long after its deadline (the coordinator died mid-cutover). */
 const HOLD_SLACK_MS = 5_000;
 
 /**
- * A worker other than the coordinator (migration-members.ts): it carries its own clients' writes
+ * A process other than the coordinator (another worker, another fleet member): it carries its own clients' writes
  * to the target while the coordinator says so, each copy confirmed against the source (other
  * workers copy the same keys: key-copier.ts), holds and switches at the coordinator's cutover,
  * and passes its clients' RESPOOL MIGRATE commands to the coordinator.
@@ -41,9 +47,9 @@ export class MigrationMember {
   private sendQueued = false;
   private countsTimer: NodeJS.Timeout | null = null;
   private lastStatus: MigrationStatus = { state: 'idle' };
-  private nextCommand = 0;
-  private readonly commands = new Map<number, (reply: Buffer) => void>();
   private holdTimer: NodeJS.Timeout | null = null;
+  /** Set once the transport is made (it needs the member to run ops on). */
+  link: MemberLink | null = null;
 
   constructor(private readonly deps: MigrationMemberDeps) {}
 
@@ -64,6 +70,11 @@ export class MigrationMember {
 
   get carriesWrites(): boolean {
     return this.copier !== null;
+  }
+
+  /** The carry in force, or null. */
+  get carrying(): Extract<MemberOp, { op: 'carry' }> | null {
+    return this.sides?.op ?? null;
   }
 
   writeBegan(): void {
@@ -93,33 +104,12 @@ export class MigrationMember {
 
   /** A RESPOOL MIGRATE a client sent here: run by the coordinator; its RESP reply. */
   command(args: readonly Buffer[], protocol: 2 | 3): Promise<Buffer> {
-    const id = ++this.nextCommand;
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.commands.delete(id);
-        resolve(encodeError(`ERR respool: the migration's coordinator (worker 0) did not answer within ${COMMAND_TIMEOUT_MS} ms`));
-      }, COMMAND_TIMEOUT_MS);
-      this.commands.set(id, (reply) => {
-        clearTimeout(timer);
-        this.commands.delete(id);
-        resolve(reply);
-      });
-      this.deps.send({ type: MIGRATION_MESSAGE, to: 'coordinator', kind: 'command', id, args: args.map((a) => a.toString('base64')), protocol });
-    });
+    return this.link!.command(args, protocol);
   }
 
-  /** A message from the supervisor's channel. */
-  receive(msg: MigrationMessage): void {
-    if (msg.kind === 'reply') {
-      this.commands.get(msg.id)?.(Buffer.from(msg.reply, 'base64'));
-      return;
-    }
-    if (msg.kind !== 'op') return;
-    const { seq, op } = msg;
-    const ack = (error: string | null) => {
-      if (seq !== 0) this.deps.send({ type: MIGRATION_MESSAGE, to: 'coordinator', kind: 'ack', seq, error });
-    };
-    this.run(op).then(ack, (err: Error) => ack(err.message));
+  /** Does what the coordinator asked: null, or why it could not. */
+  runOp(op: MemberOp): Promise<string | null> {
+    return this.run(op).catch((err: Error) => err.message);
   }
 
   private async run(op: MemberOp): Promise<string | null> {
@@ -200,7 +190,7 @@ export class MigrationMember {
 
   private sendCounts(copier = this.copier): void {
     if (copier === null) return;
-    this.deps.send({ type: MIGRATION_MESSAGE, to: 'coordinator', kind: 'counts', counts: { ...copier.counts, writesSeen: this.writesSeen, pid: process.pid } });
+    this.link?.counts({ ...copier.counts, writesSeen: this.writesSeen, pid: process.pid });
   }
 
   /** A key the coordinator must copy: sent with the others of this tick. */
@@ -214,7 +204,7 @@ export class MigrationMember {
   private flushDirty(): void {
     this.sendQueued = false;
     if (this.toSend.size === 0) return;
-    this.deps.send({ type: MIGRATION_MESSAGE, to: 'coordinator', kind: 'dirty', keys: [...this.toSend.values()] });
+    this.link?.dirty([...this.toSend.values()]);
     this.toSend.clear();
   }
 

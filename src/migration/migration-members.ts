@@ -1,5 +1,7 @@
-import type { SideAddress } from './migration-side.js';
+import type { MigrationSide, SideAddress } from './migration-side.js';
 import type { CopyCounts } from './key-copier.js';
+import type { MemberLink, MigrationMember } from './migration-member.js';
+import { encodeError } from '../resp/encode.js';
 
 /**
  * With `workers` > 1 each worker carries its own clients' writes to a migration's target, and one
@@ -77,6 +79,26 @@ export function readJoin(): MigrationJoin {
 /** Sends a message on the IPC channel (process.send), or nowhere outside a worker. */
 export type Send = (msg: MigrationMessage) => void;
 
+/**
+ * What the coordinator's Migration sees of the other processes, whatever carries the messages
+ * (this file's IPC, or the fleet's shared state: fleet-migration.ts).
+ */
+export interface MemberChannel {
+  /** Every member does `op`: their errors (one for those that did not answer within timeoutMs); empty when all did. */
+  ask(op: MemberOp, timeoutMs: number): Promise<string[]>;
+  /** Every member does `op`; no answer awaited. */
+  tell(op: MemberOp): void;
+  onDirty(handler: (db: number, key: Buffer) => void): void;
+  /** The members' counts, summed. */
+  total(): MemberCounts;
+  /** A new migration: earlier counts are not its. */
+  resetCounts(): void;
+  /** Why this process cannot run a migration now (another one runs it), or null. */
+  refusal?(): string | null;
+  /** The migration's two sides, once known (the fleet's channel reads and writes both around a cutover). */
+  sides?(source: MigrationSide, target: MigrationSide): void;
+}
+
 interface Asked {
   expected: number | null;
   acks: number;
@@ -88,7 +110,7 @@ interface Asked {
  * The coordinator's end: ops to every member (ask: waits for their acks), their dirty keys and
  * counts, and RESPOOL MIGRATE commands their clients sent.
  */
-export class MigrationMembers {
+export class MigrationMembers implements MemberChannel {
   private seq = 0;
   private readonly asked = new Map<number, Asked>();
   private readonly counts = new Map<number, MemberCounts>();
@@ -177,5 +199,54 @@ export class MigrationMembers {
   /** A new migration: the counts of an earlier one's carrying are not its. */
   resetCounts(): void {
     this.counts.clear();
+  }
+}
+
+/** A RESPOOL MIGRATE a client sent to a member waits this long for the coordinator's answer. */
+const COMMAND_TIMEOUT_MS = 60_000;
+
+/** A member's end of the IPC channel: the coordinator's ops run on the member and acked; its keys, counts and commands sent. */
+export class IpcMemberLink implements MemberLink {
+  private nextCommand = 0;
+  private readonly commands = new Map<number, (reply: Buffer) => void>();
+
+  constructor(private readonly member: MigrationMember, private readonly send: Send) {
+    member.link = this;
+  }
+
+  receive(msg: MigrationMessage): void {
+    if (msg.kind === 'reply') {
+      this.commands.get(msg.id)?.(Buffer.from(msg.reply, 'base64'));
+      return;
+    }
+    if (msg.kind !== 'op') return;
+    const seq = msg.seq;
+    void this.member.runOp(msg.op).then((error) => {
+      if (seq !== 0) this.send({ type: MIGRATION_MESSAGE, to: 'coordinator', kind: 'ack', seq, error });
+    });
+  }
+
+  dirty(keys: Array<[number, string]>): void {
+    this.send({ type: MIGRATION_MESSAGE, to: 'coordinator', kind: 'dirty', keys });
+  }
+
+  counts(counts: MemberCounts & { pid: number }): void {
+    this.send({ type: MIGRATION_MESSAGE, to: 'coordinator', kind: 'counts', counts });
+  }
+
+  command(args: readonly Buffer[], protocol: 2 | 3): Promise<Buffer> {
+    const id = ++this.nextCommand;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.commands.delete(id);
+        resolve(encodeError(`ERR respool: the migration's coordinator (worker 0) did not answer within ${COMMAND_TIMEOUT_MS} ms`));
+      }, COMMAND_TIMEOUT_MS);
+      this.commands.set(id, (reply) => {
+        clearTimeout(timer);
+        this.commands.delete(id);
+        resolve(reply);
+      });
+      this.send({ type: MIGRATION_MESSAGE, to: 'coordinator', kind: 'command', id, args: args.map((a) => a.toString('base64')), protocol });
+    });
   }
 }

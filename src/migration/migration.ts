@@ -4,11 +4,13 @@ import type { TopologyRefresher } from '../cluster/topology-refresher.js';
 import type { LeasePools } from '../upstream/lease-pools.js';
 import { MigrationSide, NodeError, type SideAddress } from './migration-side.js';
 import { KeyCopier, KeyKeptChanging, keyName } from './key-copier.js';
-import type { MemberOp, MigrationMembers } from './migration-members.js';
+import type { MemberChannel, MemberOp } from './migration-members.js';
 import { currentUpstreams, drainUntil, switchUpstreams, SwitchFailed } from './upstream-switch.js';
 import { sameOnBothSides } from './key-compare.js';
 import { readSavedMigration, removeSavedMigration, writeSavedMigration, type SavedMigration, type ScanTask } from './migration-state-file.js';
 import { WriteRates } from './write-rates.js';
+import { usesFleetState } from '../fleet/fleet-state.js';
+import { isMigrationKey } from './fleet-migration.js';
 
 /**
  * Where a migration is:
@@ -38,7 +40,7 @@ export interface MigrationDeps {
   /** Told after the cutover switched the upstreams (the near cache drops what the source's tracking said). */
   onCutover?: () => void;
   /** The other workers, each carrying its own clients' writes (migration-members.ts); null in a lone process. */
-  members: MigrationMembers | null;
+  members: MemberChannel | null;
   /** Other processes may copy the same keys (workers, a takeover's two workers): copies are confirmed (key-copier.ts). */
   confirmCopies: boolean;
 }
@@ -148,9 +150,11 @@ export class Migration {
 
   private async checkAndStart(options: StartOptions): Promise<void> {
     const { config } = this.deps;
-    if (config.cluster.peers.length > 0 || config.cluster.peersFrom !== null) {
-      throw new MigrationRefusal('a migration runs in one respool (its workers included): this one has fleet peers (docs/migration.md)');
+    if ((config.cluster.peers.length > 0 || config.cluster.peersFrom !== null) && !usesFleetState(config)) {
+      throw new MigrationRefusal('a fleet migrates through its shared state (cluster.fleetState), which this fleet does not use (docs/migration.md)');
     }
+    const elsewhere = this.deps.members?.refusal?.() ?? null;
+    if (elsewhere !== null) throw new MigrationRefusal(elsewhere);
     const { source, target } = this.sides(options.target);
     try {
       const problem = (await target.discover()) ?? (await source.discover());
@@ -216,6 +220,7 @@ export class Migration {
     this.saved = saved;
     this.resumed = resumed;
     this.compareAll = resumed;
+    this.deps.members?.sides?.(source, target);
     this.copier = new KeyCopier(source, target, (db, key, err) => this.copyFailed(db, key, err), this.settings.maxPayloadBytes, this.deps.confirmCopies);
     Object.assign(this.copier.counts, saved.counts);
     this.reason = null;
@@ -317,6 +322,7 @@ export class Migration {
           return;
         }
         if (!live()) return; // ABORTed (or paused) while the SCAN was out: nothing more lands on the target
+        keys = keys.filter((k) => !isMigrationKey(k)); // a fleet's migration keys stay on their side
         // At most copiesInFlight copies at once, each paced: a steady trickle on the nodes, not a burst a client waits behind.
         const copied = await inWindow(keys, this.settings.copiesInFlight, async (k) => {
           await copier.copy(task.db, k, 'scan');
@@ -461,7 +467,7 @@ export class Migration {
           }
           if (!live()) return;
           cursor = String((reply as unknown[])[0]);
-          for (const key of (reply as unknown[])[1] as Buffer[]) if (!(await this.verifyKey(task.db, key)) && !live()) return;
+          for (const key of (reply as unknown[])[1] as Buffer[]) if (!isMigrationKey(key) && !(await this.verifyKey(task.db, key)) && !live()) return;
           if (!live()) return;
         } while (cursor !== '0');
       }

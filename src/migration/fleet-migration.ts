@@ -1,0 +1,441 @@
+import type { Logger } from 'pino';
+import { FLEET_TAG } from '../keys/reserved-tag.js';
+import type { FleetState } from '../fleet/fleet-state.js';
+import type { FleetStore } from '../fleet/fleet-store.js';
+import { encodeError } from '../resp/encode.js';
+import type { Migration } from './migration.js';
+import type { MemberLink, MigrationMember } from './migration-member.js';
+import type { MemberChannel, MemberCounts, MemberOp, MigrationStatus } from './migration-members.js';
+import type { MigrationSide, SideAddress } from './migration-side.js';
+
+/**
+ * A live migration in a fleet (cluster.peers / peersFrom with the fleet's shared state): the
+ * member that ran START coordinates it, every other member (each worker of each instance) carries
+ * its own clients' writes. They meet in the fleet's shared state, in the upstream:
+ *
+ *   doc.migration                       what every member must be doing (FleetMigrationDoc): the
+ *                                       carry, paused, the write hold, where the upstreams point;
+ *                                       written by the coordinator (a new seq each time), read by
+ *                                       every member at its beat; a member started later joins it
+ *   {respool-fleet}:migration-acks      hash: member → { seq done, error, counts }
+ *   {respool-fleet}:migration-dirty     list: keys whose copy failed at a member (the coordinator copies them)
+ *   {respool-fleet}:migration-status    the coordinator's STATUS (every second, expires)
+ *   {respool-fleet}:migration-requests  list: RESPOOL MIGRATE commands members' clients sent
+ *   {respool-fleet}:migration-reply:<id> their replies (expire)
+ *
+ * Around a cutover the members are on two sides at once (each switches when told): the doc is
+ * written to the side the coordinator is not on as well, and acks and dirty keys are read on
+ * both sides. A member's ack of a doc means it did what the doc says (its writes drained, say).
+ */
+/** The migration's own keys: never copied (a request copied to the target would run again there). */
+export const MIGRATION_KEYS_PREFIX = `${FLEET_TAG}:migration-`;
+const ACKS_KEY = `${FLEET_TAG}:migration-acks`;
+const DIRTY_KEY = `${FLEET_TAG}:migration-dirty`;
+const STATUS_KEY = `${FLEET_TAG}:migration-status`;
+const REQUESTS_KEY = `${FLEET_TAG}:migration-requests`;
+const REPLY_PREFIX = `${FLEET_TAG}:migration-reply:`;
+const STATE_KEY = `${FLEET_TAG}:state`;
+
+/** The coordinator and the members poll their keys this often. */
+const POLL_MS = 100;
+/** Acks are read this often while the coordinator waits for them. */
+const ACK_POLL_MS = 20;
+const STATUS_TTL_MS = 5_000;
+const REPLY_TTL_MS = 60_000;
+const COMMAND_TIMEOUT_MS = 60_000;
+const DIRTY_BATCH = 1_000;
+
+/** What every member must be doing (doc.migration in the fleet's shared state). */
+export interface FleetMigrationDoc {
+  /** The coordinator's member id and address. */
+  coordinator: string;
+  address: string;
+  /** Bumped at each change: a member acks the seq it has done. */
+  seq: number;
+  carry: Extract<MemberOp, { op: 'carry' }> | null;
+  paused: boolean;
+  /** Writes held until this deadline's release (the cutover), or null. */
+  held: number | null;
+  /** Where a cutover (or rollback) pointed the upstreams; null: as configured. */
+  switched: SideAddress | null;
+}
+
+function migrationDoc(doc: { migration?: unknown }): FleetMigrationDoc | null {
+  const m = doc.migration as FleetMigrationDoc | undefined;
+  return m !== undefined && m !== null && typeof m === 'object' && typeof m.seq === 'number' && typeof m.coordinator === 'string' ? m : null;
+}
+
+interface Ack {
+  seq: number;
+  error: string | null;
+  counts: MemberCounts | null;
+}
+
+/** The coordinator's end (Migration's MemberChannel): ops become docs, acks are read back. */
+export class FleetMembers implements MemberChannel {
+  private sidesNow: { source: MigrationSide; target: MigrationSide } | null = null;
+  private dirtyHandler: (db: number, key: Buffer) => void = () => undefined;
+  private commandHandler: (args: Buffer[], protocol: 2 | 3) => Promise<Buffer> = async () => encodeError('ERR no migration here');
+  private readonly acks = new Map<string, Ack>();
+  private timer: NodeJS.Timeout | null = null;
+  private polling = false;
+  private writes: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly fleet: FleetState,
+    private readonly store: FleetStore,
+    /** The coordinator's main upstreams now (the source until its own switch). */
+    private readonly upstreams: () => ReadonlyArray<{ host: string; port: number }>,
+    private readonly log: Logger,
+  ) {}
+
+  /** Is the coordinator on the source now (else the target)? */
+  private onSource(): boolean {
+    const seeds = this.sidesNow?.source.address.seeds ?? [];
+    return this.upstreams().some((u) => seeds.some((s) => s.host === u.host && s.port === u.port));
+  }
+
+  /** The migration's two sides: the doc, acks and dirty keys are read and written on both around a cutover. */
+  sides(source: MigrationSide, target: MigrationSide): void {
+    this.sidesNow = { source, target };
+    if (this.timer === null) {
+      this.timer = setInterval(() => void this.poll(), POLL_MS);
+      this.timer.unref();
+    }
+  }
+
+  onDirty(handler: (db: number, key: Buffer) => void): void {
+    this.dirtyHandler = handler;
+  }
+
+  onCommand(handler: (args: Buffer[], protocol: 2 | 3) => Promise<Buffer>): void {
+    this.commandHandler = handler;
+  }
+
+  refusal(): string | null {
+    const m = migrationDoc(this.fleet.doc);
+    if (m === null || m.coordinator === this.fleet.memberId || (m.carry === null && m.held === null)) return null;
+    return `member ${m.address} (${m.coordinator}) runs a migration now; send RESPOOL MIGRATE there (or ABORT it)`;
+  }
+
+  async ask(op: MemberOp, timeoutMs: number): Promise<string[]> {
+    const deadline = Date.now() + timeoutMs;
+    const expected = this.fleet.liveMembers().filter((id) => id !== this.fleet.memberId);
+    let seq: number;
+    try {
+      seq = await this.change(op);
+    } catch (err) {
+      return [`the fleet's shared state could not be changed: ${(err as Error).message}`];
+    }
+    for (;;) {
+      await this.readAcks();
+      const behind = expected.filter((id) => (this.acks.get(id)?.seq ?? 0) < seq);
+      if (behind.length === 0) break;
+      if (Date.now() > deadline) {
+        return [...this.errorsAt(expected, seq), `${behind.length} of ${expected.length} members did not answer '${op.op}' within ${timeoutMs} ms (${behind.join(', ')})`];
+      }
+      await new Promise((resolve) => setTimeout(resolve, ACK_POLL_MS));
+    }
+    await this.pullDirty(); // what the members could not copy is copied before the coordinator goes on
+    return this.errorsAt(expected, seq);
+  }
+
+  tell(op: MemberOp): void {
+    if (op.op === 'status') {
+      // On the coordinator's side only: nothing of the migration's own is left on a target an ABORT emptied.
+      void this.store.call(['SET', STATUS_KEY, JSON.stringify(op.status), 'PX', STATUS_TTL_MS]).catch(() => undefined);
+      return;
+    }
+    void this.change(op).catch((err: Error) => this.log.warn({ event: 'migration_fleet_change_failed', op: op.op, err: err.message }, `migration: the fleet could not be told '${op.op}': ${err.message}`));
+  }
+
+  total(): MemberCounts {
+    const sum: MemberCounts = { copied: 0, mirrored: 0, recopied: 0, deleted: 0, bytes: 0, writesSeen: 0 };
+    for (const ack of this.acks.values()) if (ack.counts !== null) for (const k of Object.keys(sum) as Array<keyof MemberCounts>) sum[k] += ack.counts[k];
+    return sum;
+  }
+
+  resetCounts(): void {
+    this.acks.clear();
+    void this.store.call(['DEL', ACKS_KEY, DIRTY_KEY]).catch(() => undefined);
+  }
+
+  close(): void {
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /** The doc changed as `op` says, committed in the shared state (and written on the other side); its seq. */
+  private change(op: MemberOp): Promise<number> {
+    // One change at a time: each builds on the one before.
+    const next = this.writes.then(async () => {
+      let seq = 0;
+      await this.fleet.update((doc) => {
+        const now = migrationDoc(doc);
+        const m: FleetMigrationDoc = now !== null && now.coordinator === this.fleet.memberId
+          ? { ...now }
+          : { coordinator: this.fleet.memberId, address: '', seq: now?.seq ?? 0, carry: null, paused: false, held: null, switched: now?.switched ?? null };
+        m.address = this.fleet.members().find((r) => r.id === this.fleet.memberId)?.address ?? m.address;
+        m.seq += 1;
+        seq = m.seq;
+        if (op.op === 'carry') m.carry = op;
+        else if (op.op === 'stop') m.carry = null;
+        else if (op.op === 'paused') m.paused = op.on;
+        else if (op.op === 'hold') m.held = op.deadline;
+        else if (op.op === 'release') m.held = null;
+        else if (op.op === 'switch') {
+          m.switched = op.to;
+          m.carry = null; // a switch ends the carry (migration-member.ts)
+        }
+        return { ...doc, migration: m };
+      });
+      await this.mirrorDoc();
+      return seq;
+    });
+    this.writes = next.catch(() => undefined);
+    return next;
+  }
+
+  /** The doc as committed here, written on the side the coordinator is not on (members there read it). */
+  private async mirrorDoc(): Promise<void> {
+    const sides = this.sidesNow;
+    if (sides === null) return;
+    const other = this.onSource() ? sides.target : sides.source;
+    const key = Buffer.from(STATE_KEY);
+    await other.callFor(key, 0, ['HSET', key, 'version', this.fleet.version, 'doc', JSON.stringify(this.fleet.doc)]).catch(() => undefined);
+  }
+
+  private errorsAt(ids: string[], seq: number): string[] {
+    return ids.flatMap((id) => {
+      const ack = this.acks.get(id);
+      return ack !== undefined && ack.seq === seq && ack.error !== null ? [`member ${id}: ${ack.error}`] : [];
+    });
+  }
+
+  /** Every member's latest ack, from both sides (a member acks where its upstreams are). */
+  private async readAcks(): Promise<void> {
+    const replies = await this.readBoth(['HGETALL', ACKS_KEY]);
+    for (const flat of replies) {
+      if (!Array.isArray(flat)) continue;
+      for (let i = 0; i + 1 < flat.length; i += 2) {
+        try {
+          const ack = JSON.parse(String(flat[i + 1])) as Ack;
+          const id = String(flat[i]);
+          if ((this.acks.get(id)?.seq ?? -1) <= ack.seq) this.acks.set(id, ack);
+        } catch {
+          // a member's entry that does not parse counts as no ack
+        }
+      }
+    }
+  }
+
+  private async readBoth(args: Array<string | number>): Promise<unknown[]> {
+    const key = Buffer.from(String(args[1]));
+    const sides = this.sidesNow;
+    const reads = [this.store.call(args)];
+    if (sides !== null) reads.push((this.onSource() ? sides.target : sides.source).callFor(key, 0, args));
+    return (await Promise.allSettled(reads)).flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+  }
+
+  private async pullDirty(): Promise<void> {
+    for (const batch of await this.readBoth(['LPOP', DIRTY_KEY, DIRTY_BATCH])) {
+      if (!Array.isArray(batch)) continue;
+      for (const entry of batch) {
+        try {
+          for (const [db, key] of JSON.parse(String(entry)) as Array<[number, string]>) this.dirtyHandler(db, Buffer.from(key, 'base64'));
+        } catch {
+          // not ours
+        }
+      }
+    }
+  }
+
+  /** Every POLL_MS while a migration has sides: dirty keys, counts, members' commands. */
+  private async poll(): Promise<void> {
+    if (this.polling) return;
+    this.polling = true;
+    try {
+      await this.pullDirty();
+      await this.readAcks().catch(() => undefined);
+      const requests = await this.store.call(['LPOP', REQUESTS_KEY, 10]).catch(() => null);
+      if (Array.isArray(requests)) {
+        for (const text of requests) {
+          let request: { id: string; args: string[]; protocol: 2 | 3 };
+          try {
+            request = JSON.parse(String(text)) as typeof request;
+          } catch {
+            continue;
+          }
+          void this.commandHandler(request.args.map((a) => Buffer.from(a, 'base64')), request.protocol).then((reply) =>
+            this.store.call(['SET', `${REPLY_PREFIX}${request.id}`, reply.toString('base64'), 'PX', REPLY_TTL_MS]).catch(() => undefined),
+          );
+        }
+      }
+    } finally {
+      this.polling = false;
+    }
+  }
+}
+
+/**
+ * A member's end: does what doc.migration says (when its seq moves) and acks it; sends its dirty
+ * keys and counts; passes its clients' RESPOOL MIGRATE commands to the coordinator.
+ */
+export class FleetMemberLink implements MemberLink {
+  private applied: FleetMigrationDoc | null = null;
+  private queue: Promise<void> = Promise.resolve();
+  private timer: NodeJS.Timeout | null = null;
+  private lastAck: Ack = { seq: 0, error: null, counts: null };
+  private holding = false;
+
+  constructor(private readonly fleet: FleetState, private readonly store: FleetStore, private readonly member: MigrationMember) {
+    member.link = this;
+    fleet.onDoc((doc) => {
+      const m = migrationDoc(doc);
+      if (m === null || m.coordinator === fleet.memberId || m.seq === this.applied?.seq) return;
+      this.queue = this.queue.then(() => this.follow(m));
+    });
+  }
+
+  /** The coordinator of the migration the doc names, when it is another member. */
+  coordinatorElsewhere(): string | null {
+    const m = migrationDoc(this.fleet.doc);
+    return m === null || m.coordinator === this.fleet.memberId ? null : m.address;
+  }
+
+  private async follow(m: FleetMigrationDoc): Promise<void> {
+    if (this.applied !== null && m.seq <= this.applied.seq) return;
+    const before = this.applied;
+    const errors: string[] = [];
+    const run = async (op: MemberOp) => {
+      const error = await this.member.runOp(op);
+      if (error !== null) errors.push(error);
+    };
+    if (JSON.stringify(m.switched) !== JSON.stringify(before?.switched ?? null) && m.switched !== null) await run({ op: 'switch', to: m.switched });
+    if (m.paused !== (before?.paused ?? false)) await run({ op: 'paused', on: m.paused });
+    if (JSON.stringify(m.carry) !== JSON.stringify(this.member.carrying)) await run(m.carry === null ? { op: 'stop' } : m.carry);
+    if (m.held !== null && !this.holding) {
+      this.holding = true;
+      await run({ op: 'hold', deadline: m.held });
+    } else if (m.held === null && this.holding) {
+      this.holding = false;
+      await run({ op: 'release' });
+    }
+    this.applied = m;
+    this.lastAck = { seq: m.seq, error: errors.length === 0 ? null : errors.join('; '), counts: this.lastAck.counts };
+    await this.sendAck();
+    this.startPolling();
+  }
+
+  private startPolling(): void {
+    if (this.timer !== null) return;
+    this.timer = setInterval(() => {
+      // The coordinator's STATUS for this member's status page.
+      void this.store.call(['GET', STATUS_KEY]).then((text) => {
+        if (text !== null) void this.member.runOp({ op: 'status', status: JSON.parse(String(text)) as MigrationStatus });
+      }, () => undefined);
+    }, 1_000);
+    this.timer.unref();
+  }
+
+  private sendAck(): Promise<void> {
+    return this.store.call(['HSET', ACKS_KEY, this.fleet.memberId, JSON.stringify(this.lastAck)]).then(() => undefined, () => undefined);
+  }
+
+  dirty(keys: Array<[number, string]>): void {
+    void this.store.call(['RPUSH', DIRTY_KEY, JSON.stringify(keys)]).catch(() => undefined);
+  }
+
+  counts(counts: MemberCounts & { pid: number }): void {
+    this.lastAck = { ...this.lastAck, counts };
+    void this.sendAck();
+  }
+
+  async command(args: readonly Buffer[], protocol: 2 | 3): Promise<Buffer> {
+    const id = `${this.fleet.memberId}:${Date.now()}:${Math.random().toString(36).slice(2)}`;
+    try {
+      await this.store.call(['RPUSH', REQUESTS_KEY, JSON.stringify({ id, args: args.map((a) => a.toString('base64')), protocol })]);
+    } catch (err) {
+      return encodeError(`ERR respool: the fleet's shared state could not take the command: ${(err as Error).message}`);
+    }
+    const deadline = Date.now() + COMMAND_TIMEOUT_MS;
+    while (Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const reply = await this.store.call(['GET', `${REPLY_PREFIX}${id}`]).catch(() => null);
+      if (reply !== null) {
+        void this.store.call(['DEL', `${REPLY_PREFIX}${id}`]).catch(() => undefined);
+        return Buffer.from(String(reply), 'base64');
+      }
+    }
+    return encodeError(`ERR respool: the migration's coordinator (${this.coordinatorElsewhere() ?? 'none'}) did not answer within ${COMMAND_TIMEOUT_MS} ms`);
+  }
+
+  close(): void {
+    if (this.timer !== null) clearInterval(this.timer);
+  }
+}
+
+/**
+ * In a fleet, each process may coordinate (it ran START) or follow (another did): the request
+ * path and RESPOOL MIGRATE see this, which passes each call to the part that plays now.
+ */
+export class FleetMigration {
+  constructor(
+    readonly local: Migration,
+    readonly member: MigrationMember,
+    private readonly link: FleetMemberLink,
+    private readonly members: FleetMembers,
+    /** RESPOOL MIGRATE run here (handlers/respool-migrate.ts migrateReply). */
+    private readonly answer: (migration: Migration, args: readonly Buffer[], protocol: 2 | 3) => Promise<Buffer>,
+  ) {}
+
+  /** This process runs the fleet's migration (or ran the last one, and none runs elsewhere). */
+  get coordinating(): boolean {
+    return this.local.carriesWrites || this.link.coordinatorElsewhere() === null;
+  }
+
+  /** Where the migration runs when not here (a member's address), or null. */
+  coordinatorElsewhere(): string | null {
+    return this.local.carriesWrites ? null : this.link.coordinatorElsewhere();
+  }
+
+  get carriesWrites(): boolean {
+    return this.local.carriesWrites || this.member.carriesWrites;
+  }
+
+  writeBegan(): void {
+    this.local.writeBegan();
+    this.member.writeBegan();
+  }
+
+  writeEnded(): void {
+    this.local.writeEnded();
+    this.member.writeEnded();
+  }
+
+  written(db: number, keys: readonly Buffer[]): void {
+    this.local.written(db, keys);
+    this.member.written(db, keys);
+  }
+
+  status(): MigrationStatus {
+    return this.coordinating ? this.local.status() : this.member.status();
+  }
+
+  command(args: readonly Buffer[], protocol: 2 | 3): Promise<Buffer> {
+    const start = args[2]?.toString('latin1').toUpperCase() === 'START';
+    return start || this.coordinatorElsewhere() === null ? this.answer(this.local, args, protocol) : this.link.command(args, protocol);
+  }
+
+  close(): void {
+    this.local.close();
+    this.member.close();
+    this.link.close();
+    this.members.close();
+  }
+}
+
+/** Whether a key is one of the migration's own (never copied, never compared). */
+export function isMigrationKey(key: Buffer): boolean {
+  return key.length >= MIGRATION_KEYS_PREFIX.length && key.toString('latin1', 0, MIGRATION_KEYS_PREFIX.length) === MIGRATION_KEYS_PREFIX;
+}

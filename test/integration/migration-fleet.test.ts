@@ -1,0 +1,129 @@
+/**
+ * Live migration in a fleet (src/migration/fleet-migration.ts): the member that ran START
+ * coordinates, every other member carries its own clients' writes, and they meet in the fleet's
+ * shared state (doc.migration, acks, dirty keys, forwarded commands). The cutover holds, drains
+ * and switches every member.
+ *
+ *   - two members, writers on both (verified SET, INCR, HSET, RPUSH, DEL, EXPIRE): START through B,
+ *     STATUS and CUTOVER through A (run by B); synced; the source stopped; writers go on; every key
+ *     as its writer was told, read through both members; a member started after the cutover (the
+ *     source still up) follows the doc to the target
+ *   - a second START through A while B's migration runs is refused, naming B; ABORT empties the target
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { Valkey } from 'iovalkey';
+import { freePort, startCluster, startStandalone } from '../harness/valkey-processes.js';
+import { startFleetMember } from '../helpers/proxy.js';
+import type { RespoolProxy } from '../../src/server.js';
+import { differences, migrate, migrateStatus, ModelWriter, readKeys, seedKeyspace, TestResources, waitForState } from '../helpers/migration.js';
+import { sleep, waitFor } from '../helpers/wait.js';
+
+const resources = new TestResources();
+afterEach(resources.stopAll);
+const { keep, keepStarted, client, direct } = resources;
+
+/** A fleet of `count` members in front of `upstream` (more can join on the spare ports). */
+async function fleet(upstream: { host: string; port: number }, count: number, spare = 1): Promise<{ members: RespoolProxy[]; join(): Promise<RespoolProxy> }> {
+  const ports = await Promise.all(Array.from({ length: count + spare }, () => freePort()));
+  const members: RespoolProxy[] = [];
+  const start = async (port: number) => {
+    const proxy = await startFleetMember([upstream], ports, port, { migration: { maxKeysPerSecond: 2_000 } } as never);
+    keep({ stop: () => proxy.close() });
+    members.push(proxy);
+    return proxy;
+  };
+  for (const port of ports.slice(0, count)) await start(port);
+  await waitFor(() => members.every((p) => p.fleetState!.liveMembers().length === count), 'every member registered', 10_000);
+  let next = count;
+  return { members, join: () => start(ports[next++]!) };
+}
+
+describe('live migration in a fleet', () => {
+  it('writers on two members; START through B, CUTOVER through A; the source stopped; a member started later follows', async () => {
+    const [source, target] = await Promise.all([keepStarted(startCluster({ primaries: 3, replicasPerPrimary: 0 })), keepStarted(startStandalone())]);
+    const seed = { host: source.nodes[0]!.host, port: source.nodes[0]!.port };
+    const { members, join } = await fleet(seed, 2);
+    const [a, b] = members as [RespoolProxy, RespoolProxy];
+    const onA = client(a);
+    const onB = client(b);
+    const seeded = await seedKeyspace(onA, 'seed:');
+    const seedAt = Date.now();
+    const seedValues = await readKeys(onA, seeded);
+
+    const writers = [client(a), client(a), client(b), client(b)].map((c, i) => new ModelWriter(c, i, 400));
+    for (const w of writers) w.start();
+    const ops = () => writers.reduce((n, w) => n + w.ops, 0);
+    try {
+      await waitFor(() => ops() > 300, 'the writers to get going', 10_000);
+      expect(await migrate(onB, 'START', `${target.host}:${target.port}`)).toBe('OK');
+      // A knows B runs it: its STATUS is B's, and a START through A is refused.
+      await waitFor(async () => (await migrateStatus(onA))['state'] !== 'idle', 'STATUS through A to show the migration', 5_000);
+      const second = (await migrate(onA, 'START', `${target.host}:${target.port}`)) as { error?: string };
+      expect(second.error).toMatch(/runs a migration now|is copying already|is synced already|is verifying already/);
+      const synced = await waitForState(onA, 'synced', 60_000, ['aborted', 'paused']);
+      expect(synced['reason']).toBe(null);
+      expect(Number(synced['copied'])).toBeGreaterThanOrEqual(seeded.length);
+      await sleep(1_200); // A's counts come every second
+      const counted = await migrateStatus(onB);
+      expect(Number(counted['mirrored'])).toBeGreaterThan(0);
+      expect.soft(counted['mismatched'], 'mismatched at synced').toBe(0);
+
+      const cut = await migrate(onA, 'CUTOVER');
+      expect(cut, `CUTOVER through A replied ${JSON.stringify(cut)}`).toEqual(expect.stringMatching(/^cut over: writes held [\d.]+ ms$/));
+      expect((await migrateStatus(onB))['state']).toBe('cut-over');
+
+      // A member started now (the source still up) learns from the shared state where the upstreams went.
+      const c = await join();
+      const onC = client(c);
+      await waitFor(async () => (await onC.set('from-c', 'joined')) === 'OK' && (await direct(target).get('from-c')) === 'joined', 'C writing to the target', 10_000);
+
+      await source.stop();
+      const opsAtStop = ops();
+      await sleep(2_000);
+      expect(ops() - opsAtStop).toBeGreaterThan(200);
+    } finally {
+      await Promise.all(writers.map((w) => w.stop()));
+    }
+    for (const w of writers) {
+      expect(w.errors, `writer ${w.id}: client errors`).toEqual([]);
+      expect(w.mismatches, `writer ${w.id}: replies the model did not expect`).toEqual([]);
+    }
+    const now = Date.now();
+    const expected = new Map(writers.flatMap((w) => [...w.expected(now)]));
+    for (const reader of [onA, onB]) expect(differences(expected, now, await readKeys(reader, [...expected.keys()]), Date.now())).toEqual([]);
+    expect(differences(seedValues, seedAt, await readKeys(onB, seeded), Date.now())).toEqual([]);
+    // The fleet's migration keys stayed on their side: none on the target.
+    const onTarget = new Valkey({ host: target.host, port: target.port, maxRetriesPerRequest: 0 });
+    try {
+      expect((await onTarget.keys('{respool-fleet}:migration-*')).filter((k) => !k.endsWith('acks') && !k.includes('status') && !k.includes('reply'))).toEqual([]);
+    } finally {
+      onTarget.disconnect();
+    }
+  }, 120_000);
+
+  it('ABORT through the member that did not START empties the target; writes through both members reached the source', async () => {
+    const [source, target] = await Promise.all([keepStarted(startCluster({ primaries: 3, replicasPerPrimary: 0 })), keepStarted(startStandalone())]);
+    const seed = { host: source.nodes[0]!.host, port: source.nodes[0]!.port };
+    const { members } = await fleet(seed, 2, 0);
+    const [a, b] = members as [RespoolProxy, RespoolProxy];
+    const onA = client(a);
+    const onB = client(b);
+    await seedKeyspace(onA, 'seed:', { strings: 2000, hashes: 20, lists: 20, sets: 20, zsets: 20, streams: 1, withTtl: 20 });
+    expect(await migrate(onA, 'START', `${target.host}:${target.port}`)).toBe('OK');
+    await waitFor(async () => (await migrateStatus(onB))['state'] === 'copying', 'B to see A\'s migration', 5_000);
+    for (let i = 0; i < 50; i++) {
+      await onA.set(`a:${i}`, 'x');
+      await onB.set(`b:${i}`, 'y');
+    }
+    const aborted = await migrate(onB, 'ABORT');
+    expect(aborted, JSON.stringify(aborted)).toBe('aborted: the target was emptied');
+    await sleep(500);
+    expect(await direct(target).dbsize()).toBe(0);
+    expect(await onB.get('a:49')).toBe('x');
+    expect(await onA.get('b:49')).toBe('y');
+    // A new START through B is taken now that A's migration ended.
+    expect(await migrate(onB, 'START', `${target.host}:${target.port}`)).toBe('OK');
+    await waitFor(async () => (await migrateStatus(onA))['state'] === 'copying', 'A to see B\'s migration', 5_000);
+    expect(await migrate(onA, 'ABORT')).toBe('aborted: the target was emptied');
+  }, 90_000);
+});
