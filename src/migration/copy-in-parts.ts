@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { MigrationSide } from './migration-side.js';
 import { NodeError } from './migration-side.js';
 
@@ -21,21 +22,23 @@ const ELEMENTS_PER_PART = 1_000;
  * the key at the end — one command on the target, so that another process's copy of the key
  * cannot land in the middle of this one (key-copier.ts, confirmed copies).
  */
-export async function copyInParts(source: MigrationSide, target: MigrationSide, db: number, key: Buffer, pttl: number, into: Buffer | null = null): Promise<number> {
+export async function copyInParts(source: MigrationSide, target: MigrationSide, db: number, key: Buffer, expireAt: number, into: Buffer | null = null): Promise<number> {
   const from = (args: Array<string | Buffer | number>) => source.callFor(key, db, args);
   const to = (args: Array<string | Buffer | number>) => target.callFor(key, db, args);
   const type = String(await from(['TYPE', key]));
   if (into !== null) {
     try {
-      const bytes = await copyValue(from, to, type, key, into, pttl);
-      await to(type === 'none' ? ['DEL', key] : ['RENAME', into, key]);
+      const bytes = await copyValue(from, to, type, key, into, expireAt);
+      // Nothing built (the key went from the source during the reads): gone on the target too; the confirming read sees it gone.
+      const built = type !== 'none' && Number(await to(['EXISTS', into])) === 1;
+      await to(built ? ['RENAME', into, key] : ['DEL', key]);
       return bytes;
     } catch (err) {
       await to(['DEL', into]).catch(() => undefined); // nothing half-built left behind
       throw err;
     }
   }
-  return copyValue(from, to, type, key, key, pttl);
+  return copyValue(from, to, type, key, key, expireAt);
 }
 
 /**
@@ -43,7 +46,8 @@ export async function copyInParts(source: MigrationSide, target: MigrationSide, 
  * does), or null when the key's name allows none: it is then built in place.
  */
 export function partsName(key: Buffer, cluster: boolean): Buffer | null {
-  const suffix = Buffer.from(`:respool-migration-part:${process.pid}`);
+  // Random, not the pid: a fleet's members on other hosts (containers of one image) share pids, and a shared name would mix their parts.
+  const suffix = Buffer.from(`:respool-migration-part:${randomBytes(8).toString('hex')}`);
   const open = key.indexOf(0x7b /* { */);
   const close = open < 0 ? -1 : key.indexOf(0x7d /* } */, open + 1);
   if (open >= 0 && close > open + 1) return Buffer.concat([key.subarray(0, close + 1), suffix]); // its own tag
@@ -55,7 +59,7 @@ export function partsName(key: Buffer, cluster: boolean): Buffer | null {
 type Call = (args: Array<string | Buffer | number>) => Promise<unknown>;
 
 /** Reads `key`'s value on the source in parts and builds it as `name` on the target. */
-async function copyValue(from: Call, to: Call, type: string, key: Buffer, name: Buffer, pttl: number): Promise<number> {
+async function copyValue(from: Call, to: Call, type: string, key: Buffer, name: Buffer, expireAt: number): Promise<number> {
   let bytes = 0;
   const count = (values: unknown[]) => {
     for (const v of values) if (Buffer.isBuffer(v)) bytes += v.length;
@@ -132,6 +136,6 @@ async function copyValue(from: Call, to: Call, type: string, key: Buffer, name: 
     default:
       throw new NodeError(`a ${type} key too big for one RESTORE cannot be copied in parts`);
   }
-  if (pttl > 0) await to(['PEXPIREAT', name, Date.now() + pttl]);
+  if (expireAt > 0) await to(['PEXPIREAT', name, expireAt]); // the source's own moment: not shifted by the copy's length
   return bytes;
 }

@@ -183,7 +183,7 @@ export class KeyCopier {
     const ttl = expireAt > 0 ? expireAt : 0;
     if (payload.length > this.maxPayloadBytes) {
       const into = atomicParts ? partsName(key, this.target.isCluster) : null;
-      const bytes = await copyInParts(this.source, this.target, db, key, ttl > 0 ? ttl - Date.now() : -1, into);
+      const bytes = await copyInParts(this.source, this.target, db, key, ttl, into);
       this.counts.bytes += bytes; // after the await: `+= await` would add to the count as it was before it
       return;
     }
