@@ -9,6 +9,8 @@
  *     as its writer was told; STATUS counts every worker's carried writes
  *   - a member killed during the copy: its replacement joins the carry; after the cutover a member
  *     killed again: its replacement serves from the target (the source is gone)
+ *   - worker 0 killed during the copy: its replacement resumes from the state file; writes made
+ *     through the others meanwhile reach the target
  *   - the supervisor's admin port: GET /migration and POST /migration/abort reach worker 0
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -212,6 +214,38 @@ describe('live migration with workers: every worker carries its writes, one coor
     expect(await onNew.get('late:5')).toBe('v5');
     expect(await onNew.set('after', 'cutover')).toBe('OK');
     expect(await direct.get('after')).toBe('cutover');
+  }, 120_000);
+
+  it('worker 0 killed mid-copy: its replacement resumes the migration from the state file, the others carry meanwhile', async () => {
+    const [source, target] = await Promise.all([keep(startStandalone()), keep(startStandalone())]);
+    const proxy = await startWorkers(at(source), 500);
+    const pids = await proxy.pids();
+    const admin = await connect(proxy.port);
+    await seedKeyspace(admin, 'seed:', { strings: 1500, hashes: 50, lists: 50, sets: 50, zsets: 50, streams: 1, withTtl: 50 });
+    expect(await migrate(admin, 'START', `${target.host}:${target.port}`)).toBe('OK');
+    await sleep(1_500); // a saved state on disk (every second)
+    process.kill(pids[0]!, 'SIGKILL');
+    // Writes through the other workers while worker 0 is down: they carry them themselves.
+    const byPid = new Map<number, Valkey>();
+    for (let i = 0; i < 20 && byPid.size < 2; i++) {
+      const c = await connect(proxy.port).catch(() => null);
+      if (c === null) continue;
+      const pid = await workerOf(c).catch(() => 0);
+      if (pid === pids[1] || pid === pids[2]) byPid.set(pid, c);
+    }
+    for (const c of byPid.values()) for (let i = 0; i < 100; i++) await c.set(`while-down:${i}`, `v${i}`);
+    const replaced = await until('worker 0 replaced', async () => {
+      const now = await proxy.pids().catch(() => []);
+      return now.length === 3 && now[0] !== pids[0] ? now : undefined;
+    }, 30_000);
+    const onNew = (await oneClientPerWorker(proxy.port, replaced)).get(replaced[0]!)!;
+    const resumed = await waitForState(onNew, 'synced', 60_000, ['aborted', 'paused']);
+    expect(resumed['resumed']).toBe('true');
+    const direct = new Valkey({ host: target.host, port: target.port, maxRetriesPerRequest: 0 });
+    clients.push(direct);
+    expect(await direct.get('while-down:99')).toBe('v99');
+    expect(Number(await direct.dbsize())).toBe(Number(await onNew.dbsize()));
+    expect(await migrate(admin, 'CUTOVER')).toEqual(expect.stringMatching(/^cut over/));
   }, 120_000);
 
   it('the supervisor\'s admin port: GET /migration and POST /migration/abort reach worker 0; the target is emptied', async () => {
