@@ -138,6 +138,7 @@ export class MigrationMember {
         // The carry was from the upstreams left now: a write to the new ones must not be overwritten by a copy of the old side.
         await this.stop();
         await switchUpstreams(this.deps, op.to);
+        this.deps.log.info({ event: 'migration_member_switched', upstreams: op.to.seeds }, 'migration: the coordinator\'s cutover switched this process\'s upstreams');
         return null;
       case 'release':
         this.release();
@@ -172,6 +173,7 @@ export class MigrationMember {
     await this.deps.writesBefore().catch(() => undefined);
     this.countsTimer = setInterval(() => this.sendCounts(), COUNTS_EVERY_MS);
     this.countsTimer.unref();
+    log.info({ event: 'migration_member_carrying', from: op.from.seeds, to: op.to.seeds }, 'migration: this process carries its clients\' writes to the target');
   }
 
   private async stop(): Promise<void> {
@@ -182,6 +184,7 @@ export class MigrationMember {
     this.countsTimer = null;
     await copier.stop();
     this.sendCounts(copier);
+    this.deps.log.info({ event: 'migration_member_stopped', ...copier.counts }, 'migration: this process no longer carries writes');
     this.sides?.from.close();
     this.sides?.to.close();
     this.sides = null;
