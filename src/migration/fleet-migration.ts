@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { FLEET_TAG } from '../keys/reserved-tag.js';
 import type { FleetState } from '../fleet/fleet-state.js';
 import type { FleetStore } from '../fleet/fleet-store.js';
-import { encodeError } from '../resp/encode.js';
+import { encodeBulk, encodeError } from '../resp/encode.js';
 import type { Migration } from './migration.js';
 import type { MemberLink, MigrationMember } from './migration-member.js';
 import type { MemberChannel, MemberCounts, MemberOp, MigrationStatus } from './migration-members.js';
@@ -115,7 +115,19 @@ export class FleetMembers implements MemberChannel {
   refusal(): string | null {
     const m = migrationDoc(this.fleet.doc);
     if (m === null || m.coordinator === this.fleet.memberId || (m.carry === null && m.held === null)) return null;
+    if (!this.fleet.liveMembers().includes(m.coordinator)) return `member ${m.address} (${m.coordinator}) ran a migration and is gone: RESPOOL MIGRATE ABORT here stops every member carrying it first`;
     return `member ${m.address} (${m.coordinator}) runs a migration now; send RESPOOL MIGRATE there (or ABORT it)`;
+  }
+
+  /**
+   * The doc names a coordinator that is gone (not a live member) while members still carry or hold:
+   * every member is told to stop. The target is left as it is (its keys are the gone migration's).
+   */
+  async forgetGone(): Promise<string | null> {
+    const m = migrationDoc(this.fleet.doc);
+    if (m === null || m.coordinator === this.fleet.memberId || this.fleet.liveMembers().includes(m.coordinator)) return null;
+    await this.fleet.update((doc) => ({ ...doc, migration: { ...m, seq: m.seq + 1, carry: null, held: null, paused: false } }));
+    return m.address;
   }
 
   async ask(op: MemberOp, timeoutMs: number): Promise<string[]> {
@@ -300,7 +312,8 @@ export class FleetMemberLink implements MemberLink {
   /** The coordinator of the migration the doc names, when it is another member. */
   coordinatorElsewhere(): string | null {
     const m = migrationDoc(this.fleet.doc);
-    return m === null || m.coordinator === this.fleet.memberId ? null : m.address;
+    // A coordinator no longer among the live members answers nothing: steps run here (ABORT forgets its migration).
+    return m === null || m.coordinator === this.fleet.memberId || !this.fleet.liveMembers().includes(m.coordinator) ? null : m.address;
   }
 
   private async follow(m: FleetMigrationDoc): Promise<void> {
@@ -422,9 +435,14 @@ export class FleetMigration {
     return this.coordinating ? this.local.status() : this.member.status();
   }
 
-  command(args: readonly Buffer[], protocol: 2 | 3): Promise<Buffer> {
-    const start = args[2]?.toString('latin1').toUpperCase() === 'START';
-    return start || this.coordinatorElsewhere() === null ? this.answer(this.local, args, protocol) : this.link.command(args, protocol);
+  async command(args: readonly Buffer[], protocol: 2 | 3): Promise<Buffer> {
+    const what = args[2]?.toString('latin1').toUpperCase();
+    if (what !== 'START' && this.coordinatorElsewhere() !== null) return this.link.command(args, protocol);
+    if (what === 'ABORT' && args.length === 3 && !this.local.carriesWrites) {
+      const gone = await this.members.forgetGone().catch((err: Error) => `? (${err.message})`);
+      if (gone !== null) return encodeBulk(`aborted: the coordinator ${gone} is gone; every member stopped carrying (the target was left as it is)`, protocol);
+    }
+    return this.answer(this.local, args, protocol);
   }
 
   close(): void {

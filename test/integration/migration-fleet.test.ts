@@ -8,7 +8,9 @@
  *     STATUS and CUTOVER through A (run by B); synced; the source stopped; writers go on; every key
  *     as its writer was told, read through both members; a member started after the cutover (the
  *     source still up) follows the doc to the target
- *   - a second START through A while B's migration runs is refused, naming B; ABORT empties the target
+ *   - ABORT through the member that did not START empties the target; then a START from it is taken
+ *   - a coordinator gone for good: START on another member is refused naming it; ABORT there stops
+ *     every member carrying; then a START is taken
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { Valkey } from 'iovalkey';
@@ -124,6 +126,34 @@ describe('live migration in a fleet', () => {
     // A new START through B is taken now that A's migration ended.
     expect(await migrate(onB, 'START', `${target.host}:${target.port}`)).toBe('OK');
     await waitFor(async () => (await migrateStatus(onA))['state'] === 'copying', 'A to see B\'s migration', 5_000);
+    expect(await migrate(onA, 'ABORT')).toBe('aborted: the target was emptied');
+  }, 90_000);
+
+  it('a coordinator gone for good: START elsewhere is refused naming it, ABORT there stops every member carrying, then a START is taken', async () => {
+    const [source, target] = await Promise.all([keepStarted(startCluster({ primaries: 3, replicasPerPrimary: 0 })), keepStarted(startStandalone())]);
+    const seed = { host: source.nodes[0]!.host, port: source.nodes[0]!.port };
+    const { members } = await fleet(seed, 2, 0);
+    const [a, b] = members as [RespoolProxy, RespoolProxy];
+    const onA = client(a);
+    await seedKeyspace(onA, 'seed:', { strings: 3000, hashes: 10, lists: 10, sets: 10, zsets: 10, streams: 1, withTtl: 10 });
+    const onB = client(b);
+    expect(await migrate(onB, 'START', `${target.host}:${target.port}`)).toBe('OK');
+    await waitFor(async () => (await migrateStatus(onA))['state'] === 'copying', 'A to see B\'s migration', 5_000);
+    onB.disconnect();
+    await b.close(); // B stops for good, mid-copy
+    await waitFor(() => !a.fleetState!.liveMembers().some((id) => id !== a.fleetState!.memberId), 'B no longer a live member', 15_000);
+    const refused = (await migrate(onA, 'START', `${target.host}:${target.port}`)) as { error?: string };
+    expect(refused.error).toMatch(/is gone: RESPOOL MIGRATE ABORT here stops/);
+    const aborted = await migrate(onA, 'ABORT');
+    expect(aborted).toEqual(expect.stringMatching(/^aborted: the coordinator .* is gone; every member stopped carrying/));
+    // A no longer carries: its writes stay on the source only.
+    await waitFor(async () => {
+      await onA.set('after-abort', 'x');
+      await sleep(100);
+      return (await direct(target).exists('after-abort')) === 0;
+    }, 'A to stop carrying', 5_000);
+    await direct(target).flushall();
+    expect(await migrate(onA, 'START', `${target.host}:${target.port}`)).toBe('OK');
     expect(await migrate(onA, 'ABORT')).toBe('aborted: the target was emptied');
   }, 90_000);
 });
