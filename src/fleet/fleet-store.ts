@@ -68,8 +68,22 @@ export class FleetStore {
   private stopped = false;
   /** True while the bus subscription is confirmed (fills need it: they wait for answers on it). */
   subscribed = false;
+  /** The node the bus subscription is on ("host:port"). */
+  private subscribedTo: string | null = null;
+  /** The subscription was closed to follow the slot: subscribed again at once, not backed off. */
+  private moving = false;
 
-  constructor(private readonly deps: FleetStoreDeps) {}
+  constructor(private readonly deps: FleetStoreDeps) {
+    // Another node serves the state's slot now (a failover, a resharding, a migration's cutover):
+    // the bus moves with it, or notices published there would reach nobody.
+    deps.refresher.onChange((topology) => {
+      const node = topology.primaryForSlot(FLEET_SLOT);
+      if (this.subscriber !== null && node !== undefined && this.subscribedTo !== null && node.address !== this.subscribedTo) {
+        this.moving = true;
+        this.subscriber.close('the fleet state\'s slot moved to another node');
+      }
+    });
+  }
 
   beat(memberId: string, entry: string, knownVersion: number): Promise<BeatResult> {
     return this.call(['EVAL', BEAT, 2, STATE_KEY, MEMBERS_KEY, memberId, entry, knownVersion]).then((reply) => {
@@ -158,13 +172,17 @@ export class FleetStore {
       closed: (_conn, reason) => {
         this.subscribed = false;
         this.subscriber = null;
-        if (!this.stopped) {
+        if (this.moving && !this.stopped) {
+          this.moving = false;
+          this.subscribe();
+        } else if (!this.stopped) {
           this.deps.log.debug({ reason }, 'fleet: bus subscription lost; subscribing again');
           this.deps.refresher.requestRefresh('error');
           this.retrySubscribe();
         }
       },
     };
+    this.subscribedTo = node.address;
     this.subscriber = subscriberConnectionFor(this.deps.config, node.host, node.port, handler);
   }
 

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { nodeCrypto } from '../util/lazy-builtins.js';
 import type { MigrationSide } from './migration-side.js';
 import { NodeError } from './migration-side.js';
 
@@ -47,7 +47,7 @@ export async function copyInParts(source: MigrationSide, target: MigrationSide, 
  */
 export function partsName(key: Buffer, cluster: boolean): Buffer | null {
   // Random, not the pid: a fleet's members on other hosts (containers of one image) share pids, and a shared name would mix their parts.
-  const suffix = Buffer.from(`:respool-migration-part:${randomBytes(8).toString('hex')}`);
+  const suffix = Buffer.from(`:respool-migration-part:${nodeCrypto().randomBytes(8).toString('hex')}`);
   const open = key.indexOf(0x7b /* { */);
   const close = open < 0 ? -1 : key.indexOf(0x7d /* } */, open + 1);
   if (open >= 0 && close > open + 1) return Buffer.concat([key.subarray(0, close + 1), suffix]); // its own tag

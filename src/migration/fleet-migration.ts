@@ -27,14 +27,26 @@ import type { MigrationSide, SideAddress } from './migration-side.js';
  * written to the side the coordinator is not on as well, and acks and dirty keys are read on
  * both sides. A member's ack of a doc means it did what the doc says (its writes drained, say).
  */
-/** The migration's own keys: never copied (a request copied to the target would run again there). */
-export const MIGRATION_KEYS_PREFIX = `${FLEET_TAG}:migration-`;
+/**
+ * The fleet's keys ({respool-fleet}:…) are never copied or compared: the coordinator writes the
+ * state on the target itself (mirrorDoc, at every change), the members register there once they
+ * switched — a scan's copy landing after a newer mirror would set the state back (and a request
+ * copied to the target would run again there).
+ */
+const FLEET_KEYS_PREFIX = `${FLEET_TAG}:`;
 const ACKS_KEY = `${FLEET_TAG}:migration-acks`;
 const DIRTY_KEY = `${FLEET_TAG}:migration-dirty`;
 const STATUS_KEY = `${FLEET_TAG}:migration-status`;
 const REQUESTS_KEY = `${FLEET_TAG}:migration-requests`;
 const REPLY_PREFIX = `${FLEET_TAG}:migration-reply:`;
 const STATE_KEY = `${FLEET_TAG}:state`;
+const BUS_CHANNEL = `${FLEET_TAG}:bus`;
+/** Writes the state unless the side holds a newer version already (two mirrors may land out of order). */
+const MIRROR = `
+local v = tonumber(redis.call('HGET', KEYS[1], 'version') or '-1')
+if v >= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'version', ARGV[1], 'doc', ARGV[2])
+return 1`;
 
 /** The coordinator and the members poll their keys this often. */
 const POLL_MS = 100;
@@ -87,7 +99,15 @@ export class FleetMembers implements MemberChannel {
     /** The coordinator's main upstreams now (the source until its own switch). */
     private readonly upstreams: () => ReadonlyArray<{ host: string; port: number }>,
     private readonly log: Logger,
-  ) {}
+  ) {
+    // Every change of the shared state while a migration has sides (a split rule, a user, the
+    // migration's own doc) is written on the other side too: members that switched read it there.
+    fleet.onDoc(() => {
+      if (this.sidesNow !== null) void this.mirrorDoc();
+    });
+  }
+
+  readonly isOwnKey = isFleetKey;
 
   /** Is the coordinator on the source now (else the target)? */
   private onSource(): boolean {
@@ -214,7 +234,10 @@ export class FleetMembers implements MemberChannel {
     if (sides === null) return;
     const other = this.onSource() ? sides.target : sides.source;
     const key = Buffer.from(STATE_KEY);
-    await other.callFor(key, 0, ['HSET', key, 'version', this.fleet.version, 'doc', JSON.stringify(this.fleet.doc)]).catch(() => undefined);
+    const version = this.fleet.version;
+    await other.callFor(key, 0, ['EVAL', MIRROR, 1, key, version, JSON.stringify(this.fleet.doc)]).catch(() => undefined);
+    // A notice on that side's bus too: its members read the change now, not at their next beat.
+    await other.callFor(key, 0, ['PUBLISH', BUS_CHANNEL, JSON.stringify({ t: 'state', v: version })]).catch(() => undefined);
   }
 
   private errorsAt(ids: string[], seq: number): string[] {
@@ -453,7 +476,7 @@ export class FleetMigration {
   }
 }
 
-/** Whether a key is one of the migration's own (never copied, never compared). */
-export function isMigrationKey(key: Buffer): boolean {
-  return key.length >= MIGRATION_KEYS_PREFIX.length && key.toString('latin1', 0, MIGRATION_KEYS_PREFIX.length) === MIGRATION_KEYS_PREFIX;
+/** Whether a key is one of the fleet's own (never copied, never compared: FLEET_KEYS_PREFIX). */
+export function isFleetKey(key: Buffer): boolean {
+  return key.length >= FLEET_KEYS_PREFIX.length && key.toString('latin1', 0, FLEET_KEYS_PREFIX.length) === FLEET_KEYS_PREFIX;
 }

@@ -97,6 +97,8 @@ export interface MemberChannel {
   refusal?(): string | null;
   /** The migration's two sides, once known (the fleet's channel reads and writes both around a cutover). */
   sides?(source: MigrationSide, target: MigrationSide): void;
+  /** Keys the channel keeps on each side itself (a fleet's shared state): never copied or compared. */
+  isOwnKey?(key: Buffer): boolean;
 }
 
 interface Asked {

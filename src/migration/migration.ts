@@ -10,7 +10,6 @@ import { sameOnBothSides } from './key-compare.js';
 import { readSavedMigration, removeSavedMigration, writeSavedMigration, type SavedMigration, type ScanTask } from './migration-state-file.js';
 import { WriteRates } from './write-rates.js';
 import { usesFleetState } from '../fleet/fleet-state.js';
-import { isMigrationKey } from './fleet-migration.js';
 
 /**
  * Where a migration is:
@@ -322,7 +321,8 @@ export class Migration {
           return;
         }
         if (!live()) return; // ABORTed (or paused) while the SCAN was out: nothing more lands on the target
-        keys = keys.filter((k) => !isMigrationKey(k)); // a fleet's migration keys stay on their side
+        const own = this.deps.members?.isOwnKey;
+        if (own !== undefined) keys = keys.filter((k) => !own(k)); // a fleet's own keys: written on each side by the fleet
         // At most copiesInFlight copies at once, each paced: a steady trickle on the nodes, not a burst a client waits behind.
         const copied = await inWindow(keys, this.settings.copiesInFlight, async (k) => {
           await copier.copy(task.db, k, 'scan');
@@ -467,7 +467,7 @@ export class Migration {
           }
           if (!live()) return;
           cursor = String((reply as unknown[])[0]);
-          for (const key of (reply as unknown[])[1] as Buffer[]) if (!isMigrationKey(key) && !(await this.verifyKey(task.db, key)) && !live()) return;
+          for (const key of (reply as unknown[])[1] as Buffer[]) if (this.deps.members?.isOwnKey?.(key) !== true && !(await this.verifyKey(task.db, key)) && !live()) return;
           if (!live()) return;
         } while (cursor !== '0');
       }
