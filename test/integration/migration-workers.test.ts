@@ -60,7 +60,7 @@ async function startWorkers(upstream: { host: string; port: number }, keysPerSec
     rmSync(dir, { recursive: true, force: true });
   });
   const pids = async () => {
-    const res = await fetch(`http://127.0.0.1:${adminPort}/readyz`);
+    const res = await fetch(`http://127.0.0.1:${adminPort}/readyz`, { signal: AbortSignal.timeout(5_000) });
     if (res.status !== 200) return [];
     return ((await res.json()) as { workers: number[] }).workers;
   };
@@ -220,20 +220,15 @@ describe('live migration with workers: every worker carries its writes, one coor
     const [source, target] = await Promise.all([keep(startStandalone()), keep(startStandalone())]);
     const proxy = await startWorkers(at(source), 500);
     const pids = await proxy.pids();
-    const admin = await connect(proxy.port);
+    // A client on each worker, connected before the kill (a connection dealt to a worker as it dies would wait).
+    const byPid = await oneClientPerWorker(proxy.port, pids);
+    const admin = byPid.get(pids[1]!)!;
     await seedKeyspace(admin, 'seed:', { strings: 1500, hashes: 50, lists: 50, sets: 50, zsets: 50, streams: 1, withTtl: 50 });
     expect(await migrate(admin, 'START', `${target.host}:${target.port}`)).toBe('OK');
     await sleep(1_500); // a saved state on disk (every second)
     process.kill(pids[0]!, 'SIGKILL');
     // Writes through the other workers while worker 0 is down: they carry them themselves.
-    const byPid = new Map<number, Valkey>();
-    for (let i = 0; i < 20 && byPid.size < 2; i++) {
-      const c = await connect(proxy.port).catch(() => null);
-      if (c === null) continue;
-      const pid = await workerOf(c).catch(() => 0);
-      if (pid === pids[1] || pid === pids[2]) byPid.set(pid, c);
-    }
-    for (const c of byPid.values()) for (let i = 0; i < 100; i++) await c.set(`while-down:${i}`, `v${i}`);
+    for (const pid of [pids[1]!, pids[2]!]) for (let i = 0; i < 100; i++) await byPid.get(pid)!.set(`while-down:${pid}:${i}`, `v${i}`);
     const replaced = await until('worker 0 replaced', async () => {
       const now = await proxy.pids().catch(() => []);
       return now.length === 3 && now[0] !== pids[0] ? now : undefined;
@@ -243,7 +238,7 @@ describe('live migration with workers: every worker carries its writes, one coor
     expect(resumed['resumed']).toBe('true');
     const direct = new Valkey({ host: target.host, port: target.port, maxRetriesPerRequest: 0 });
     clients.push(direct);
-    expect(await direct.get('while-down:99')).toBe('v99');
+    for (const pid of [pids[1]!, pids[2]!]) expect(await direct.get(`while-down:${pid}:99`)).toBe('v99');
     expect(Number(await direct.dbsize())).toBe(Number(await onNew.dbsize()));
     expect(await migrate(admin, 'CUTOVER')).toEqual(expect.stringMatching(/^cut over/));
   }, 120_000);
