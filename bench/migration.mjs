@@ -41,6 +41,15 @@
 //   order alternating. respool's CPU (utime+stime, /proc/<pid>/stat) ÷ the writes sent in the
 //   window: µs per write, per round synced ÷ without, medians; the servers' CPU per write beside
 //   it. Then, load stopped with a migration synced, every string key compared on both sides.
+// Part 5, the cutover's write pause with workers and in a fleet: part 3's rounds (the same load,
+//   figures and checks; BENCH_MIG_MULTI_CUTOVERS rounds each, 10) through (a) one respool with
+//   `workers: 2` in its YAML (the supervisor spreads the load's connections over both workers;
+//   RESPOOL MIGRATE sent on one connection, run by worker 0), then (b) a fleet of two respool
+//   processes (`cluster: { peers: [both] }`, the fleet's shared state in the standalone upstream),
+//   the load's connections alternating between them, START, STATUS and CUTOVER sent to member 0
+//   (the coordinator: its STATUS cutover_pause_ms is the pause). Each on two fresh servers. After
+//   each cutover, a write through 4 fresh connections to each respool port is read back on the new
+//   upstream directly; the new upstream's keys are counted less the fleet's own ({respool-fleet}).
 //
 // Env: BENCH_QUICK=1 (smoke run: 100,000 keys, fewer and shorter rounds), the BENCH_MIG_* knobs
 // above, BENCH_MIG_PARTS (e.g. "3,4": only those parts), BENCH_MIG_BATCH_KEYS (part 2's
@@ -62,15 +71,17 @@ if (process.argv[2] === '--load') {
 }
 
 /**
- * Fixed-rate GET/SET load over raw RESP (runs until a line "stop" on stdin). Options: port, conns,
+ * Fixed-rate GET/SET load over raw RESP (runs until a line "stop" on stdin). Options: port (or
+ * ports: connection i goes to ports[i % ports.length]), conns,
  * rate (requests/s in all), writeShare, keys (how many keys `${prefix}N`), valueBytes,
  * recentShare (share of the GETs on a key among the last 256 written), samplesFile (written at the
- * end: Float64 triples [send time ms since start, latency ms, flags 1=write 2=error 4=stale]),
+ * end: Float64 triples [send time ms since start, latency ms, flags 1=write 2=error 4=stale, the
+ * connection's index × 8]),
  * valuesFile (optional: JSON { key: last acknowledged value } of every key written).
  * Prints "ready" once connected, then one JSON line at the end.
  */
 async function loadMain(o) {
-  const { port, conns: nConns, rate, writeShare, keys, prefix, valueBytes, recentShare = 0.3, samplesFile, valuesFile } = o;
+  const { port, ports = [port], conns: nConns, rate, writeShare, keys, prefix, valueBytes, recentShare = 0.3, samplesFile, valuesFile } = o;
   const PAD = randomBytes(valueBytes).toString('base64');
   const keyNames = [];
   const keyName = (k) => (keyNames[k] ??= `${prefix}${k}`);
@@ -156,7 +167,7 @@ async function loadMain(o) {
         stale++;
         if (staleExamples.length < 5) staleExamples.push({ key: keyName(req.k), at: req.t - t0, expected: req.e.slice(0, 24), got: val === null ? null : val.slice(0, 24) });
       }
-      record(req.t - t0, lat, flags);
+      record(req.t - t0, lat, flags | (this.index << 3));
     }
     onData(d) {
       const buf = this.buf === null ? d : Buffer.concat([this.buf, d]);
@@ -187,9 +198,25 @@ async function loadMain(o) {
     }
   }
 
-  const sockets = await Promise.all(Array.from({ length: nConns }, () => new Promise((resolve, reject) => {
-    const s = net.connect({ host: '127.0.0.1', port }, () => resolve(s));
+  const sockets = await Promise.all(Array.from({ length: nConns }, (_, i) => new Promise((resolve, reject) => {
+    const s = net.connect({ host: '127.0.0.1', port: ports[i % ports.length] }, () => resolve(s));
     s.once('error', reject);
+  })));
+  // Which process serves each connection (INFO server's process_id: a worker, a fleet member),
+  // asked once before the load starts.
+  const connPids = await Promise.all(sockets.map((s) => new Promise((resolve) => {
+    let got = Buffer.alloc(0);
+    const onData = (d) => {
+      got = Buffer.concat([got, d]);
+      const cr = got.indexOf(13);
+      if (cr < 0) return;
+      const size = got[0] === 36 ? Number(got.toString('latin1', 1, cr)) : 0;
+      if (got[0] === 36 && got.length < cr + 2 + size + 2) return;
+      s.off('data', onData);
+      resolve(Number(/process_id:(\d+)/.exec(got.toString('latin1'))?.[1] ?? NaN));
+    };
+    s.on('data', onData);
+    s.write('*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n');
   })));
   const conns = sockets.map((s, i) => new Conn(s, i));
   process.stdout.write('ready\n');
@@ -249,7 +276,7 @@ async function loadMain(o) {
       fs.writeFileSync(valuesFile, JSON.stringify(values));
     }
     for (const s of sockets) s.destroy();
-    process.stdout.write(`${JSON.stringify({ sent, answered: n, unanswered, errors, stale, closedConns, staleExamples, errorExamples, epoch0: performance.timeOrigin + t0, keysWritten: acked.size })}\n`);
+    process.stdout.write(`${JSON.stringify({ sent, answered: n, unanswered, errors, stale, closedConns, staleExamples, errorExamples, epoch0: performance.timeOrigin + t0, keysWritten: acked.size, connPids })}\n`);
     process.exit(0);
   });
   await new Promise(() => {}); // until "stop"
@@ -282,9 +309,10 @@ const CUT_RATE = envInt('BENCH_MIG_CUT_RATE', 2_000);
 const CPU_ROUNDS = envInt('BENCH_MIG_CPU_ROUNDS', QUICK ? 1 : 5);
 const CPU_RATE = envInt('BENCH_MIG_CPU_RATE', 4_000);
 const CPU_WINDOW_S = envInt('BENCH_MIG_CPU_WINDOW_S', QUICK ? 3 : 6);
+const MULTI_CUTOVERS = envInt('BENCH_MIG_MULTI_CUTOVERS', QUICK ? 3 : 10);
 const VALUE_BYTES = 100;
 const PACED_BATCH = process.env.BENCH_MIG_BATCH_KEYS ? Number(process.env.BENCH_MIG_BATCH_KEYS) : null; // part 2's migration.batchKeys (default: respool's, 100)
-const PARTS = new Set((process.env.BENCH_MIG_PARTS ?? '1,2,3,4').split(',').map(Number));
+const PARTS = new Set((process.env.BENCH_MIG_PARTS ?? '1,2,3,4,5').split(',').map(Number));
 const SECTION = 'migration';
 const UNPACED = { maxKeysPerSecond: 10_000_000, maxBytesPerSecond: '1tb', copiesInFlight: 100 };
 const CPUS = os.cpus().length;
@@ -372,11 +400,25 @@ async function seed(port, total) {
 const pinTo = (pid, cpus) => run('taskset', ['-a', '-p', '-c', String(cpus), String(pid)]);
 const allCpus = `0-${CPUS - 1}`;
 
-async function startRespool(name, upstreamPort, migration) {
-  const port = await uniquePort();
+/**
+ * A respool (bin/respool.js) in front of 127.0.0.1:upstreamPort with `migration` settings in its
+ * YAML; the 4th argument: { port (the listen port; default a free one), workers (N > 1: the supervisor and N
+ * workers), peers (cluster.peers: a fleet member, every member's host:port) }.
+ */
+async function startRespool(name, upstreamPort, migration, { port: listenPort, workers, peers } = {}) {
+  const port = listenPort ?? await uniquePort();
   const configFile = path.join(OUT_DIR, `migration-${name}.yaml`);
   const stateFile = path.join(tmp, `state-${name}.json`);
   const lines = ['migration:', ...Object.entries({ ...migration, stateFile }).map(([k, v]) => `  ${k}: ${typeof v === 'string' ? JSON.stringify(v) : v}`)];
+  const extraConfig = {};
+  if (workers !== undefined) {
+    lines.push(`workers: ${workers}`);
+    extraConfig.workers = workers;
+  }
+  if (peers !== undefined) {
+    lines.push('cluster:', `  peers: [${peers.map((p) => JSON.stringify(p)).join(', ')}]`);
+    extraConfig.cluster = { peers };
+  }
   fs.mkdirSync(OUT_DIR, { recursive: true });
   fs.writeFileSync(configFile, `${lines.join('\n')}\n`);
   const args = [RESPOOL_BIN, '--config', configFile, '--listen', `${HOST}:${port}`, '--upstream', `${HOST}:${upstreamPort}`, '--mode', 'standalone', '--log-level', 'info'];
@@ -384,10 +426,13 @@ async function startRespool(name, upstreamPort, migration) {
   fs.writeFileSync(logFile, '');
   const child = spawn(process.execPath, args, { logFile });
   await waitForPing(port, { child, what: `respool (${name})`, timeoutMs: 15_000 });
+  // With workers, PING answers once the first one listens: wait until new connections reach
+  // every worker (the supervisor deals them out in turn only among the workers listening).
+  const servingPids = workers > 1 ? await untilWorkersServe(port, workers, name) : undefined;
   const ctl = await RespConn.connect(port);
   const r = {
-    name, port, child, ctl, logFile,
-    cmd: `node ${args.join(' ')}   # ${configFile}: ${JSON.stringify({ migration: { ...migration, stateFile: '…' } })}`,
+    name, port, child, ctl, logFile, servingPids,
+    cmd: `node ${args.join(' ')}   # ${configFile}: ${JSON.stringify({ migration: { ...migration, stateFile: '…' }, ...extraConfig })}`,
     async migrate(...args) {
       const reply = await ctl.callT(120_000, 'RESPOOL', 'MIGRATE', ...args);
       if (reply instanceof ReplyError) throw new Error(`RESPOOL MIGRATE ${args.join(' ')}: ${reply.message}`);
@@ -421,6 +466,33 @@ async function startRespool(name, upstreamPort, migration) {
   return r;
 }
 
+/** Connections to `port` until `count` processes (INFO server process_id) answered them; their pids. */
+async function untilWorkersServe(port, count, name) {
+  const seen = new Set();
+  const deadline = Date.now() + 15_000;
+  while (seen.size < count) {
+    if (Date.now() > deadline) throw new Error(`respool (${name}): new connections reached only ${seen.size} of ${count} workers (${[...seen].join(', ')}) within 15 s`);
+    const pid = await direct(port, async (c) => /process_id:(\d+)/.exec(String(await c.callT(5_000, 'INFO', 'server')))?.[1]).catch(() => undefined);
+    if (pid !== undefined) seen.add(Number(pid));
+    if (seen.size < count) await sleep(50);
+  }
+  return [...seen];
+}
+
+/** The pids of `pid`'s children (/proc/<pid>/task/<tid>/children). */
+function childPids(pid) {
+  const out = [];
+  try {
+    for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+      out.push(...fs.readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
+    }
+  } catch {
+    /* gone */
+  }
+  return out;
+}
+const alive = (pid) => fs.existsSync(`/proc/${pid}`);
+
 async function stopRespool(r) {
   if (!r) return;
   try {
@@ -428,7 +500,18 @@ async function stopRespool(r) {
   } catch {
     /* gone */
   }
+  const kids = childPids(r.child.pid); // a supervisor's workers
   await stop(r.child);
+  const deadline = Date.now() + 5_000;
+  while (kids.some(alive) && Date.now() < deadline) await sleep(50);
+  for (const pid of kids.filter(alive)) {
+    note(`respool ${r.name}: worker ${pid} still ran 5 s after its supervisor ${r.child.pid} stopped; killed (SIGKILL, by pid)`);
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+  }
 }
 
 /** A load (this file, --load) against `port`; .stop() resolves { summary, samples, values }. */
@@ -611,16 +694,197 @@ async function abortAndCheck(r, targetPort, where) {
 const cpuOf = (pids) => Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid)]));
 const cpuDelta = (a, b) => Object.fromEntries(Object.keys(a).map((k) => [k, b[k] - a[k]]));
 
+// ---------------------------------------------------------------- the cutover rounds (parts 3 and 5)
+
+/**
+ * `rounds` rounds of START → synced → 0.7 s → CUTOVER between the servers `src` and `dst` in turn
+ * (the old source, emptied directly, is the next round's target) under one steady load of
+ * CUT_RATE requests/s, half SETs, from CONNS connections spread over `loadPorts` in turn.
+ * START, STATUS and CUTOVER go to `coord` (the respool, or the fleet member that coordinates).
+ * A CUTOVER that fails is sent again 1 s later (3 tries, then ABORT and the round is left out).
+ * After each cutover: the new upstream's keys (`dataKeys`, DBSIZE less the fleet's own keys) and,
+ * when `probePorts` is given, a write through each of them read back on the new upstream directly.
+ * At the end every written key's value on the final upstream against the value last acknowledged.
+ * Returns { cutover (the figures), src, dst (the roles after the last round) }.
+ */
+async function cutoverRounds({ tag, loadName, coord, loadPorts, src, dst, rounds, probePorts = [] }) {
+  const load = await startLoad(loadName, { ports: loadPorts, conns: CONNS, rate: CUT_RATE, writeShare: 0.5, keys: layout(SMALL_KEYS).strings, prefix: 's:', valueBytes: VALUE_BYTES, recentShare: 0.5, trackValues: true });
+  loads.push(load);
+  await sleep(1000);
+  const cutRounds = [];
+  for (let round = 1; round <= rounds; round++) {
+    await flushall(dst.port);
+    const s0 = nowMs();
+    await coord.migrate('START', `${HOST}:${dst.port}`);
+    const synced = await coord.waitFor(['synced'], { timeoutMs: 60_000 });
+    const syncMs = synced.at - s0;
+    await sleep(700); // writes carried while synced (the reference window)
+    const before = await coord.status();
+    let reply;
+    let c0;
+    let c1;
+    const failures = [];
+    const firstAttemptAt = nowMs();
+    for (let attempt = 1; attempt <= 3 && reply === undefined; attempt++) {
+      c0 = nowMs();
+      try {
+        reply = String(await coord.migrate('CUTOVER'));
+        c1 = nowMs();
+      } catch (err) {
+        const ms = nowMs() - c0;
+        const st = await coord.status();
+        const f = { attempt, c0, ms, error: err.message, state: st.state, copiesInFlight: st.copies_in_flight, dirty: st.dirty, writesSeen: st.writes_seen, mirrored: st.mirrored, reason: st.reason, status: st };
+        failures.push(f);
+        note(`${tag} round ${round}: CUTOVER attempt ${attempt} failed after ${fmt(ms, 0)} ms: ${err.message} — STATUS then: state ${f.state}, copies_in_flight ${f.copiesInFlight}, dirty ${f.dirty}` +
+          `${f.copiesInFlight === 0 && f.dirty === 0 ? ' (so the count of client writes in flight, which STATUS does not show, is what did not drain)' : ''}`);
+        await sleep(1000);
+      }
+    }
+    if (reply === undefined) {
+      const ab = await abortAndCheck(coord, dst.port, `${tag} round ${round}`);
+      cutRounds.push({ round, from: src.port, to: dst.port, syncMs, failed: true, failures, abort: ab });
+      log(`${tag} round ${round}: no cutover after ${failures.length} attempts; aborted, the next round migrates to the same target`);
+      continue;
+    }
+    const after = await coord.status();
+    const replyMs = Number(/writes held ([\d.]+) ms/.exec(reply)?.[1]);
+    // A write through each member (fresh connections: with workers, each lands on one of them) read on the new upstream.
+    const probes = await probeWrites(probePorts, dst.port, round);
+    await sleep(300);
+    const { data: newKeys, fleet: fleetKeys, fleetNames } = await dataKeys(dst.port);
+    // A fleet: who listens on the fleet's bus ({respool-fleet}:bus) on each side now.
+    const busSubscribers = fleetKeys > 0 ? { old: await busSubs(src.port), new: await busSubs(dst.port) } : undefined;
+    if (newKeys !== SMALL_KEYS) note(`${tag} round ${round}: the new upstream holds ${newKeys} keys after the cutover, the old one ${SMALL_KEYS}`);
+    if (after.state !== 'cut-over') note(`${tag} round ${round}: STATUS says ${after.state} after CUTOVER answered "${reply}"`);
+    if (probes.wrong > 0) note(`${tag} round ${round}: ${probes.wrong} of ${probes.sent} writes sent through the members right after the cutover are not on the new upstream: ${JSON.stringify(probes.examples)}`);
+    cutRounds.push({
+      round, from: src.port, to: dst.port, syncMs, states: synced.seen.map((s) => s.state), mirroredBefore: before.mirrored, recopied: before.recopied, mismatched: before.mismatched,
+      pauseMs: after.cutover_pause_ms, replyPauseMs: replyMs, cutoverCmdMs: c1 - c0, syncedAt: synced.at, firstAttemptAt, c0, c1, newKeys, fleetKeys, fleetNames, busSubscribers, state: after.state, failures,
+      ...(probePorts.length ? { probes } : {}),
+    });
+    log(`${tag} round ${round}: ${src.port} → ${dst.port} synced in ${fmtInt(syncMs)} ms; "${reply}"; CUTOVER answered in ${fmt(c1 - c0, 1)} ms; new upstream ${fmtInt(newKeys)} keys` +
+      `${fleetKeys ? ` (+${fleetKeys} of the fleet's); {respool-fleet}:bus subscribers old/new upstream ${busSubscribers.old}/${busSubscribers.new}` : ''}${probePorts.length ? `; probes ${probes.sent - probes.wrong}/${probes.sent} on the new upstream` : ''}`);
+    [src, dst] = [dst, src];
+    await sleep(200);
+  }
+  await sleep(500);
+  const lout = await load.stop();
+  loads.splice(loads.indexOf(load), 1);
+  const allRounds = cutRounds.splice(0);
+  for (const c of allRounds) {
+    for (const f of c.failures ?? []) {
+      // The requests around a CUTOVER that failed: the slowest sent from 200 ms before it until its error.
+      f.slowestWrites = slowest(lout, f.c0 - 200, f.c0 + f.ms, isWrite, 5).map(({ t, lat }) => ({ sentMsAfterCutover: t - f.c0, ms: lat }));
+      f.slowestReads = slowest(lout, f.c0 - 200, f.c0 + f.ms, isRead, 3).map(({ t, lat }) => ({ sentMsAfterCutover: t - f.c0, ms: lat }));
+      f.readsSentDuring = windowStats(lout, f.c0 + 5, f.c0 + f.ms - 5, isRead); // reads sent while writes were held
+      f.writesSentDuring = windowStats(lout, f.c0 + 5, f.c0 + f.ms - 5, isWrite);
+      f.maxWriteMs = windowStats(lout, f.c0 - 50, f.c0 + f.ms, isWrite).max;
+      f.maxReadMs = windowStats(lout, f.c0 - 50, f.c0 + f.ms, isRead).max;
+      delete f.c0;
+    }
+  }
+  cutRounds.push(...allRounds.filter((c) => !c.failed)); // the rounds that cut over
+  const connPids = lout.summary.connPids ?? [];
+  const servedBy = [...new Set(connPids)];
+  for (const c of cutRounds) {
+    // The longest write around the cutover per serving process (a worker, a fleet member): pid → ms.
+    if (servedBy.length > 1) c.maxWriteByPid = Object.fromEntries(servedBy.map((pid) => [pid, windowStats(lout, c.c0 - 50, c.c1, (f) => isWrite(f) && connPids[f >> 3] === pid).max]));
+    c.writes = windowStats(lout, c.c0 - 50, c.c1, isWrite);
+    c.reads = windowStats(lout, c.c0 - 50, c.c1, isRead);
+    c.maxWriteMs = c.writes.max;
+    c.syncedWrites = windowStats(lout, c.syncedAt + 200, c.firstAttemptAt - 50, isWrite); // synced, writes carried, no cutover yet
+    c.slowestWrites = slowest(lout, c.c0 - 50, c.c1, isWrite, 5).map(({ t, lat }) => ({ sentMsAfterCutover: t - c.c0, ms: lat }));
+  }
+  // Writes while synced, before each CUTOVER (from 0.2 s after synced to 50 ms before CUTOVER), for reference.
+  const syncedLats = [];
+  const e0 = lout.summary.epoch0;
+  for (let i = 0; i < lout.samples.length; i += 3) {
+    const t = e0 + lout.samples[i];
+    if (isWrite(lout.samples[i + 2]) && cutRounds.some((c) => t >= c.syncedAt + 200 && t < c.firstAttemptAt - 50)) syncedLats.push(lout.samples[i + 1]);
+  }
+  const finalCheck = await compareValues(src.port, lout.values);
+  if (finalCheck.different > 0) note(`${tag}: ${finalCheck.different} of ${finalCheck.compared} written keys hold another value than the last acknowledged on the final upstream: ${JSON.stringify(finalCheck.examples)}`);
+  if (lout.summary.stale > 0) note(`${tag}: ${lout.summary.stale} stale reads: ${JSON.stringify(lout.summary.staleExamples)}`);
+  if (lout.summary.errors > 0) note(`${tag}: ${lout.summary.errors} error replies: ${JSON.stringify(lout.summary.errorExamples)}`);
+  // Every CUTOVER command sent: the clients' longest write around it, whether it cut over or failed.
+  const attempts = [];
+  for (const c of allRounds) {
+    for (const f of c.failures ?? []) attempts.push({ round: c.round, ok: false, maxWriteMs: f.maxWriteMs, maxReadMs: f.maxReadMs, ms: f.ms });
+    if (!c.failed) attempts.push({ round: c.round, ok: true, maxWriteMs: c.maxWriteMs, maxReadMs: c.reads.max, ms: c.cutoverCmdMs });
+  }
+  const pauses = cutRounds.map((c) => c.pauseMs);
+  const maxWrites = cutRounds.map((c) => c.maxWriteMs);
+  const cmdMs = cutRounds.map((c) => c.cutoverCmdMs);
+  const cutover = {
+    rounds: cutRounds.map(({ c0, c1, syncedAt, firstAttemptAt, ...rest }) => rest), failedRounds: allRounds.filter((c) => c.failed), load: { ...lout.summary, epoch0: undefined }, finalCheck,
+    pauseP50: percentile(pauses, 50), pauseP99: percentile(pauses, 99), pauseMax: maxOf(pauses),
+    maxWriteP50: percentile(maxWrites, 50), maxWriteP99: percentile(maxWrites, 99), attempts,
+    attemptsFailed: attempts.filter((a) => !a.ok).length, attemptMaxWriteP50: percentile(attempts.map((a) => a.maxWriteMs), 50), attemptMaxWriteP99: percentile(attempts.map((a) => a.maxWriteMs), 99), cmdP50: percentile(cmdMs, 50), cmdP99: percentile(cmdMs, 99),
+    syncMsP50: percentile(cutRounds.map((c) => c.syncMs), 50),
+    syncedWrites: { n: syncedLats.length, p50: percentile(syncedLats, 50), p99: percentile(syncedLats, 99), max: maxOf(syncedLats) },
+    // How the load's connections fell on the serving processes (INFO server process_id): pid → connections.
+    connsByPid: connPids.reduce((m, p) => ({ ...m, [p]: (m[p] ?? 0) + 1 }), {}),
+  };
+  log(`${tag}: pause p50 ${fmt(cutover.pauseP50, 1)} ms p99 ${fmt(cutover.pauseP99, 1)} ms; CUTOVER command p50 ${fmt(cutover.cmdP50, 1)} p99 ${fmt(cutover.cmdP99, 1)} ms; ` +
+    `clients' max write latency p50 ${fmt(cutover.maxWriteP50, 1)} p99 ${fmt(cutover.maxWriteP99, 1)} ms; ` +
+    `final check ${finalCheck.different} of ${finalCheck.compared} differ; stale reads ${lout.summary.stale}; errors ${lout.summary.errors}; connections per process ${JSON.stringify(cutover.connsByPid)}`);
+  return { cutover, src, dst };
+}
+
+/** The keys on `port`: { data (DBSIZE less the fleet's own, {respool-fleet}:…), fleet (how many of those), fleetNames }. */
+async function dataKeys(port) {
+  return direct(port, async (c) => {
+    const total = await c.callT(10_000, 'DBSIZE');
+    const names = await c.callT(10_000, 'KEYS', '{respool-fleet}*');
+    return { data: total - names.length, fleet: names.length, fleetNames: names.map(String).sort() };
+  });
+}
+
+/** PUBSUB NUMSUB {respool-fleet}:bus on `port`. */
+const busSubs = (port) => direct(port, async (c) => Number((await c.callT(5_000, 'PUBSUB', 'NUMSUB', '{respool-fleet}:bus'))[1]));
+
+/**
+ * Right after a cutover: 4 fresh connections to each of `ports` SET a key each (mig:probe:…), read
+ * back on the new upstream directly, then deleted there: { sent, wrong, examples }.
+ */
+async function probeWrites(ports, newPort, round) {
+  let sent = 0;
+  let wrong = 0;
+  const examples = [];
+  const keys = [];
+  for (const port of ports) {
+    for (let i = 0; i < 4; i++) {
+      const key = `mig:probe:${round}:${port}:${i}`;
+      const value = `${nowMs()}`;
+      const got = await direct(port, async (c) => {
+        const pid = /process_id:(\d+)/.exec(String(await c.callT(5_000, 'INFO', 'server')))?.[1];
+        const r = await c.callT(5_000, 'SET', key, value);
+        return { pid, r: r instanceof ReplyError ? r.message : String(r) };
+      });
+      sent++;
+      keys.push(key);
+      const there = await direct(newPort, (c) => c.callT(5_000, 'GET', key));
+      if (got.r !== 'OK' || there !== value) {
+        wrong++;
+        if (examples.length < 5) examples.push({ port, pid: got.pid, reply: got.r, onNewUpstream: there });
+      }
+    }
+  }
+  if (keys.length) await direct(newPort, (c) => c.callT(5_000, 'DEL', ...keys));
+  return { sent, wrong, examples };
+}
+
 // ---------------------------------------------------------------- main
 
 log(`migration bench${QUICK ? ' (quick)' : ''}: ${fmtInt(KEYS)} keys; part 2 ${ROUNDS} round(s) × 2 × ${WINDOW_S}s${PIN ? ' unpinned + pinned' : ''}; ` +
-  `part 3 ${CUTOVERS} cutovers of ${fmtInt(SMALL_KEYS)} keys; part 4 ${CPU_ROUNDS} round(s) × 2 × ${CPU_WINDOW_S}s; load average ${loadStart}`);
+  `part 3 ${CUTOVERS} cutovers of ${fmtInt(SMALL_KEYS)} keys; part 4 ${CPU_ROUNDS} round(s) × 2 × ${CPU_WINDOW_S}s; part 5 ${MULTI_CUTOVERS} cutovers with 2 workers and in a fleet of 2; ` +
+  `parts ${[...PARTS].join(',')}; load average ${loadStart}`);
 const servers = [];
 const respools = [];
 const loads = [];
 const result = {
   quick: QUICK, started: started.toISOString(), build: respoolBuildLabel(), node: process.version, cpus: CPUS, loadavgStart: loadStart,
-  config: { PACED_BATCH, KEYS, CHECK_KEYS, CONNS, RATE, WRITE_SHARE, ROUNDS, WINDOW_S, PIN, SMALL_KEYS, CUTOVERS, CUT_RATE, CPU_ROUNDS, CPU_RATE, CPU_WINDOW_S, VALUE_BYTES },
+  config: { PACED_BATCH, KEYS, CHECK_KEYS, CONNS, RATE, WRITE_SHARE, ROUNDS, WINDOW_S, PIN, SMALL_KEYS, CUTOVERS, CUT_RATE, CPU_ROUNDS, CPU_RATE, CPU_WINDOW_S, MULTI_CUTOVERS, VALUE_BYTES, PARTS: [...PARTS] },
   commands: {},
 };
 let failure = null;
@@ -791,117 +1055,12 @@ try {
     const r3 = await startRespool('cutover', C.port, UNPACED);
     respools.push(r3);
     result.commands.respoolCutover = r3.cmd;
-    const l3 = await startLoad('cutover', { port: r3.port, conns: CONNS, rate: CUT_RATE, writeShare: 0.5, keys: smallStrings, prefix: 's:', valueBytes: VALUE_BYTES, recentShare: 0.5, trackValues: true });
-    loads.push(l3);
-    await sleep(1000);
-    const cutRounds = [];
-    for (let round = 1; round <= CUTOVERS; round++) {
-      await flushall(dst.port);
-      const s0 = nowMs();
-      await r3.migrate('START', `${HOST}:${dst.port}`);
-      const synced = await r3.waitFor(['synced'], { timeoutMs: 60_000 });
-      const syncMs = synced.at - s0;
-      await sleep(700); // writes carried while synced (the reference window)
-      const before = await r3.status();
-      let reply;
-      let c0;
-      let c1;
-      const failures = [];
-      const firstAttemptAt = nowMs();
-      for (let attempt = 1; attempt <= 3 && reply === undefined; attempt++) {
-        c0 = nowMs();
-        try {
-          reply = String(await r3.migrate('CUTOVER'));
-          c1 = nowMs();
-        } catch (err) {
-          const ms = nowMs() - c0;
-          const st = await r3.status();
-          const f = { attempt, c0, ms, error: err.message, state: st.state, copiesInFlight: st.copies_in_flight, dirty: st.dirty, writesSeen: st.writes_seen, mirrored: st.mirrored, reason: st.reason };
-          failures.push(f);
-          note(`part 3 round ${round}: CUTOVER attempt ${attempt} failed after ${fmt(ms, 0)} ms: ${err.message} — STATUS then: state ${f.state}, copies_in_flight ${f.copiesInFlight}, dirty ${f.dirty}` +
-            `${f.copiesInFlight === 0 && f.dirty === 0 ? ' (so the count of client writes in flight, which STATUS does not show, is what did not drain)' : ''}`);
-          await sleep(1000);
-        }
-      }
-      if (reply === undefined) {
-        const ab = await abortAndCheck(r3, dst.port, `part 3 round ${round}`);
-        cutRounds.push({ round, from: src.port, to: dst.port, syncMs, failed: true, failures, abort: ab });
-        log(`part 3 round ${round}: no cutover after ${failures.length} attempts; aborted, the next round migrates to the same target`);
-        continue;
-      }
-      const after = await r3.status();
-      const replyMs = Number(/writes held ([\d.]+) ms/.exec(reply)?.[1]);
-      await sleep(300);
-      const newKeys = await dbsize(dst.port);
-      if (newKeys !== SMALL_KEYS) note(`part 3 round ${round}: the new upstream holds ${newKeys} keys after the cutover, the old one ${SMALL_KEYS}`);
-      if (after.state !== 'cut-over') note(`part 3 round ${round}: STATUS says ${after.state} after CUTOVER answered "${reply}"`);
-      cutRounds.push({
-        round, from: src.port, to: dst.port, syncMs, states: synced.seen.map((s) => s.state), mirroredBefore: before.mirrored, recopied: before.recopied, mismatched: before.mismatched,
-        pauseMs: after.cutover_pause_ms, replyPauseMs: replyMs, cutoverCmdMs: c1 - c0, syncedAt: synced.at, firstAttemptAt, c0, c1, newKeys, state: after.state, failures,
-      });
-      log(`part 3 round ${round}: ${src.port} → ${dst.port} synced in ${fmtInt(syncMs)} ms; "${reply}"; CUTOVER answered in ${fmt(c1 - c0, 1)} ms; new upstream ${fmtInt(newKeys)} keys`);
-      [src, dst] = [dst, src];
-      await sleep(200);
-    }
-    await sleep(500);
-    const l3out = await l3.stop();
-    loads.splice(loads.indexOf(l3), 1);
-    const allRounds = cutRounds.splice(0);
-    for (const c of allRounds) {
-      for (const f of c.failures ?? []) {
-        // The requests around a CUTOVER that failed: the slowest sent from 200 ms before it until its error.
-        f.slowestWrites = slowest(l3out, f.c0 - 200, f.c0 + f.ms, isWrite, 5).map(({ t, lat }) => ({ sentMsAfterCutover: t - f.c0, ms: lat }));
-        f.slowestReads = slowest(l3out, f.c0 - 200, f.c0 + f.ms, isRead, 3).map(({ t, lat }) => ({ sentMsAfterCutover: t - f.c0, ms: lat }));
-        f.readsSentDuring = windowStats(l3out, f.c0 + 5, f.c0 + f.ms - 5, isRead); // reads sent while writes were held
-        f.writesSentDuring = windowStats(l3out, f.c0 + 5, f.c0 + f.ms - 5, isWrite);
-        f.maxWriteMs = windowStats(l3out, f.c0 - 50, f.c0 + f.ms, isWrite).max;
-        f.maxReadMs = windowStats(l3out, f.c0 - 50, f.c0 + f.ms, isRead).max;
-        delete f.c0;
-      }
-    }
-    cutRounds.push(...allRounds.filter((c) => !c.failed)); // the rounds that cut over
-    for (const c of cutRounds) {
-      c.writes = windowStats(l3out, c.c0 - 50, c.c1, isWrite);
-      c.reads = windowStats(l3out, c.c0 - 50, c.c1, isRead);
-      c.maxWriteMs = c.writes.max;
-      c.syncedWrites = windowStats(l3out, c.syncedAt + 200, c.firstAttemptAt - 50, isWrite); // synced, writes carried, no cutover yet
-      c.slowestWrites = slowest(l3out, c.c0 - 50, c.c1, isWrite, 5).map(({ t, lat }) => ({ sentMsAfterCutover: t - c.c0, ms: lat }));
-    }
-    // Writes while synced, before each CUTOVER (from 0.2 s after synced to 50 ms before CUTOVER), for reference.
-    const syncedLats = [];
-    const e0 = l3out.summary.epoch0;
-    for (let i = 0; i < l3out.samples.length; i += 3) {
-      const t = e0 + l3out.samples[i];
-      if (isWrite(l3out.samples[i + 2]) && cutRounds.some((c) => t >= c.syncedAt + 200 && t < c.firstAttemptAt - 50)) syncedLats.push(l3out.samples[i + 1]);
-    }
-    const finalCheck = await compareValues(src.port, l3out.values);
-    if (finalCheck.different > 0) note(`part 3: ${finalCheck.different} of ${finalCheck.compared} written keys hold another value than the last acknowledged on the final upstream: ${JSON.stringify(finalCheck.examples)}`);
-    if (l3out.summary.stale > 0) note(`part 3: ${l3out.summary.stale} stale reads: ${JSON.stringify(l3out.summary.staleExamples)}`);
-    if (l3out.summary.errors > 0) note(`part 3: ${l3out.summary.errors} error replies: ${JSON.stringify(l3out.summary.errorExamples)}`);
-    // Every CUTOVER command sent: the clients' longest write around it, whether it cut over or failed.
-    const attempts = [];
-    for (const c of allRounds) {
-      for (const f of c.failures ?? []) attempts.push({ round: c.round, ok: false, maxWriteMs: f.maxWriteMs, maxReadMs: f.maxReadMs, ms: f.ms });
-      if (!c.failed) attempts.push({ round: c.round, ok: true, maxWriteMs: c.maxWriteMs, maxReadMs: c.reads.max, ms: c.cutoverCmdMs });
-    }
-    const pauses = cutRounds.map((c) => c.pauseMs);
-    const maxWrites = cutRounds.map((c) => c.maxWriteMs);
-    const cmdMs = cutRounds.map((c) => c.cutoverCmdMs);
-    const cutover = {
-      rounds: cutRounds.map(({ c0, c1, syncedAt, firstAttemptAt, ...rest }) => rest), failedRounds: allRounds.filter((c) => c.failed), load: { ...l3out.summary, epoch0: undefined }, finalCheck,
-      pauseP50: percentile(pauses, 50), pauseP99: percentile(pauses, 99), pauseMax: maxOf(pauses),
-      maxWriteP50: percentile(maxWrites, 50), maxWriteP99: percentile(maxWrites, 99), attempts,
-      attemptsFailed: attempts.filter((a) => !a.ok).length, attemptMaxWriteP50: percentile(attempts.map((a) => a.maxWriteMs), 50), attemptMaxWriteP99: percentile(attempts.map((a) => a.maxWriteMs), 99), cmdP50: percentile(cmdMs, 50), cmdP99: percentile(cmdMs, 99),
-      syncMsP50: percentile(cutRounds.map((c) => c.syncMs), 50),
-      syncedWrites: { n: syncedLats.length, p50: percentile(syncedLats, 50), p99: percentile(syncedLats, 99), max: maxOf(syncedLats) },
-    };
-    result.cutover = cutover;
-    log(`part 3: pause p50 ${fmt(cutover.pauseP50, 1)} ms p99 ${fmt(cutover.pauseP99, 1)} ms; clients' max write latency p50 ${fmt(cutover.maxWriteP50, 1)} p99 ${fmt(cutover.maxWriteP99, 1)} ms; ` +
-      `final check ${finalCheck.different} of ${finalCheck.compared} differ; stale reads ${l3out.summary.stale}`);
+    const out3 = await cutoverRounds({ tag: 'part 3', loadName: 'cutover', coord: r3, loadPorts: [r3.port], src, dst, rounds: CUTOVERS });
+    result.cutover = out3.cutover;
+    [src, dst] = [out3.src, out3.dst];
     await stopRespool(r3);
     respools.splice(respools.indexOf(r3), 1);
   }
-
   // ================================================================ part 4: the mirrored writes' CPU
   if (PARTS.has(4)) {
     const [P, Q] = [src, dst]; // the last round's target is the upstream now
@@ -976,6 +1135,66 @@ try {
     await stopRespool(r4);
     respools.splice(respools.indexOf(r4), 1);
   }
+
+  // ================================================================ part 5: the cutover's write pause with workers, and in a fleet
+  if (PARTS.has(5)) {
+    result.cutoverMulti = {};
+    // (a) one respool, --workers 2 (workers: 2 in its YAML): the load's connections spread over both by the supervisor.
+    {
+      const [E, F] = [await startValkey({ tmpRoot: tmp, name: 'workers-a' }), await startValkey({ tmpRoot: tmp, name: 'workers-b' })];
+      servers.push(E, F);
+      await seed(E.port, SMALL_KEYS);
+      const rw = await startRespool('cutover-workers', E.port, UNPACED, { workers: 2 });
+      respools.push(rw);
+      result.commands.respoolCutoverWorkers = rw.cmd;
+      const workerPids = childPids(rw.child.pid);
+      const ctlPid = Number(/process_id:(\d+)/.exec(String(await rw.ctl.callT(5_000, 'INFO', 'server')))?.[1]);
+      log(`part 5 (workers): supervisor ${rw.child.pid}, workers ${workerPids.join(', ')}; RESPOOL MIGRATE sent on a connection served by ${ctlPid}`);
+      const out = await cutoverRounds({ tag: 'part 5 (workers)', loadName: 'cutover-workers', coord: rw, loadPorts: [rw.port], src: E, dst: F, rounds: MULTI_CUTOVERS, probePorts: [rw.port] });
+      const pids = Object.keys(out.cutover.connsByPid).map(Number);
+      if (pids.length < 2) note(`part 5 (workers): the load's ${CONNS} connections were all served by one process (${JSON.stringify(out.cutover.connsByPid)}; workers ${workerPids.join(', ')})`);
+      result.cutoverMulti.workers = { ...out.cutover, setup: { supervisor: rw.child.pid, workers: workerPids, ctlServedBy: ctlPid } };
+      await stopRespool(rw);
+      respools.splice(respools.indexOf(rw), 1);
+      for (const s of [E, F]) {
+        await stop(s.child);
+        servers.splice(servers.indexOf(s), 1);
+      }
+    }
+    // (b) a fleet of two respool processes (cluster.peers: both), the fleet's shared state in the
+    // (standalone) upstream; the load split over both; START, STATUS and CUTOVER sent to member 0.
+    {
+      const [G, H] = [await startValkey({ tmpRoot: tmp, name: 'fleet-a' }), await startValkey({ tmpRoot: tmp, name: 'fleet-b' })];
+      servers.push(G, H);
+      await seed(G.port, SMALL_KEYS);
+      const ports = [await uniquePort(), await uniquePort()];
+      const peers = ports.map((p) => `${HOST}:${p}`);
+      const members = await Promise.all(ports.map((port, i) => startRespool(`cutover-fleet-${i}`, G.port, UNPACED, { port, peers })));
+      respools.push(...members);
+      result.commands.respoolCutoverFleet0 = members[0].cmd;
+      result.commands.respoolCutoverFleet1 = members[1].cmd;
+      // Both members registered in the fleet's shared state on the upstream ({respool-fleet}:members).
+      const deadline = Date.now() + 15_000;
+      let registered = [];
+      for (;;) {
+        registered = await direct(G.port, (c) => c.callT(5_000, 'HKEYS', '{respool-fleet}:members'));
+        if (Array.isArray(registered) && registered.length >= 2) break;
+        if (Date.now() > deadline) throw new Error(`part 5 (fleet): the fleet's members did not both register in the upstream within 15 s (${JSON.stringify(registered)}); see ${members.map((m) => m.logFile).join(', ')}`);
+        await sleep(100);
+      }
+      log(`part 5 (fleet): members ${members.map((m) => `${m.port} (pid ${m.child.pid})`).join(', ')} registered in the upstream's {respool-fleet}:members: ${registered.join(', ')}`);
+      const out = await cutoverRounds({ tag: 'part 5 (fleet)', loadName: 'cutover-fleet', coord: members[0], loadPorts: ports, src: G, dst: H, rounds: MULTI_CUTOVERS, probePorts: ports });
+      result.cutoverMulti.fleet = { ...out.cutover, setup: { members: members.map((m) => ({ port: m.port, pid: m.child.pid })), registered, coordinator: members[0].port, configuredUpstream: G.port } };
+      for (const m of members) {
+        await stopRespool(m);
+        respools.splice(respools.indexOf(m), 1);
+      }
+      for (const s of [G, H]) {
+        await stop(s.child);
+        servers.splice(servers.indexOf(s), 1);
+      }
+    }
+  }
 } catch (err) {
   failure = err;
   log(`FAILED: ${err.stack ?? err}`);
@@ -1004,7 +1223,7 @@ result.seconds = Number(seconds);
 result.notes = notes;
 const cmdLine = `${QUICK ? 'BENCH_QUICK=1 ' : ''}npm run bench:migration`;
 const md = [];
-md.push('## Live migration: copy rate, clients\' latency during the copy, the cutover\'s pause, mirrored writes\' CPU');
+md.push('## Live migration: copy rate, clients\' latency during the copy, the cutover\'s pause (one process, workers, a fleet), mirrored writes\' CPU');
 md.push('');
 md.push(`**Rerun:** \`${cmdLine}\` (= npm run build && npm run build:harness && node bench/migration.mjs)${QUICK ? '; **BENCH_QUICK=1 smoke run — not for comparison**' : ''}. ` +
   `Measured ${started.toISOString().slice(0, 16)}Z, ${seconds} s, on this ${CPUS}-core machine shared with other work (load average ${loadStart} before, ${result.loadavgEnd} after). ` +
@@ -1026,6 +1245,11 @@ md.push('');
   if (C) {
     rows.push(["cutover's write pause (STATUS cutover_pause_ms), p50 / p99", `**${f1(C.pauseP50)} / ${f1(C.pauseP99)} ms** over the ${C.rounds.length} cutovers that went through`, '≤ 100 ms']);
     rows.push(["clients' longest write around each CUTOVER, p50 / p99", `${f1(C.attemptMaxWriteP50)} / ${f1(C.attemptMaxWriteP99)} ms over all ${C.attempts.length} CUTOVER commands; **${C.attemptsFailed} failed** after holding writes 2 s`, '≤ 100 ms']);
+  }
+  for (const [setup, M] of Object.entries(result.cutoverMulti ?? {})) {
+    const what = setup === 'workers' ? 'one respool with 2 workers' : 'a fleet of 2 respool processes';
+    rows.push([`cutover's write pause, ${what} (coordinator's STATUS cutover_pause_ms), p50 / p99`, `**${f1(M.pauseP50)} / ${f1(M.pauseP99)} ms** over the ${M.rounds.length} cutovers that went through` +
+      `${M.attemptsFailed ? `; **${M.attemptsFailed} CUTOVER commands failed**` : ''}; clients' longest write p50 / p99 ${f1(M.maxWriteP50)} / ${f1(M.maxWriteP99)} ms`, '—']);
   }
   const P = result.cpu;
   if (P) {
@@ -1139,6 +1363,57 @@ if (result.cpu) {
     `${P.load.errors} errors of ${fmtInt(P.load.answered)} writes.`);
   md.push('');
 }
+if (result.cutoverMulti && Object.keys(result.cutoverMulti).length) {
+  const M = result.cutoverMulti;
+  const names = { workers: 'one respool, `workers: 2`', fleet: 'a fleet of 2 respool processes' };
+  const members = (x) => x.setup?.members?.length ?? 0;
+  const n = Object.values(M).map((x) => x.rounds.length + x.failedRounds.length);
+  md.push(`### 5. The cutover's write pause with workers and in a fleet (${n.join(' and ')} cutovers of ${fmtInt(SMALL_KEYS)} keys)`);
+  md.push('');
+  md.push(`Part 3's rounds (START, synced, 0.7 s, CUTOVER; two standalone servers swapping roles; the same load: ${CONNS} connections, ${fmtInt(CUT_RATE)} requests/s, half SETs, ` +
+    'one load all along, its values checked at the end) through (a) one respool with `workers: 2` in its YAML (the supervisor spreads the load\'s connections over both workers; ' +
+    'RESPOOL MIGRATE sent on one connection, run by worker 0), and (b) a fleet of two respool processes (`cluster: { peers: [both] }`, the fleet\'s shared state in the standalone upstream), ' +
+    'the load\'s connections alternating between the two members, START, STATUS and CUTOVER sent to member 0 (the coordinator: "pause" is its STATUS cutover_pause_ms). ' +
+    'Each setup on its own two fresh servers. After each cutover a write through 4 fresh connections to each respool port, read back on the new upstream directly. Latencies in ms; the p99 of so few rounds is their highest.');
+  md.push('');
+  const rows = [];
+  for (const [setup, x] of Object.entries(M)) {
+    rows.push([names[setup], `${f1(x.pauseP50)}`, `**${f1(x.pauseP99)}**`, `${f1(x.cmdP50)} / ${f1(x.cmdP99)}`, `${f1(x.maxWriteP50)} / **${f1(x.maxWriteP99)}**`,
+      `${x.attempts.length} (${x.attemptsFailed} failed)`, `${fmtInt(x.finalCheck.compared)} / ${x.finalCheck.different}`, `${x.load.stale} / ${x.load.errors}`,
+      Object.values(x.connsByPid).join(' + ')]);
+  }
+  if (result.cutover) {
+    const C = result.cutover;
+    rows.push(['(part 3: one respool, one process)', f1(C.pauseP50), f1(C.pauseP99), `${f1(C.cmdP50)} / ${f1(C.cmdP99)}`, `${f1(C.maxWriteP50)} / ${f1(C.maxWriteP99)}`,
+      `${C.attempts.length} (${C.attemptsFailed} failed)`, `${fmtInt(C.finalCheck.compared)} / ${C.finalCheck.different}`, `${C.load.stale} / ${C.load.errors}`, String(CONNS)]);
+  }
+  md.push(mdTable(['setup', 'pause p50', 'pause p99', 'CUTOVER command p50 / p99', "clients' longest write p50 / p99", 'CUTOVER commands', 'keys checked / mismatched', 'stale reads / errors', 'load connections per process'], rows));
+  md.push('');
+  for (const [setup, x] of Object.entries(M)) {
+    md.push(`- ${names[setup]}: pause per round ${x.rounds.map((r) => f1(r.pauseMs)).join(', ')} ms; CUTOVER command ${x.rounds.map((r) => fmt(r.cutoverCmdMs, 0)).join(', ')} ms; ` +
+      `clients' longest write ${x.rounds.map((r) => fmt(r.maxWriteMs, 0)).join(', ')} ms` +
+      `${x.rounds.some((r) => r.maxWriteByPid) ? ` (per ${setup === 'workers' ? 'worker' : 'member'}, ${Object.keys(x.rounds[0].maxWriteByPid ?? {}).map((pid) => `pid ${pid}`).join(' / ')}: ` +
+        `${x.rounds.map((r) => Object.values(r.maxWriteByPid ?? {}).map((v) => fmt(v, 0)).join('/')).join(', ')} ms)` : ''}. START → synced median ${fmtInt(x.syncMsP50)} ms. ` +
+      `New upstream's keys after each cutover ${[...new Set(x.rounds.map((r) => r.newKeys))].join(', ')} (expected ${fmtInt(SMALL_KEYS)})` +
+      `${x.rounds.some((r) => r.fleetKeys) ? `, besides the fleet's own {respool-fleet} keys (${[...new Set(x.rounds.map((r) => r.fleetKeys))].join(', ')})` : ''}; ` +
+      `writes through the members right after each cutover found on the new upstream: ${x.rounds.reduce((a, r) => a + (r.probes ? r.probes.sent - r.probes.wrong : 0), 0)} of ${x.rounds.reduce((a, r) => a + (r.probes?.sent ?? 0), 0)}; ` +
+      `${x.load.unanswered} unanswered of ${fmtInt(x.load.sent)} requests.`);
+    const home = x.setup?.configuredUpstream;
+    if (home !== undefined) {
+      const away = x.rounds.filter((r) => r.to !== home);
+      const back = x.rounds.filter((r) => r.to === home);
+      const subs = x.rounds.filter((r) => r.busSubscribers);
+      md.push(`  By direction: to the other server (away from the members' configured upstream) pause ${mm(away.map((r) => r.pauseMs), f1)} ms, clients' longest write ${mm(away.map((r) => r.maxWriteMs), f1)} ms; ` +
+        `back to the configured upstream pause ${mm(back.map((r) => r.pauseMs), f1)} ms, clients' longest write ${mm(back.map((r) => r.maxWriteMs), f1)} ms (medians, lowest–highest). ` +
+        `Subscribers of {respool-fleet}:bus after each cutover (PUBSUB NUMSUB, old / new upstream): ${subs.map((r) => `${r.busSubscribers.old}/${r.busSubscribers.new}`).join(', ')}` +
+        `${subs.length && subs.every((r) => (r.to === home ? r.busSubscribers.new : r.busSubscribers.old) === members(x)) ? ' — the members\' bus subscriptions stayed on the configured upstream all along' : ''}.`);
+    }
+    if (x.failedRounds.length > 0) {
+      md.push(`  **${x.failedRounds.length} round(s) did not cut over**: ` + x.failedRounds.map((r) => `round ${r.round}: ${r.failures.map((f) => `"${f.error}" after ${fmt(f.ms, 0)} ms (state ${f.state})`).join('; ')}`).join(' — ') + '.');
+    }
+  }
+  md.push('');
+}
 if (notes.length) {
   md.push('### Notes');
   md.push('');
@@ -1152,6 +1427,6 @@ for (const v of Object.values(result.commands)) md.push(v);
 md.push('```');
 const text = md.join('\n');
 writeOutputs(SECTION, result, text);
-if (!QUICK && !failure && PARTS.size === 4 && PACED_BATCH === null && !process.env.RESPOOL_BENCH_BIN) writeSection(SECTION, text); // a full run of this build only
+if (!QUICK && !failure && [1, 2, 3, 4, 5].every((p) => PARTS.has(p)) && PACED_BATCH === null && !process.env.RESPOOL_BENCH_BIN) writeSection(SECTION, text); // a full run of this build only
 console.log(text);
 process.exit(failure ? 1 : 0);
