@@ -14,6 +14,7 @@ import { oneShotCommand } from './upstream/one-shot.js';
 import { ScriptLineRelay } from './client/script-line-relay.js';
 import { Link } from './upstream/link.js';
 import { MonitorFeed } from './client/monitor-feed.js';
+import { ScriptCommands } from './client/script-commands.js';
 import { describeClient } from './client/client-address.js';
 
 export interface ObservabilityDeps {
@@ -30,10 +31,11 @@ export interface ObservabilityDeps {
 /**
  * What respool sees of the requests it serves and of what it holds, built once at start: the slow
  * log, command log and per-command latency (observe/request-observer.ts), big keys, saturated
- * nodes, the memory ceiling (limits.maxMemory) and MONITOR's feed. Started and stopped by
+ * nodes, the memory ceiling (limits.maxMemory), MONITOR's feed and the scripts' commands for the
+ * slow log. Started and stopped by
  * server.ts (saturation.start / stop, memory.close).
  */
-export function startObservability(deps: ObservabilityDeps): { observer: RequestObserver; bigKeys: BigKeys | null; saturation: NodeSaturation; memory: MemoryCeiling; monitors: MonitorFeed } {
+export function startObservability(deps: ObservabilityDeps): { observer: RequestObserver; bigKeys: BigKeys | null; saturation: NodeSaturation; memory: MemoryCeiling; monitors: MonitorFeed; scriptCommands: ScriptCommands } {
   const { config, metrics, log, refresher, pools, hotKeys } = deps;
   const sessions = deps.sessions;
   const observer = new RequestObserver(config, metrics, describeClient); // slow log, command log, per-command latency
@@ -70,14 +72,19 @@ export function startObservability(deps: ObservabilityDeps): { observer: Request
   });
   metrics.raw.memory_ceiling_bytes.set(memory.limit);
 
-  // MONITOR's feed, with the nodes' script lines relayed while anyone monitors (client/script-line-relay.ts).
-  const monitors: MonitorFeed = new MonitorFeed(new ScriptLineRelay({
+  // MONITOR's feed, with the nodes' script lines relayed while anyone monitors (client/script-line-relay.ts),
+  // and the commands scripts run, for the slow log while it logs every command (client/script-commands.ts).
+  const relay = new ScriptLineRelay({
     nodes: () => refresher.current?.allNodes() ?? [],
     open: (host, port) => new Link({
       host, port, protocol: 2, readonly: false, auth: config.upstreamAuth, tls: config.upstreamTls, clientName: 'respool-monitor',
       connectTimeoutMs: config.timeouts.connectMs, commandTimeoutMs: config.timeouts.commandMs,
     }),
     deliver: (line) => monitors.deliver(line),
-  }));
-  return { observer, bigKeys, saturation, memory, monitors };
+    keepLines: () => config.slowlog.maxLen,
+  });
+  const monitors: MonitorFeed = new MonitorFeed(relay);
+  const scriptCommands = new ScriptCommands(relay, config);
+  void scriptCommands.sync(); // slowlog.thresholdUs 0 from the start: the nodes are followed once the topology is known
+  return { observer, bigKeys, saturation, memory, monitors, scriptCommands };
 }

@@ -169,7 +169,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   let membership: Membership | null = null;
   let topologyEpoch = 0;
   // What a request cost and what respool holds: slow log, big keys, saturated nodes, the memory ceiling, MONITOR's feed (server-observability.ts).
-  const { observer, bigKeys, saturation, memory, monitors } = startObservability({ config, metrics, log, refresher, pools, hotKeys, sessions: () => sessions });
+  const { observer, bigKeys, saturation, memory, monitors, scriptCommands } = startObservability({ config, metrics, log, refresher, pools, hotKeys, sessions: () => sessions });
 
   // Applications sharing this respool: each configured user's tenant, its limits and counts (src/tenants).
   const tenants = new TenantDirectory(config.tenants, config.users);
@@ -221,6 +221,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     clientPause,
     migration,
     monitors,
+    scriptCommands,
     observer,
     saturation,
     bigKeys,
@@ -386,6 +387,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
       const allPools = { reconfigure: () => [pools, ...[...ownUpstreams.values()].map((o) => o.backend.pools)].forEach((p) => p.reconfigure()) }; // tenants' own too
       const result = reloadProxy({ config, log, pools: allPools, reads, hotKeys, users, tenants, reloadTls: () => (this as RespoolProxy).reloadTls() }, next);
       listeners.applySocketOptions(); // clients.tcpKeepAliveMs for connections accepted from now on
+      void scriptCommands.sync(); // slowlog.thresholdUs 0: the scripts' commands are logged (client/script-commands.ts)
       return result;
     },
     metrics,
@@ -438,6 +440,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
         fleetState?.stop();
         metrics.windows.stop();
         saturation.stop();
+        scriptCommands.close();
         migration.close();
         await main.close();
         for (const { backend } of ownUpstreams.values()) await backend.close();

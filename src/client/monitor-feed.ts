@@ -45,9 +45,9 @@ export class MonitorFeed {
     if (this.clients.size === 0) this.relay?.stop();
   }
 
-  /** The topology changed: the relay follows its nodes. */
+  /** The topology changed: the relay follows its nodes (while anyone monitors, or the slow log follows them: script-commands.ts). */
   topologyChanged(): void {
-    if (this.clients.size > 0) void this.relay?.sync();
+    void this.relay?.sync();
   }
 
   /**
@@ -77,7 +77,7 @@ export class MonitorFeed {
 }
 
 /** The longest a script's reply waits for its node's lines. */
-const SCRIPT_LINES_WAIT_MS = 1000;
+export const SCRIPT_LINES_WAIT_MS = 1000;
 
 /** Valkey's sdscatrepr: quoted, `\\ \" \n \r \t \a \b` escaped, other non-printable bytes as \xHH. */
 export function repr(arg: Buffer): string {

@@ -17,6 +17,7 @@ import type { UserDirectory } from '../acl/user-directory.js';
 import type { FleetView } from '../fleet/fleet-view.js';
 import type { MonitorFeed } from './monitor-feed.js';
 import type { RequestObserver } from '../observe/request-observer.js';
+import type { ScriptCommands } from './script-commands.js';
 import type { NodeSaturation } from '../observe/node-saturation.js';
 import type { BigKeys } from '../observe/big-keys.js';
 import type { FairAdmission } from './fair-admission.js';
@@ -101,6 +102,8 @@ export interface ClientDirectory {
   readonly clientPause: ClientPause;
   /** MONITOR's clients: dispatch feeds them each request while `active` (monitor-feed.ts, handlers/monitor.ts). */
   readonly monitors: MonitorFeed;
+  /** The commands scripts run on the nodes, for the slow log while it logs every command (script-commands.ts); absent in stand-in contexts. */
+  readonly scriptCommands?: ScriptCommands;
   /** Every open client session (INFO clients counts them). */
   sessions(): Iterable<HandlerSession>;
   /** The open session with this CLIENT ID (CLIENT TRACKING … REDIRECT). */

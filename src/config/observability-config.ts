@@ -3,7 +3,7 @@
 // other; this file holds the types, the defaults and the two switches (booleans).
 
 export interface SlowlogConfig {
-  /** Requests slower than this at respool (receive → reply written) are logged; -1 off, 0 every request (Valkey's slowlog-log-slower-than). */
+  /** Requests slower than this at respool (receive → reply written) are logged; -1 off, 0 every request and each command a script calls, at 0 µs (Valkey's slowlog-log-slower-than). */
   thresholdUs: number;
   /** Entries kept (Valkey's slowlog-max-len); 0 off. */
   maxLen: number;

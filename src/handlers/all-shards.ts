@@ -46,7 +46,13 @@ export const allShards: Handler = (session, req) => {
   if (req.command === 'config|set') {
     // a node's port, files, identity: never half-applied; respool's own log settings: set here (node-settings.ts)
     const reply = configSetHere(session, req.args);
-    if (Buffer.isBuffer(reply)) return session.replyNow(reply);
+    if (Buffer.isBuffer(reply)) {
+      // slowlog-log-slower-than 0: the +OK once the nodes' scripts are followed (client/script-commands.ts), so the next script's commands are logged
+      const followed = ctx.scriptCommands?.sync() ?? null;
+      if (followed === null) return session.replyNow(reply);
+      const entry = session.reserve();
+      return void followed.then(() => entry.fill(reply));
+    }
     if (reply !== null) return setPerNode(session, reply.perNode);
     if (renamesServer(req.args)) {
       // HELLO's server name follows (client/hello-identity.ts): asked once this CONFIG SET was answered.

@@ -10,6 +10,11 @@ import type { ScriptCache } from '../scripts/script-cache.js';
 import type { RunningScripts } from '../scripts/running-scripts.js';
 import type { Handler, HandlerSession } from '../client/handler-session.js';
 import type { MonitorFeed } from '../client/monitor-feed.js';
+import type { ScriptCommands } from '../client/script-commands.js';
+import type { RequestObserver } from '../observe/request-observer.js';
+import type { CommandTable } from '../commands/command-table.js';
+import { CommandFlag } from '../commands/command-flags.js';
+import { decodeReply } from '../resp/decode.js';
 
 /**
  * EVAL/EVALSHA/FCALL (and the _RO forms): routed by their declared keys like any keyed command
@@ -24,40 +29,59 @@ export const script: Handler = (session, req) => {
   const entry = session.reserve();
   const ctx = session.ctx;
   const evalsha = (req.command === 'evalsha' || req.command === 'evalsha_ro') && req.args.length >= 3;
-  // While anyone monitors, the reply waits for the script's lines (client/monitor-feed.ts).
-  const monitors = ctx.monitors.active ? ctx.monitors : null;
-  const makeCall = evalsha ? evalShaCall(req.args[1]!, ctx.scripts, ctx.runningScripts, monitors) : scriptCall(ctx.runningScripts, monitors);
+  // While anyone monitors, the reply waits for the script's lines (client/monitor-feed.ts); while
+  // the slow log logs every command, for them too, and logs them (client/script-commands.ts).
+  void ctx.scriptCommands?.sync(); // the threshold set some other way than CONFIG SET (which waits for it): followed from now on
+  const lines: ScriptLines = {
+    monitors: ctx.monitors.active ? ctx.monitors : null,
+    slowlog: ctx.scriptCommands?.active === true && ctx.observer !== undefined ? { commands: ctx.scriptCommands, observer: ctx.observer, table: ctx.commands() } : null,
+  };
+  const makeCall = evalsha ? evalShaCall(req.args[1]!, ctx.scripts, ctx.runningScripts, lines) : scriptCall(ctx.runningScripts, lines);
   const error = ctx.router.send({ to: 'keys', owner: entry, request: req, table: ctx.commands(), script: true, makeCall });
   if (error !== null) entry.fill(error);
 };
 
 const NOSCRIPT = Buffer.from('-NOSCRIPT');
 
-function scriptCall(running: RunningScripts, monitors: MonitorFeed | null): CallFactory {
-  return (owner, router, raw, command, slot) => new ScriptCall(owner, router, raw, command, slot, running, monitors);
+/** Who waits for the lines of the commands a script runs on its node (null: nobody). */
+interface ScriptLines {
+  /** MONITOR's clients (client/monitor-feed.ts). */
+  readonly monitors: MonitorFeed | null;
+  /** The slow log, while it logs every command (client/script-commands.ts). */
+  readonly slowlog: { readonly commands: ScriptCommands; readonly observer: RequestObserver; readonly table: CommandTable } | null;
 }
 
-function evalShaCall(sha: Buffer, scripts: ScriptCache, running: RunningScripts, monitors: MonitorFeed | null): CallFactory {
-  return (owner, router, raw, command, slot) => new EvalShaCall(owner, router, raw, command, slot, running, monitors, sha, scripts);
+function scriptCall(running: RunningScripts, lines: ScriptLines): CallFactory {
+  return (owner, router, raw, command, slot) => new ScriptCall(owner, router, raw, command, slot, running, lines);
+}
+
+function evalShaCall(sha: Buffer, scripts: ScriptCache, running: RunningScripts, lines: ScriptLines): CallFactory {
+  return (owner, router, raw, command, slot) => new EvalShaCall(owner, router, raw, command, slot, running, lines, sha, scripts);
 }
 
 /**
  * A script call, listed in RunningScripts while in flight (so PING can reflect a busy node).
- * While anyone monitors (`monitors`), its reply waits until the node that ran it relayed the
- * script's lines, so MONITOR shows them before the client's next command.
+ * While anyone monitors (`lines.monitors`), its reply waits until the node that ran it relayed
+ * the script's lines, so MONITOR shows them before the client's next command. While the slow log
+ * logs every command (`lines.slowlog`), its reply waits for them too, and the commands the script
+ * ran are logged before the script's own entry (its reply's), as Valkey logs them.
  */
 class ScriptCall extends UpstreamCall {
-  /** The node whose reply finished it. */
+  /** The node whose reply finished it, and the address that node knows its link by. */
   private ranOn: string | null = null;
+  private ranFrom = '';
   private finishing = false;
+  /** An EVALSHA run again after NOSCRIPT (EvalShaCall). */
+  protected ranAgain = false;
 
-  constructor(owner: CallOwner, router: Router, raw: Buffer, command: string, slot: number, private readonly running: RunningScripts, private readonly monitors: MonitorFeed | null) {
+  constructor(owner: CallOwner, router: Router, raw: Buffer, command: string, slot: number, private readonly running: RunningScripts, private readonly lines: ScriptLines) {
     super(owner, router, raw, command, slot);
     running.add(this);
   }
 
   override onReply(frame: Buffer, link: Link): void {
     this.ranOn = link.address;
+    this.ranFrom = (link as { localEndpoint?: string }).localEndpoint ?? '';
     super.onReply(frame, link);
   }
 
@@ -65,9 +89,36 @@ class ScriptCall extends UpstreamCall {
     if (this.finishing) return;
     this.finishing = true;
     this.running.delete(this);
-    if (this.monitors === null || this.ranOn === null) return super.finish(reply);
+    const { monitors, slowlog } = this.lines;
+    const node = this.ranOn;
+    if ((monitors === null && slowlog === null) || node === null) return super.finish(reply);
     const copy = Buffer.from(reply); // a view into the link's read buffer
-    void this.monitors.scriptLinesIn(this.ranOn).then(() => super.finish(copy));
+    // one wait serves both: the slow log's and MONITOR's lines come from the same relay
+    const linesIn = slowlog !== null ? slowlog.commands.linesIn(node) : monitors!.scriptLinesIn(node);
+    void linesIn.then(() => {
+      if (slowlog !== null) this.logCommands(slowlog, node);
+      super.finish(copy);
+    });
+  }
+
+  /** The commands the script ran on `node`, into the slow log (before its own entry, made when its reply is written). */
+  private logCommands(slowlog: NonNullable<ScriptLines['slowlog']>, node: string): void {
+    let sent: unknown;
+    try {
+      sent = decodeReply(this.raw);
+    } catch {
+      return;
+    }
+    if (!Array.isArray(sent) || !sent.every(Buffer.isBuffer)) return;
+    const ran = slowlog.commands.take(node, this.ranFrom, sent as Buffer[], this.ranAgain);
+    if (ran.length === 0) return;
+    const commands: Array<{ name: string; args: Buffer[] }> = [];
+    for (const args of ran) {
+      const spec = slowlog.table.lookup(args);
+      if (spec !== undefined && (spec.flags & CommandFlag.SKIP_SLOWLOG) !== 0) continue;
+      commands.push({ name: spec?.name ?? args[0]!.toString('latin1').toLowerCase(), args });
+    }
+    slowlog.observer.scriptRan(this.client, node, commands);
   }
 }
 
@@ -89,12 +140,12 @@ class EvalShaCall extends ScriptCall {
     command: string,
     slot: number,
     running: RunningScripts,
-    monitors: MonitorFeed | null,
+    lines: ScriptLines,
     /** The sha argument (a view into `raw`, which the call keeps anyway). */
     private readonly sha: Buffer,
     private readonly scripts: ScriptCache,
   ) {
-    super(owner, router, raw, command, slot, running, monitors);
+    super(owner, router, raw, command, slot, running, lines);
   }
 
   override onReply(frame: Buffer, link: Link): void {
@@ -102,6 +153,7 @@ class EvalShaCall extends ScriptCall {
       const body = this.scripts.body(this.sha.toString('latin1'));
       if (body !== undefined) {
         this.reloaded = true;
+        this.ranAgain = true;
         link.send(encodeCommand(['SCRIPT', 'LOAD', body]), ignoreReply()) // its failure shows as the EVALSHA's NOSCRIPT;
         link.send(this.raw, this);
         return;

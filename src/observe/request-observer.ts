@@ -60,6 +60,27 @@ export class RequestObserver {
     return logEntry(entry, request, spec, value, this.describe);
   }
 
+  /**
+   * The commands a script or function of `client` ran on `node` (its MONITOR lines:
+   * client/script-commands.ts), each `name` (the command table's, for the redactions) and its
+   * arguments: logged as Valkey logs them — each its own entry, before the script's own — while
+   * every command is logged (threshold 0). respool cannot time a command inside a script: 0 µs.
+   */
+  scriptRan(client: object, node: string, commands: ReadonlyArray<{ readonly name: string; readonly args: readonly Buffer[] }>): void {
+    const { slowlog } = this.config;
+    if (slowlog.thresholdUs !== 0) return;
+    for (const command of commands) {
+      this.logs.slow.offer(0, 0, slowlog.maxLen, () => {
+        this.metrics?.raw.slowlog_entries_total.labels('slow').inc();
+        const who = this.describe(client);
+        return {
+          time: Math.floor(Date.now() / 1000), value: 0, args: cutArgs(shownArgs(command.name, command.args)),
+          client: who.addr, clientName: who.name, node, nodeUs: 0,
+        };
+      });
+    }
+  }
+
   requestDone(entry: ObservedReply, ms: number): void {
     const request = entry.request;
     if (request === null) return;

@@ -165,6 +165,18 @@ export class NodeConnection extends EventEmitter implements ReplySource {
     return this.inflight.length - this.handshakeLeft + this.waiting.length;
   }
 
+  /**
+   * This connection's own address as the node shows it in MONITOR and CLIENT LIST ("127.0.0.1:53422",
+   * "[::1]:53422": Valkey's formatting); '' while unknown (client/script-commands.ts matches a
+   * script's MONITOR line to the call that sent it by it).
+   */
+  get localEndpoint(): string {
+    const ip = this.socket.localAddress;
+    const port = this.socket.localPort;
+    if (ip === undefined || port === undefined) return '';
+    return ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`;
+  }
+
   /** Bytes written to the connection that the kernel has not taken yet (a congested socket). */
   get unsentBytes(): number {
     return this.writer.unsentBytes;
