@@ -287,7 +287,8 @@ export class FleetMembers implements MemberChannel {
 
   /** Every POLL_MS while a migration has sides: dirty keys, counts, members' commands. */
   private async poll(): Promise<void> {
-    if (this.polling) return;
+    // Only the coordinator the shared state names takes members' keys and commands: one that ran an earlier migration must not answer for the next one's.
+    if (this.polling || migrationDoc(this.fleet.doc)?.coordinator !== this.fleet.memberId) return;
     this.polling = true;
     try {
       await this.pullDirty();

@@ -5,6 +5,7 @@
  * keep a model of what each of their keys must hold, checked against every reply.
  */
 import { rmSync } from 'node:fs';
+import { expect } from 'vitest';
 import { Valkey } from 'iovalkey';
 import type { RespoolProxy } from '../../src/server.js';
 import { clientFor, startTestProxy } from './proxy.js';
@@ -493,6 +494,28 @@ export class ModelWriter {
     }
     return out;
   }
+}
+
+/**
+ * Writers after a cutover whose source was just stopped: they go on (more than `minOps` in
+ * `ms`), then stop; none had a client error or a reply its model did not expect. Their models'
+ * expected keys, as of now, with the moment they are for.
+ */
+export async function writersGoOnThenStop(writers: readonly ModelWriter[], ms = 2_000, minOps = 200): Promise<{ expected: Map<string, KeyValue | null>; at: number }> {
+  const ops = () => writers.reduce((n, w) => n + w.ops, 0);
+  try {
+    const before = ops();
+    await sleep(ms);
+    expect(ops() - before, 'writes after the source stopped').toBeGreaterThan(minOps);
+  } finally {
+    await Promise.all(writers.map((w) => w.stop()));
+  }
+  for (const w of writers) {
+    expect(w.errors, `writer ${w.id}: client errors`).toEqual([]);
+    expect(w.mismatches, `writer ${w.id}: replies the model did not expect`).toEqual([]);
+  }
+  const at = Date.now();
+  return { expected: new Map(writers.flatMap((w) => [...w.expected(at)])), at };
 }
 
 /**
