@@ -8,10 +8,10 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import calculateSlot from 'cluster-key-slot';
-import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
+import { startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
 import { RawClient, encodeCommand } from '../harness/raw-client.js';
-import type { RespoolProxy } from '../../src/server.js';
 import { startTestProxy } from '../helpers/proxy.js';
+import { startOracleTargets, type OracleTargets } from '../helpers/oracle-targets.js';
 import { RawConnection } from '../helpers/raw-resp.js';
 import { connect } from '../helpers/transcript.js';
 import { waitFor } from '../helpers/wait.js';
@@ -23,15 +23,13 @@ describe('exactly what Valkey does (issue 28)', () => {
   let direct: ValkeyNode;
   let standalone: ValkeyNode;
   let cluster: ValkeyCluster;
+  let oracle: OracleTargets | undefined;
   const targets: Array<{ name: string; port: number }> = [];
-  const proxies: RespoolProxy[] = [];
 
   beforeAll(async () => {
-    [direct, standalone, cluster] = await Promise.all([startStandalone(), startStandalone(), startCluster({ primaries: 3, replicasPerPrimary: 1 })]);
-    const overStandalone = await startTestProxy([standalone], { mode: 'standalone' } as never);
-    const overCluster = await startTestProxy([cluster.nodes[0]!]);
-    proxies.push(overStandalone, overCluster);
-    targets.push({ name: 'direct', port: direct.port }, { name: 'respool/standalone', port: overStandalone.address.port }, { name: 'respool/cluster', port: overCluster.address.port });
+    oracle = await startOracleTargets({ replicasPerPrimary: 1 });
+    ({ direct, standalone, cluster } = oracle);
+    targets.push(...oracle.targets);
     for (const t of targets) {
       const c = await RawConnection.connect(t.port);
       expect(await c.call('FUNCTION', 'LOAD', 'REPLACE', LIBRARY)).toBe('$8\r\nexactlib\r\n');
@@ -40,8 +38,7 @@ describe('exactly what Valkey does (issue 28)', () => {
   }, 120_000);
 
   afterAll(async () => {
-    await Promise.all(proxies.map((p) => p.close()));
-    await Promise.all([direct?.stop(), standalone?.stop(), cluster?.stop()]);
+    await oracle?.stop();
   });
 
   it('MONITOR shows what a script and a function run, after their own line, as Valkey does', async () => {

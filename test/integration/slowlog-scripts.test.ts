@@ -5,10 +5,9 @@
 // exchange (the oracle), RESP2 and RESP3: while its threshold is 0 it logs them from the nodes'
 // MONITOR (client/script-commands.ts); above 0 it does not (it cannot time them).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
+import type { ValkeyNode } from '../harness/valkey-processes.js';
 import { RawClient, type RespReply } from '../harness/raw-client.js';
-import type { RespoolProxy } from '../../src/server.js';
-import { startTestProxy } from '../helpers/proxy.js';
+import { startOracleTargets, type OracleTargets } from '../helpers/oracle-targets.js';
 
 const LIBRARY = "#!lua name=slowlib\nredis.register_function('myfunc', function(KEYS, ARGS) server.call('ping') end)";
 /** Runs tens of ms (a Lua loop: TIME stands still inside a script), then a PING: slow itself, its commands fast. */
@@ -34,17 +33,13 @@ const self = (c: RawClient) => `${c.socket.localAddress}:${c.socket.localPort}`;
 
 describe('SLOWLOG logs the commands a script or function runs, as Valkey does', () => {
   let direct: ValkeyNode;
-  let standalone: ValkeyNode;
-  let cluster: ValkeyCluster;
+  let oracle: OracleTargets | undefined;
   const targets: Array<{ name: string; port: number }> = [];
-  const proxies: RespoolProxy[] = [];
 
   beforeAll(async () => {
-    [direct, standalone, cluster] = await Promise.all([startStandalone(), startStandalone(), startCluster({ primaries: 3, replicasPerPrimary: 0 })]);
-    const overStandalone = await startTestProxy([standalone], { mode: 'standalone' } as never);
-    const overCluster = await startTestProxy([cluster.nodes[0]!]);
-    proxies.push(overStandalone, overCluster);
-    targets.push({ name: 'direct', port: direct.port }, { name: 'respool/standalone', port: overStandalone.address.port }, { name: 'respool/cluster', port: overCluster.address.port });
+    oracle = await startOracleTargets({ replicasPerPrimary: 0 });
+    direct = oracle.direct;
+    targets.push(...oracle.targets);
     for (const t of targets) {
       const c = await RawClient.connect(t.port);
       expect(await c.call('FUNCTION', 'LOAD', 'REPLACE', LIBRARY)).toBe('slowlib');
@@ -53,8 +48,7 @@ describe('SLOWLOG logs the commands a script or function runs, as Valkey does', 
   }, 120_000);
 
   afterAll(async () => {
-    await Promise.all(proxies.map((p) => p.close()));
-    await Promise.all([direct?.stop(), standalone?.stop(), cluster?.stop()]);
+    await oracle?.stop();
   });
 
   for (const protocol of [2, 3] as const) {
