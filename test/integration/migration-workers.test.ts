@@ -11,6 +11,8 @@
  *     killed again: its replacement serves from the target (the source is gone)
  *   - worker 0 killed during the copy: its replacement resumes from the state file; writes made
  *     through the others meanwhile reach the target
+ *   - a rollback window: writes through every worker after the cutover are carried back to the
+ *     source, and ABORT switches every worker back to it
  *   - the supervisor's admin port: GET /migration and POST /migration/abort reach worker 0
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -41,14 +43,14 @@ afterEach(async () => {
 });
 
 /** `--workers 3` in front of `upstream`, its migration paced at `keysPerSecond`; resolves once every worker is ready. */
-async function startWorkers(upstream: { host: string; port: number }, keysPerSecond: number): Promise<Workers> {
+async function startWorkers(upstream: { host: string; port: number }, keysPerSecond: number, env: Record<string, string> = {}): Promise<Workers> {
   const port = await freePort();
   const adminPort = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'respool-mig-workers-'));
   let out = '';
   const child = spawn('node', [BIN, '--workers', '3', '--listen', `127.0.0.1:${port}`, '--admin', `127.0.0.1:${adminPort}`, '--upstream', `${upstream.host}:${upstream.port}`, '--log-level', 'info'], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, RESPOOL_ADMIN_TOKEN: TOKEN, RESPOOL_MIGRATION_MAX_KEYS_PER_SECOND: String(keysPerSecond), RESPOOL_MIGRATION_STATE_FILE: join(dir, 'state.json') },
+    env: { ...process.env, RESPOOL_ADMIN_TOKEN: TOKEN, RESPOOL_MIGRATION_MAX_KEYS_PER_SECOND: String(keysPerSecond), RESPOOL_MIGRATION_STATE_FILE: join(dir, 'state.json'), ...env },
   });
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
@@ -234,6 +236,34 @@ describe('live migration with workers: every worker carries its writes, one coor
     for (const pid of [pids[1]!, pids[2]!]) expect(await direct.get(`while-down:${pid}:99`)).toBe('v99');
     expect(Number(await direct.dbsize())).toBe(Number(await onNew.dbsize()));
     expect(await migrate(admin, 'CUTOVER')).toEqual(expect.stringMatching(/^cut over/));
+  }, 120_000);
+
+  it('a rollback window: every worker carries its writes back to the source after the cutover, and ABORT switches every worker back', async () => {
+    const [source, target] = await Promise.all([keep(startStandalone()), keep(startStandalone())]);
+    const proxy = await startWorkers(at(source), 2_000, { RESPOOL_MIGRATION_ROLLBACK_WINDOW_MS: '60s' });
+    const pids = await proxy.pids();
+    const byPid = await oneClientPerWorker(proxy.port, pids);
+    const admin = byPid.get(pids[2]!)!;
+    await seedKeyspace(admin, 'seed:', { strings: 500, hashes: 10, lists: 10, sets: 10, zsets: 10, streams: 1, withTtl: 10 });
+    expect(await migrate(admin, 'START', `${target.host}:${target.port}`)).toBe('OK');
+    await waitForState(admin, 'synced', 60_000, ['aborted', 'paused']);
+    expect(await migrate(admin, 'CUTOVER')).toEqual(expect.stringMatching(/^cut over/));
+    // Writes through every worker after the cutover go to the target and are carried back.
+    for (const [pid, c] of byPid) for (let i = 0; i < 50; i++) await c.set(`after:${pid}:${i}`, `t${i}`);
+    const onSource = new Valkey({ host: source.host, port: source.port, maxRetriesPerRequest: 0 });
+    const onTarget = new Valkey({ host: target.host, port: target.port, maxRetriesPerRequest: 0 });
+    clients.push(onSource, onTarget);
+    for (const pid of byPid.keys()) {
+      expect(await onTarget.get(`after:${pid}:49`)).toBe('t49');
+      await waitFor(async () => (await onSource.get(`after:${pid}:49`)) === 't49', `worker ${pid}'s writes carried back to the source`, 5_000);
+    }
+    expect(await migrate(admin, 'ABORT')).toBe('rolled back: the upstreams are the source again');
+    // Every worker reads and writes the source again.
+    for (const [pid, c] of byPid) {
+      expect(await c.set(`back:${pid}`, 'source')).toBe('OK');
+      expect(await onSource.get(`back:${pid}`)).toBe('source');
+      expect(await onTarget.exists(`back:${pid}`)).toBe(0);
+    }
   }, 120_000);
 
   it('the supervisor\'s admin port: GET /migration and POST /migration/abort reach worker 0; the target is emptied', async () => {
