@@ -29,6 +29,9 @@ import { ClientPause } from './client/client-pause.js';
 import { Migration } from './migration/migration.js';
 import { migrationForThisProcess } from './migration/migration-process.js';
 import { MigrationMember } from './migration/migration-member.js';
+import { PeerBroadcast } from './workers/peer-broadcast.js';
+import { beginPeerFlush, endPeerFlush } from './handlers/namespace-scope.js';
+import cluster from 'node:cluster';
 import { FleetMigration } from './migration/fleet-migration.js';
 import { migrateReply } from './handlers/respool-migrate.js';
 import { CommandFlag } from './commands/command-flags.js';
@@ -104,6 +107,8 @@ const DEFAULT_DATABASES = 16;
 const STARTUP_TOPOLOGY_WAIT_MS = 5_000;
 /** How long start-up waits for the fleet's shared state. */
 const FLEET_START_WAIT_MS = 3_000;
+/** The longest a worker waits for the others' acks of a broadcast (workers/peer-broadcast.ts). */
+const PEER_ASK_MS = 1_000;
 
 /** Wires config → pools, topology, router, admin, and the client listener. */
 export interface StartOptions {
@@ -207,6 +212,13 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   const migration = processMigration.migration;
   // Only the migration's own process reports it: the supervisor sums the workers' series.
   if (!(migration instanceof MigrationMember)) metrics.migrationAtScrape(() => (migration instanceof FleetMigration ? migration.local.status() : migration.status())); // respool_migration_*
+  // With workers: what one worker asks of all the others now (a namespace's flush: its tracking clients on every worker).
+  const peers = new PeerBroadcast();
+  peers.handle('namespace-flush-begin', (p) => {
+    const { id, pattern } = p as { id: string; pattern: string };
+    beginPeerFlush(sessions, id, Buffer.from(pattern, 'base64'));
+  });
+  peers.handle('namespace-flush-end', (p) => endPeerFlush((p as { id: string }).id));
   const ctx: ServerContext = {
     config,
     memory,
@@ -222,6 +234,10 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     migration,
     monitors,
     scriptCommands,
+    namespaceFlushPeers: cluster.isWorker ? {
+      begin: (id, pattern) => peers.ask('namespace-flush-begin', { id, pattern: pattern.toString('base64') }, PEER_ASK_MS),
+      end: (id) => peers.ask('namespace-flush-end', { id }, PEER_ASK_MS),
+    } : undefined,
     observer,
     saturation,
     bigKeys,

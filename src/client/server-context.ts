@@ -104,6 +104,11 @@ export interface ClientDirectory {
   readonly monitors: MonitorFeed;
   /** The commands scripts run on the nodes, for the slow log while it logs every command (script-commands.ts); absent in stand-in contexts. */
   readonly scriptCommands?: ScriptCommands;
+  /**
+   * With workers: the other workers' tracking clients of a namespace are told of its flush before
+   * its keys go and after (handlers/namespace-scope.ts, workers/peer-broadcast.ts); absent alone.
+   */
+  readonly namespaceFlushPeers?: { begin(id: string, pattern: Buffer): Promise<void>; end(id: string): Promise<void> };
   /** Every open client session (INFO clients counts them). */
   sessions(): Iterable<HandlerSession>;
   /** The open session with this CLIENT ID (CLIENT TRACKING … REDIRECT). */

@@ -94,8 +94,12 @@ async function countKeys(session: HandlerSession, client: CallClient, primaries:
 async function removeKeys(session: HandlerSession, client: CallClient, primaries: ClusterNode[], pattern: Buffer, sync: boolean): Promise<Buffer> {
   // The namespace's tracking clients get one "invalidate everything", as from one server's
   // flush, not one invalidation per key removed (client/tracking-lanes.ts beginFlush).
-  const trackers = namespaceTrackers(session, pattern);
+  const trackers = namespaceTrackers(session.ctx.sessions(), pattern);
   for (const lanes of trackers) lanes.beginFlush();
+  // Those on the other workers too, before a key goes (a node's invalidation of one would reach them first).
+  const peers = session.ctx.namespaceFlushPeers;
+  const flushId = `${process.pid}:${++flushes}`;
+  await peers?.begin(flushId, pattern);
   try {
     await Promise.all(primaries.map((node) => scanNode(session.ctx.router, client, node, pattern, async (keys) => {
       // One key per command: the keys of one step are in many slots, and a node takes one slot per command.
@@ -103,15 +107,39 @@ async function removeKeys(session: HandlerSession, client: CallClient, primaries
       for (const reply of await Promise.all(removals)) if (reply[0] === 0x2d) throw new Error(reply.toString('latin1', 1).trim());
     })));
   } finally {
+    void peers?.end(flushId);
     await Promise.all(trackers.map((lanes) => lanes.endFlush()));
   }
   return Buffer.from('+OK\r\n');
 }
 
+let flushes = 0;
+/** Another worker's namespace flush: this worker's tracking clients of the namespace, between its begin and its end. */
+const peerFlushes = new Map<string, TrackingLanes[]>();
+
+/** Another worker begins flushing the namespace `pattern`: this worker's tracking clients of it stop passing on per-key invalidations. */
+export function beginPeerFlush(sessions: Iterable<HandlerSession>, id: string, pattern: Buffer): void {
+  const trackers = namespaceTrackers(sessions, pattern);
+  for (const lanes of trackers) lanes.beginFlush();
+  peerFlushes.set(id, trackers);
+  // A flushing worker that died sends no end: its clients' invalidations are not held back for ever.
+  setTimeout(() => void endPeerFlush(id), PEER_FLUSH_MAX_MS).unref();
+}
+
+/** The longest another worker's flush holds back this worker's clients' per-key invalidations. */
+const PEER_FLUSH_MAX_MS = 120_000;
+
+/** That flush ended: each of them gets one "invalidate everything". */
+export async function endPeerFlush(id: string): Promise<void> {
+  const trackers = peerFlushes.get(id) ?? [];
+  peerFlushes.delete(id);
+  await Promise.all(trackers.map((lanes) => lanes.endFlush()));
+}
+
 /** The tracking clients whose namespace is `pattern`'s. */
-function namespaceTrackers(session: HandlerSession, pattern: Buffer): TrackingLanes[] {
+function namespaceTrackers(sessions: Iterable<HandlerSession>, pattern: Buffer): TrackingLanes[] {
   const trackers: TrackingLanes[] = [];
-  for (const other of session.ctx.sessions()) {
+  for (const other of sessions) {
     const lanes = other.state.tracking;
     if (lanes !== null && other.state.acl.keyNames?.scopePattern.equals(pattern) === true) trackers.push(lanes);
   }

@@ -16,6 +16,7 @@ import { CLIENT_HANDOVER_MESSAGE, takeOver, type TakeoverSlots } from './takeove
 import type { Socket } from 'node:net';
 import { stopKernelReads } from '../util/kernel-reads.js';
 import { MigrationRelay } from './migration-relay.js';
+import { isBroadcastMessage, relayBroadcast } from './peer-broadcast.js';
 import { isMigrationMessage } from '../migration/migration-members.js';
 
 /**
@@ -42,6 +43,8 @@ import { isMigrationMessage } from '../migration/migration-members.js';
  *               other (peer-commands.ts); run-time split changes, admin ones included, are kept
  *               and replayed to a worker started later (a replacement), so all split the same keys.
  *   hot keys  : RESPOOL HOTKEYS / NODES on any worker merge every worker's report (hot-key-reports.ts).
+ *   broadcast : a worker asks every other to act now and waits for their acks (peer-broadcast.ts:
+ *               a namespace's flush stops every worker's tracking clients' per-key invalidations)
  *   migration : worker 0 runs a live migration, the others carry their clients' writes; their
  *               messages pass through here (migration-relay.ts), and /migration goes to worker 0.
  * Per worker still: the detection itself (each worker's detector sees its own clients; an
@@ -136,6 +139,8 @@ export async function runSupervisor(config: RespoolConfig, count: number, log: L
       if (m?.type === TENANT_USAGE_MESSAGE) for (const s of slots) if (s !== slot && !s.worker.isDead() && s.worker.isConnected()) s.worker.send(msg as object);
       if (m?.type === REPORTS_REQUEST) gatherReports(slot.worker, msg as ReportsMessage);
       if (isMigrationMessage(msg) && slots[index] === slot) migration.relay(index, msg); // a retired worker's are not its index's
+      // One worker asks every other to do something now and waits for them (peer-broadcast.ts).
+      if (isBroadcastMessage(msg) && slots[index] === slot) relayBroadcast(index, msg, slots.map((s) => s.worker));
       if (m?.type === REPORT_RESPONSE) gathering.get((msg as ReportsMessage).id)?.((msg as ReportsMessage).report);
     });
     worker.on('exit', (code, signal) => {
