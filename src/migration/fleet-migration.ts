@@ -192,6 +192,11 @@ export class FleetMembers implements MemberChannel {
     void this.store.call(['DEL', ACKS_KEY, DIRTY_KEY]).catch(() => undefined);
   }
 
+  /** The sides are closed: an ABORT's emptied target, or the source left after a cutover, gets nothing more from here. */
+  ended(): void {
+    this.sidesNow = null;
+  }
+
   close(): void {
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;

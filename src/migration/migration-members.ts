@@ -99,6 +99,8 @@ export interface MemberChannel {
   sides?(source: MigrationSide, target: MigrationSide): void;
   /** Keys the channel keeps on each side itself (a fleet's shared state): never copied or compared. */
   isOwnKey?(key: Buffer): boolean;
+  /** The migration's sides are closed (cut over, aborted): nothing more is written on the other side. */
+  ended?(): void;
 }
 
 interface Asked {

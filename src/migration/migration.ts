@@ -654,6 +654,7 @@ export class Migration {
     // Nothing restored after the FLUSHALL below: this process's copies ended, and every worker's.
     const [, members] = await Promise.all([this.copier!.stop(), this.deps.members?.ask({ op: 'stop' }, MEMBERS_ANSWER_MS) ?? []]);
     if (members.length > 0) this.reason = `not every worker stopped carrying: ${members.join('; ')}`;
+    this.deps.members?.ended?.(); // nothing of the fleet's written there after the FLUSHALL below
     let flushed = false;
     if (flush) {
       try {
@@ -690,6 +691,7 @@ export class Migration {
   private stopSides(): void {
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);
     this.retryTimer = null;
+    this.deps.members?.ended?.();
     this.rates?.stop();
     this.source?.close();
     this.target?.close();
