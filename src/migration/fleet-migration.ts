@@ -5,7 +5,7 @@ import type { FleetStore } from '../fleet/fleet-store.js';
 import { encodeBulk, encodeError } from '../resp/encode.js';
 import type { Migration } from './migration.js';
 import type { MemberLink, MigrationMember } from './migration-member.js';
-import type { MemberChannel, MemberCounts, MemberOp, MigrationStatus } from './migration-members.js';
+import { sumCounts, type MemberChannel, type MemberCounts, type MemberOp, type MigrationStatus } from './migration-members.js';
 import type { MigrationSide, SideAddress } from './migration-side.js';
 
 /**
@@ -182,9 +182,7 @@ export class FleetMembers implements MemberChannel {
   }
 
   total(): MemberCounts {
-    const sum: MemberCounts = { copied: 0, mirrored: 0, recopied: 0, deleted: 0, bytes: 0, writesSeen: 0 };
-    for (const ack of this.acks.values()) if (ack.counts !== null) for (const k of Object.keys(sum) as Array<keyof MemberCounts>) sum[k] += ack.counts[k];
-    return sum;
+    return sumCounts([...this.acks.values()].flatMap((ack) => (ack.counts === null ? [] : [ack.counts])));
   }
 
   resetCounts(): void {
@@ -296,8 +294,11 @@ export class FleetMembers implements MemberChannel {
     if (this.polling || migrationDoc(this.fleet.doc)?.coordinator !== this.fleet.memberId) return;
     this.polling = true;
     try {
-      await this.pullDirty();
-      await this.readAcks().catch(() => undefined);
+      if (this.sidesNow !== null) {
+        // While the migration is live; after it, only members' commands (a STATUS) are answered.
+        await this.pullDirty();
+        await this.readAcks().catch(() => undefined);
+      }
       const requests = await this.store.call(['LPOP', REQUESTS_KEY, 10]).catch(() => null);
       if (Array.isArray(requests)) {
         for (const text of requests) {

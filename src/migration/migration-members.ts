@@ -47,6 +47,13 @@ export type MigrationStatus = Record<string, string | number | boolean | null>;
 /** What a member counts (summed into the coordinator's STATUS). */
 export type MemberCounts = CopyCounts & { writesSeen: number };
 
+/** Several processes' counts as one. */
+export function sumCounts(all: Iterable<MemberCounts>): MemberCounts {
+  const sum: MemberCounts = { copied: 0, mirrored: 0, recopied: 0, deleted: 0, bytes: 0, writesSeen: 0 };
+  for (const c of all) for (const k of Object.keys(sum) as Array<keyof MemberCounts>) sum[k] += c[k];
+  return sum;
+}
+
 export type MigrationMessage = { type: typeof MIGRATION_MESSAGE; from?: number } & (
   | { to: 'members'; kind: 'op'; seq: number; op: MemberOp }
   | { to: number; kind: 'sent'; seq: number; count: number }
@@ -195,9 +202,7 @@ export class MigrationMembers implements MemberChannel {
 
   /** The members' counts, summed (their latest report each). */
   total(): MemberCounts {
-    const sum: MemberCounts = { copied: 0, mirrored: 0, recopied: 0, deleted: 0, bytes: 0, writesSeen: 0 };
-    for (const c of this.counts.values()) for (const k of Object.keys(sum) as Array<keyof MemberCounts>) sum[k] += c[k];
-    return sum;
+    return sumCounts(this.counts.values());
   }
 
   /** A new migration: the counts of an earlier one's carrying are not its. */

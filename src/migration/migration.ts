@@ -4,7 +4,7 @@ import type { TopologyRefresher } from '../cluster/topology-refresher.js';
 import type { LeasePools } from '../upstream/lease-pools.js';
 import { MigrationSide, NodeError, type SideAddress } from './migration-side.js';
 import { KeyCopier, KeyKeptChanging, keyName } from './key-copier.js';
-import type { MemberChannel, MemberOp } from './migration-members.js';
+import { sumCounts, type MemberChannel, type MemberOp } from './migration-members.js';
 import { currentUpstreams, drainUntil, switchUpstreams, SwitchFailed } from './upstream-switch.js';
 import { sameOnBothSides } from './key-compare.js';
 import { readSavedMigration, removeSavedMigration, writeSavedMigration, type SavedMigration, type ScanTask } from './migration-state-file.js';
@@ -116,8 +116,9 @@ export class Migration {
     const members = deps.members;
     if (members !== null) {
       members.onDirty((db, key) => this.memberCopyFailed(db, key));
+      // While the migration is live; stopSides() tells the final one (a finished migration sends nothing every second).
       const timer = setInterval(() => {
-        if (this.phase !== 'idle') members.tell({ op: 'status', status: this.status() });
+        if (this.carriesWrites) members.tell({ op: 'status', status: this.status() });
       }, STATUS_TO_MEMBERS_MS);
       timer.unref();
       this.statusTimer = timer;
@@ -692,6 +693,7 @@ export class Migration {
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);
     this.retryTimer = null;
     this.deps.members?.ended?.();
+    this.deps.members?.tell({ op: 'status', status: this.status() });
     this.rates?.stop();
     this.source?.close();
     this.target?.close();
@@ -708,11 +710,9 @@ export class Migration {
 
   status(): Record<string, string | number | boolean | null> {
     const saved = this.saved;
-    const own = this.copier?.counts ?? { copied: 0, mirrored: 0, recopied: 0, deleted: 0, bytes: 0 };
-    const members = this.deps.members?.total();
+    const own = { ...(this.copier?.counts ?? { copied: 0, mirrored: 0, recopied: 0, deleted: 0, bytes: 0 }), writesSeen: this.writesSeen };
     // Every worker's copies: this one's scan and writes, the members' writes.
-    const counts = members === undefined ? own : { copied: own.copied + members.copied, mirrored: own.mirrored + members.mirrored, recopied: own.recopied + members.recopied, deleted: own.deleted + members.deleted, bytes: own.bytes + members.bytes };
-    const writesSeen = this.writesSeen + (members?.writesSeen ?? 0);
+    const counts = this.deps.members === null ? own : sumCounts([own, this.deps.members.total()]);
     const tasks = saved?.tasks ?? [];
     const elapsed = Math.max(1, Date.now() - this.startedAt) / 1000;
     return {
@@ -731,7 +731,7 @@ export class Migration {
       mismatched: this.mismatched,
       copies_in_flight: this.copier?.inFlight ?? 0,
       dirty: this.dirty.size,
-      writes_seen: writesSeen,
+      writes_seen: counts.writesSeen,
       keys_per_second: this.phase === 'copying' ? Math.round(counts.copied / elapsed) : 0,
       source_writes_per_second: this.rates?.sourceWritesPerSecond ?? 0,
       unseen_writes_per_second: this.rates?.unseenWritesPerSecond ?? 0,
