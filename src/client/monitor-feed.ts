@@ -56,12 +56,7 @@ export class MonitorFeed {
    */
   scriptLinesIn(address: string): Promise<void> {
     if (this.relay === null || this.clients.size === 0) return Promise.resolve();
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, SCRIPT_LINES_WAIT_MS);
-      timer.unref();
-    });
-    return Promise.race([this.relay.settle(address), late]).finally(() => clearTimeout(timer));
+    return this.relay.settleWithin(address);
   }
 
   /** A line as it is (a node's script line) to every monitoring client. */
@@ -76,8 +71,6 @@ export class MonitorFeed {
   }
 }
 
-/** The longest a script's reply waits for its node's lines. */
-export const SCRIPT_LINES_WAIT_MS = 1000;
 
 /** Valkey's sdscatrepr: quoted, `\\ \" \n \r \t \a \b` escaped, other non-printable bytes as \xHH. */
 export function repr(arg: Buffer): string {

@@ -1,4 +1,4 @@
-import { repr, SCRIPT_LINES_WAIT_MS } from './monitor-feed.js';
+import { repr } from './monitor-feed.js';
 import type { ScriptLineRelay, ScriptRun } from './script-line-relay.js';
 
 /**
@@ -59,12 +59,7 @@ export class ScriptCommands {
   /** Resolves once the lines of what the node at `address` ran so far are in: at once when not followed, after SCRIPT_LINES_WAIT_MS at the latest. */
   linesIn(address: string): Promise<void> {
     if (this.relay === null || !this.following) return Promise.resolve();
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, SCRIPT_LINES_WAIT_MS);
-      timer.unref();
-    });
-    return Promise.race([this.relay.settle(address), late]).finally(() => clearTimeout(timer));
+    return this.relay.settleWithin(address);
   }
 
   /**

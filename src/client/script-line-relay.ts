@@ -44,6 +44,8 @@ const REOPEN_MS = 1000;
 const SETTLE = encodeCommand(['PING', 'respool-settle']);
 /** The reply (a bulk string: the node's monitor lines are simple strings). */
 const SETTLED = Buffer.from('$14\r\nrespool-settle\r\n');
+/** The longest a script's reply waits for its node's lines (settleWithin). */
+const SCRIPT_LINES_WAIT_MS = 1000;
 /** The script runs a followed node keeps unclaimed (runs nobody claims: other clients of the node, scripts in a MULTI). */
 const MAX_RUNS = 256;
 /** The commands that start a script run, as a MONITOR line's first argument prints them (lower case). */
@@ -137,6 +139,16 @@ export class ScriptLineRelay {
       monitored.settles.push(resolve);
       monitored.conn.writeToStream(SETTLE);
     }));
+  }
+
+  /** settle(), at most SCRIPT_LINES_WAIT_MS: a node that stopped answering holds no script's reply longer. */
+  settleWithin(address: string): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, SCRIPT_LINES_WAIT_MS);
+      timer.unref();
+    });
+    return Promise.race([this.settle(address), late]).finally(() => clearTimeout(timer));
   }
 
   /** The topology changed (or a connection was lost): monitor exactly its nodes. */

@@ -71,7 +71,7 @@ class ScriptCall extends UpstreamCall {
   private ranOn: string | null = null;
   private ranFrom = '';
   private finishing = false;
-  /** An EVALSHA run again after NOSCRIPT (EvalShaCall). */
+  /** An EVALSHA run again after NOSCRIPT (EvalShaCall: once only). */
   protected ranAgain = false;
 
   constructor(owner: CallOwner, router: Router, raw: Buffer, command: string, slot: number, private readonly running: RunningScripts, private readonly lines: ScriptLines) {
@@ -81,7 +81,7 @@ class ScriptCall extends UpstreamCall {
 
   override onReply(frame: Buffer, link: Link): void {
     this.ranOn = link.address;
-    this.ranFrom = (link as { localEndpoint?: string }).localEndpoint ?? '';
+    this.ranFrom = link.localEndpoint;
     super.onReply(frame, link);
   }
 
@@ -131,8 +131,6 @@ class ScriptCall extends UpstreamCall {
  * client had already sent to that node, as a router retry would.
  */
 class EvalShaCall extends ScriptCall {
-  private reloaded = false;
-
   constructor(
     owner: CallOwner,
     router: Router,
@@ -149,10 +147,9 @@ class EvalShaCall extends ScriptCall {
   }
 
   override onReply(frame: Buffer, link: Link): void {
-    if (!this.reloaded && frame.length > NOSCRIPT.length && frame.compare(NOSCRIPT, 0, NOSCRIPT.length, 0, NOSCRIPT.length) === 0 && link instanceof Link) {
+    if (!this.ranAgain && frame.length > NOSCRIPT.length && frame.compare(NOSCRIPT, 0, NOSCRIPT.length, 0, NOSCRIPT.length) === 0 && link instanceof Link) {
       const body = this.scripts.body(this.sha.toString('latin1'));
       if (body !== undefined) {
-        this.reloaded = true;
         this.ranAgain = true;
         link.send(encodeCommand(['SCRIPT', 'LOAD', body]), ignoreReply()) // its failure shows as the EVALSHA's NOSCRIPT;
         link.send(this.raw, this);

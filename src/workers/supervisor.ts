@@ -288,12 +288,13 @@ async function serveAdmin(addr: HostPort, slots: WorkerSlot[], aggregator: Aggre
     readBody(req).then(async (body) => {
       // Reads: the first worker's answer. Changes: every worker, the first one's answer. A
       // migration: worker 0's (it runs it; another worker answers GET and refuses the steps).
-      const coordinator = path?.startsWith('/migration') === true ? slots[0] : undefined;
-      const targets = coordinator !== undefined && workers.includes(coordinator) ? [coordinator] : req.method === 'GET' || req.method === 'HEAD' || fleetShared || path?.startsWith('/migration') === true ? [workers[0]!] : workers;
+      const migrationPath = path?.startsWith('/migration') === true;
+      const coordinator = migrationPath && workers.includes(slots[0]!) ? slots[0]! : null;
+      const targets = coordinator !== null ? [coordinator] : req.method === 'GET' || req.method === 'HEAD' || fleetShared || migrationPath ? [workers[0]!] : workers;
       const call = adminCall(req, body);
       const answers = await Promise.all(targets.map((s) => forward(s.admin!, call)));
       const first = answers[0]!;
-      if (!fleetShared && coordinator === undefined && req.method !== 'GET' && req.method !== 'HEAD' && first.status < 300 && splitLog.length < SPLIT_LOG_MAX) {
+      if (!fleetShared && !migrationPath && req.method !== 'GET' && req.method !== 'HEAD' && first.status < 300 && splitLog.length < SPLIT_LOG_MAX) {
         splitLog.push({ kind: 'admin', ...call });
       }
       reply(first.status, first.body.toString(), first.type);
