@@ -61,4 +61,10 @@ export class Transaction {
   publishCounts = false;
   /** A SELECT is among the forwarded commands (see the class comment). */
   selects = false;
+  /**
+   * Where respool's slow log stood when EXEC left (CommandLog.mark): a SLOWLOG RESET in the
+   * transaction clears what was logged before, not what came in while EXEC was out — a pop its
+   * push woke, answered first on another link (Valkey serves it after the EXEC).
+   */
+  slowLogMark: number | null = null;
 }

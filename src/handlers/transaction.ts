@@ -288,6 +288,7 @@ function exec(session: HandlerSession, tx: Transaction): void {
     return session.replyNow(encodeError(ProxyError.crossSlot()));
   }
   if (tx.dirty) return session.replyNow(encodeError(ProxyError.execAbort()));
+  tx.slowLogMark = ctx.observer?.logs.slow.mark() ?? null;
   const forwarded = tx.queued.filter((q) => q.localArgs === null);
   // The commands EXEC ran count as the client's (tot-cmds), as Valkey counts each one it calls.
   const ran = (reply: Buffer): Buffer => {
@@ -388,7 +389,7 @@ function spliceLocalReplies(session: HandlerSession, tx: Transaction, upstream: 
   const countedUpstream = tx.queued.map((q) => (q.channel !== undefined ? session.ctx.pubsub.countsFor(q.channel).upstream : 0));
   const out: Buffer[] = [];
   let next = 0;
-  tx.queued.forEach((q, i) => {
+  const splice = () => tx.queued.forEach((q, i) => {
     if (q.localArgs === null) {
       const reply = Buffer.from(upstream[next++]!);
       out.push(tx.publishCounts && q.channel !== undefined ? publishReply(session, q.channel, reply, countedUpstream[i]) : reply);
@@ -399,6 +400,9 @@ function spliceLocalReplies(session: HandlerSession, tx: Transaction, upstream: 
       out.push(reply === NO_REPLY ? OK : reply); // CLIENT REPLY inside MULTI still takes its place
     }
   });
+  const slow = session.ctx.observer?.logs.slow;
+  if (slow !== undefined && tx.slowLogMark !== null) slow.resetsBefore(tx.slowLogMark, splice);
+  else splice();
   return encodeArray(out);
 }
 

@@ -42,6 +42,8 @@ export function cutArgs(args: readonly Buffer[]): Buffer[] {
 export class CommandLog {
   private entries: CommandLogEntry[] = [];
   private nextId = 0;
+  /** While set (resetsBefore): a reset removes only the entries logged before this id. */
+  private resetCut: number | null = null;
 
   /** Logs it when `value` reaches `threshold`; trims to `maxLen` either way (Valkey's slowlogPushEntryIfNeeded). */
   offer(value: number, threshold: number, maxLen: number, make: () => Omit<CommandLogEntry, 'id'>): void {
@@ -60,7 +62,26 @@ export class CommandLog {
   }
 
   reset(): void {
-    this.entries = [];
+    const cut = this.resetCut;
+    this.entries = cut === null ? [] : this.entries.filter((e) => e.id >= cut);
+  }
+
+  /** Where the log is now: the id its next entry gets (resetsBefore). */
+  mark(): number {
+    return this.nextId;
+  }
+
+  /**
+   * Runs `fn` with resets removing only the entries logged before `mark` — a SLOWLOG RESET inside
+   * a transaction that ran at the node after later entries reached respool (handlers/transaction.ts).
+   */
+  resetsBefore<T>(mark: number, fn: () => T): T {
+    this.resetCut = mark;
+    try {
+      return fn();
+    } finally {
+      this.resetCut = null;
+    }
   }
 }
 

@@ -5,7 +5,8 @@
  */
 import { startCluster, startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
 import type { RespoolProxy } from '../../src/server.js';
-import { startTestProxy } from './proxy.js';
+import { startTestProxy, type DeepPartial } from './proxy.js';
+import type { RespoolConfig } from '../../src/config/types.js';
 
 export interface OracleTargets {
   /** The oracle: a valkey-server clients reach directly. */
@@ -19,12 +20,13 @@ export interface OracleTargets {
   stop(): Promise<void>;
 }
 
-export async function startOracleTargets(options: { replicasPerPrimary: number }): Promise<OracleTargets> {
+/** `proxy`: settings both respools run with beside the defaults (startTestProxy's overrides). */
+export async function startOracleTargets(options: { replicasPerPrimary: number; proxy?: DeepPartial<RespoolConfig> }): Promise<OracleTargets> {
   const [direct, standalone, cluster] = await Promise.all([startStandalone(), startStandalone(), startCluster({ primaries: 3, replicasPerPrimary: options.replicasPerPrimary })]);
   const proxies: RespoolProxy[] = [];
   try {
-    proxies.push(await startTestProxy([standalone], { mode: 'standalone' } as never));
-    proxies.push(await startTestProxy([cluster.nodes[0]!]));
+    proxies.push(await startTestProxy([standalone], { ...options.proxy, mode: 'standalone' } as never));
+    proxies.push(await startTestProxy([cluster.nodes[0]!], options.proxy));
   } catch (err) {
     await Promise.all([...proxies.map((p) => p.close()), direct.stop(), standalone.stop(), cluster.stop()]);
     throw err;

@@ -8,7 +8,7 @@ import { startProxy, type RespoolProxy, type StartOptions } from '../../src/serv
 
 let proxiesStarted = 0;
 
-type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? DeepPartial<T[K]> : T[K] };
+export type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? DeepPartial<T[K]> : T[K] };
 
 /** Starts respool in-process on a free port (or `overrides.listen`) in front of `upstreams`. */
 export async function startTestProxy(
