@@ -30,6 +30,7 @@ import { Migration } from './migration/migration.js';
 import { migrationForThisProcess } from './migration/migration-process.js';
 import { MigrationMember } from './migration/migration-member.js';
 import { PeerBroadcast } from './workers/peer-broadcast.js';
+import { FleetBroadcast } from './fleet/fleet-broadcast.js';
 import { beginPeerFlush, endPeerFlush } from './handlers/namespace-scope.js';
 import cluster from 'node:cluster';
 import { FleetMigration } from './migration/fleet-migration.js';
@@ -212,8 +213,10 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   const migration = processMigration.migration;
   // Only the migration's own process reports it: the supervisor sums the workers' series.
   if (!(migration instanceof MigrationMember)) metrics.migrationAtScrape(() => (migration instanceof FleetMigration ? migration.local.status() : migration.status())); // respool_migration_*
-  // With workers: what one worker asks of all the others now (a namespace's flush: its tracking clients on every worker).
-  const peers = new PeerBroadcast();
+  // With workers or in a fleet: what one process asks of all the others now (a namespace's flush:
+  // its tracking clients on every worker and member). In a fleet each worker is a member, and the
+  // fleet's bus reaches them all; otherwise the supervisor passes it on.
+  const peers = fleetState === null ? new PeerBroadcast() : new FleetBroadcast(fleetState);
   peers.handle('namespace-flush-begin', (p) => {
     const { id, pattern } = p as { id: string; pattern: string };
     beginPeerFlush(sessions, id, Buffer.from(pattern, 'base64'));
@@ -234,7 +237,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     migration,
     monitors,
     scriptCommands,
-    namespaceFlushPeers: cluster.isWorker ? {
+    namespaceFlushPeers: cluster.isWorker || fleetState !== null ? {
       begin: (id, pattern) => peers.ask('namespace-flush-begin', { id, pattern: pattern.toString('base64') }, PEER_ASK_MS),
       end: (id) => peers.ask('namespace-flush-end', { id }, PEER_ASK_MS),
     } : undefined,

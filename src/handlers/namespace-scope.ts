@@ -1,3 +1,4 @@
+import { nodeCrypto } from '../util/lazy-builtins.js';
 import type { TrackingLanes } from '../client/tracking-lanes.js';
 import type { CommandRequest, HandlerSession } from '../client/handler-session.js';
 import { ProxyError } from '../errors.js';
@@ -98,7 +99,7 @@ async function removeKeys(session: HandlerSession, client: CallClient, primaries
   for (const lanes of trackers) lanes.beginFlush();
   // Those on the other workers too, before a key goes (a node's invalidation of one would reach them first).
   const peers = session.ctx.namespaceFlushPeers;
-  const flushId = `${process.pid}:${++flushes}`;
+  const flushId = `${process.pid}:${++flushes}:${nodeCrypto().randomBytes(4).toString('hex')}`; // unique across a fleet's hosts too
   await peers?.begin(flushId, pattern);
   try {
     await Promise.all(primaries.map((node) => scanNode(session.ctx.router, client, node, pattern, async (keys) => {

@@ -11,33 +11,12 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, startStandalone, type ValkeyNode } from '../harness/valkey-processes.js';
 import { RawConnection } from '../helpers/raw-resp.js';
+import { oracleFlushPushes, pushesUntilQuiet, trackingReader } from '../helpers/tracking-reader.js';
 import { RESPOOL_BIN as BIN } from '../helpers/respool-cli.js';
 import { pidServing } from '../helpers/serving-pids.js';
 import { until } from '../helpers/wait.js';
 
 const KEYS = Array.from({ length: 20 }, (_, i) => `k${i}`);
-
-/** A RESP3 tracking client that read every key; `auth` null: the default user. */
-async function trackingReader(port: number, auth: string[] | null): Promise<RawConnection> {
-  const c = await RawConnection.connect(port);
-  if (auth !== null) expect(await c.call('AUTH', ...auth)).toBe('+OK\r\n');
-  await c.call('HELLO', '3');
-  expect(await c.call('CLIENT', 'TRACKING', 'ON')).toBe('+OK\r\n');
-  for (const key of KEYS) await c.call('GET', key);
-  return c;
-}
-
-/** The pushes `reader` gets until it has been quiet for 300 ms. */
-async function pushes(reader: RawConnection): Promise<string[]> {
-  const out: string[] = [];
-  for (;;) {
-    try {
-      out.push(await reader.read(300));
-    } catch {
-      return out;
-    }
-  }
-}
 
 describe('a namespace\'s flush with workers: one invalidation on every worker', () => {
   let oracle: ValkeyNode;
@@ -81,14 +60,7 @@ describe('a namespace\'s flush with workers: one invalidation on every worker', 
 
   it('FLUSHDB through one worker: the namespace\'s tracking client on the other gets the oracle\'s one push', async () => {
     // The oracle: a tracking client read the keys, another client flushes.
-    const writer = await RawConnection.connect(oracle.port);
-    for (const key of KEYS) await writer.call('SET', key, '1');
-    const alone = await trackingReader(oracle.port, null);
-    expect(await writer.call('FLUSHDB')).toBe('+OK\r\n');
-    const want = await pushes(alone);
-    expect(want).toHaveLength(1);
-    alone.close();
-    writer.close();
+    const want = await oracleFlushPushes(oracle.port, KEYS);
 
     // Through respool: the flusher and a reader of namespace a on different workers.
     const flusher = await RawConnection.connect(port);
@@ -97,14 +69,14 @@ describe('a namespace\'s flush with workers: one invalidation on every worker', 
     const flusherPid = await pidServing(flusher);
     let reader: RawConnection | null = null;
     for (let i = 0; i < 10 && reader === null; i++) {
-      const c = await trackingReader(port, ['a', 'pa']);
+      const c = await trackingReader(port, ['a', 'pa'], KEYS);
       if ((await pidServing(c)) !== flusherPid) reader = c;
       else c.close();
     }
     expect(reader, 'a reader on the other worker').not.toBeNull();
     // And one on the flusher's own worker (already one push: as before).
     expect(await flusher.call('FLUSHDB')).toBe('+OK\r\n');
-    expect(await pushes(reader!)).toEqual(want);
+    expect(await pushesUntilQuiet(reader!)).toEqual(want);
     expect(await flusher.call('DBSIZE')).toBe(':0\r\n');
     reader!.close();
     flusher.close();
