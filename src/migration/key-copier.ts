@@ -18,13 +18,6 @@ export interface CopyCounts {
   bytes: number;
 }
 
-/**
- * A write's copy waits this long for the other writes' of that time: one round of commands to
- * each node for them all, run beside clients' requests rather than right behind the reply of each
- * write (bench:migration: clients' p99 rose with the writes carried, not with the scan's pace).
- */
-export const WRITE_ROUND_MS = 2;
-
 /** A confirmed copy reads the source again at most this many times before it gives the key up (KeyKeptChanging). */
 const MAX_CONFIRMS = 50;
 
@@ -64,17 +57,12 @@ interface KeyCopies {
  * RESTORE holds the source's last value. (A copy in parts builds a name of its own and RENAMEs
  * it at the end: one command on the target, as RESTORE is.)
  *
- *   soon    : keyName → a write's copy waiting for its round (at most WRITE_ROUND_MS); a key is
- *             in soon or in running, never both; another copy asked for takes it out now
  *   running : keyName → KeyCopies, at most one copy per key in flight (in this process)
- *   idle    : resolves when no copy runs or waits (a cutover waits for it)
+ *   idle    : resolves when no copy runs (a cutover waits for it)
  */
 export class KeyCopier {
   readonly counts: CopyCounts = { copied: 0, mirrored: 0, recopied: 0, deleted: 0, bytes: 0 };
   private readonly running = new Map<string, KeyCopies>();
-  /** Writes' copies waiting for their round (WRITE_ROUND_MS): keyName → the key and who waits for it. */
-  private readonly soon = new Map<string, { db: number; key: Buffer; waiters: KeyCopies['waiters'] }>();
-  private writeRound: NodeJS.Timeout | null = null;
   private idleWaiters: Array<() => void> = [];
   /** Stopped (ABORT, the end of a rollback window): no copy starts any more. */
   private stopped = false;
@@ -90,16 +78,12 @@ export class KeyCopier {
     private readonly confirm = false,
   ) {}
 
-  /** Copies in flight now, or waiting for their round (a cutover drains both). */
+  /** Copies in flight now. */
   get inFlight(): number {
-    return this.running.size + this.soon.size;
+    return this.running.size;
   }
 
-  /**
-   * Copies the key (again, if a copy runs: after it). Resolves when a copy started after this call
-   * is on the target. A write's copy starts within WRITE_ROUND_MS, with the other writes' of that
-   * time (soon).
-   */
+  /** Copies the key (again, if a copy runs: after it). Resolves when a copy started after this call is on the target. */
   copy(db: number, key: Buffer, reason: CopyReason): Promise<void> {
     if (this.stopped) return Promise.reject(new NodeError('the migration ended'));
     if (reason === 'write') this.counts.mirrored++;
@@ -112,64 +96,29 @@ export class KeyCopier {
         copies.waiters.push({ resolve, reject });
         return;
       }
-      const waiting = this.soon.get(name);
-      if (reason === 'write') {
-        if (waiting !== undefined) waiting.waiters.push({ resolve, reject });
-        else this.soon.set(name, { db, key: Buffer.from(key), waiters: [{ resolve, reject }] });
-        this.writeRound ??= setTimeout(() => this.startSoon(), WRITE_ROUND_MS);
-        return;
-      }
-      // Another copy of a key whose write's copy waits for its round: one copy now, for both.
-      this.soon.delete(name);
-      this.start(name, db, Buffer.from(key), [{ resolve, reject }, ...(waiting?.waiters ?? [])], reason);
+      const fresh: KeyCopies = { again: false, waiters: [{ resolve, reject }], settled: [] };
+      this.running.set(name, fresh);
+      void this.run(name, db, Buffer.from(key), fresh, reason);
     });
   }
 
   /** No copy starts from now on (those asked for fail); resolves once the running ones ended. */
   stop(): Promise<void> {
     this.stopped = true;
-    if (this.writeRound !== null) clearTimeout(this.writeRound);
-    this.writeRound = null;
-    for (const waiting of this.soon.values()) for (const w of waiting.waiters) w.reject(new NodeError('the migration ended'));
-    this.soon.clear();
     return this.idle();
   }
 
-  /** Resolves once no copy runs or waits for its round. */
+  /** Resolves once no copy runs. */
   idle(): Promise<void> {
-    if (this.running.size === 0 && this.soon.size === 0) return Promise.resolve();
+    if (this.running.size === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  /** Resolves when the key's copy running now (or waiting for its round) is done: the verifier compares keys at rest. */
+  /** Resolves when the key's copy running now (if any) is done: the verifier compares keys at rest. */
   settled(db: number, key: Buffer): Promise<void> {
-    const name = keyName(db, key);
-    const waiting = this.soon.get(name);
-    if (waiting !== undefined) return new Promise((resolve) => waiting.waiters.push({ resolve, reject: () => resolve() }));
-    const copies = this.running.get(name);
+    const copies = this.running.get(keyName(db, key));
     if (copies === undefined) return Promise.resolve();
     return new Promise((resolve) => copies.settled.push(resolve));
-  }
-
-  /** The writes' copies of the round start, together (their commands leave in one write to each node). */
-  private startSoon(): void {
-    this.writeRound = null;
-    const round = [...this.soon];
-    this.soon.clear();
-    for (const [name, { db, key, waiters }] of round) {
-      const copies = this.running.get(name);
-      if (copies === undefined) this.start(name, db, key, waiters, 'write');
-      else {
-        copies.again = true;
-        copies.waiters.push(...waiters);
-      }
-    }
-  }
-
-  private start(name: string, db: number, key: Buffer, waiters: KeyCopies['waiters'], reason: CopyReason): void {
-    const fresh: KeyCopies = { again: false, waiters, settled: [] };
-    this.running.set(name, fresh);
-    void this.run(name, db, key, fresh, reason);
   }
 
   private async run(name: string, db: number, key: Buffer, copies: KeyCopies, reason: CopyReason): Promise<void> {
@@ -191,7 +140,7 @@ export class KeyCopier {
       }
     }
     this.running.delete(name);
-    if (this.running.size === 0 && this.soon.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+    if (this.running.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
   }
 
   /** One copy: the source's value and expiry now, put on the target in place of what it had (confirmed, when asked). */

@@ -7,7 +7,7 @@ import calculateSlot from 'cluster-key-slot';
 import type { Worker } from 'node:cluster';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { KeyCopier, KeyKeptChanging, WRITE_ROUND_MS } from '../../src/migration/key-copier.js';
+import { KeyCopier, KeyKeptChanging } from '../../src/migration/key-copier.js';
 import { partsName } from '../../src/migration/copy-in-parts.js';
 import { JOIN_ENV, MIGRATION_MESSAGE, MigrationMembers, type MigrationMessage } from '../../src/migration/migration-members.js';
 import { MigrationRelay } from '../../src/workers/migration-relay.js';
@@ -30,41 +30,6 @@ function fakeSide(answer: (args: Call) => RespValue | Promise<RespValue>): { sid
   } as unknown as MigrationSide;
   return { side, calls };
 }
-
-describe('writes\' copies in rounds (KeyCopier WRITE_ROUND_MS)', () => {
-  it('start together after the round\'s wait, counted in flight meanwhile (a cutover drains them); a write while one waits joins it', async () => {
-    const source = fakeSide((args) => (args[0] === 'DUMP' ? Buffer.from(`p-${String(args[1])}`) : -1));
-    const target = fakeSide(() => 'OK');
-    const copier = new KeyCopier(source.side, target.side, () => {});
-    const copies = [copier.copy(0, Buffer.from('a'), 'write'), copier.copy(0, Buffer.from('b'), 'write'), copier.copy(0, Buffer.from('a'), 'write')];
-    expect(source.calls).toEqual([]); // nothing sent before the round
-    expect(copier.inFlight).toBe(2);
-    let idle = false;
-    void copier.idle().then(() => (idle = true));
-    await new Promise((resolve) => setTimeout(resolve, WRITE_ROUND_MS + 20));
-    await Promise.all(copies);
-    expect(source.calls.filter((c) => c[0] === 'DUMP').map((c) => c[1])).toEqual(['a', 'b']); // one copy of a for both its writes
-    expect(target.calls.map((c) => c[1])).toEqual(['a', 'b']);
-    expect(copier.counts.mirrored).toBe(3);
-    expect(copier.inFlight).toBe(0);
-    await Promise.resolve();
-    expect(idle).toBe(true);
-  });
-
-  it('a scan\'s copy of a key whose write\'s copy waits runs at once, for both; stop() fails the ones still waiting', async () => {
-    const source = fakeSide((args) => (args[0] === 'DUMP' ? Buffer.from('p') : -1));
-    const target = fakeSide(() => 'OK');
-    const copier = new KeyCopier(source.side, target.side, () => {});
-    const write = copier.copy(0, Buffer.from('k'), 'write');
-    const scan = copier.copy(0, Buffer.from('k'), 'scan');
-    await Promise.all([write, scan]);
-    expect(target.calls).toHaveLength(1);
-    const waiting = copier.copy(0, Buffer.from('later'), 'write');
-    await copier.stop();
-    await expect(waiting).rejects.toThrow('the migration ended');
-    expect(target.calls).toHaveLength(1);
-  });
-});
 
 describe('confirmed copies (several processes copy one key)', () => {
   it('reads DUMP + PEXPIRETIME, restores with that absolute expiry, reads again and stops when the source still holds it', async () => {
