@@ -108,7 +108,7 @@ const DEFAULT_DATABASES = 16;
 const STARTUP_TOPOLOGY_WAIT_MS = 5_000;
 /** How long start-up waits for the fleet's shared state. */
 const FLEET_START_WAIT_MS = 3_000;
-/** The longest a worker waits for the others' acks of a broadcast (workers/peer-broadcast.ts). */
+/** The longest a process waits for the others' acks of a broadcast (workers/peer-broadcast.ts, fleet/fleet-broadcast.ts). */
 const PEER_ASK_MS = 1_000;
 
 /** Wires config → pools, topology, router, admin, and the client listener. */

@@ -105,8 +105,9 @@ export interface ClientDirectory {
   /** The commands scripts run on the nodes, for the slow log while it logs every command (script-commands.ts); absent in stand-in contexts. */
   readonly scriptCommands?: ScriptCommands;
   /**
-   * With workers: the other workers' tracking clients of a namespace are told of its flush before
-   * its keys go and after (handlers/namespace-scope.ts, workers/peer-broadcast.ts); absent alone.
+   * With workers or in a fleet: the other workers' and members' tracking clients of a namespace are
+   * told of its flush before its keys go and after (handlers/namespace-scope.ts,
+   * workers/peer-broadcast.ts, fleet/fleet-broadcast.ts); absent in a lone process.
    */
   readonly namespaceFlushPeers?: { begin(id: string, pattern: Buffer): Promise<void>; end(id: string): Promise<void> };
   /** Every open client session (INFO clients counts them). */

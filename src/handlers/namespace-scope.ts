@@ -97,7 +97,7 @@ async function removeKeys(session: HandlerSession, client: CallClient, primaries
   // flush, not one invalidation per key removed (client/tracking-lanes.ts beginFlush).
   const trackers = namespaceTrackers(session.ctx.sessions(), pattern);
   for (const lanes of trackers) lanes.beginFlush();
-  // Those on the other workers too, before a key goes (a node's invalidation of one would reach them first).
+  // Those on the other workers and fleet members too, before a key goes (a node's invalidation of one would reach them first).
   const peers = session.ctx.namespaceFlushPeers;
   const flushId = `${process.pid}:${++flushes}:${nodeCrypto().randomBytes(4).toString('hex')}`; // unique across a fleet's hosts too
   await peers?.begin(flushId, pattern);
@@ -115,19 +115,19 @@ async function removeKeys(session: HandlerSession, client: CallClient, primaries
 }
 
 let flushes = 0;
-/** Another worker's namespace flush: this worker's tracking clients of the namespace, between its begin and its end. */
+/** Another worker's (or fleet member's) namespace flush: this process's tracking clients of the namespace, between its begin and its end. */
 const peerFlushes = new Map<string, TrackingLanes[]>();
 
-/** Another worker begins flushing the namespace `pattern`: this worker's tracking clients of it stop passing on per-key invalidations. */
+/** Another worker or member begins flushing the namespace `pattern`: this process's tracking clients of it stop passing on per-key invalidations. */
 export function beginPeerFlush(sessions: Iterable<HandlerSession>, id: string, pattern: Buffer): void {
   const trackers = namespaceTrackers(sessions, pattern);
   for (const lanes of trackers) lanes.beginFlush();
   peerFlushes.set(id, trackers);
-  // A flushing worker that died sends no end: its clients' invalidations are not held back for ever.
+  // A flusher that died sends no end: these clients' invalidations are not held back for ever.
   setTimeout(() => void endPeerFlush(id), PEER_FLUSH_MAX_MS).unref();
 }
 
-/** The longest another worker's flush holds back this worker's clients' per-key invalidations. */
+/** The longest another process's flush holds back this process's clients' per-key invalidations. */
 const PEER_FLUSH_MAX_MS = 120_000;
 
 /** That flush ended: each of them gets one "invalidate everything". */
