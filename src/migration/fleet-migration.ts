@@ -6,7 +6,7 @@ import { encodeBulk, encodeError } from '../resp/encode.js';
 import type { Migration } from './migration.js';
 import type { MemberLink, MigrationMember } from './migration-member.js';
 import { sumCounts, type MemberChannel, type MemberCounts, type MemberOp, type MigrationStatus } from './migration-members.js';
-import type { MigrationSide, SideAddress } from './migration-side.js';
+import type { MigrationSide, SidePlace } from './migration-side.js';
 
 /**
  * A live migration in a fleet (cluster.peers / peersFrom with the fleet's shared state): the
@@ -69,7 +69,7 @@ export interface FleetMigrationDoc {
   /** Writes held until this deadline's release (the cutover), or null. */
   held: number | null;
   /** Where a cutover (or rollback) pointed the upstreams; null: as configured. */
-  switched: SideAddress | null;
+  switched: SidePlace | null;
 }
 
 function migrationDoc(doc: { migration?: unknown }): FleetMigrationDoc | null {

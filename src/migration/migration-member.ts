@@ -162,8 +162,8 @@ export class MigrationMember {
     if (now !== null && JSON.stringify(now.op) === JSON.stringify(op)) return; // the coordinator resumed: the same carry
     await this.stop();
     const { config, log } = this.deps;
-    const from = new MigrationSide('source', op.from, config, log);
-    const to = new MigrationSide('target', op.to, config, log);
+    const from = new MigrationSide('source', this.deps.signIns.at(op.from), config, log);
+    const to = new MigrationSide('target', this.deps.signIns.at(op.to), config, log);
     this.sides = { from, to, op };
     this.paused = false;
     this.copier = new KeyCopier(from, to, (db, key) => this.sendDirty(db, key), op.maxPayloadBytes, true);

@@ -1,4 +1,4 @@
-import type { MigrationSide, SideAddress } from './migration-side.js';
+import type { MigrationSide, SidePlace } from './migration-side.js';
 import type { CopyCounts } from './key-copier.js';
 import type { MemberLink, MigrationMember } from './migration-member.js';
 import { encodeError } from '../resp/encode.js';
@@ -28,7 +28,7 @@ export const COORDINATOR_INDEX = 0;
 /** What the coordinator asks of every member. */
 export type MemberOp =
   /** Copy every write this worker's clients make from `from` to `to`, each copy confirmed (key-copier.ts). */
-  | { op: 'carry'; from: SideAddress; to: SideAddress; maxPayloadBytes: number }
+  | { op: 'carry'; from: SidePlace; to: SidePlace; maxPayloadBytes: number }
   /** The migration paused (a side failed): written keys are sent to the coordinator rather than copied. */
   | { op: 'paused'; on: boolean }
   /** Carry no more (ABORT, the end of a rollback window); acked once this worker's copies ended. */
@@ -36,7 +36,7 @@ export type MemberOp =
   /** Hold writes (reads flow), and ack once this worker's writes in flight and their copies are done. */
   | { op: 'hold'; deadline: number }
   /** Point the main upstreams at `to` (acked once discovered there). */
-  | { op: 'switch'; to: SideAddress }
+  | { op: 'switch'; to: SidePlace }
   /** Let writes go. */
   | { op: 'release' }
   /** The coordinator's STATUS, for this worker's status page (not acked). */
@@ -73,7 +73,7 @@ export interface MigrationJoin {
   /** The carry in force (members only). */
   carry: Extract<MemberOp, { op: 'carry' }> | null;
   /** Where a cutover (or rollback) pointed the main upstreams, if one did. */
-  switched: SideAddress | null;
+  switched: SidePlace | null;
 }
 export const JOIN_ENV = 'RESPOOL_MIGRATION_JOIN';
 

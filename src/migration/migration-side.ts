@@ -7,10 +7,18 @@ import { TopologyRefresher } from '../cluster/topology-refresher.js';
 import { UpstreamPools } from '../upstream/upstream-pools.js';
 import { decodeReply, RespError, type RespValue } from '../resp/decode.js';
 
-/** Where one side of a migration is and how respool signs in there. */
-export interface SideAddress {
+/** Which of a process's own credentials sign in at a side (sign-ins.ts). */
+export type SignIn = 'upstreams' | 'migration';
+
+/** Where one side of a migration is: what one process tells another (no credentials: sign-ins.ts). */
+export interface SidePlace {
   seeds: Array<{ host: string; port: number }>;
   mode: UpstreamMode;
+  signIn: SignIn;
+}
+
+/** Where one side of a migration is and how this process signs in there. */
+export interface SideAddress extends SidePlace {
   upstreamAuth: RespoolConfig['upstreamAuth'];
   upstreamTls: UpstreamTlsConfig;
 }

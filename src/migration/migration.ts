@@ -2,7 +2,8 @@ import type { Logger } from 'pino';
 import type { RespoolConfig } from '../config/types.js';
 import type { TopologyRefresher } from '../cluster/topology-refresher.js';
 import type { LeasePools } from '../upstream/lease-pools.js';
-import { MigrationSide, NodeError, type SideAddress } from './migration-side.js';
+import { MigrationSide, NodeError } from './migration-side.js';
+import { placeOf, type SignIns } from './sign-ins.js';
 import { KeyCopier, KeyKeptChanging, keyName } from './key-copier.js';
 import { sumCounts, type MemberChannel, type MemberOp } from './migration-members.js';
 import { currentUpstreams, drainUntil, switchUpstreams, SwitchFailed } from './upstream-switch.js';
@@ -38,6 +39,8 @@ export interface MigrationDeps {
   writesBefore: () => Promise<void>;
   /** Told after the cutover switched the upstreams (the near cache drops what the source's tracking said). */
   onCutover?: () => void;
+  /** This process's credentials for each side: the other processes are told places, never credentials (sign-ins.ts). */
+  signIns: SignIns;
   /** The other workers, each carrying its own clients' writes (migration-members.ts); null in a lone process. */
   members: MemberChannel | null;
   /** Other processes may copy the same keys (workers, a takeover's two workers): copies are confirmed (key-copier.ts). */
@@ -202,15 +205,9 @@ export class Migration {
   }
 
   private sides(to: { host: string; port: number }): { source: MigrationSide; target: MigrationSide } {
-    const { config, log } = this.deps;
-    const own = this.settings;
-    const sourceAddress: SideAddress = { seeds: config.upstreams.map((u) => ({ host: u.host, port: u.port })), mode: config.mode, upstreamAuth: config.upstreamAuth, upstreamTls: config.upstreamTls };
-    const targetAddress: SideAddress = {
-      seeds: [to],
-      mode: 'auto',
-      upstreamAuth: own.upstreamAuth === undefined ? config.upstreamAuth : own.upstreamAuth,
-      upstreamTls: own.upstreamTls ?? config.upstreamTls,
-    };
+    const { config, log, signIns } = this.deps;
+    const sourceAddress = signIns.at(currentUpstreams(this.deps));
+    const targetAddress = signIns.at({ seeds: [to], mode: 'auto', signIn: 'migration' });
     return { source: new MigrationSide('source', sourceAddress, config, log), target: new MigrationSide('target', targetAddress, config, log) };
   }
 
@@ -409,7 +406,7 @@ export class Migration {
 
   /** The op that has every member carry writes from one side to the other (confirmed copies). */
   private carryOp(from: MigrationSide, to: MigrationSide): MemberOp {
-    return { op: 'carry', from: from.address, to: to.address, maxPayloadBytes: this.settings.maxPayloadBytes };
+    return { op: 'carry', from: placeOf(from.address), to: placeOf(to.address), maxPayloadBytes: this.settings.maxPayloadBytes };
   }
 
   // ---- pause and retry ---------------------------------------------------------------------------
@@ -589,7 +586,7 @@ export class Migration {
     const { config, clientPause, members } = this.deps;
     const began = performance.now();
     const deadline = Date.now() + this.settings.cutoverMaxPauseMs;
-    const before = currentUpstreams(config);
+    const before = currentUpstreams(this.deps);
     const refused = (why: string) => new MigrationRefusal(`${why}; nothing switched`);
     let membersSwitched = false;
     clientPause.holdWrites(true);
@@ -608,7 +605,7 @@ export class Migration {
       if (!drained) throw refused(`writes in flight did not drain within ${this.settings.cutoverMaxPauseMs} ms (migration.cutoverMaxPauseMs)`);
       if (members !== null) {
         membersSwitched = true;
-        const errors = await members.ask({ op: 'switch', to: side.address }, this.settings.cutoverMaxPauseMs);
+        const errors = await members.ask({ op: 'switch', to: placeOf(side.address) }, this.settings.cutoverMaxPauseMs);
         if (errors.length > 0) throw refused(`not every worker could switch: ${errors.join('; ')}`);
       }
       await switchUpstreams(this.deps, side.address);

@@ -1,13 +1,16 @@
 import type { RespoolConfig } from '../config/types.js';
 import type { TopologyRefresher } from '../cluster/topology-refresher.js';
 import type { LeasePools } from '../upstream/lease-pools.js';
-import type { SideAddress } from './migration-side.js';
+import type { SidePlace } from './migration-side.js';
+import type { SignIns } from './sign-ins.js';
 
 /** What a process switches when its main upstreams move (a cutover, a rollback): the same in every worker. */
 export interface UpstreamSwitchDeps {
   config: RespoolConfig;
   refresher: TopologyRefresher;
   dedicated: LeasePools;
+  /** This process's credentials for each side (the places it is told carry none). */
+  signIns: SignIns;
   /** Told after the switch (the near cache drops what the old side's tracking said). */
   onCutover?: () => void;
 }
@@ -21,24 +24,28 @@ export class SwitchFailed extends Error {}
  * elsewhere closed (a WATCH or blocked client gets an error rather than writing to the old side),
  * near cache flushed. The caller holds writes meanwhile.
  */
-export async function switchUpstreams(deps: UpstreamSwitchDeps, to: SideAddress): Promise<void> {
-  const { config, refresher, dedicated } = deps;
+export async function switchUpstreams(deps: UpstreamSwitchDeps, place: SidePlace): Promise<void> {
+  const { config, refresher, dedicated, signIns } = deps;
+  const to = signIns.at(place);
   const before = { upstreams: config.upstreams, mode: config.mode, upstreamAuth: config.upstreamAuth, upstreamTls: config.upstreamTls };
+  const signedInBefore = signIns.current;
   try {
     Object.assign(config, { upstreams: to.seeds, mode: to.mode, upstreamAuth: to.upstreamAuth, upstreamTls: to.upstreamTls });
+    signIns.current = to.signIn;
     const topology = await refresher.reseed(to.seeds, to.mode);
     if (topology === null) throw new SwitchFailed(`${to.seeds.map((s) => `${s.host}:${s.port}`).join(', ')} did not answer its discovery; nothing switched`);
     dedicated.closeOutside(new Set(topology.allNodes().map((n) => n.address)), 'the upstreams moved (a migration switched them): run it again');
     deps.onCutover?.();
   } catch (err) {
     Object.assign(config, before);
+    signIns.current = signedInBefore;
     throw err instanceof SwitchFailed ? err : new SwitchFailed((err as Error).message);
   }
 }
 
-/** The main upstreams now, as a side's address (what a switch back restores). */
-export function currentUpstreams(config: RespoolConfig): SideAddress {
-  return { seeds: config.upstreams.map((u) => ({ host: u.host, port: u.port })), mode: config.mode, upstreamAuth: config.upstreamAuth, upstreamTls: config.upstreamTls };
+/** Where the main upstreams are now (what a switch back restores). */
+export function currentUpstreams(deps: Pick<UpstreamSwitchDeps, 'config' | 'signIns'>): SidePlace {
+  return { seeds: deps.config.upstreams.map((u) => ({ host: u.host, port: u.port })), mode: deps.config.mode, signIn: deps.signIns.current };
 }
 
 /**

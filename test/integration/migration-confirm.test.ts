@@ -63,7 +63,7 @@ function testConfig(): RespoolConfig {
 
 function addressOf(nodes: Array<{ host: string; port: number }>): SideAddress {
   const config = testConfig();
-  return { seeds: nodes.map((n) => ({ host: n.host, port: n.port })), mode: 'auto', upstreamAuth: config.upstreamAuth, upstreamTls: config.upstreamTls };
+  return { seeds: nodes.map((n) => ({ host: n.host, port: n.port })), mode: 'auto', signIn: 'upstreams', upstreamAuth: config.upstreamAuth, upstreamTls: config.upstreamTls };
 }
 
 /* ------------------------------------------------------------------------------------------------

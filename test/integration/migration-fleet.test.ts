@@ -11,6 +11,8 @@
  *   - ABORT through the member that did not START empties the target; then a START from it is taken
  *   - a coordinator gone for good: START on another member is refused naming it; ABORT there stops
  *     every member carrying; then a START is taken
+ *   - both sides with passwords: no credential in the fleet's shared state on either side (any
+ *     client of the nodes could read it), and every member still signs in at both with its own
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { Valkey } from 'iovalkey';
@@ -25,11 +27,12 @@ afterEach(resources.stopAll);
 const { keep, keepStarted, client, direct } = resources;
 
 /** A fleet of `count` members in front of `upstream` (more can join on the spare ports). */
-async function fleet(upstream: { host: string; port: number }, count: number, spare = 1): Promise<{ members: RespoolProxy[]; join(): Promise<RespoolProxy> }> {
+async function fleet(upstream: { host: string; port: number }, count: number, spare = 1, settings: Record<string, unknown> = {}): Promise<{ members: RespoolProxy[]; join(): Promise<RespoolProxy> }> {
   const ports = await Promise.all(Array.from({ length: count + spare }, () => freePort()));
   const members: RespoolProxy[] = [];
   const start = async (port: number) => {
-    const proxy = await startFleetMember([upstream], ports, port, { migration: { maxKeysPerSecond: 2_000 } } as never);
+    const { migration, ...rest } = settings as { migration?: Record<string, unknown> };
+    const proxy = await startFleetMember([upstream], ports, port, { ...rest, migration: { maxKeysPerSecond: 2_000, ...migration } } as never);
     keep({ stop: () => proxy.close() });
     members.push(proxy);
     return proxy;
@@ -152,5 +155,37 @@ describe('live migration in a fleet', () => {
     await direct(target).flushall();
     expect(await migrate(onA, 'START', `${target.host}:${target.port}`)).toBe('OK');
     expect(await migrate(onA, 'ABORT')).toBe('aborted: the target was emptied');
+  }, 90_000);
+
+  it('sides with passwords: the shared state on either side holds no credential; every member carries and switches with its own', async () => {
+    const [source, target] = await Promise.all([keepStarted(startStandalone({ password: 'source-secret-1' })), keepStarted(startStandalone({ password: 'target-secret-2' }))]);
+    const { members } = await fleet({ host: source.host, port: source.port }, 2, 0, {
+      upstreamAuth: { username: null, password: 'source-secret-1' },
+      migration: { upstreamAuth: { username: null, password: 'target-secret-2' } },
+    });
+    const [a, b] = members as [RespoolProxy, RespoolProxy];
+    const onA = client(a);
+    const onB = client(b);
+    await seedKeyspace(onA, 'seed:', { strings: 500, hashes: 5, lists: 5, sets: 5, zsets: 5, streams: 1, withTtl: 5 });
+    expect(await migrate(onA, 'START', `${target.host}:${target.port}`)).toBe('OK');
+    await waitFor(async () => (await migrateStatus(onB))['state'] !== 'idle', 'B to see A\'s migration', 5_000);
+    for (let i = 0; i < 50; i++) expect(await onB.set(`b:${i}`, `v${i}`)).toBe('OK'); // carried by B, signed in at the target with its own
+    await waitForState(onA, 'synced', 60_000, ['aborted', 'paused']);
+    expect(await migrate(onB, 'CUTOVER')).toEqual(expect.stringMatching(/^cut over/));
+    expect(await onB.set('after-cutover', 'on-target')).toBe('OK');
+    const onSource = direct({ host: source.host, port: source.port, password: 'source-secret-1' });
+    const onTarget = direct({ host: target.host, port: target.port, password: 'target-secret-2' });
+    expect(await onTarget.get('b:49')).toBe('v49');
+    expect(await onTarget.get('after-cutover')).toBe('on-target');
+    expect(await onSource.get('after-cutover')).toBe(null);
+    for (const side of [onSource, onTarget]) {
+      const keys = await side.keys('{respool-fleet}:*');
+      expect(keys).toContain('{respool-fleet}:state');
+      for (const key of keys) {
+        const type = await side.type(key);
+        const text = type === 'string' ? await side.get(key) : type === 'hash' ? JSON.stringify(await side.hgetall(key)) : type === 'list' ? JSON.stringify(await side.lrange(key, 0, -1)) : '';
+        expect(text ?? '', `${key} (${type})`).not.toMatch(/secret-|upstreamAuth|password/);
+      }
+    }
   }, 90_000);
 });

@@ -1,7 +1,8 @@
 /**
  * A migration over several processes (src/migration), without servers: confirmed copies, the
- * name a copy in parts builds, the coordinator's IPC channel and the supervisor's relay, and the
- * bound on the keys a paused migration keeps to copy.
+ * name a copy in parts builds, the coordinator's IPC channel and the supervisor's relay, the
+ * credentials each process signs in with (never told to another), and the bound on the keys a
+ * paused migration keeps to copy.
  */
 import calculateSlot from 'cluster-key-slot';
 import type { Worker } from 'node:cluster';
@@ -12,7 +13,8 @@ import { partsName } from '../../src/migration/copy-in-parts.js';
 import { JOIN_ENV, MIGRATION_MESSAGE, MigrationMembers, type MigrationMessage } from '../../src/migration/migration-members.js';
 import { MigrationRelay } from '../../src/workers/migration-relay.js';
 import { Migration } from '../../src/migration/migration.js';
-import type { MigrationSide, SideAddress } from '../../src/migration/migration-side.js';
+import type { MigrationSide, SidePlace } from '../../src/migration/migration-side.js';
+import { placeOf, SignIns } from '../../src/migration/sign-ins.js';
 import { DEFAULT_CONFIG } from '../../src/config/defaults.js';
 import type { RespoolConfig } from '../../src/config/types.js';
 import type { RespValue } from '../../src/resp/decode.js';
@@ -87,7 +89,7 @@ describe('confirmed copies (several processes copy one key)', () => {
 });
 
 describe('the coordinator\'s IPC channel and the supervisor\'s relay', () => {
-  const address: SideAddress = { seeds: [{ host: '127.0.0.1', port: 7000 }], mode: 'auto', upstreamAuth: null, upstreamTls: DEFAULT_CONFIG.upstreamTls };
+  const address: SidePlace = { seeds: [{ host: '127.0.0.1', port: 7000 }], mode: 'auto', signIn: 'migration' };
 
   /** Three fake workers behind a relay; worker 0's channel. */
   function rig() {
@@ -151,11 +153,43 @@ describe('the coordinator\'s IPC channel and the supervisor\'s relay', () => {
   });
 });
 
+describe('credentials stay in each process (sign-ins.ts)', () => {
+  function configWith(auth: RespoolConfig['upstreamAuth'], migrationAuth?: RespoolConfig['upstreamAuth']): RespoolConfig {
+    const config = structuredClone(DEFAULT_CONFIG) as RespoolConfig;
+    config.upstreamAuth = auth;
+    if (migrationAuth !== undefined) config.migration.upstreamAuth = migrationAuth;
+    return config;
+  }
+
+  it('a place told to another process holds no credential; each process signs in with its own config\'s', () => {
+    const config = configWith({ username: 'proxy', password: 'source-secret' }, { username: null, password: 'target-secret' });
+    const signIns = new SignIns(config);
+    const target = signIns.at({ seeds: [{ host: '10.0.0.2', port: 6379 }], mode: 'auto', signIn: 'migration' });
+    expect(target.upstreamAuth).toEqual({ username: null, password: 'target-secret' });
+    const told = JSON.stringify({ op: 'carry', from: placeOf(signIns.at({ seeds: [{ host: '10.0.0.1', port: 6379 }], mode: 'auto', signIn: 'upstreams' })), to: placeOf(target) });
+    expect(told).not.toMatch(/secret|upstreamAuth|upstreamTls/);
+    // Another process with other credentials for the same places signs in with its own.
+    const other = new SignIns(configWith({ username: 'proxy', password: 'its-own' }));
+    expect(other.at(JSON.parse(told).to).upstreamAuth).toEqual({ username: 'proxy', password: 'its-own' }); // no migration block: the upstreams'
+    expect(other.at(JSON.parse(told).from).upstreamAuth).toEqual({ username: 'proxy', password: 'its-own' });
+  });
+
+  it('the upstreams\' credentials are those the process started with, after a cutover replaced them in the config', () => {
+    const config = configWith({ username: null, password: 'source-secret' }, null);
+    const signIns = new SignIns(config);
+    config.upstreamAuth = null; // a cutover to a target without AUTH (upstream-switch.ts)
+    signIns.current = 'migration';
+    expect(signIns.at({ seeds: [{ host: '10.0.0.1', port: 6379 }], mode: 'auto', signIn: 'upstreams' }).upstreamAuth).toEqual({ username: null, password: 'source-secret' });
+    expect(signIns.at({ seeds: [{ host: '10.0.0.2', port: 6379 }], mode: 'auto', signIn: 'migration' }).upstreamAuth).toBe(null);
+  });
+});
+
 describe('the keys a paused migration keeps to copy', () => {
   it('past a million, the list is dropped and every key will be compared before synced', () => {
     const config = structuredClone(DEFAULT_CONFIG) as RespoolConfig;
     const migration = new Migration({
       config,
+      signIns: new SignIns(config),
       log: pino({ level: 'silent' }),
       refresher: {} as never,
       dedicated: {} as never,
