@@ -28,6 +28,9 @@ import { FairAdmission } from './client/fair-admission.js';
 import { ClientPause } from './client/client-pause.js';
 import { Migration } from './migration/migration.js';
 import { migrationForThisProcess } from './migration/migration-process.js';
+import { SignIns } from './migration/sign-ins.js';
+import { CutoverRecord } from './migration/cutover-record.js';
+import { followRecordedMove } from './migration/upstream-switch.js';
 import { MigrationMember } from './migration/migration-member.js';
 import { PeerBroadcast } from './workers/peer-broadcast.js';
 import { FleetBroadcast } from './fleet/fleet-broadcast.js';
@@ -128,6 +131,11 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
   // per second per kind and node at most, with a `suppressed` count (util/rate-limited-log.ts).
   const events = new RateLimitedLog(log);
   const reads = new ReadRouting(config.reads, log, metrics);
+  // Before anything connects: the credentials the process starts with (a cutover replaces them in
+  // the config), and where an earlier run's cutover moved the upstreams (src/migration).
+  const signIns = new SignIns(config);
+  const cutoverRecord = new CutoverRecord(config.migration.stateFile, config.upstreams, log);
+  followRecordedMove({ config, signIns, record: cutoverRecord, log });
   // respool's own zone (config, RESPOOL_ZONE, or opt-in metadata lookup bounded by reads.metadataTimeoutMs).
   const ownZone = resolveOwnZone(config.reads, process.env, log).then((z) => reads.setOwnZone(z.zone, z.source));
   // A fleet's runtime state (split rules, copy fills, the write lease) in the upstream (src/fleet).
@@ -207,6 +215,8 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
       await Promise.all((refresher.current?.primaries() ?? []).map((n) => pools.barrier(n.address)));
     },
     onCutover: () => main.nearCache.flush(), // its entries were kept exact by the source's tracking
+    signIns,
+    record: cutoverRecord,
   });
   // With workers, worker 0 runs the migration and the others carry their clients' writes
   // (migration-members.ts); in a fleet, the member that ran START (fleet-migration.ts).

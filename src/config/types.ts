@@ -156,7 +156,7 @@ export interface MigrationConfig {
   cutoverMaxPauseMs: number;
   /** After the cutover, writes are carried back to the source for this long, so that ABORT can switch back with nothing lost; 0: no rollback. */
   rollbackWindowMs: number;
-  /** Where progress is saved, so that a restarted respool goes on with the copy (no credentials are written). */
+  /** Where progress is saved, so that a restarted respool goes on with the copy; beside it (`….upstreams.json`), where a cutover moved the upstreams, followed at a restart (no credentials are written). */
   stateFile: string;
 }
 

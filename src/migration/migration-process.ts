@@ -3,7 +3,6 @@ import { Migration, type MigrationDeps } from './migration.js';
 import { MigrationMember } from './migration-member.js';
 import { COORDINATOR_INDEX, IpcMemberLink, isMigrationMessage, MigrationMembers, readJoin, type Send } from './migration-members.js';
 import { switchUpstreams } from './upstream-switch.js';
-import { SignIns } from './sign-ins.js';
 import { FleetMemberLink, FleetMembers, FleetMigration } from './fleet-migration.js';
 import type { FleetState } from '../fleet/fleet-state.js';
 import type { FleetStore } from '../fleet/fleet-store.js';
@@ -28,9 +27,7 @@ export type Answer = (migration: Migration, args: readonly Buffer[], protocol: 2
  * instance) that ran START coordinates, the others follow (fleet-migration.ts). Copies are
  * confirmed whenever more than one process may copy a key.
  */
-export function migrationForThisProcess(fleet: { state: FleetState; store: FleetStore } | null, answer: Answer, given: Omit<MigrationDeps, 'members' | 'confirmCopies' | 'signIns'>): ProcessMigration {
-  // The credentials the process started with, before any switch replaces them in the config.
-  const deps = { ...given, signIns: new SignIns(given.config) };
+export function migrationForThisProcess(fleet: { state: FleetState; store: FleetStore } | null, answer: Answer, deps: Omit<MigrationDeps, 'members' | 'confirmCopies'>): ProcessMigration {
   if (fleet !== null) {
     const members = new FleetMembers(fleet.state, fleet.store, () => deps.config.upstreams, deps.log);
     const local = new Migration({ ...deps, members, confirmCopies: true });

@@ -4,6 +4,7 @@ import type { TopologyRefresher } from '../cluster/topology-refresher.js';
 import type { LeasePools } from '../upstream/lease-pools.js';
 import { MigrationSide, NodeError } from './migration-side.js';
 import { placeOf, type SignIns } from './sign-ins.js';
+import type { CutoverRecord } from './cutover-record.js';
 import { KeyCopier, KeyKeptChanging, keyName } from './key-copier.js';
 import { sumCounts, type MemberChannel, type MemberOp } from './migration-members.js';
 import { currentUpstreams, drainUntil, switchUpstreams, SwitchFailed } from './upstream-switch.js';
@@ -41,6 +42,8 @@ export interface MigrationDeps {
   onCutover?: () => void;
   /** This process's credentials for each side: the other processes are told places, never credentials (sign-ins.ts). */
   signIns: SignIns;
+  /** Where a cutover moved the upstreams, kept for a restart (cutover-record.ts); null: not kept. */
+  record: CutoverRecord | null;
   /** The other workers, each carrying its own clients' writes (migration-members.ts); null in a lone process. */
   members: MemberChannel | null;
   /** Other processes may copy the same keys (workers, a takeover's two workers): copies are confirmed (key-copier.ts). */

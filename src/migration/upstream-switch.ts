@@ -2,7 +2,9 @@ import type { RespoolConfig } from '../config/types.js';
 import type { TopologyRefresher } from '../cluster/topology-refresher.js';
 import type { LeasePools } from '../upstream/lease-pools.js';
 import type { SidePlace } from './migration-side.js';
+import type { Logger } from 'pino';
 import type { SignIns } from './sign-ins.js';
+import type { CutoverRecord } from './cutover-record.js';
 
 /** What a process switches when its main upstreams move (a cutover, a rollback): the same in every worker. */
 export interface UpstreamSwitchDeps {
@@ -11,6 +13,8 @@ export interface UpstreamSwitchDeps {
   dedicated: LeasePools;
   /** This process's credentials for each side (the places it is told carry none). */
   signIns: SignIns;
+  /** Where the upstreams moved, on disk for a restart (null: not kept, a test's process). */
+  record: CutoverRecord | null;
   /** Told after the switch (the near cache drops what the old side's tracking said). */
   onCutover?: () => void;
 }
@@ -35,12 +39,30 @@ export async function switchUpstreams(deps: UpstreamSwitchDeps, place: SidePlace
     const topology = await refresher.reseed(to.seeds, to.mode);
     if (topology === null) throw new SwitchFailed(`${to.seeds.map((s) => `${s.host}:${s.port}`).join(', ')} did not answer its discovery; nothing switched`);
     dedicated.closeOutside(new Set(topology.allNodes().map((n) => n.address)), 'the upstreams moved (a migration switched them): run it again');
+    deps.record?.moved(place);
     deps.onCutover?.();
   } catch (err) {
     Object.assign(config, before);
     signIns.current = signedInBefore;
     throw err instanceof SwitchFailed ? err : new SwitchFailed((err as Error).message);
   }
+}
+
+/**
+ * At start, before anything connects: when an earlier run's cutover moved the configured upstreams
+ * (cutover-record.ts), the process starts on the side they moved to — its topology is discovered
+ * there (clients get CLUSTERDOWN until it answers), never on the side the cutover left behind.
+ */
+export function followRecordedMove(deps: { config: RespoolConfig; signIns: SignIns; record: CutoverRecord; log: Logger }): void {
+  const moved = deps.record.read();
+  if (moved === null) return;
+  const configured = deps.config.upstreams.map((u) => `${u.host}:${u.port}`).join(', ');
+  const to = deps.signIns.at(moved.to);
+  Object.assign(deps.config, { upstreams: to.seeds, mode: to.mode, upstreamAuth: to.upstreamAuth, upstreamTls: to.upstreamTls });
+  deps.signIns.current = to.signIn;
+  const now = to.seeds.map((u) => `${u.host}:${u.port}`).join(', ');
+  deps.log.warn({ event: 'migration_upstreams_moved', configured, upstreams: to.seeds, movedAt: new Date(moved.at).toISOString(), file: deps.record.path },
+    `the configured upstreams (${configured}) were moved to ${now} by a migration's cutover at ${new Date(moved.at).toISOString()} (${deps.record.path}): serving from ${now}; put them in the config's upstreams`);
 }
 
 /** Where the main upstreams are now (what a switch back restores). */

@@ -9,6 +9,7 @@ import { expect } from 'vitest';
 import { Valkey } from 'iovalkey';
 import type { RespoolProxy } from '../../src/server.js';
 import { clientFor, startTestProxy } from './proxy.js';
+import { cutoverRecordPath } from '../../src/migration/cutover-record.js';
 import { seededRandom } from './test-data.js';
 import { sleep } from './wait.js';
 
@@ -545,6 +546,7 @@ export class TestResources {
       stop: async () => {
         await proxy.close();
         rmSync(proxy.config.migration.stateFile, { force: true }); // a migration left synced keeps its state file
+        rmSync(cutoverRecordPath(proxy.config.migration.stateFile), { force: true }); // and one cut over, where the upstreams went
       },
     });
     return proxy;

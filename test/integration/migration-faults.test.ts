@@ -7,10 +7,14 @@
  *   - ABORT mid-copy: the source exactly as it was (a DUMP of every key), the target empty again
  *   - respool restarted mid-copy with the same migration.stateFile: resumed, every key compared,
  *     synced with every key equal on both sides
+ *   - respool restarted after the cutover with a config that still names the source: it serves
+ *     from the target (the source still up, then gone); once the config names the target, the
+ *     record of the move is removed
  *   - a target that stops answering mid-copy (a blackholing relay): paused with a reason, clients
  *     served meanwhile, and on by itself to synced once it answers again
  */
 import { existsSync, readFileSync } from 'node:fs';
+import { cutoverRecordPath } from '../../src/migration/cutover-record.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -254,6 +258,54 @@ describe('migration across a respool restart', () => {
     // discovers both sides before the first copy).
     expect.soft(targetKeys, 'a key deleted on the source after its copy, before the resume').not.toContain(deleted);
     expect.soft([...new Set(pauses)], 'paused after the resume').toEqual([]);
+  }, 90_000);
+
+  it('after the cutover, a respool restarted with the source still in its config serves from the target (source up, then gone); a config naming the target drops the record', async () => {
+    const [source, target] = await Promise.all([keepStarted(startStandalone({ password: 'source-pw' })), keepStarted(startStandalone({ password: 'target-pw' }))]);
+    const stateFile = stateFileName();
+    const record = cutoverRecordPath(stateFile);
+    const settings = { upstreamAuth: { username: null, password: 'source-pw' }, migration: { stateFile, upstreamAuth: { username: null, password: 'target-pw' } } } as never;
+    const first = await startTestProxy([at(source)], settings);
+    let firstOpen = true;
+    keep({ stop: async () => void (firstOpen && (await first.close())) });
+    const c1 = clientFor(first);
+    await seedKeyspace(c1, 's:', SMALL);
+    expect(await migrate(c1, 'START', target.address)).toBe('OK');
+    await waitForState(c1, 'synced', 30_000, ['aborted', 'paused']);
+    expect(existsSync(record)).toBe(false);
+    expect(await migrate(c1, 'CUTOVER')).toEqual(expect.stringMatching(/^cut over/));
+    expect(existsSync(record)).toBe(true);
+    expect(readFileSync(record, 'utf8')).not.toMatch(/-pw|upstreamAuth/); // the credentials come from the config
+    c1.disconnect();
+    await first.close();
+    firstOpen = false;
+
+    // The source still answers: a restart from the same config must not write there.
+    const onSource = direct({ ...at(source), password: 'source-pw' });
+    const onTarget = direct({ ...at(target), password: 'target-pw' });
+    const second = await proxyFor([at(source)], settings);
+    expect(second.config.upstreams).toEqual([at(target)]);
+    const c2 = client(second);
+    expect(await c2.set('after-restart', 'x')).toBe('OK');
+    expect(await onTarget.get('after-restart')).toBe('x');
+    expect(await onSource.get('after-restart')).toBe(null);
+    expect(await c2.get('s:str:1')).toBe(await onTarget.get('s:str:1'));
+    await second.close();
+
+    // The source gone: the same.
+    onSource.disconnect();
+    await source.stop();
+    const third = await proxyFor([at(source)], settings);
+    const c3 = client(third);
+    expect(await c3.set('source-gone', 'y')).toBe('OK');
+    expect(await onTarget.get('source-gone')).toBe('y');
+    expect(existsSync(record)).toBe(true);
+    await third.close();
+
+    // The operator put the target in the config: the record is done with.
+    const fourth = await proxyFor([at(target)], { ...(settings as object), upstreamAuth: { username: null, password: 'target-pw' } } as never);
+    expect(existsSync(record)).toBe(false);
+    expect(await client(fourth).get('source-gone')).toBe('y');
   }, 90_000);
 });
 

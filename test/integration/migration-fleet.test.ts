@@ -12,9 +12,13 @@
  *   - a coordinator gone for good: START on another member is refused naming it; ABORT there stops
  *     every member carrying; then a START is taken
  *   - both sides with passwords: no credential in the fleet's shared state on either side (any
- *     client of the nodes could read it), and every member still signs in at both with its own
+ *     client of the nodes could read it), and every member still signs in at both with its own;
+ *     a member restarted after the cutover, the source gone, its config unchanged, serves from
+ *     the target (its record of the move, beside its migration.stateFile)
  */
+import { rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
+import { cutoverRecordPath } from '../../src/migration/cutover-record.js';
 import { Valkey } from 'iovalkey';
 import { freePort, startCluster, startStandalone } from '../harness/valkey-processes.js';
 import { startFleetMember } from '../helpers/proxy.js';
@@ -26,21 +30,33 @@ const resources = new TestResources();
 afterEach(resources.stopAll);
 const { keep, keepStarted, client, direct } = resources;
 
-/** A fleet of `count` members in front of `upstream` (more can join on the spare ports). */
-async function fleet(upstream: { host: string; port: number }, count: number, spare = 1, settings: Record<string, unknown> = {}): Promise<{ members: RespoolProxy[]; join(): Promise<RespoolProxy> }> {
+/** A fleet of `count` members in front of `upstream` (more can join on the spare ports; one can be restarted with its files). */
+async function fleet(upstream: { host: string; port: number }, count: number, spare = 1, settings: Record<string, unknown> = {}): Promise<{ members: RespoolProxy[]; join(): Promise<RespoolProxy>; restart(member: RespoolProxy): Promise<RespoolProxy> }> {
   const ports = await Promise.all(Array.from({ length: count + spare }, () => freePort()));
   const members: RespoolProxy[] = [];
-  const start = async (port: number) => {
+  const start = async (port: number, stateFile?: string) => {
     const { migration, ...rest } = settings as { migration?: Record<string, unknown> };
-    const proxy = await startFleetMember([upstream], ports, port, { ...rest, migration: { maxKeysPerSecond: 2_000, ...migration } } as never);
-    keep({ stop: () => proxy.close() });
+    const proxy = await startFleetMember([upstream], ports, port, { ...rest, migration: { maxKeysPerSecond: 2_000, ...migration, ...(stateFile === undefined ? {} : { stateFile }) } } as never);
+    keep({
+      stop: async () => {
+        await proxy.close();
+        for (const file of [proxy.config.migration.stateFile, cutoverRecordPath(proxy.config.migration.stateFile)]) rmSync(file, { force: true });
+      },
+    });
     members.push(proxy);
     return proxy;
   };
   for (const port of ports.slice(0, count)) await start(port);
   await waitFor(() => members.every((p) => p.fleetState!.liveMembers().length === count), 'every member registered', 10_000);
   let next = count;
-  return { members, join: () => start(ports[next++]!) };
+  return {
+    members,
+    join: () => start(ports[next++]!),
+    restart: async (member) => {
+      await member.close();
+      return start(member.address.port, member.config.migration.stateFile);
+    },
+  };
 }
 
 describe('live migration in a fleet', () => {
@@ -157,9 +173,9 @@ describe('live migration in a fleet', () => {
     expect(await migrate(onA, 'ABORT')).toBe('aborted: the target was emptied');
   }, 90_000);
 
-  it('sides with passwords: the shared state on either side holds no credential; every member carries and switches with its own', async () => {
+  it('sides with passwords: the shared state on either side holds no credential; every member carries and switches with its own; one restarted after, the source gone, serves from the target', async () => {
     const [source, target] = await Promise.all([keepStarted(startStandalone({ password: 'source-secret-1' })), keepStarted(startStandalone({ password: 'target-secret-2' }))]);
-    const { members } = await fleet({ host: source.host, port: source.port }, 2, 0, {
+    const { members, restart } = await fleet({ host: source.host, port: source.port }, 2, 0, {
       upstreamAuth: { username: null, password: 'source-secret-1' },
       migration: { upstreamAuth: { username: null, password: 'target-secret-2' } },
     });
@@ -187,5 +203,14 @@ describe('live migration in a fleet', () => {
         expect(text ?? '', `${key} (${type})`).not.toMatch(/secret-|upstreamAuth|password/);
       }
     }
+    // B restarted with its config unchanged (the source as its upstream) once the source is gone.
+    onSource.disconnect();
+    await source.stop();
+    const b2 = await restart(b);
+    expect(b2.config.upstreams).toEqual([{ host: target.host, port: target.port }]);
+    const onB2 = client(b2);
+    expect(await onB2.get('b:49')).toBe('v49');
+    expect(await onB2.set('after-restart', 'b2')).toBe('OK');
+    expect(await onTarget.get('after-restart')).toBe('b2');
   }, 90_000);
 });

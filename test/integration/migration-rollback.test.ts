@@ -4,6 +4,8 @@
  * nothing lost; past the window ABORT is refused; a source that cannot restore the target's DUMP
  * format (Valkey 8 → Redis 7.0) gets no window, and STATUS says why.
  */
+import { existsSync } from 'node:fs';
+import { cutoverRecordPath } from '../../src/migration/cutover-record.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Valkey } from 'iovalkey';
 import { startStandalone, type ValkeyNode } from '../harness/valkey-processes.js';
@@ -55,8 +57,11 @@ describe('migration: the rollback window', () => {
     expect(s.state).toBe('cut-over');
     expect(Number(s.rollback_until)).toBeGreaterThan(Date.now());
     await waitFor(async () => (await source.call('GET', 'counter')) === '11' && (await source.call('LLEN', 'queue')) === 2, 'the writes carried back', 5_000, 20);
+    const record = cutoverRecordPath(proxies.at(-1)!.config.migration.stateFile);
+    expect(existsSync(record)).toBe(true); // a restart now would start on the target
     expect(await client.call('RESPOOL', 'MIGRATE', 'ABORT')).toBe('rolled back: the upstreams are the source again');
     expect((await status(client)).state).toBe('aborted');
+    expect(existsSync(record)).toBe(false); // back on the configured upstreams: nothing to follow at a restart
     // respool serves from the source again, which holds every write made on the target.
     expect(await client.incr('counter')).toBe(12);
     expect(await source.call('GET', 'counter')).toBe('12');

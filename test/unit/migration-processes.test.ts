@@ -190,6 +190,7 @@ describe('the keys a paused migration keeps to copy', () => {
     const migration = new Migration({
       config,
       signIns: new SignIns(config),
+      record: null,
       log: pino({ level: 'silent' }),
       refresher: {} as never,
       dedicated: {} as never,
