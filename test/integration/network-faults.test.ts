@@ -165,10 +165,12 @@ describe('one node behind a fault relay (3 primaries + 3 replicas)', () => {
       const c = await RawConnection.connect(proxy.address.port);
       try {
         expect(await c.call('SET', 'nf:counter{' + farKeys[0] + '}', '0')).toBe('+OK\r\n');
-        relay.set({ delayMs: { toNode: 0, toClient: 150 } }); // the replies are on their way when the link breaks
+        relay.set({ delayMs: { toNode: 0, toClient: 250 } }); // the replies are on their way when the link breaks (held less than timeouts.commandMs)
         c.send('GET', farKeys[4]!);
         c.send('INCR', 'nf:counter{' + farKeys[0] + '}');
-        await new Promise((r) => setTimeout(r, 50));
+        // The relay has passed the INCR on (the node ran it; its reply is held 250 ms) before the
+        // link breaks: read on the node itself, not a fixed wait a busy machine may outlast.
+        await waitFor(async () => (await cluster.call(far, 'GET', 'nf:counter{' + farKeys[0] + '}')) === '1', 'the INCR on the node', 5_000, 5);
         relay[fault]();
         relay.set({ delayMs: { toNode: 0, toClient: 0 } });
         expect(await c.read(5000)).toBe(`$${`v-${farKeys[4]}`.length}\r\nv-${farKeys[4]}\r\n`);
