@@ -69,6 +69,8 @@ export class ClientState {
   lastCommand = 'NULL';
   /** CLIENT LIST / INFO tot-cmds: commands completed so far (a blocking one once it is served, as Valkey counts). */
   commandCount = 0;
+  /** It asked CLIENT INFO: with clients.scriptCommandCounts self, the commands its scripts run count in commandCount from then on. */
+  readsOwnCount = false;
   /** A blocking command is counted in commandCount when it unblocks. */
   private countOnUnblock = false;
   /** CLIENT LIST / INFO idle: performance.now() of the last bytes read from the client. */

@@ -83,6 +83,7 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
     maxOutputBytesPerClient: 64 * MiB,
     outputStallMs: 10_000, // like Valkey's soft client-output-buffer-limit seconds
     tcpKeepAliveMs: 300_000, // Valkey's tcp-keepalive 300
+    scriptCommandCounts: 'self', // two CLIENT INFO per script call: only for a client that looks at its own count
   },
   reads: {
     strategy: 'primary',

@@ -10,7 +10,7 @@ import { aclRulesProblem, type UserConfig } from '../acl/users.js';
 import { colocationProblem, type ColocationRule } from '../keys/colocation.js';
 import type { UpstreamSetting } from '../acl/upstream-identity.js';
 import { CONFIG_VALIDATOR_FILE } from '../own-files.js';
-import { ACL_UPSTREAM_MODES, CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, NEAR_CACHE_CONFIRM, READ_STRATEGIES, ZONE_FROM, type ReadStrategyName, type TenantConfig, type TenantUpstream } from './types.js';
+import { ACL_UPSTREAM_MODES, CROSS_SLOT_TRANSACTIONS, FLEET_STATE_MODES, LOG_LEVELS, MODES, NEAR_CACHE_CONFIRM, READ_STRATEGIES, SCRIPT_COMMAND_COUNTS, ZONE_FROM, type ReadStrategyName, type TenantConfig, type TenantUpstream } from './types.js';
 import { ValueProblem, show, suggest, toEnum, toHostPort, toMaxMemory, toSize, toWorkers, type Range } from './values.js';
 import { convertListen, toSocketMode, toAdminAddress, readTokenFile, readFirstLine, toAnnounced, toPeersFrom, toZone, toHttpUrl, toNumber, dedupe } from './setting-converters.js';
 
@@ -229,6 +229,11 @@ export function convertSettings(data: unknown, where: string, env: NodeJS.Proces
       if (user) users.push(user);
     });
     out.set('users', users);
+  }
+
+  const clients = settings.clients as Record<string, unknown> | undefined;
+  if (clients !== undefined && clients !== null && typeof clients === 'object' && !isBad('clients')) {
+    set('clients.scriptCommandCounts', convert('clients.scriptCommandCounts', clients.scriptCommandCounts, (v) => toEnum(v, SCRIPT_COMMAND_COUNTS)));
   }
 
   const nearCache = settings.nearCache as Record<string, unknown> | undefined;

@@ -11,7 +11,7 @@
 // ("must be a size like 512mb"). schema-validator.ts registers it with ajv; file-config.ts words the errors with it.
 
 import { DURATION_PATTERN, ENV_NAME_PATTERN, GiB, SIZE_PATTERN, TiB, type Range } from './values.js';
-import { ACL_UPSTREAM_MODES, CROSS_SLOT_TRANSACTIONS, NEAR_CACHE_CONFIRM, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, ZONE_FROM } from './types.js';
+import { ACL_UPSTREAM_MODES, CROSS_SLOT_TRANSACTIONS, NEAR_CACHE_CONFIRM, FLEET_STATE_MODES, LOG_LEVELS, MODES, READ_STRATEGIES, SCRIPT_COMMAND_COUNTS, ZONE_FROM } from './types.js';
 import { HOT_KEYS_SCHEMA } from './hot-keys-config.js';
 import { LISTEN_TLS_SCHEMA, TLS_SCHEMA, UPSTREAM_TLS_SCHEMA } from './tls-config.js';
 import { OBSERVABILITY_SWITCHES } from './observability-config.js';
@@ -385,7 +385,13 @@ export const CONFIG_FILE_SCHEMA: Schema = {
     timeouts: numericGroup('timeouts'),
     cluster: clusterSchema(),
     resilience: numericGroup('resilience'),
-    clients: numericGroup('clients'),
+    clients: {
+      ...numericGroup('clients'),
+      properties: {
+        ...(numericGroup('clients').properties as Record<string, Schema>),
+        scriptCommandCounts: { enum: [...SCRIPT_COMMAND_COUNTS], 'x-expect': `must be one of ${SCRIPT_COMMAND_COUNTS.join(', ')}` },
+      },
+    },
     reads: readsSchema(),
     hotKeys: HOT_KEYS_SCHEMA,
     dedicated: withSwitches('dedicated'),

@@ -317,7 +317,17 @@ export interface ClientsConfig {
   maxOutputBytesPerClient: number; // default 64 MiB: a client whose unread replies exceed it is closed
   outputStallMs: number; // default 10000: closed too when its unread replies stay above half the limit this long
   tcpKeepAliveMs: number; // default 300000 (Valkey's tcp-keepalive 300); 0 = off
+  /**
+   * Whose scripts' commands count in CLIENT LIST / INFO tot-cmds, as Valkey counts them: each
+   * script call then reads the node's count before and after it (two CLIENT INFO on its link;
+   * scripts/command-count-probe.ts). self (default): a client's once it has asked CLIENT INFO
+   * itself; always: every client's; never: none (the script itself counts once).
+   */
+  scriptCommandCounts: ScriptCommandCounts;
 }
+
+export type ScriptCommandCounts = 'self' | 'always' | 'never';
+export const SCRIPT_COMMAND_COUNTS: readonly ScriptCommandCounts[] = ['self', 'always', 'never'];
 
 export const MODES: readonly Mode[] = ['auto', 'cluster', 'standalone'];
 export const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'];

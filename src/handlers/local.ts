@@ -181,6 +181,7 @@ export function localReply(session: HandlerSession, command: string, args: Buffe
     case 'client|id':
       return encodeInteger(session.id);
     case 'client|info':
+      state.readsOwnCount = true; // its scripts' commands count from now on (clients.scriptCommandCounts self)
       return encodeVerbatim(`${clientInfoLine(session)}\n`, state.protocol); // as Valkey: verbatim, the CLIENT LIST line
     case 'client|setinfo': {
       const attr = arg(2).toLowerCase();

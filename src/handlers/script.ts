@@ -15,6 +15,8 @@ import type { RequestObserver } from '../observe/request-observer.js';
 import type { CommandTable } from '../commands/command-table.js';
 import { CommandFlag } from '../commands/command-flags.js';
 import { decodeReply } from '../resp/decode.js';
+import { CommandCountProbe } from '../scripts/command-count-probe.js';
+import type { FramesAround } from '../upstream/link-request.js';
 
 /**
  * EVAL/EVALSHA/FCALL (and the _RO forms): routed by their declared keys like any keyed command
@@ -33,9 +35,19 @@ export const script: Handler = (session, req) => {
   // the slow log logs every command, for them too, and logs them (client/script-commands.ts).
   void ctx.scriptCommands?.sync(); // the threshold set some other way than CONFIG SET (which waits for it): followed from now on
   const lines: ScriptLines = {
+    counted: null,
     monitors: ctx.monitors.active ? ctx.monitors : null,
     slowlog: ctx.scriptCommands?.active === true && ctx.observer !== undefined ? { commands: ctx.scriptCommands, observer: ctx.observer, table: ctx.commands() } : null,
   };
+  // What the script runs counts in the client's tot-cmds, as on Valkey, for the clients
+  // clients.scriptCommandCounts names (it costs two CLIENT INFO per call: scripts/command-count-probe.ts).
+  const state = session.state;
+  const counts = ctx.config.clients.scriptCommandCounts;
+  if (counts === 'always' || (counts === 'self' && state.readsOwnCount)) {
+    lines.counted = (n: number) => {
+      state.commandCount += n;
+    };
+  }
   const makeCall = evalsha ? evalShaCall(req.args[1]!, ctx.scripts, ctx.runningScripts, lines) : scriptCall(ctx.runningScripts, lines);
   const error = ctx.router.send({ to: 'keys', owner: entry, request: req, table: ctx.commands(), script: true, makeCall });
   if (error !== null) entry.fill(error);
@@ -43,8 +55,10 @@ export const script: Handler = (session, req) => {
 
 const NOSCRIPT = Buffer.from('-NOSCRIPT');
 
-/** Who waits for the lines of the commands a script runs on its node (null: nobody). */
+/** Who waits for the lines of the commands a script runs on its node (null: nobody), and who counts them. */
 interface ScriptLines {
+  /** The calling client's tot-cmds: told how many commands the script ran. */
+  counted: ((n: number) => void) | null;
   /** MONITOR's clients (client/monitor-feed.ts). */
   readonly monitors: MonitorFeed | null;
   /** The slow log, while it logs every command (client/script-commands.ts). */
@@ -71,6 +85,9 @@ class ScriptCall extends UpstreamCall {
   private ranOn: string | null = null;
   private ranFrom = '';
   private finishing = false;
+  /** The node's command count read around the last send; `answered`: the script's reply to that send came. */
+  private probe: CommandCountProbe | null = null;
+  private answered = false;
   /** An EVALSHA run again after NOSCRIPT (EvalShaCall: once only). */
   protected ranAgain = false;
 
@@ -79,9 +96,22 @@ class ScriptCall extends UpstreamCall {
     running.add(this);
   }
 
+  /**
+   * CLIENT INFO right before and after it on its link, so the node's count tells how many commands
+   * the script ran. Not for a client whose commands run as its own user on the nodes: that user
+   * may not be allowed CLIENT INFO (each refusal would land in the nodes' ACL LOG).
+   */
+  override around(extra: number): FramesAround | null {
+    this.answered = false;
+    if (this.lines.counted === null || (this.client.identity !== null && !this.asRespool)) return (this.probe = null);
+    this.probe = new CommandCountProbe(extra);
+    return this.probe.frames;
+  }
+
   override onReply(frame: Buffer, link: Link): void {
     this.ranOn = link.address;
     this.ranFrom = link.localEndpoint;
+    this.answered = true;
     super.onReply(frame, link);
   }
 
@@ -89,6 +119,18 @@ class ScriptCall extends UpstreamCall {
     if (this.finishing) return;
     this.finishing = true;
     this.running.delete(this);
+    // The script's reply came: the count's second reading is right behind it on the link. Any
+    // other end (a timeout, a lost link) does not wait for it.
+    const probe = this.answered ? this.probe : null;
+    if (probe === null || probe.isSettled) return this.finishCounted(reply, probe);
+    const copy = Buffer.from(reply); // a view into the link's read buffer
+    probe.whenSettled(() => this.finishCounted(copy, probe));
+  }
+
+  /** The script's commands counted for its client; then its reply, once MONITOR's or the slow log's lines are in. */
+  private finishCounted(reply: Buffer, probe: CommandCountProbe | null): void {
+    const ran = probe?.ran ?? null;
+    if (ran !== null && ran > 0) this.lines.counted?.(ran);
     const { monitors, slowlog } = this.lines;
     const node = this.ranOn;
     if ((monitors === null && slowlog === null) || node === null) return super.finish(reply);
@@ -152,7 +194,10 @@ class EvalShaCall extends ScriptCall {
       if (body !== undefined) {
         this.ranAgain = true;
         link.send(encodeCommand(['SCRIPT', 'LOAD', body]), ignoreReply()) // its failure shows as the EVALSHA's NOSCRIPT;
+        const around = this.around(0);
+        if (around !== null) link.send(around.before.data, around.before.req);
         link.send(this.raw, this);
+        if (around !== null) link.send(around.after.data, around.after.req);
         return;
       }
     }

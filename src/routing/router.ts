@@ -305,7 +305,9 @@ export class Router {
     // and RESET wait for every earlier reply, handlers/local.ts), so retries stay in it.
     const client = req.client;
     const pool = this.pools.forNode(node, client.protocol, 'primary', client.db, req.asRespool ? null : client.identity);
-    pool.send(req.raw, req, pool.placeFor(client));
+    const around = req.around(0);
+    if (around === null) pool.send(req.raw, req, pool.placeFor(client));
+    else pool.sendAround(req.raw, req, around, pool.placeFor(client));
     return null;
   }
 
@@ -323,7 +325,10 @@ export class Router {
     req.readChoice = choice;
     req.node = choice.node.address;
     const client = req.client;
-    this.pools.forNode(choice.node, client.protocol, choice.role, client.db, req.asRespool ? null : client.identity).send(req.raw, req);
+    const pool = this.pools.forNode(choice.node, client.protocol, choice.role, client.db, req.asRespool ? null : client.identity);
+    const around = req.around(0);
+    if (around === null) pool.send(req.raw, req);
+    else pool.sendAround(req.raw, req, around);
     return null;
   }
 
@@ -381,7 +386,8 @@ export class Router {
         req.node = `${step.host}:${step.port}`;
         const client = req.client;
         const pool = this.pools.get(step.host, step.port, client.protocol, 'primary', client.db, req.asRespool ? null : client.identity);
-        pool.sendBlock([{ data: ASKING, req: ignoreReply() }, { data: req.raw, req }], pool.placeFor(client));
+        const around = req.around(1); // ASKING must come right before the command it lets in
+        pool.sendBlock(around === null ? [{ data: ASKING, req: ignoreReply() }, { data: req.raw, req }] : [around.before, { data: ASKING, req: ignoreReply() }, { data: req.raw, req }, around.after], pool.placeFor(client));
       }
       return true;
     }

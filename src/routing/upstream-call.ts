@@ -1,4 +1,5 @@
 import type { Link, LinkFailureCause, LinkRequest } from '../upstream/link.js';
+import type { FramesAround } from '../upstream/link-request.js';
 import type { ClusterNode } from '../cluster/topology.js';
 import type { Router } from './router.js';
 import type { ReadChoice, ReadStrategy } from './read-strategy.js';
@@ -103,6 +104,15 @@ export class UpstreamCall implements LinkRequest {
 
   onLinkFailure(error: string, written: boolean, cause?: LinkFailureCause): void {
     this.router.handleLinkFailure(this, error, written, cause);
+  }
+
+  /**
+   * Requests to write right before and right after this call's on its link, at each send (a
+   * script's command count, handlers/script.ts); null: the call alone. `extra`: how many commands
+   * the router writes between them besides the call (ASKING).
+   */
+  around(_extra: number): FramesAround | null {
+    return null;
   }
 
   /** Completes the call with these reply bytes (exactly once). */

@@ -39,6 +39,12 @@ export interface LinkRequest {
   pushReplies?: number;
 }
 
+/** Requests written on one link right before and right after another's, in the same write (handlers/script.ts: a script's command count). */
+export interface FramesAround {
+  before: { data: Buffer; req: LinkRequest };
+  after: { data: Buffer; req: LinkRequest };
+}
+
 /**
  * A request whose reply nobody reads (ASKING's, MULTI's or CLIENT CACHING's +OK, a SCRIPT LOAD
  * before a retry): a failure shows on the request written after it. A fresh one per write, as the

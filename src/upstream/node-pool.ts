@@ -1,4 +1,5 @@
 import { Link, type LinkOptions, type LinkRequest } from './link.js';
+import type { FramesAround } from './link-request.js';
 import { ProxyError } from '../errors.js';
 import { FifoQueue } from '../util/fifo-queue.js';
 import type { Metrics } from '../metrics/metrics.js';
@@ -172,6 +173,26 @@ export class NodePool {
     const link = this.waiting.length === 0 ? this.pick(affinity) : null;
     if (link !== null) this.sendOn(link, data, req);
     else this.wait(data, req, affinity);
+  }
+
+  /**
+   * Sends one request as send() does, between `around`'s two on the same link in one write, when
+   * a link (open with room, or connecting) can take all three now; otherwise the request alone
+   * (as send()), and `around`'s last request is told it was not sent (its owner learns nothing).
+   */
+  sendAround(data: Buffer, req: LinkRequest, around: FramesAround, affinity = -1): void {
+    // A link still connecting takes the three in order too (its first write carries them).
+    const link = this.waiting.length === 0 ? (this.pick(affinity) ?? this.links.find((l) => l?.state === 'connecting') ?? null) : null;
+    if (link === null || (link.state !== 'connecting' && !this.hasRoom(link, data.length + around.before.data.length + around.after.data.length, 3))) {
+      this.send(data, req, affinity);
+      around.after.req.onLinkFailure('not sent beside the request', false);
+      return;
+    }
+    this.sent++;
+    this.health.retryBudget.deposit();
+    link.send(around.before.data, around.before.req);
+    link.send(data, req);
+    link.send(around.after.data, around.after.req);
   }
 
   /**

@@ -4,8 +4,10 @@
 //  - CLIENT PAUSE WRITE lets EVAL_RO, EVALSHA_RO, FCALL_RO and FCALL of a no-writes function run at
 //    once and holds a script whose flags say nothing — each finishes, or is held, within a bound;
 //  - a user made at run time with ACL SETUSER runs scripts as on Valkey (acl.upstream auto mirrors it);
-//  - per-client command counts (CLIENT INFO tot-cmds) after sequences Valkey counts exactly.
-import { randomBytes } from 'node:crypto';
+//  - per-client command counts (CLIENT INFO tot-cmds) after sequences Valkey counts exactly, the
+//    commands a script or function ran included (EVAL, EVALSHA, EVAL_RO, FCALL, FCALL_RO, a script
+//    whose call fails, and an EVALSHA the node had to be given the script for again).
+import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import calculateSlot from 'cluster-key-slot';
 import { startStandalone, type ValkeyCluster, type ValkeyNode } from '../harness/valkey-processes.js';
@@ -18,6 +20,9 @@ import { waitFor } from '../helpers/wait.js';
 
 const LIBRARY = "#!lua name=exactlib\nredis.register_function{function_name='ro', callback=function(k) return redis.call('get', k[1]) end, flags={'no-writes'}}\nredis.register_function('rw', function(k) return redis.call('incr', k[1]) end)";
 const SET_THEN_GET = "redis.call('set', KEYS[1], '1'); return redis.call('get', KEYS[1])";
+const SET_THEN_GET_SHA = createHash('sha1').update(SET_THEN_GET).digest('hex');
+const GET_SCRIPT = "return redis.call('get', KEYS[1])";
+const GET_SHA = createHash('sha1').update(GET_SCRIPT).digest('hex');
 
 describe('exactly what Valkey does (issue 28)', () => {
   let direct: ValkeyNode;
@@ -277,7 +282,26 @@ describe('exactly what Valkey does (issue 28)', () => {
       [['BLPOP', 'c{t}q', '0.01']],
       [['SUBSCRIBE', 'ch'], ['UNSUBSCRIBE', 'ch']],
       [['AUTH', 'nobody', 'wrong'], ['PING']],
+      // What a script or function runs counts in its caller's tot-cmds (introspection.tcl "client
+      // input output and command process statistics": EVAL "server.call('ping')" 0 → +2) — with
+      // respool's default (clients.scriptCommandCounts self) once the client asked CLIENT INFO,
+      // as that test does.
+      [['CLIENT', 'INFO'], ['EVAL', "server.call('ping')", '0']],
+      [['CLIENT', 'INFO'], ['EVAL', SET_THEN_GET, '1', 'c{t}a'], ['EVAL', "return #redis.call('keys', '*')", '0']],
+      [['CLIENT', 'INFO'], ['SCRIPT', 'LOAD', SET_THEN_GET], ['EVALSHA', SET_THEN_GET_SHA, '1', 'c{t}a'], ['EVALSHA_RO', GET_SHA, '1', 'c{t}a']],
+      [['CLIENT', 'INFO'], ['EVAL_RO', "return redis.call('get', KEYS[1])", '1', 'c{t}a'], ['EVAL', "return redis.pcall('nosuch')", '0'], ['EVAL', "return redis.call('incr', 'c{t}a', 'x')", '1', 'c{t}a']],
+      [['CLIENT', 'INFO'], ['FCALL', 'rw', '1', 'c{t}n'], ['FCALL_RO', 'ro', '1', 'c{t}n'], ['FCALL', 'ro', '1', 'c{t}n']],
     ];
+    // An EVALSHA of a script the node lost (SCRIPT FLUSH on the node itself): respool loads it
+    // again and runs it once more; only that run's commands count, as on a node that had it.
+    for (const t of targets) {
+      const c = await RawConnection.connect(t.port);
+      await c.call('SCRIPT', 'LOAD', GET_SCRIPT);
+      c.close();
+    }
+    for (const node of [standalone, ...cluster.nodes]) await node.call('SCRIPT', 'FLUSH');
+    await direct.call('SCRIPT', 'LOAD', GET_SCRIPT);
+    sequences.push([['CLIENT', 'INFO'], ['EVALSHA', GET_SHA, '1', 'c{t}a']]);
     const counts = async (port: number, proto: 2 | 3): Promise<string[]> => {
       const out: string[] = [];
       for (const seq of sequences) {
@@ -292,6 +316,27 @@ describe('exactly what Valkey does (issue 28)', () => {
     for (const proto of [2, 3] as const) {
       const want = await counts(direct.port, proto);
       for (const t of targets.slice(1)) expect(await counts(t.port, proto), `${t.name}, RESP${proto}`).toEqual(want);
+    }
+  }, 60_000);
+
+  it('clients.scriptCommandCounts: always counts a client that never asked CLIENT INFO; never counts the script alone', async () => {
+    const seq = [['EVAL', SET_THEN_GET, '1', 'c{t}a'], ['FCALL', 'rw', '1', 'c{t}n']];
+    const count = async (port: number): Promise<number> => {
+      const c = await connect(port, 2);
+      for (const cmd of seq) await c.call(...cmd);
+      const info = String(await c.call('CLIENT', 'INFO'));
+      c.close();
+      return Number(/tot-cmds=(\d+)/.exec(info)?.[1]);
+    };
+    const want = await count(direct.port);
+    expect(want).toBe(5); // EVAL + SET + GET, FCALL + INCR
+    for (const [setting, expected] of [['always', want], ['never', seq.length], ['self', seq.length]] as const) {
+      const proxy = await startTestProxy([standalone], { mode: 'standalone', clients: { scriptCommandCounts: setting } } as never);
+      try {
+        expect(await count(proxy.address.port), setting).toBe(expected);
+      } finally {
+        await proxy.close();
+      }
     }
   }, 60_000);
 

@@ -98,6 +98,7 @@ describe('defaults', () => {
         maxOutputBytesPerClient: 64 * 1024 * 1024,
         outputStallMs: 10_000,
         tcpKeepAliveMs: 300_000,
+        scriptCommandCounts: 'self',
       },
       reads: {
         strategy: 'primary',
@@ -400,6 +401,7 @@ clients:
   maxOutputBytesPerClient: 8mb
   outputStallMs: 3s
   tcpKeepAliveMs: 0
+  scriptCommandCounts: always
 logLevel: trace
 `);
     expect(run(['--config', path], { BOB_PW: 'b' })).toEqual({
@@ -432,7 +434,7 @@ logLevel: trace
       },
       clients: {
         maxClients: 500, acceptRatePerSecond: 0, idleTimeoutMs: 300_000, maxOutputBytesPerClient: 8 * 1_048_576,
-        outputStallMs: 3000, tcpKeepAliveMs: 0,
+        outputStallMs: 3000, tcpKeepAliveMs: 0, scriptCommandCounts: 'always',
       },
       logLevel: 'trace',
       reads: { ...DEFAULT_CONFIG.reads, prefixes: [] },
@@ -834,7 +836,7 @@ describe('resilience and clients (issue 4)', () => {
     ]);
     expect(config.clients).toEqual({
       maxClients: 20_000, acceptRatePerSecond: 0, idleTimeoutMs: 30_000,
-      maxOutputBytesPerClient: 16 * 1024 * 1024, outputStallMs: 10_000, tcpKeepAliveMs: 60_000,
+      maxOutputBytesPerClient: 16 * 1024 * 1024, outputStallMs: 10_000, tcpKeepAliveMs: 60_000, scriptCommandCounts: 'self',
     });
     expect(config.resilience.dialAttemptsPerWindow).toBe(4);
     expect(config.resilience.dialWindowMs).toBe(2000);
