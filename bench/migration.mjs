@@ -24,7 +24,13 @@
 //   BENCH_MIG_WINDOW_S each, "before" (no migration) and "during" (copying; START 0.5 s before the
 //   window, ABORT after it), their order alternating per round. p50/p99 per window; per round
 //   p99 during ÷ before; medians over rounds (target ≤ 1.2×). Unpinned, then (BENCH_MIG_PIN, on
-//   by default) the same rounds pinned: respool on core 0, the servers and the load on core 1.
+//   by default) the same rounds pinned: respool on core 0, the servers and the load on core 1;
+//   then (BENCH_MIG_APART, on by default) "apart": unpinned, but the target at nice 19 and the
+//   load at nice -10 (every thread), as if each were on a machine of its own — on this 2-core
+//   machine four processes share two cores, and the target's RESTOREs and the load's own
+//   scheduling otherwise show in the clients' p99 though neither would share a core with respool
+//   or the source in a deployment. respool and the source stay at nice 0: their cost is the one
+//   a user's clients pay.
 // Part 3, the cutover's write pause: BENCH_MIG_SMALL_KEYS (20,000) keys, the same mix, and a
 //   steady load of BENCH_MIG_CUT_RATE requests/s, half of them SETs. BENCH_MIG_CUTOVERS rounds of
 //   START → synced → CUTOVER between two servers in turn (the old source, emptied directly, is
@@ -303,6 +309,7 @@ const WRITE_SHARE = Number(process.env.BENCH_MIG_WRITE_SHARE ?? 0.2);
 const ROUNDS = envInt('BENCH_MIG_ROUNDS', QUICK ? 1 : 4);
 const WINDOW_S = envInt('BENCH_MIG_WINDOW_S', QUICK ? 3 : 6);
 const PIN = process.env.BENCH_MIG_PIN === undefined ? os.cpus().length >= 2 : envFlag('BENCH_MIG_PIN');
+const APART = process.env.BENCH_MIG_APART === undefined ? true : envFlag('BENCH_MIG_APART');
 const SMALL_KEYS = envInt('BENCH_MIG_SMALL_KEYS', 20_000);
 const CUTOVERS = envInt('BENCH_MIG_CUTOVERS', QUICK ? 3 : 15);
 const CUT_RATE = envInt('BENCH_MIG_CUT_RATE', 2_000);
@@ -399,6 +406,10 @@ async function seed(port, total) {
 /** Every thread of `pid` onto `cpus` (taskset -a -p). */
 const pinTo = (pid, cpus) => run('taskset', ['-a', '-p', '-c', String(cpus), String(pid)]);
 const allCpus = `0-${CPUS - 1}`;
+/** Every thread of `pid` at niceness `n` (renice works per thread on Linux). */
+const niceTo = async (pid, n) => {
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) await run('renice', ['-n', String(n), '-p', tid]);
+};
 
 /**
  * A respool (bin/respool.js) in front of 127.0.0.1:upstreamPort with `migration` settings in its
@@ -876,7 +887,7 @@ async function probeWrites(ports, newPort, round) {
 
 // ---------------------------------------------------------------- main
 
-log(`migration bench${QUICK ? ' (quick)' : ''}: ${fmtInt(KEYS)} keys; part 2 ${ROUNDS} round(s) × 2 × ${WINDOW_S}s${PIN ? ' unpinned + pinned' : ''}; ` +
+log(`migration bench${QUICK ? ' (quick)' : ''}: ${fmtInt(KEYS)} keys; part 2 ${ROUNDS} round(s) × 2 × ${WINDOW_S}s, unpinned${PIN ? ' + pinned' : ''}${APART ? ' + apart' : ''}; ` +
   `part 3 ${CUTOVERS} cutovers of ${fmtInt(SMALL_KEYS)} keys; part 4 ${CPU_ROUNDS} round(s) × 2 × ${CPU_WINDOW_S}s; part 5 ${MULTI_CUTOVERS} cutovers with 2 workers and in a fleet of 2; ` +
   `parts ${[...PARTS].join(',')}; load average ${loadStart}`);
 const servers = [];
@@ -884,7 +895,7 @@ const respools = [];
 const loads = [];
 const result = {
   quick: QUICK, started: started.toISOString(), build: respoolBuildLabel(), node: process.version, cpus: CPUS, loadavgStart: loadStart,
-  config: { PACED_BATCH, KEYS, CHECK_KEYS, CONNS, RATE, WRITE_SHARE, ROUNDS, WINDOW_S, PIN, SMALL_KEYS, CUTOVERS, CUT_RATE, CPU_ROUNDS, CPU_RATE, CPU_WINDOW_S, MULTI_CUTOVERS, VALUE_BYTES, PARTS: [...PARTS] },
+  config: { PACED_BATCH, KEYS, CHECK_KEYS, CONNS, RATE, WRITE_SHARE, ROUNDS, WINDOW_S, PIN, APART, SMALL_KEYS, CUTOVERS, CUT_RATE, CPU_ROUNDS, CPU_RATE, CPU_WINDOW_S, MULTI_CUTOVERS, VALUE_BYTES, PARTS: [...PARTS] },
   commands: {},
 };
 let failure = null;
@@ -967,11 +978,17 @@ try {
     loads.push(l2);
     await sleep(2000); // warm-up
     const windows = [];
-    const modes = PIN ? [false, true] : [false];
-    for (const pinned of modes) {
+    const modes = ['unpinned', ...(PIN ? ['pinned'] : []), ...(APART ? ['apart'] : [])];
+    for (const mode of modes) {
+      const pinned = mode === 'pinned';
       if (pinned) {
         await pinTo(r2.child.pid, 0);
         for (const p of [A.child.pid, B.child.pid, l2.pid]) await pinTo(p, 1);
+        await sleep(1000);
+      }
+      if (mode === 'apart') {
+        await niceTo(B.child.pid, 19);
+        await niceTo(l2.pid, -10);
         await sleep(1000);
       }
       for (let round = 1; round <= ROUNDS; round++) {
@@ -989,23 +1006,24 @@ try {
           const to = nowMs();
           const st1 = cond === 'during' ? await r2.status() : null;
           const cpuB = cpuOf({ respool: r2.child.pid, source: A.child.pid, target: B.child.pid });
-          const w = { pinned, round, cond, from, to, cpuPercent: Object.fromEntries(Object.entries(cpuDelta(cpuA, cpuB)).map(([k, v]) => [k, (v / ((to - from) / 1000)) * 100])) };
+          const w = { mode, round, cond, from, to, cpuPercent: Object.fromEntries(Object.entries(cpuDelta(cpuA, cpuB)).map(([k, v]) => [k, (v / ((to - from) / 1000)) * 100])) };
           if (cond === 'during') {
             w.state = st1.state;
             w.copyKeysPerSecond = (st1.copied - st0.copied) / ((to - from) / 1000);
             w.copyMBPerSecond = (st1.bytes - st0.bytes) / 1e6 / ((to - from) / 1000);
             w.mirrored = st1.mirrored - st0.mirrored;
-            if (st1.state !== 'copying') note(`part 2 round ${round}${pinned ? ' pinned' : ''}: the migration was ${st1.state} (${st1.reason}) at the end of the window`);
-            w.abort = await abortAndCheck(r2, B.port, `part 2 round ${round}${pinned ? ' pinned' : ''}`);
+            if (st1.state !== 'copying') note(`part 2 round ${round} ${mode}: the migration was ${st1.state} (${st1.reason}) at the end of the window`);
+            w.abort = await abortAndCheck(r2, B.port, `part 2 round ${round} ${mode}`);
             w.startState = startSt.state;
           }
           windows.push(w);
-          log(`part 2${pinned ? ' pinned' : ''} round ${round} ${cond}: respool ${fmt(w.cpuPercent.respool, 0)}% CPU` +
+          log(`part 2 ${mode} round ${round} ${cond}: respool ${fmt(w.cpuPercent.respool, 0)}% CPU` +
             (cond === 'during' ? `, copy ${fmtInt(w.copyKeysPerSecond)} keys/s, ${fmtInt(w.mirrored)} writes mirrored, ABORT ${fmt(w.abort.ms, 0)} ms` : ''));
           await sleep(500);
         }
       }
       if (pinned) for (const p of [r2.child.pid, A.child.pid, B.child.pid, l2.pid]) await pinTo(p, allCpus);
+      if (mode === 'apart') for (const p of [B.child.pid, l2.pid]) await niceTo(p, 0);
     }
     const l2out = await l2.stop();
     loads.splice(loads.indexOf(l2), 1);
@@ -1013,18 +1031,18 @@ try {
       w.all = windowStats(l2out, w.from, w.to);
       w.reads = windowStats(l2out, w.from, w.to, isRead);
       w.writes = windowStats(l2out, w.from, w.to, isWrite);
-      log(`part 2${w.pinned ? ' pinned' : ''} round ${w.round} ${w.cond}: ${fmtInt(w.all.n)} requests, p50 ${fmt(w.all.p50, 3)} ms, p99 ${fmt(w.all.p99, 3)} ms, max ${fmt(w.all.max, 1)} ms`);
+      log(`part 2 ${w.mode} round ${w.round} ${w.cond}: ${fmtInt(w.all.n)} requests, p50 ${fmt(w.all.p50, 3)} ms, p99 ${fmt(w.all.p99, 3)} ms, max ${fmt(w.all.max, 1)} ms`);
     }
     const latency = { load: l2out.summary, windows, byMode: {} };
     delete latency.load.epoch0;
-    for (const pinned of modes) {
+    for (const mode of modes) {
       const rounds = [];
       for (let round = 1; round <= ROUNDS; round++) {
-        const b = windows.find((w) => w.pinned === pinned && w.round === round && w.cond === 'before');
-        const d = windows.find((w) => w.pinned === pinned && w.round === round && w.cond === 'during');
+        const b = windows.find((w) => w.mode === mode && w.round === round && w.cond === 'before');
+        const d = windows.find((w) => w.mode === mode && w.round === round && w.cond === 'during');
         rounds.push({ round, p99Ratio: d.all.p99 / b.all.p99, p50Ratio: d.all.p50 / b.all.p50, writeP99Ratio: d.writes.p99 / b.writes.p99 });
       }
-      latency.byMode[pinned ? 'pinned' : 'unpinned'] = { rounds, p99Ratio: median(rounds.map((r) => r.p99Ratio)), p50Ratio: median(rounds.map((r) => r.p50Ratio)), writeP99Ratio: median(rounds.map((r) => r.writeP99Ratio)) };
+      latency.byMode[mode] = { rounds, p99Ratio: median(rounds.map((r) => r.p99Ratio)), p50Ratio: median(rounds.map((r) => r.p50Ratio)), writeP99Ratio: median(rounds.map((r) => r.writeP99Ratio)) };
     }
     if (l2out.summary.stale > 0) note(`part 2: ${l2out.summary.stale} stale reads: ${JSON.stringify(l2out.summary.staleExamples)}`);
     if (l2out.summary.errors > 0) note(`part 2: ${l2out.summary.errors} error replies: ${JSON.stringify(l2out.summary.errorExamples)}`);
@@ -1237,7 +1255,7 @@ md.push('');
   const L = result.latency;
   if (L) {
     for (const [mode, v] of Object.entries(L.byMode)) {
-      const ws = (cond) => L.windows.filter((w) => w.pinned === (mode === 'pinned') && w.cond === cond);
+      const ws = (cond) => L.windows.filter((w) => w.mode === mode && w.cond === cond);
       rows.push([`clients' p99 during a copy at the default pace ÷ before, ${mode}`, `**${f2(v.p99Ratio)}×** (${f3(median(ws('during').map((w) => w.all.p99)))} vs ${f3(median(ws('before').map((w) => w.all.p99)))} ms; rounds ${v.rounds.map((r) => f2(r.p99Ratio)).join(', ')})`, '≤ 1.2×']);
     }
   }
@@ -1291,13 +1309,13 @@ if (result.latency) {
   md.push(`${CONNS} connections, ${fmtInt(RATE)} requests/s in all (${fmt(100 - WRITE_SHARE * 100, 0)}% GET, ${fmt(WRITE_SHARE * 100, 0)}% SET of ${VALUE_BYTES} bytes) over the ${fmtInt(layout(KEYS).strings)} string keys of part 1's source, ` +
     `through a respool with the default migration settings (5,000 keys/s, 32 MiB/s, 4 copies in flight, batches of ${PACED_BATCH ?? 100}${PACED_BATCH === null ? '' : ': BENCH_MIG_BATCH_KEYS'}). ${ROUNDS} round(s) per mode of two ${WINDOW_S} s windows, ` +
     '"before" (no migration) and "during" (START 0.5 s before the window, ABORT after it), order alternating per round. ' +
-    `Pinned: respool on core 0; both valkey-servers and the load on core 1. Latencies in ms, medians over rounds (lowest–highest round).`);
+    'Pinned: respool on core 0; both valkey-servers and the load on core 1. Apart: unpinned, the target at nice 19 and the load at nice -10 (every thread), ' +
+    'as if each had a machine of its own; respool and the source at 0. Latencies in ms, medians over rounds (lowest–highest round).');
   md.push('');
   const rows = [];
   for (const [mode, v] of Object.entries(L.byMode)) {
-    const pinned = mode === 'pinned';
     for (const cond of ['before', 'during']) {
-      const ws = L.windows.filter((w) => w.pinned === pinned && w.cond === cond);
+      const ws = L.windows.filter((w) => w.mode === mode && w.cond === cond);
       rows.push([mode, cond, mm(ws.map((w) => w.all.n / WINDOW_S), fmtInt), mm(ws.map((w) => w.all.p50), f3), mm(ws.map((w) => w.all.p99), f3), mm(ws.map((w) => w.writes.p99), f3), mm(ws.map((w) => w.all.max), f1),
         mm(ws.map((w) => w.cpuPercent.respool), (x) => `${fmt(x, 0)}%`), cond === 'during' ? mm(ws.map((w) => w.copyKeysPerSecond), fmtInt) : '—']);
     }
