@@ -30,7 +30,11 @@
 //   machine four processes share two cores, and the target's RESTOREs and the load's own
 //   scheduling otherwise show in the clients' p99 though neither would share a core with respool
 //   or the source in a deployment. respool and the source stay at nice 0: their cost is the one
-//   a user's clients pay.
+//   a user's clients pay. With BENCH_MIG_WARM (on by default) every mode runs with one busy loop
+//   per core at nice 19 beside it: this VM's idle vCPUs halt, and waking one costs the next
+//   request tens of µs, so a quiet "before" window paid that more often than a busy "during"
+//   (p50 during was 0.41–0.73× before without them) — the loops keep the cores awake in both,
+//   and yield to everything else (weight 15 against 1024).
 // Part 3, the cutover's write pause: BENCH_MIG_SMALL_KEYS (20,000) keys, the same mix, and a
 //   steady load of BENCH_MIG_CUT_RATE requests/s, half of them SETs. BENCH_MIG_CUTOVERS rounds of
 //   START → synced → CUTOVER between two servers in turn (the old source, emptied directly, is
@@ -310,6 +314,7 @@ const ROUNDS = envInt('BENCH_MIG_ROUNDS', QUICK ? 1 : 4);
 const WINDOW_S = envInt('BENCH_MIG_WINDOW_S', QUICK ? 3 : 6);
 const PIN = process.env.BENCH_MIG_PIN === undefined ? os.cpus().length >= 2 : envFlag('BENCH_MIG_PIN');
 const APART = process.env.BENCH_MIG_APART === undefined ? true : envFlag('BENCH_MIG_APART');
+const WARM = process.env.BENCH_MIG_WARM === undefined ? true : envFlag('BENCH_MIG_WARM');
 const SMALL_KEYS = envInt('BENCH_MIG_SMALL_KEYS', 20_000);
 const CUTOVERS = envInt('BENCH_MIG_CUTOVERS', QUICK ? 3 : 15);
 const CUT_RATE = envInt('BENCH_MIG_CUT_RATE', 2_000);
@@ -895,7 +900,7 @@ const respools = [];
 const loads = [];
 const result = {
   quick: QUICK, started: started.toISOString(), build: respoolBuildLabel(), node: process.version, cpus: CPUS, loadavgStart: loadStart,
-  config: { PACED_BATCH, KEYS, CHECK_KEYS, CONNS, RATE, WRITE_SHARE, ROUNDS, WINDOW_S, PIN, APART, SMALL_KEYS, CUTOVERS, CUT_RATE, CPU_ROUNDS, CPU_RATE, CPU_WINDOW_S, MULTI_CUTOVERS, VALUE_BYTES, PARTS: [...PARTS] },
+  config: { PACED_BATCH, KEYS, CHECK_KEYS, CONNS, RATE, WRITE_SHARE, ROUNDS, WINDOW_S, PIN, APART, WARM, SMALL_KEYS, CUTOVERS, CUT_RATE, CPU_ROUNDS, CPU_RATE, CPU_WINDOW_S, MULTI_CUTOVERS, VALUE_BYTES, PARTS: [...PARTS] },
   commands: {},
 };
 let failure = null;
@@ -979,6 +984,10 @@ try {
     await sleep(2000); // warm-up
     const windows = [];
     const modes = ['unpinned', ...(PIN ? ['pinned'] : []), ...(APART ? ['apart'] : [])];
+    // Cores kept awake (BENCH_MIG_WARM): a busy loop per core at the lowest priority.
+    const warmers = WARM ? Array.from({ length: CPUS }, () => spawn('nice', ['-n', '19', process.execPath, '-e', 'for (;;) {}'], { match: `${process.execPath} -e` })) : [];
+    loads.push(...warmers.map((child) => ({ child })));
+    if (WARM) await sleep(500);
     for (const mode of modes) {
       const pinned = mode === 'pinned';
       if (pinned) {
@@ -1027,6 +1036,10 @@ try {
     }
     const l2out = await l2.stop();
     loads.splice(loads.indexOf(l2), 1);
+    for (const child of warmers) {
+      await stop(child);
+      loads.splice(loads.findIndex((l) => l.child === child), 1);
+    }
     for (const w of windows) {
       w.all = windowStats(l2out, w.from, w.to);
       w.reads = windowStats(l2out, w.from, w.to, isRead);
@@ -1310,7 +1323,9 @@ if (result.latency) {
     `through a respool with the default migration settings (5,000 keys/s, 32 MiB/s, 4 copies in flight, batches of ${PACED_BATCH ?? 100}${PACED_BATCH === null ? '' : ': BENCH_MIG_BATCH_KEYS'}). ${ROUNDS} round(s) per mode of two ${WINDOW_S} s windows, ` +
     '"before" (no migration) and "during" (START 0.5 s before the window, ABORT after it), order alternating per round. ' +
     'Pinned: respool on core 0; both valkey-servers and the load on core 1. Apart: unpinned, the target at nice 19 and the load at nice -10 (every thread), ' +
-    'as if each had a machine of its own; respool and the source at 0. Latencies in ms, medians over rounds (lowest–highest round).');
+    'as if each had a machine of its own; respool and the source at 0. ' +
+    (WARM ? `Every mode with ${CPUS} busy loops at nice 19 beside it (BENCH_MIG_WARM: the cores kept from halting, so a quiet window does not pay the wake-ups a busy one does not). ` : 'No busy loops (BENCH_MIG_WARM=0): a quiet window pays the cores\' wake-ups more often than a busy one. ') +
+    'Latencies in ms, medians over rounds (lowest–highest round).');
   md.push('');
   const rows = [];
   for (const [mode, v] of Object.entries(L.byMode)) {
