@@ -34,20 +34,15 @@ export const script: Handler = (session, req) => {
   // While anyone monitors, the reply waits for the script's lines (client/monitor-feed.ts); while
   // the slow log logs every command, for them too, and logs them (client/script-commands.ts).
   void ctx.scriptCommands?.sync(); // the threshold set some other way than CONFIG SET (which waits for it): followed from now on
-  const lines: ScriptLines = {
-    counted: null,
-    monitors: ctx.monitors.active ? ctx.monitors : null,
-    slowlog: ctx.scriptCommands?.active === true && ctx.observer !== undefined ? { commands: ctx.scriptCommands, observer: ctx.observer, table: ctx.commands() } : null,
-  };
   // What the script runs counts in the client's tot-cmds, as on Valkey, for the clients
   // clients.scriptCommandCounts names (it costs two CLIENT INFO per call: scripts/command-count-probe.ts).
   const state = session.state;
   const counts = ctx.config.clients.scriptCommandCounts;
-  if (counts === 'always' || (counts === 'self' && state.readsOwnCount)) {
-    lines.counted = (n: number) => {
-      state.commandCount += n;
-    };
-  }
+  const lines: ScriptLines = {
+    counted: counts === 'always' || (counts === 'self' && state.readsOwnCount) ? (n) => (state.commandCount += n) : null,
+    monitors: ctx.monitors.active ? ctx.monitors : null,
+    slowlog: ctx.scriptCommands?.active === true && ctx.observer !== undefined ? { commands: ctx.scriptCommands, observer: ctx.observer, table: ctx.commands() } : null,
+  };
   const makeCall = evalsha ? evalShaCall(req.args[1]!, ctx.scripts, ctx.runningScripts, lines) : scriptCall(ctx.runningScripts, lines);
   const error = ctx.router.send({ to: 'keys', owner: entry, request: req, table: ctx.commands(), script: true, makeCall });
   if (error !== null) entry.fill(error);
@@ -57,8 +52,8 @@ const NOSCRIPT = Buffer.from('-NOSCRIPT');
 
 /** Who waits for the lines of the commands a script runs on its node (null: nobody), and who counts them. */
 interface ScriptLines {
-  /** The calling client's tot-cmds: told how many commands the script ran. */
-  counted: ((n: number) => void) | null;
+  /** The calling client's tot-cmds: told how many commands the script ran (null: not counted). */
+  readonly counted: ((n: number) => void) | null;
   /** MONITOR's clients (client/monitor-feed.ts). */
   readonly monitors: MonitorFeed | null;
   /** The slow log, while it logs every command (client/script-commands.ts). */
