@@ -34,7 +34,11 @@
 //   per core at nice 19 beside it: this VM's idle vCPUs halt, and waking one costs the next
 //   request tens of µs, so a quiet "before" window paid that more often than a busy "during"
 //   (p50 during was 0.41–0.73× before without them) — the loops keep the cores awake in both,
-//   and yield to everything else (weight 15 against 1024).
+//   and yield to everything else (weight 15 against 1024). BENCH_MIG_COPIER=1 (off by default)
+//   makes the clients' respool one member of a fleet of two and adds a "copier" mode: the other
+//   member, which has no clients, runs START … ABORT at nice 19 (the target and the load niced as
+//   in "apart"), so the scan's copies leave the clients' event loop and yield their cores; the
+//   clients' respool still carries its clients' writes (the fleet's members each do).
 // Part 3, the cutover's write pause: BENCH_MIG_SMALL_KEYS (20,000) keys, the same mix, and a
 //   steady load of BENCH_MIG_CUT_RATE requests/s, half of them SETs. BENCH_MIG_CUTOVERS rounds of
 //   START → synced → CUTOVER between two servers in turn (the old source, emptied directly, is
@@ -315,6 +319,7 @@ const WINDOW_S = envInt('BENCH_MIG_WINDOW_S', QUICK ? 3 : 6);
 const PIN = process.env.BENCH_MIG_PIN === undefined ? os.cpus().length >= 2 : envFlag('BENCH_MIG_PIN');
 const APART = process.env.BENCH_MIG_APART === undefined ? true : envFlag('BENCH_MIG_APART');
 const WARM = process.env.BENCH_MIG_WARM === undefined ? true : envFlag('BENCH_MIG_WARM');
+const COPIER = envFlag('BENCH_MIG_COPIER');
 const SMALL_KEYS = envInt('BENCH_MIG_SMALL_KEYS', 20_000);
 const CUTOVERS = envInt('BENCH_MIG_CUTOVERS', QUICK ? 3 : 15);
 const CUT_RATE = envInt('BENCH_MIG_CUT_RATE', 2_000);
@@ -900,7 +905,7 @@ const respools = [];
 const loads = [];
 const result = {
   quick: QUICK, started: started.toISOString(), build: respoolBuildLabel(), node: process.version, cpus: CPUS, loadavgStart: loadStart,
-  config: { PACED_BATCH, KEYS, CHECK_KEYS, CONNS, RATE, WRITE_SHARE, ROUNDS, WINDOW_S, PIN, APART, WARM, SMALL_KEYS, CUTOVERS, CUT_RATE, CPU_ROUNDS, CPU_RATE, CPU_WINDOW_S, MULTI_CUTOVERS, VALUE_BYTES, PARTS: [...PARTS] },
+  config: { PACED_BATCH, KEYS, CHECK_KEYS, CONNS, RATE, WRITE_SHARE, ROUNDS, WINDOW_S, PIN, APART, WARM, COPIER, SMALL_KEYS, CUTOVERS, CUT_RATE, CPU_ROUNDS, CPU_RATE, CPU_WINDOW_S, MULTI_CUTOVERS, VALUE_BYTES, PARTS: [...PARTS] },
   commands: {},
 };
 let failure = null;
@@ -976,14 +981,24 @@ try {
 
   // ================================================================ part 2: clients' latency during a copy at the default pace
   if (PARTS.has(2)) {
-    const r2 = await startRespool('paced', A.port, PACED_BATCH === null ? {} : { batchKeys: PACED_BATCH });
+    const paced = PACED_BATCH === null ? {} : { batchKeys: PACED_BATCH };
+    // BENCH_MIG_COPIER: the clients' respool is one member of a fleet of two; the other, with no
+    // clients, coordinates the migration (runs the scan's copies) in the "copier" mode.
+    const fleetPorts = COPIER ? [await uniquePort(), await uniquePort()] : null;
+    const fleetPeers = fleetPorts?.map((p) => `${HOST}:${p}`);
+    const r2 = await startRespool('paced', A.port, paced, fleetPorts === null ? {} : { port: fleetPorts[0], peers: fleetPeers });
     respools.push(r2);
+    const copier = fleetPorts === null ? null : await startRespool('paced-copier', A.port, paced, { port: fleetPorts[1], peers: fleetPeers });
+    if (copier !== null) {
+      respools.push(copier);
+      result.commands.respoolCopier = copier.cmd;
+    }
     result.commands.respoolPaced = r2.cmd;
     const l2 = await startLoad('paced', { port: r2.port, conns: CONNS, rate: RATE, writeShare: WRITE_SHARE, keys: seeded.layout.strings, prefix: 's:', valueBytes: VALUE_BYTES });
     loads.push(l2);
     await sleep(2000); // warm-up
     const windows = [];
-    const modes = ['unpinned', ...(PIN ? ['pinned'] : []), ...(APART ? ['apart'] : [])];
+    const modes = ['unpinned', ...(PIN ? ['pinned'] : []), ...(APART ? ['apart'] : []), ...(COPIER ? ['copier'] : [])];
     // Cores kept awake (BENCH_MIG_WARM): a busy loop per core at the lowest priority.
     const warmers = WARM ? Array.from({ length: CPUS }, () => spawn('nice', ['-n', '19', process.execPath, '-e', 'for (;;) {}'], { match: `${process.execPath} -e` })) : [];
     loads.push(...warmers.map((child) => ({ child })));
@@ -995,25 +1010,28 @@ try {
         for (const p of [A.child.pid, B.child.pid, l2.pid]) await pinTo(p, 1);
         await sleep(1000);
       }
-      if (mode === 'apart') {
+      if (mode === 'apart' || mode === 'copier') {
         await niceTo(B.child.pid, 19);
         await niceTo(l2.pid, -10);
+        if (mode === 'copier') await niceTo(copier.child.pid, 19);
         await sleep(1000);
       }
+      // Who runs the migration: the clients' respool, or (copier) the other member at nice 19.
+      const ctl = mode === 'copier' ? copier : r2;
       for (let round = 1; round <= ROUNDS; round++) {
         for (const cond of round % 2 === 1 ? ['before', 'during'] : ['during', 'before']) {
           let startSt = null;
           if (cond === 'during') {
-            await r2.migrate('START', `${HOST}:${B.port}`);
-            startSt = (await r2.waitFor(['copying'], { timeoutMs: 10_000 })).st;
+            await ctl.migrate('START', `${HOST}:${B.port}`);
+            startSt = (await ctl.waitFor(['copying'], { timeoutMs: 10_000 })).st;
           }
           await sleep(500);
           const cpuA = cpuOf({ respool: r2.child.pid, source: A.child.pid, target: B.child.pid });
-          const st0 = cond === 'during' ? await r2.status() : null;
+          const st0 = cond === 'during' ? await ctl.status() : null;
           const from = nowMs();
           await sleep(WINDOW_S * 1000);
           const to = nowMs();
-          const st1 = cond === 'during' ? await r2.status() : null;
+          const st1 = cond === 'during' ? await ctl.status() : null;
           const cpuB = cpuOf({ respool: r2.child.pid, source: A.child.pid, target: B.child.pid });
           const w = { mode, round, cond, from, to, cpuPercent: Object.fromEntries(Object.entries(cpuDelta(cpuA, cpuB)).map(([k, v]) => [k, (v / ((to - from) / 1000)) * 100])) };
           if (cond === 'during') {
@@ -1022,7 +1040,7 @@ try {
             w.copyMBPerSecond = (st1.bytes - st0.bytes) / 1e6 / ((to - from) / 1000);
             w.mirrored = st1.mirrored - st0.mirrored;
             if (st1.state !== 'copying') note(`part 2 round ${round} ${mode}: the migration was ${st1.state} (${st1.reason}) at the end of the window`);
-            w.abort = await abortAndCheck(r2, B.port, `part 2 round ${round} ${mode}`);
+            w.abort = await abortAndCheck(ctl, B.port, `part 2 round ${round} ${mode}`);
             w.startState = startSt.state;
           }
           windows.push(w);
@@ -1032,7 +1050,7 @@ try {
         }
       }
       if (pinned) for (const p of [r2.child.pid, A.child.pid, B.child.pid, l2.pid]) await pinTo(p, allCpus);
-      if (mode === 'apart') for (const p of [B.child.pid, l2.pid]) await niceTo(p, 0);
+      if (mode === 'apart' || mode === 'copier') for (const p of [B.child.pid, l2.pid, ...(mode === 'copier' ? [copier.child.pid] : [])]) await niceTo(p, 0);
     }
     const l2out = await l2.stop();
     loads.splice(loads.indexOf(l2), 1);
