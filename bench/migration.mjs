@@ -1005,15 +1005,15 @@ try {
     if (WARM) await sleep(500);
     for (const mode of modes) {
       const pinned = mode === 'pinned';
+      // The target and the load as if each had a machine of its own (and, copier, the member that copies).
+      const niced = mode === 'apart' || mode === 'copier' ? [B.child.pid, l2.pid, ...(mode === 'copier' ? [copier.child.pid] : [])] : [];
       if (pinned) {
         await pinTo(r2.child.pid, 0);
         for (const p of [A.child.pid, B.child.pid, l2.pid]) await pinTo(p, 1);
         await sleep(1000);
       }
-      if (mode === 'apart' || mode === 'copier') {
-        await niceTo(B.child.pid, 19);
-        await niceTo(l2.pid, -10);
-        if (mode === 'copier') await niceTo(copier.child.pid, 19);
+      if (niced.length > 0) {
+        for (const pid of niced) await niceTo(pid, pid === l2.pid ? -10 : 19);
         await sleep(1000);
       }
       // Who runs the migration: the clients' respool, or (copier) the other member at nice 19.
@@ -1050,7 +1050,7 @@ try {
         }
       }
       if (pinned) for (const p of [r2.child.pid, A.child.pid, B.child.pid, l2.pid]) await pinTo(p, allCpus);
-      if (mode === 'apart' || mode === 'copier') for (const p of [B.child.pid, l2.pid, ...(mode === 'copier' ? [copier.child.pid] : [])]) await niceTo(p, 0);
+      for (const pid of niced) await niceTo(pid, 0);
     }
     const l2out = await l2.stop();
     loads.splice(loads.indexOf(l2), 1);

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { HostPort } from '../config/types.js';
 import type { SidePlace } from './migration-side.js';
 import { placeOf } from './sign-ins.js';
+import { formatHostPort } from '../config/values.js';
 
 /** What the record holds: the upstreams the config names, and where a cutover moved them. */
 interface RecordedMove {
@@ -92,5 +93,5 @@ function sameSeeds(a: readonly HostPort[], b: readonly HostPort[]): boolean {
 }
 
 function names(seeds: readonly HostPort[]): string {
-  return seeds.map((u) => `${u.host}:${u.port}`).sort().join(',');
+  return seeds.map(formatHostPort).sort().join(',');
 }

@@ -29,7 +29,7 @@ export class SignIns {
     const credentials: Credentials = place.signIn === 'upstreams'
       ? this.upstreams
       : { upstreamAuth: own.upstreamAuth === undefined ? this.upstreams.upstreamAuth : own.upstreamAuth, upstreamTls: own.upstreamTls ?? this.upstreams.upstreamTls };
-    return { seeds: place.seeds.map((s) => ({ host: s.host, port: s.port })), mode: place.mode, signIn: place.signIn, ...credentials };
+    return { ...placeOf(place), ...credentials };
   }
 }
 

@@ -1,7 +1,8 @@
 import type { RespoolConfig } from '../config/types.js';
 import type { TopologyRefresher } from '../cluster/topology-refresher.js';
 import type { LeasePools } from '../upstream/lease-pools.js';
-import type { SidePlace } from './migration-side.js';
+import type { SideAddress, SidePlace } from './migration-side.js';
+import { formatHostPort } from '../config/values.js';
 import type { Logger } from 'pino';
 import type { SignIns } from './sign-ins.js';
 import type { CutoverRecord } from './cutover-record.js';
@@ -34,10 +35,9 @@ export async function switchUpstreams(deps: UpstreamSwitchDeps, place: SidePlace
   const before = { upstreams: config.upstreams, mode: config.mode, upstreamAuth: config.upstreamAuth, upstreamTls: config.upstreamTls };
   const signedInBefore = signIns.current;
   try {
-    Object.assign(config, { upstreams: to.seeds, mode: to.mode, upstreamAuth: to.upstreamAuth, upstreamTls: to.upstreamTls });
-    signIns.current = to.signIn;
+    pointConfigAt(config, signIns, to);
     const topology = await refresher.reseed(to.seeds, to.mode);
-    if (topology === null) throw new SwitchFailed(`${to.seeds.map((s) => `${s.host}:${s.port}`).join(', ')} did not answer its discovery; nothing switched`);
+    if (topology === null) throw new SwitchFailed(`${to.seeds.map(formatHostPort).join(', ')} did not answer its discovery; nothing switched`);
     dedicated.closeOutside(new Set(topology.allNodes().map((n) => n.address)), 'the upstreams moved (a migration switched them): run it again');
     deps.record?.moved(place);
     deps.onCutover?.();
@@ -56,13 +56,18 @@ export async function switchUpstreams(deps: UpstreamSwitchDeps, place: SidePlace
 export function followRecordedMove(deps: { config: RespoolConfig; signIns: SignIns; record: CutoverRecord; log: Logger }): void {
   const moved = deps.record.read();
   if (moved === null) return;
-  const configured = deps.config.upstreams.map((u) => `${u.host}:${u.port}`).join(', ');
+  const configured = deps.config.upstreams.map(formatHostPort).join(', ');
   const to = deps.signIns.at(moved.to);
-  Object.assign(deps.config, { upstreams: to.seeds, mode: to.mode, upstreamAuth: to.upstreamAuth, upstreamTls: to.upstreamTls });
-  deps.signIns.current = to.signIn;
-  const now = to.seeds.map((u) => `${u.host}:${u.port}`).join(', ');
+  pointConfigAt(deps.config, deps.signIns, to);
+  const now = to.seeds.map(formatHostPort).join(', ');
   deps.log.warn({ event: 'migration_upstreams_moved', configured, upstreams: to.seeds, movedAt: new Date(moved.at).toISOString(), file: deps.record.path },
     `the configured upstreams (${configured}) were moved to ${now} by a migration's cutover at ${new Date(moved.at).toISOString()} (${deps.record.path}): serving from ${now}; put them in the config's upstreams`);
+}
+
+/** The running config's main upstreams (and whose credentials they take) become `to`'s. */
+function pointConfigAt(config: RespoolConfig, signIns: SignIns, to: SideAddress): void {
+  Object.assign(config, { upstreams: to.seeds, mode: to.mode, upstreamAuth: to.upstreamAuth, upstreamTls: to.upstreamTls });
+  signIns.current = to.signIn;
 }
 
 /** Where the main upstreams are now (what a switch back restores). */

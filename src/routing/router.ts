@@ -305,9 +305,7 @@ export class Router {
     // and RESET wait for every earlier reply, handlers/local.ts), so retries stay in it.
     const client = req.client;
     const pool = this.pools.forNode(node, client.protocol, 'primary', client.db, req.asRespool ? null : client.identity);
-    const around = req.around(0);
-    if (around === null) pool.send(req.raw, req, pool.placeFor(client));
-    else pool.sendAround(req.raw, req, around, pool.placeFor(client));
+    pool.send(req.raw, req, pool.placeFor(client), req.around(0));
     return null;
   }
 
@@ -326,9 +324,7 @@ export class Router {
     req.node = choice.node.address;
     const client = req.client;
     const pool = this.pools.forNode(choice.node, client.protocol, choice.role, client.db, req.asRespool ? null : client.identity);
-    const around = req.around(0);
-    if (around === null) pool.send(req.raw, req);
-    else pool.sendAround(req.raw, req, around);
+    pool.send(req.raw, req, -1, req.around(0));
     return null;
   }
 

@@ -166,8 +166,13 @@ export class NodePool {
   /**
    * Sends one request (its one reply goes to `req`). `affinity` (the client's id, -1 for none)
    * pins a client to one link of the pool so that its commands execute in the order it sent them.
+   * `around`: two requests to write right before and right after it on the same link, in one
+   * write, when a link (open with room, or connecting) can take all three now; otherwise the
+   * request goes alone, and `around`'s last request is told it was not sent.
    */
-  send(data: Buffer, req: LinkRequest, affinity = -1): void {
+  send(data: Buffer, req: LinkRequest, affinity = -1, around: FramesAround | null = null): void {
+    if (around !== null && this.sendBetween(data, req, around, affinity)) return;
+    around?.after.req.onLinkFailure('not sent beside the request', false);
     this.sent++;
     this.health.retryBudget.deposit();
     const link = this.waiting.length === 0 ? this.pick(affinity) : null;
@@ -175,24 +180,17 @@ export class NodePool {
     else this.wait(data, req, affinity);
   }
 
-  /**
-   * Sends one request as send() does, between `around`'s two on the same link in one write, when
-   * a link (open with room, or connecting) can take all three now; otherwise the request alone
-   * (as send()), and `around`'s last request is told it was not sent (its owner learns nothing).
-   */
-  sendAround(data: Buffer, req: LinkRequest, around: FramesAround, affinity = -1): void {
+  /** send() with `around`: the three on one link when it can take them now; false when it cannot (nothing sent). */
+  private sendBetween(data: Buffer, req: LinkRequest, around: FramesAround, affinity: number): boolean {
     // A link still connecting takes the three in order too (its first write carries them).
-    const link = this.waiting.length === 0 ? (this.pick(affinity) ?? this.links.find((l) => l?.state === 'connecting') ?? null) : null;
-    if (link === null || (link.state !== 'connecting' && !this.hasRoom(link, data.length + around.before.data.length + around.after.data.length, 3))) {
-      this.send(data, req, affinity);
-      around.after.req.onLinkFailure('not sent beside the request', false);
-      return;
-    }
+    const link = this.waiting.length === 0 ? this.linkOrConnecting(affinity) : null;
+    if (link === null || (link.state !== 'connecting' && !this.hasRoom(link, data.length + around.before.data.length + around.after.data.length, 3))) return false;
     this.sent++;
     this.health.retryBudget.deposit();
     link.send(around.before.data, around.before.req);
     link.send(data, req);
     link.send(around.after.data, around.after.req);
+    return true;
   }
 
   /**
@@ -220,8 +218,7 @@ export class NodePool {
    */
   sendBlock(items: ReadonlyArray<{ data: Buffer; req: LinkRequest }>, affinity = -1): void {
     this.sent++;
-    let link = this.pick(affinity);
-    if (link === null) link = this.links.find((l) => l?.state === 'connecting') ?? null;
+    const link = this.linkOrConnecting(affinity);
     let size = 0;
     for (const item of items) size += item.data.length;
     if (link !== null && (link.state === 'connecting' || this.hasRoom(link, size))) {
@@ -236,11 +233,15 @@ export class NodePool {
 
   /** Control plane: one command, its reply frame (copied). Rejects with the link error. */
   call(args: ReadonlyArray<string | Buffer | number>): Promise<Buffer> {
-    let link = this.pick(-1);
     // A link still connecting queues the call itself (bounded by the connect timeout).
-    if (link === null) link = this.links.find((l) => l?.state === 'connecting') ?? null;
+    const link = this.linkOrConnecting(-1);
     if (link === null) return Promise.reject(new Error(this.unavailable()));
     return link.call(args);
+  }
+
+  /** The link `affinity` picks, else one still connecting (it queues what it is given, in order); null when there is neither. */
+  private linkOrConnecting(affinity: number): Link | null {
+    return this.pick(affinity) ?? this.links.find((l) => l?.state === 'connecting') ?? null;
   }
 
   /**
