@@ -217,6 +217,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     onCutover: () => main.nearCache.flush(), // its entries were kept exact by the source's tracking
     signIns,
     record: cutoverRecord,
+    clientLatency: metrics.windows.recent, // the scan's pace is held to this process's clients' p99 (migration/latency-guard.ts)
   });
   // With workers, worker 0 runs the migration and the others carry their clients' writes
   // (migration-members.ts); in a fleet, the member that ran START (fleet-migration.ts).
@@ -315,7 +316,7 @@ export async function startProxy(config: RespoolConfig, options: StartOptions = 
     },
   });
 
-  metrics.windows.start(); // last-minute latency per node and family (metrics/latency-windows.ts)
+  metrics.windows.start(); // last-minute latency per node and family, and second by second (metrics/latency-windows.ts)
   // Queue depths and what respool holds, sampled once a second (server-sampler.ts).
   const sampler = startSampler({ metrics, parkedClients: () => listeners.parkedCount, pools, dedicated, sessions: () => sessions, memory, fleetState });
 

@@ -126,6 +126,8 @@ export const DEFAULT_CONFIG: Readonly<RespoolConfig> = deepFreeze({
   migration: {
     maxKeysPerSecond: 5_000, // bench:migration: clients' p99 rises with respool's CPU per copied key (docs/migration.md)
     maxBytesPerSecond: 32 * MiB, // a quarter of a 1 Gbit/s link
+    paceByLatency: true, // the pace above is a ceiling; the clients' p99 sets the pace below it
+    maxP99RisePercent: 20,
     maxPayloadBytes: 256 * MiB, // half Valkey's proto-max-bulk-len: RESTORE's argument
     batchKeys: 100,
     copiesInFlight: 4,

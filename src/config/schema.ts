@@ -40,6 +40,7 @@ export const NUMERIC_FIELDS: readonly NumericField[] = [
   { path: 'nearCache.maxAgeMs', kind: 'duration', min: 0, max: DAY_MS },
   { path: 'migration.maxKeysPerSecond', kind: 'integer', min: 1, max: 100_000_000 },
   { path: 'migration.maxBytesPerSecond', kind: 'size', min: 1024, max: 1 * TiB },
+  { path: 'migration.maxP99RisePercent', kind: 'integer', min: 1, max: 100_000 },
   { path: 'migration.maxPayloadBytes', kind: 'size', min: 1024, max: 2 * GiB },
   { path: 'migration.batchKeys', kind: 'integer', min: 1, max: 100_000 },
   { path: 'migration.copiesInFlight', kind: 'integer', min: 1, max: 10_000 },
@@ -158,7 +159,7 @@ function numericGroup(group: string): Schema {
 
 /** A numeric group plus its boolean switches (observability-config.ts). */
 /** Every true/false setting that sits in a numeric group: group → its names (file-config.ts reads them). */
-export const BOOLEAN_SETTINGS: Readonly<Record<string, readonly string[]>> = { ...OBSERVABILITY_SWITCHES, dedicated: ['parkPops'], nearCache: ['hot', 'coalesceAll'] };
+export const BOOLEAN_SETTINGS: Readonly<Record<string, readonly string[]>> = { ...OBSERVABILITY_SWITCHES, dedicated: ['parkPops'], nearCache: ['hot', 'coalesceAll'], migration: ['paceByLatency'] };
 
 function withSwitches(group: string): Schema {
   return withBooleans(group, BOOLEAN_SETTINGS[group] ?? []);
@@ -433,9 +434,9 @@ export const CONFIG_FILE_SCHEMA: Schema = {
     },
     // A live migration (src/migration): the target's credentials and TLS, the copy's pace, where progress is saved.
     migration: {
-      ...numericGroup('migration'),
+      ...withSwitches('migration'),
       properties: {
-        ...(numericGroup('migration').properties as Record<string, Schema>),
+        ...(withSwitches('migration').properties as Record<string, Schema>),
         upstreamAuth: upstreamAuthSchema(),
         upstreamTls: UPSTREAM_TLS_SCHEMA,
         stateFile: { type: 'string', minLength: 1, 'x-expect': 'must be a file path' },

@@ -141,14 +141,18 @@ export interface MigrationConfig {
   upstreamAuth?: { username: string | null; password: string } | null;
   /** TLS to the target; absent: upstreamTls's. */
   upstreamTls?: UpstreamTlsConfig;
-  /** The copy's pace: keys per second, and DUMP payload bytes per second (the writes' copies are not paced). */
+  /** The copy's pace at most: keys per second, and DUMP payload bytes per second (the writes' copies are not paced). */
   maxKeysPerSecond: number;
   maxBytesPerSecond: number;
+  /** Slow the copy while it costs this process's clients more than maxP99RisePercent on their p99 (src/migration/latency-guard.ts). */
+  paceByLatency: boolean;
+  /** How far the clients' p99 may rise over their p99 in the minute before START, in percent (20: to 1.2×). */
+  maxP99RisePercent: number;
   /** A key whose DUMP payload is bigger is copied in parts (GETRANGE/APPEND, HSCAN/HSET …) rather than by one RESTORE; keep it below the target's proto-max-bulk-len. */
   maxPayloadBytes: number;
   /** Keys per SCAN of the source. */
   batchKeys: number;
-  /** Copies in flight at once during the scan: a steady trickle on the nodes rather than a batch's burst that clients' requests queue behind. */
+  /** Keys the scan copies at once, started together (one write to each node), the pace's wait between groups: a trickle of small groups rather than a batch's burst that clients' requests queue behind. */
   copiesInFlight: number;
   /** Keys the verifier compares once the copy is done (a sample of all the copied keys). */
   verifySample: number;

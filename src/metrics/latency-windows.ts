@@ -1,4 +1,5 @@
 import { LatencyHistogram } from './latency-histogram.js';
+import { RecentLatency, SLOT_MS as RECENT_SLOT_MS } from './recent-latency.js';
 
 /** The last minute: six slots of ten seconds (the oldest is cleared as the newest starts). */
 export const WINDOW_SLOTS = 6;
@@ -52,6 +53,9 @@ export class LatencyWindows {
   private readonly families = new Map<string, WindowedHistogram>();
   /** Per tenant (receive → reply written, as its clients see it: src/tenants). */
   private readonly tenants = new Map<string, WindowedHistogram>();
+  /** The clients' data requests in one-second slots (a migration's pace): the same timer turns them, every second. */
+  readonly recent = new RecentLatency();
+  private ticks = 0;
   private timer: NodeJS.Timeout | null = null;
   /** When the current slot began, and how many slots before it hold data (at most WINDOW_SLOTS - 1). */
   private slotStartedAt = Date.now();
@@ -81,7 +85,10 @@ export class LatencyWindows {
 
   start(): void {
     if (this.timer !== null) return;
-    this.timer = setInterval(() => this.rotate(), SLOT_MS);
+    this.timer = setInterval(() => {
+      this.recent.rotate();
+      if (++this.ticks % (SLOT_MS / RECENT_SLOT_MS) === 0) this.rotate();
+    }, RECENT_SLOT_MS);
     this.timer.unref();
   }
 

@@ -182,6 +182,7 @@ export const METRIC_DEFINITIONS = {
   migration_bytes_total: counter('DUMP payload bytes a migration restored on the target.', []),
   migration_unseen_writes_per_second: gauge('Writes per second at the migration\'s source that respool did not send (clients connected to the source directly; an estimate from INFO commandstats).', []),
   migration_cutover_pause_seconds: gauge('How long the last cutover held writes.', []),
+  migration_pace_keys_per_second: gauge('The keys per second the migration\'s scan may copy now: migration.maxKeysPerSecond, times the share the clients\' p99 allows (migration.paceByLatency).', []),
 
   // Tenants (config tenants[], src/tenants): tenant-metrics.ts.
   ...TENANT_METRIC_DEFINITIONS,

@@ -16,6 +16,7 @@ import { PromCounter, PromGauge, PromRegistry, collectDefaultMetrics } from './p
 import { LabeledHistogram, type HistogramSeries } from './fast-histogram.js';
 import { RESPOOL_VERSION } from '../own-files.js';
 import { LatencyWindows, type WindowedHistogram } from './latency-windows.js';
+import type { RecentLatency } from './recent-latency.js';
 import { tenantsAtScrape, type TenantFigures } from './tenant-metrics.js';
 
 export type { TenantFigures } from './tenant-metrics.js';
@@ -25,13 +26,19 @@ class WindowedSeries implements HistogramSeries {
   constructor(
     private readonly series: HistogramSeries,
     private readonly window: WindowedHistogram,
+    /** The data families' requests also go to the last minute's one-second slots (a migration's pace). */
+    private readonly recent: RecentLatency | null,
   ) {}
 
   observe(seconds: number): void {
     this.series.observe(seconds);
     this.window.recordMs(seconds * 1000);
+    this.recent?.recordMs(seconds * 1000);
   }
 }
+
+/** The families whose requests are the clients' data requests (what a migration's pace guards: recent-latency.ts). */
+const DATA_FAMILIES: ReadonlySet<string> = new Set(['keyed', 'multiKey', 'script']);
 
 /** One `respool_commands_total` series, counted as a plain number on the hot path. */
 export class CommandCount {
@@ -213,7 +220,7 @@ export class Metrics {
   clientLatency(family: string): HistogramSeries {
     let series = this.clientLatencyByFamily.get(family);
     if (series === undefined) {
-      series = new WindowedSeries(this.raw.client_request_duration_seconds.labels(family), this.windows.family(family));
+      series = new WindowedSeries(this.raw.client_request_duration_seconds.labels(family), this.windows.family(family), DATA_FAMILIES.has(family) ? this.windows.recent : null);
       this.clientLatencyByFamily.set(family, series);
     }
     return series;
@@ -390,7 +397,7 @@ export class Metrics {
   latencyHistogram(node: string): HistogramSeries {
     let child = this.latency.get(node);
     if (child === undefined) {
-      child = new WindowedSeries(this.raw.upstream_latency_seconds.labels(node), this.windows.node(node));
+      child = new WindowedSeries(this.raw.upstream_latency_seconds.labels(node), this.windows.node(node), null);
       this.latency.set(node, child);
     }
     return child;
@@ -469,6 +476,7 @@ export class Metrics {
     });
     collect(raw.migration_unseen_writes_per_second, () => raw.migration_unseen_writes_per_second.set(number(status()['unseen_writes_per_second'])));
     collect(raw.migration_cutover_pause_seconds, () => raw.migration_cutover_pause_seconds.set(number(status()['cutover_pause_ms']) / 1000));
+    collect(raw.migration_pace_keys_per_second, () => raw.migration_pace_keys_per_second.set(number(status()['pace_keys_per_second'])));
   }
 
   /** The tenants' figures, copied into respool_tenant_* when the registry is read (tenant-metrics.ts). */

@@ -93,7 +93,7 @@ export class MigrationMember {
       if (this.paused) {
         copier.counts.mirrored++;
         this.sendDirty(db, key);
-      } else void copier.copy(db, key, 'write').catch(() => undefined); // a failure goes to the coordinator (onFailure)
+      } else copier.carry(db, key); // a failure goes to the coordinator (onFailure)
     }
   }
 

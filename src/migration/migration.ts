@@ -5,6 +5,8 @@ import type { LeasePools } from '../upstream/lease-pools.js';
 import { MigrationSide, NodeError } from './migration-side.js';
 import { placeOf, type SignIns } from './sign-ins.js';
 import type { CutoverRecord } from './cutover-record.js';
+import { LatencyGuard } from './latency-guard.js';
+import type { RecentLatency } from '../metrics/recent-latency.js';
 import { KeyCopier, KeyKeptChanging, keyName } from './key-copier.js';
 import { sumCounts, type MemberChannel, type MemberOp } from './migration-members.js';
 import { currentUpstreams, drainUntil, switchUpstreams, SwitchFailed } from './upstream-switch.js';
@@ -48,6 +50,8 @@ export interface MigrationDeps {
   members: MemberChannel | null;
   /** Other processes may copy the same keys (workers, a takeover's two workers): copies are confirmed (key-copier.ts). */
   confirmCopies: boolean;
+  /** This process's clients' data requests, second by second (the scan's pace guards them: latency-guard.ts); null: not measured. */
+  clientLatency: RecentLatency | null;
 }
 
 export interface StartOptions {
@@ -113,6 +117,10 @@ export class Migration {
   private rollbackUntil: number | null = null;
   private rollbackTimer: NodeJS.Timeout | null = null;
   private startedAt = 0;
+  /** The scan's pace, held to the clients' p99 (migration.paceByLatency); null without one. */
+  private guard: LatencyGuard | null = null;
+  /** When this process last had a migration running (its copies are not part of a "before"). */
+  private quietSince = 0;
   /** A START is checking its target (a second one is refused meanwhile). */
   private starting = false;
   /** Bumped by ABORT: loops of an earlier run stop. */
@@ -234,6 +242,9 @@ export class Migration {
     this.startedAt = saved.startedAt;
     this.rates = new WriteRates(source, this.deps.isWrite, () => this.writesSeen + (this.deps.members?.total().writesSeen ?? 0));
     this.rates.start();
+    const recent = this.deps.clientLatency;
+    const earlier = this.guard?.state().p99BeforeUs ?? 0;
+    this.guard = this.settings.paceByLatency && recent !== null ? new LatencyGuard(recent, 1 + this.settings.maxP99RisePercent / 100, this.quietSince, earlier) : null;
     this.phase = 'copying';
     this.save(true);
     this.deps.log.info({ event: 'migration_started', target: `${saved.target.host}:${saved.target.port}`, resumed }, resumed ? 'migration going on' : 'migration started');
@@ -299,7 +310,8 @@ export class Migration {
     const saved = this.saved!;
     const copier = this.copier!;
     const source = this.source!;
-    const pace = new Pacer(this.settings.maxKeysPerSecond, this.settings.maxBytesPerSecond, () => copier.counts.bytes);
+    const guard = this.guard;
+    const pace = new Pacer(this.settings.maxKeysPerSecond, this.settings.maxBytesPerSecond, () => copier.counts.bytes, () => guard?.currentShare() ?? 1);
     const live = () => run === this.run && this.phase === 'copying';
     // Every worker carries its clients' writes (and waited for the writes it sent before) before the scan reads a key.
     const members = await this.deps.members?.ask(this.carryOp(source, this.target!), MEMBERS_ANSWER_MS);
@@ -324,10 +336,13 @@ export class Migration {
         if (!live()) return; // ABORTed (or paused) while the SCAN was out: nothing more lands on the target
         const own = this.deps.members?.isOwnKey;
         if (own !== undefined) keys = keys.filter((k) => !own(k)); // a fleet's own keys: written on each side by the fleet
-        // At most copiesInFlight copies at once, each paced: a steady trickle on the nodes, not a burst a client waits behind.
-        const copied = await inWindow(keys, this.settings.copiesInFlight, async (k) => {
-          await copier.copy(task.db, k, 'scan');
-          await pace.afterKey();
+        // copiesInFlight keys at a time, started together — their DUMPs reach the source in one write,
+        // their RESTOREs the target in one, so each node wakes once for the group — then paced: a
+        // trickle of small groups, not a batch's burst that a client's request waits behind.
+        const copied = await inGroups(keys, this.settings.copiesInFlight, async (group) => {
+          const results = await Promise.allSettled(group.map((k) => copier.copy(task.db, k, 'scan')));
+          if (results.some((r) => r.status === 'rejected')) throw new Error('a copy failed'); // copyFailed paused the migration
+          await pace.after(group.length);
         });
         if (!live()) return;
         if (!copied) return; // paused (copyFailed); this batch is copied again
@@ -365,14 +380,14 @@ export class Migration {
     if (!this.carriesWrites) return;
     const reverse = this.reverse;
     if (reverse !== null && (this.phase === 'cut-over' || this.phase === 'cutting-over')) {
-      for (const key of keys) void reverse.copy(db, key, 'write').catch(() => undefined); // a failure ends the window (cutover())
+      for (const key of keys) reverse.carry(db, key); // a failure ends the window (cutover())
       return;
     }
     for (const key of keys) {
       if (this.phase === 'paused') {
         this.copier!.counts.mirrored++;
         this.markDirty(db, key);
-      } else void this.copier!.copy(db, key, 'write').catch(() => undefined); // a failure marks it dirty and pauses (copyFailed)
+      } else this.copier!.carry(db, key); // a failure marks it dirty and pauses (copyFailed)
     }
   }
 
@@ -690,6 +705,7 @@ export class Migration {
   }
 
   private stopSides(): void {
+    this.quietSince = Date.now();
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);
     this.retryTimer = null;
     this.deps.members?.ended?.();
@@ -733,12 +749,25 @@ export class Migration {
       dirty: this.dirty.size,
       writes_seen: counts.writesSeen,
       keys_per_second: this.phase === 'copying' ? Math.round(counts.copied / elapsed) : 0,
+      ...this.paceStatus(),
       source_writes_per_second: this.rates?.sourceWritesPerSecond ?? 0,
       unseen_writes_per_second: this.rates?.unseenWritesPerSecond ?? 0,
       cutover_pause_ms: this.cutoverPauseMs,
       cut_over_at: this.cutoverAt,
       rollback_until: this.rollbackUntil,
       carried_back: this.reverse?.counts.mirrored ?? 0,
+    };
+  }
+
+  /** The scan's pace now and why (the latency guard: latency-guard.ts). */
+  private paceStatus(): Record<string, string | number> {
+    const g = this.guard?.state() ?? null;
+    const share = g?.share ?? 1;
+    return {
+      pace_keys_per_second: Math.round(this.settings.maxKeysPerSecond * share),
+      pace_guard: g === null ? 'off' : g.guard,
+      clients_p99_before_us: g?.p99BeforeUs ?? 0,
+      clients_p99_us: g?.p99NowUs ?? 0,
     };
   }
 
@@ -755,41 +784,50 @@ export class Migration {
   }
 }
 
-/** Paces the scan: at most maxKeys keys and maxBytes payload bytes per second, on average since it began. */
-class Pacer {
-  private readonly began = performance.now();
-  private readonly bytesAtStart: number;
-  private keys = 0;
+/** A pace that fell behind (a slow node) catches up at most this much: not a burst of everything it missed. */
+const PACE_CATCH_UP_MS = 100;
 
-  constructor(private readonly maxKeys: number, private readonly maxBytes: number, private readonly bytes: () => number) {
-    this.bytesAtStart = bytes();
+/**
+ * Paces the scan: at most share × maxKeys keys and share × maxBytes payload bytes (copied since
+ * the last key, the writes' copies too) per second, where `share` (0..1) is the latency guard's.
+ */
+class Pacer {
+  /** When the next key may start (performance.now()). */
+  private nextAt = performance.now();
+  private bytesSeen: number;
+
+  constructor(
+    private readonly maxKeys: number,
+    private readonly maxBytes: number,
+    private readonly bytes: () => number,
+    private readonly share: () => number,
+  ) {
+    this.bytesSeen = bytes();
   }
 
-  /** One more key copied: waits until the pace allows the next. */
-  async afterKey(): Promise<void> {
-    this.keys++;
-    const due = Math.max(this.keys / this.maxKeys, (this.bytes() - this.bytesAtStart) / this.maxBytes) * 1000;
-    const ahead = due - (performance.now() - this.began);
+  /** `keys` more copied: waits until the pace allows the next. */
+  async after(keys: number): Promise<void> {
+    const bytes = this.bytes();
+    const share = this.share();
+    const costMs = Math.max(keys / (this.maxKeys * share), (bytes - this.bytesSeen) / (this.maxBytes * share)) * 1000;
+    this.bytesSeen = bytes;
+    const now = performance.now();
+    this.nextAt = Math.max(this.nextAt, now - PACE_CATCH_UP_MS) + costMs;
+    const ahead = this.nextAt - now;
     if (ahead > 1) await sleep(ahead);
   }
 }
 
-/** Runs `work` over the items, at most `width` at once; false (and no more started) once one failed. */
-async function inWindow<T>(items: readonly T[], width: number, work: (item: T) => Promise<void>): Promise<boolean> {
-  let next = 0;
-  let ok = true;
-  const worker = async () => {
-    while (ok && next < items.length) {
-      const item = items[next++]!;
-      try {
-        await work(item);
-      } catch {
-        ok = false;
-      }
+/** Runs `work` over the items in groups of `size`, one group after another; false (and no more started) once one failed. */
+async function inGroups<T>(items: readonly T[], size: number, work: (group: readonly T[]) => Promise<void>): Promise<boolean> {
+  for (let i = 0; i < items.length; i += size) {
+    try {
+      await work(items.slice(i, i + size));
+    } catch {
+      return false;
     }
-  };
-  await Promise.all(Array.from({ length: Math.min(width, items.length) }, worker));
-  return ok;
+  }
+  return true;
 }
 
 function databasesWithKeys(info: string): number[] {

@@ -31,7 +31,9 @@ export async function startTestProxy(
     dedicated: { ...base.dedicated, ...(overrides.dedicated ?? {}) },
     admission: { ...base.admission, ...(overrides.admission ?? {}) },
     // A migration's saved state: a file of this proxy's own unless the test names one (a restart that resumes).
-    migration: { ...base.migration, stateFile: join(tmpdir(), `respool-test-migration-${process.pid}-${++proxiesStarted}.json`), ...(overrides.migration ?? {}) },
+    // Tests copy at the pace they set: the latency guard would follow the test machine's noise
+    // (migration-pace.test.ts turns it on).
+    migration: { ...base.migration, stateFile: join(tmpdir(), `respool-test-migration-${process.pid}-${++proxiesStarted}.json`), paceByLatency: false, ...(overrides.migration ?? {}) },
   } as RespoolConfig;
   const log = pino({ level: process.env['RESPOOL_TEST_LOG'] ?? 'silent' });
   return startProxy(config, { ...start, log });

@@ -50,7 +50,7 @@ async function startWorkers(upstream: { host: string; port: number }, keysPerSec
   let out = '';
   const child = spawn('node', [BIN, '--workers', '3', '--listen', `127.0.0.1:${port}`, '--admin', `127.0.0.1:${adminPort}`, '--upstream', `${upstream.host}:${upstream.port}`, '--log-level', 'info'], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, RESPOOL_ADMIN_TOKEN: TOKEN, RESPOOL_MIGRATION_MAX_KEYS_PER_SECOND: String(keysPerSecond), RESPOOL_MIGRATION_STATE_FILE: join(dir, 'state.json'), ...env },
+    env: { ...process.env, RESPOOL_ADMIN_TOKEN: TOKEN, RESPOOL_MIGRATION_MAX_KEYS_PER_SECOND: String(keysPerSecond), RESPOOL_MIGRATION_PACE_BY_LATENCY: 'false', RESPOOL_MIGRATION_STATE_FILE: join(dir, 'state.json'), ...env },
   });
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));

@@ -199,6 +199,7 @@ describe('the keys a paused migration keeps to copy', () => {
       writesBefore: async () => {},
       members: null,
       confirmCopies: false,
+      clientLatency: null,
     });
     // A paused migration (its target down): writes are listed, not copied.
     const inside = migration as unknown as { phase: string; copier: { counts: { mirrored: number } }; compareAll: boolean };

@@ -4,7 +4,7 @@
  * count, START's address, and the cutover's write hold against a client's CLIENT UNPAUSE.
  */
 import { describe, expect, it } from 'vitest';
-import { KeyCopier } from '../../src/migration/key-copier.js';
+import { CARRY_GATHER_MS, KeyCopier } from '../../src/migration/key-copier.js';
 import { sameOnBothSides } from '../../src/migration/key-compare.js';
 import { writeCalls } from '../../src/migration/write-rates.js';
 import { NodeError, type MigrationSide } from '../../src/migration/migration-side.js';
@@ -81,17 +81,45 @@ describe('KeyCopier', () => {
     const first = copier.copy(0, key, 'scan');
     await new Promise((r) => setImmediate(r));
     value = 'v2';
-    const second = copier.copy(0, key, 'write');
+    copier.carry(0, key);
     value = 'v3';
-    const third = copier.copy(0, key, 'write');
-    expect(copier.inFlight).toBe(1);
+    copier.carry(0, key);
+    expect(copier.inFlight).toBe(2); // the scan's copy, and the written key (once) gathered
+    await new Promise((r) => setTimeout(r, CARRY_GATHER_MS + 10));
+    expect(copier.inFlight).toBe(1); // the carried copy waits for the running one
     gate.resolve();
-    await Promise.all([first, second, third]);
+    await first;
+    await copier.idle();
     // Two copies, not three: the writes during the first share the one after it, which read v3.
     expect(target.calls.map((c) => c[3])).toEqual(['v1', 'v3']);
     expect(copier.counts).toMatchObject({ copied: 1, mirrored: 2, recopied: 1 });
     expect(copier.inFlight).toBe(0);
     await copier.idle();
+  });
+
+  it('written keys are gathered and copied together: one DUMP each, sent before any reply; idle() starts them at once; stop() drops them', async () => {
+    const gate = deferred();
+    const source = fakeSide(async (args) => {
+      if (args[0] === 'PTTL') return -1;
+      await gate.promise;
+      return Buffer.from(`v-${String(args[1])}`);
+    });
+    const target = fakeSide(() => 'OK');
+    const copier = new KeyCopier(source.side, target.side, () => {});
+    for (const k of ['a', 'b', 'a', 'c']) copier.carry(0, Buffer.from(k));
+    expect(copier.inFlight).toBe(3);
+    expect(source.calls).toEqual([]); // gathered, not sent yet
+    const idle = copier.idle(); // a cutover's drain does not wait for the timer
+    expect(source.calls.filter((c) => c[0] === 'DUMP').map((c) => c[1])).toEqual(['a', 'b', 'c']);
+    gate.resolve();
+    await idle;
+    expect(target.calls.map((c) => c[1]).sort()).toEqual(['a', 'b', 'c']);
+    expect(copier.counts).toMatchObject({ mirrored: 4, recopied: 3, copied: 0 });
+    copier.carry(0, Buffer.from('d'));
+    await copier.stop();
+    await new Promise((r) => setTimeout(r, CARRY_GATHER_MS + 10));
+    expect(source.calls.some((c) => c[1] === 'd')).toBe(false);
+    expect(copier.inFlight).toBe(0);
   });
 
   it('a failed copy is reported (the migration pauses and keeps the key) and rejects its waiters', async () => {

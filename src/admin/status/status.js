@@ -220,6 +220,8 @@ function renderMigration(m) {
     ['keys copied', (x) => x.copied, 'num'],
     ['scans done', (x) => `${x.scans_done} of ${x.scans}`, 'num'],
     ['bytes', (x) => bytes(x.bytes), 'num'],
+    // The scan's pace now, and the clients' p99 the latency guard holds it to (before START → now).
+    ['pace', (x) => `${x.pace_keys_per_second} keys/s` + (x.pace_guard === 'on' ? ` · p99 ${x.clients_p99_before_us} → ${x.clients_p99_us} µs` : ` · guard ${x.pace_guard}`), 'wrap'],
     ['writes carried', (x) => x.mirrored, 'num'],
     ['copied again', (x) => x.recopied, 'num'],
     ['verified', (x) => x.verified, 'num'],

@@ -1,0 +1,77 @@
+import type { RecentLatency } from '../metrics/recent-latency.js';
+
+/** The clients' p99 is read over the whole seconds of this span (about 12,000 requests at 4,000/s). */
+export const GUARD_WINDOW_MS = 3_000;
+/** A p99 over fewer requests than this says nothing: the pace stays where it is (and no baseline: no guard). */
+export const GUARD_MIN_CALLS = 500;
+/** The baseline: the clients' p99 over the minute before START. */
+export const BASELINE_MS = 60_000;
+/** The share of maxKeysPerSecond the scan starts at, and the least it falls to. */
+export const START_SHARE = 0.1;
+export const MIN_SHARE = 0.01;
+
+/** What the guard says of itself (STATUS). */
+export interface GuardState {
+  /** 'on', or why not ('off': migration.paceByLatency false; 'no baseline': too few requests before START, and no earlier baseline). */
+  guard: 'on' | 'off' | 'no baseline';
+  /** The share of the configured pace the scan runs at now (1 without a guard). */
+  share: number;
+  /** The clients' p99 before START and over the last GUARD_WINDOW_MS, µs (0: not known). */
+  p99BeforeUs: number;
+  p99NowUs: number;
+}
+
+/**
+ * Holds the scan's pace to the clients: the copy may cost them at most `maxRise` (1.2: 20%) on
+ * their p99 (this process's data requests, receive → reply written: metrics/recent-latency.ts).
+ * Once a second, it compares their p99 over the last GUARD_WINDOW_MS with their p99 in the minute
+ * before START — nothing of a copy in it: the minute begins no earlier than the last copy ended —
+ * and halves the pace while it is above, or grows it by a quarter while within, up to the
+ * configured maximum (an additive-increase, multiplicative-decrease loop, started low: a tenth).
+ *
+ * The writes' copies are not paced (they keep the target current), so they count against the
+ * same budget: where they alone cost the clients more, the scan runs at its least (MIN_SHARE).
+ */
+export class LatencyGuard {
+  private share = START_SHARE;
+  private readonly beforeUs: number;
+  private nowUs = 0;
+  private lastUpdate: number;
+
+  constructor(
+    private readonly recent: RecentLatency,
+    private readonly maxRise: number,
+    /** When the minute before START may begin: the end of this process's last migration (0: none). */
+    quietSince: number,
+    /** The last migration's baseline (µs; 0: none): kept when too little has run since it ended (an ABORT, then START again). */
+    earlierUs: number,
+    private readonly now: () => number = Date.now,
+  ) {
+    const before = recent.since(Math.max(now() - BASELINE_MS, quietSince));
+    this.beforeUs = before.count >= GUARD_MIN_CALLS ? before.percentileUs(99) : earlierUs;
+    if (this.beforeUs === 0) this.share = 1;
+    this.lastUpdate = now();
+  }
+
+  /** The share of the configured pace to run at now (read per key; re-decided once a second). */
+  currentShare(): number {
+    if (this.beforeUs === 0) return 1;
+    const now = this.now();
+    if (now - this.lastUpdate >= 1_000) {
+      this.lastUpdate = now;
+      this.update(now);
+    }
+    return this.share;
+  }
+
+  state(): GuardState {
+    return { guard: this.beforeUs === 0 ? 'no baseline' : 'on', share: this.share, p99BeforeUs: this.beforeUs, p99NowUs: this.nowUs };
+  }
+
+  private update(now: number): void {
+    const recent = this.recent.since(now - GUARD_WINDOW_MS);
+    if (recent.count < GUARD_MIN_CALLS) return;
+    this.nowUs = recent.percentileUs(99);
+    this.share = this.nowUs > this.beforeUs * this.maxRise ? Math.max(MIN_SHARE, this.share / 2) : Math.min(1, this.share * 1.25);
+  }
+}
