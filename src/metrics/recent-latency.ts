@@ -32,12 +32,19 @@ export class RecentLatency {
     this.startedAt[this.current] = this.now();
   }
 
-  /** The requests of the whole slots that began at or after `fromMs` (the one filling now is left out: it is not whole). */
+  /** The whole slots that began at or after `fromMs` (the one filling now is left out: it is not whole). */
+  secondsSince(fromMs: number): LatencyHistogram[] {
+    const out: LatencyHistogram[] = [];
+    for (let i = 0; i < SLOTS; i++) {
+      if (i !== this.current && this.startedAt[i]! >= fromMs) out.push(this.slots[i]!);
+    }
+    return out;
+  }
+
+  /** Their requests added up. */
   since(fromMs: number): LatencyHistogram {
     const sum = new LatencyHistogram();
-    for (let i = 0; i < SLOTS; i++) {
-      if (i !== this.current && this.startedAt[i]! >= fromMs) sum.add(this.slots[i]!);
-    }
+    for (const h of this.secondsSince(fromMs)) sum.add(h);
     return sum;
   }
 }

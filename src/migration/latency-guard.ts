@@ -4,8 +4,10 @@ import type { RecentLatency } from '../metrics/recent-latency.js';
 export const GUARD_WINDOW_MS = 3_000;
 /** A p99 over fewer requests than this says nothing: the pace stays where it is (and no baseline: no guard). */
 export const GUARD_MIN_CALLS = 500;
-/** The baseline: the clients' p99 over the minute before START. */
+/** The baseline: the clients' usual p99 over the minute before START (the median of its seconds'). */
 export const BASELINE_MS = 60_000;
+/** A second with fewer requests has no p99 of its own in the baseline. */
+const MIN_CALLS_PER_SECOND = 20;
 /** The share of maxKeysPerSecond the scan starts at, and the least it falls to. */
 export const START_SHARE = 0.1;
 export const MIN_SHARE = 0.01;
@@ -24,8 +26,9 @@ export interface GuardState {
 /**
  * Holds the scan's pace to the clients: the copy may cost them at most `maxRise` (1.2: 20%) on
  * their p99 (this process's data requests, receive → reply written: metrics/recent-latency.ts).
- * Once a second, it compares their p99 over the last GUARD_WINDOW_MS with their p99 in the minute
- * before START — nothing of a copy in it: the minute begins no earlier than the last copy ended —
+ * Once a second, it compares their p99 over the last GUARD_WINDOW_MS with their usual p99 in the
+ * minute before START (the median of its seconds') — nothing of a copy in it: the minute begins
+ * no earlier than the last migration ended —
  * and halves the pace while it is above, or grows it by a quarter while within, up to the
  * configured maximum (an additive-increase, multiplicative-decrease loop, started low: a tenth).
  *
@@ -47,8 +50,12 @@ export class LatencyGuard {
     earlierUs: number,
     private readonly now: () => number = Date.now,
   ) {
-    const before = recent.since(Math.max(now() - BASELINE_MS, quietSince));
-    this.beforeUs = before.count >= GUARD_MIN_CALLS ? before.percentileUs(99) : earlierUs;
+    // The median of the seconds' p99s: one slow second before START (a pause, a process just
+    // started and still compiling) does not make a baseline that the copy could hide under.
+    const seconds = recent.secondsSince(Math.max(now() - BASELINE_MS, quietSince));
+    const calls = seconds.reduce((n, h) => n + h.count, 0);
+    const p99s = seconds.filter((h) => h.count >= MIN_CALLS_PER_SECOND).map((h) => h.percentileUs(99));
+    this.beforeUs = calls >= GUARD_MIN_CALLS && p99s.length > 0 ? median(p99s) : earlierUs;
     if (this.beforeUs === 0) this.share = 1;
     this.lastUpdate = now();
   }
@@ -74,4 +81,10 @@ export class LatencyGuard {
     this.nowUs = recent.percentileUs(99);
     this.share = this.nowUs > this.beforeUs * this.maxRise ? Math.max(MIN_SHARE, this.share / 2) : Math.min(1, this.share * 1.25);
   }
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }

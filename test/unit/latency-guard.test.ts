@@ -72,6 +72,15 @@ describe('LatencyGuard', () => {
     expect(guard.state().p99NowUs).toBeGreaterThan(900);
   });
 
+  it('the baseline is the usual second: one slow second before START does not raise it', async () => {
+    const { clock, recent, second } = clocked();
+    for (let s = 0; s < 30; s++) second(0.2);
+    second(5); // a pause
+    for (let s = 0; s < 29; s++) second(0.2);
+    const guard = new LatencyGuard(recent, 1.2, 0, 0, () => clock.t);
+    expect(guard.state().p99BeforeUs).toBeLessThan(260);
+  });
+
   it('without enough requests before START there is no baseline: the whole pace, "no baseline"', () => {
     const { clock, recent, second } = clocked();
     for (let s = 0; s < 60; s++) second(0.2, Math.floor((GUARD_MIN_CALLS - 1) / 60));
