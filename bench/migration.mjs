@@ -1342,7 +1342,7 @@ if (result.latency) {
   md.push(`### 2. Clients' latency before vs during a copy at the default pace`);
   md.push('');
   md.push(`${CONNS} connections, ${fmtInt(RATE)} requests/s in all (${fmt(100 - WRITE_SHARE * 100, 0)}% GET, ${fmt(WRITE_SHARE * 100, 0)}% SET of ${VALUE_BYTES} bytes) over the ${fmtInt(layout(KEYS).strings)} string keys of part 1's source, ` +
-    `through a respool with the default migration settings (5,000 keys/s, 32 MiB/s, 4 copies in flight, batches of ${PACED_BATCH ?? 100}${PACED_BATCH === null ? '' : ': BENCH_MIG_BATCH_KEYS'}). ${ROUNDS} round(s) per mode of two ${WINDOW_S} s windows, ` +
+    `through a respool with the default migration settings (the pace held to the clients' p99 — paceByLatency, maxP99RisePercent 20 — under a ceiling of 5,000 keys/s and 32 MiB/s; groups of 4 keys, batches of ${PACED_BATCH ?? 100}${PACED_BATCH === null ? '' : ': BENCH_MIG_BATCH_KEYS'}). ${ROUNDS} round(s) per mode of two ${WINDOW_S} s windows, ` +
     '"before" (no migration) and "during" (START 0.5 s before the window, ABORT after it), order alternating per round. ' +
     'Pinned: respool on core 0; both valkey-servers and the load on core 1. Apart: unpinned, the target at nice 19 and the load at nice -10 (every thread), ' +
     'as if each had a machine of its own; respool and the source at 0. ' +
