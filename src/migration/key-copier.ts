@@ -103,10 +103,11 @@ export class KeyCopier {
     this.counts.mirrored++;
     const name = keyName(db, key);
     if (!this.gathered.has(name)) this.gathered.set(name, { db, key: Buffer.from(key) });
-    this.gatherTimer ??= setTimeout(() => this.copyGathered(), CARRY_GATHER_MS);
+    this.gatherTimer ??= setTimeout(() => this.flush(), CARRY_GATHER_MS);
   }
 
-  private copyGathered(): void {
+  /** Starts the gathered keys' copies now (a cutover's drain does not wait for the timer). */
+  flush(): void {
     if (this.gatherTimer !== null) clearTimeout(this.gatherTimer);
     this.gatherTimer = null;
     const keys = [...this.gathered.values()];
@@ -143,14 +144,14 @@ export class KeyCopier {
 
   /** Resolves once no copy runs. */
   idle(): Promise<void> {
-    if (this.gathered.size > 0) this.copyGathered(); // no reason to wait for the timer
+    if (this.gathered.size > 0) this.flush(); // no reason to wait for the timer
     if (this.running.size === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
   /** Resolves when the key's copy running now (if any) is done: the verifier compares keys at rest. */
   settled(db: number, key: Buffer): Promise<void> {
-    if (this.gathered.has(keyName(db, key))) this.copyGathered();
+    if (this.gathered.has(keyName(db, key))) this.flush();
     const copies = this.running.get(keyName(db, key));
     if (copies === undefined) return Promise.resolve();
     return new Promise((resolve) => copies.settled.push(resolve));

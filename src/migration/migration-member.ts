@@ -130,7 +130,7 @@ export class MigrationMember {
         this.holdTimer = setTimeout(() => this.release(), Math.max(0, op.deadline - Date.now()) + HOLD_SLACK_MS);
         this.holdTimer.unref();
         const copier = this.copier;
-        const drained = await drainUntil(() => this.writesInFlight > 0 || (copier?.inFlight ?? 0) > 0, op.deadline);
+        const drained = await drainUntil(() => this.writesInFlight > 0 || (copier?.inFlight ?? 0) > 0, op.deadline, async () => copier?.flush());
         this.flushDirty(); // before the ack: the coordinator copies them before it switches
         return drained ? null : `writes in flight did not drain in time (${this.writesInFlight} writes, ${copier?.inFlight ?? 0} copies)`;
       }

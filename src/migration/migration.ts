@@ -617,6 +617,7 @@ export class Migration {
         () => this.writesInFlight > 0 || copier.inFlight > 0 || (copier === this.copier && this.dirty.size > 0),
         deadline,
         async () => {
+          copier.flush();
           if (copier === this.copier && this.dirty.size > 0) await this.copyDirty(this.run);
         },
       );

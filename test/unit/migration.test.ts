@@ -115,6 +115,10 @@ describe('KeyCopier', () => {
     await idle;
     expect(target.calls.map((c) => c[1]).sort()).toEqual(['a', 'b', 'c']);
     expect(copier.counts).toMatchObject({ mirrored: 4, recopied: 3, copied: 0 });
+    copier.carry(0, Buffer.from('e'));
+    copier.flush(); // a cutover's drain: started now, not at the timer
+    expect(source.calls.filter((c) => c[0] === 'DUMP').map((c) => c[1])).toContain('e');
+    await copier.idle();
     copier.carry(0, Buffer.from('d'));
     await copier.stop();
     await new Promise((r) => setTimeout(r, CARRY_GATHER_MS + 10));
