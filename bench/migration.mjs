@@ -39,6 +39,8 @@
 //   member, which has no clients, runs START … ABORT at nice 19 (the target and the load niced as
 //   in "apart"), so the scan's copies leave the clients' event loop and yield their cores; the
 //   clients' respool still carries its clients' writes (the fleet's members each do).
+//   BENCH_MIG_IDLE (on by default) adds an "idle" mode first: unpinned, with no migration in the
+//   "during" window either — the ratio two windows of this machine give with nothing changed.
 // Part 3, the cutover's write pause: BENCH_MIG_SMALL_KEYS (20,000) keys, the same mix, and a
 //   steady load of BENCH_MIG_CUT_RATE requests/s, half of them SETs. BENCH_MIG_CUTOVERS rounds of
 //   START → synced → CUTOVER between two servers in turn (the old source, emptied directly, is
@@ -320,6 +322,7 @@ const PIN = process.env.BENCH_MIG_PIN === undefined ? os.cpus().length >= 2 : en
 const APART = process.env.BENCH_MIG_APART === undefined ? true : envFlag('BENCH_MIG_APART');
 const WARM = process.env.BENCH_MIG_WARM === undefined ? true : envFlag('BENCH_MIG_WARM');
 const COPIER = envFlag('BENCH_MIG_COPIER');
+const IDLE = process.env.BENCH_MIG_IDLE === undefined ? true : envFlag('BENCH_MIG_IDLE');
 const SMALL_KEYS = envInt('BENCH_MIG_SMALL_KEYS', 20_000);
 const CUTOVERS = envInt('BENCH_MIG_CUTOVERS', QUICK ? 3 : 15);
 const CUT_RATE = envInt('BENCH_MIG_CUT_RATE', 2_000);
@@ -998,7 +1001,9 @@ try {
     loads.push(l2);
     await sleep(2000); // warm-up
     const windows = [];
-    const modes = ['unpinned', ...(PIN ? ['pinned'] : []), ...(APART ? ['apart'] : []), ...(COPIER ? ['copier'] : [])];
+    // "idle" (BENCH_MIG_IDLE, on by default): unpinned, and no migration in either window — how far
+    // two windows of this machine differ with nothing changed between them.
+    const modes = [...(IDLE ? ['idle'] : []), 'unpinned', ...(PIN ? ['pinned'] : []), ...(APART ? ['apart'] : []), ...(COPIER ? ['copier'] : [])];
     // Cores kept awake (BENCH_MIG_WARM): a busy loop per core at the lowest priority.
     const warmers = WARM ? Array.from({ length: CPUS }, () => spawn('nice', ['-n', '19', process.execPath, '-e', 'for (;;) {}'], { match: `${process.execPath} -e` })) : [];
     loads.push(...warmers.map((child) => ({ child })));
@@ -1023,20 +1028,21 @@ try {
       for (let round = 1; round <= ROUNDS; round++) {
         for (const cond of round % 2 === 1 ? ['before', 'during'] : ['during', 'before']) {
           let startSt = null;
-          if (cond === 'during') {
+          const migrating = cond === 'during' && mode !== 'idle';
+          if (migrating) {
             await ctl.migrate('START', `${HOST}:${B.port}`);
             startSt = (await ctl.waitFor(['copying'], { timeoutMs: 10_000 })).st;
           }
           await sleep(500);
           const cpuA = cpuOf({ respool: r2.child.pid, source: A.child.pid, target: B.child.pid });
-          const st0 = cond === 'during' ? await ctl.status() : null;
+          const st0 = migrating ? await ctl.status() : null;
           const from = nowMs();
           await sleep(WINDOW_S * 1000);
           const to = nowMs();
-          const st1 = cond === 'during' ? await ctl.status() : null;
+          const st1 = migrating ? await ctl.status() : null;
           const cpuB = cpuOf({ respool: r2.child.pid, source: A.child.pid, target: B.child.pid });
           const w = { mode, round, cond, from, to, cpuPercent: Object.fromEntries(Object.entries(cpuDelta(cpuA, cpuB)).map(([k, v]) => [k, (v / ((to - from) / 1000)) * 100])) };
-          if (cond === 'during') {
+          if (migrating) {
             w.state = st1.state;
             w.copyKeysPerSecond = (st1.copied - st0.copied) / ((to - from) / 1000);
             w.copyMBPerSecond = (st1.bytes - st0.bytes) / 1e6 / ((to - from) / 1000);
@@ -1049,7 +1055,7 @@ try {
           }
           windows.push(w);
           log(`part 2 ${mode} round ${round} ${cond}: respool ${fmt(w.cpuPercent.respool, 0)}% CPU` +
-            (cond === 'during' ? `, copy ${fmtInt(w.copyKeysPerSecond)} keys/s (pace ${fmtInt(w.pace.keysPerSecond)}, guard ${w.pace.guard}: respool's p99 ${fmtInt(w.pace.p99BeforeUs)} → ${fmtInt(w.pace.p99Us)} µs), ${fmtInt(w.mirrored)} writes mirrored, ABORT ${fmt(w.abort.ms, 0)} ms` : ''));
+            (w.pace !== undefined ? `, copy ${fmtInt(w.copyKeysPerSecond)} keys/s (pace ${fmtInt(w.pace.keysPerSecond)}, guard ${w.pace.guard}: respool's p99 ${fmtInt(w.pace.p99BeforeUs)} → ${fmtInt(w.pace.p99Us)} µs), ${fmtInt(w.mirrored)} writes mirrored, ABORT ${fmt(w.abort.ms, 0)} ms` : ''));
           await sleep(500);
         }
       }
@@ -1291,7 +1297,8 @@ md.push('');
   if (L) {
     for (const [mode, v] of Object.entries(L.byMode)) {
       const ws = (cond) => L.windows.filter((w) => w.mode === mode && w.cond === cond);
-      rows.push([`clients' p99 during a copy at the default pace ÷ before, ${mode}`, `**${f2(v.p99Ratio)}×** (${f3(median(ws('during').map((w) => w.all.p99)))} vs ${f3(median(ws('before').map((w) => w.all.p99)))} ms; rounds ${v.rounds.map((r) => f2(r.p99Ratio)).join(', ')})`, '≤ 1.2×']);
+      const what = mode === 'idle' ? "clients' p99, two windows with no migration in either (this machine's spread), idle" : `clients' p99 during a copy at the default pace ÷ before, ${mode}`;
+      rows.push([what, `**${f2(v.p99Ratio)}×** (${f3(median(ws('during').map((w) => w.all.p99)))} vs ${f3(median(ws('before').map((w) => w.all.p99)))} ms; rounds ${v.rounds.map((r) => f2(r.p99Ratio)).join(', ')})`, mode === 'idle' ? '—' : '≤ 1.2×']);
     }
   }
   const C = result.cutover;
@@ -1346,6 +1353,7 @@ if (result.latency) {
     '"before" (no migration) and "during" (START 0.5 s before the window, ABORT after it), order alternating per round. ' +
     'Pinned: respool on core 0; both valkey-servers and the load on core 1. Apart: unpinned, the target at nice 19 and the load at nice -10 (every thread), ' +
     'as if each had a machine of its own; respool and the source at 0. ' +
+    (IDLE ? 'Idle: unpinned, no migration in the "during" window either — the spread this machine gives two windows with nothing changed (BENCH_MIG_IDLE). ' : '') +
     (WARM ? `Every mode with ${CPUS} busy loops at nice 19 beside it (BENCH_MIG_WARM: the cores kept from halting, so a quiet window does not pay the wake-ups a busy one does not). ` : 'No busy loops (BENCH_MIG_WARM=0): a quiet window pays the cores\' wake-ups more often than a busy one. ') +
     'Latencies in ms, medians over rounds (lowest–highest round).');
   md.push('');
@@ -1354,14 +1362,14 @@ if (result.latency) {
     for (const cond of ['before', 'during']) {
       const ws = L.windows.filter((w) => w.mode === mode && w.cond === cond);
       rows.push([mode, cond, mm(ws.map((w) => w.all.n / WINDOW_S), fmtInt), mm(ws.map((w) => w.all.p50), f3), mm(ws.map((w) => w.all.p99), f3), mm(ws.map((w) => w.writes.p99), f3), mm(ws.map((w) => w.all.max), f1),
-        mm(ws.map((w) => w.cpuPercent.respool), (x) => `${fmt(x, 0)}%`), cond === 'during' ? mm(ws.map((w) => w.copyKeysPerSecond), fmtInt) : '—']);
+        mm(ws.map((w) => w.cpuPercent.respool), (x) => `${fmt(x, 0)}%`), cond === 'during' && mode !== 'idle' ? mm(ws.map((w) => w.copyKeysPerSecond), fmtInt) : '—']);
     }
     rows.push([mode, '**during ÷ before**', '', `${f2(v.p50Ratio)}×`, `**${f2(v.p99Ratio)}×**`, `${f2(v.writeP99Ratio)}×`, '', '', '']);
   }
   md.push(mdTable(['mode', 'window', 'requests/s', 'p50', 'p99', 'SET p99', 'max', 'respool CPU', 'copy keys/s'], rows));
   md.push('');
   for (const [mode, v] of Object.entries(L.byMode)) {
-    md.push(`- ${mode}: **p99 during ÷ before ${f2(v.p99Ratio)}×** (target ≤ 1.2×; per round ${v.rounds.map((r) => f2(r.p99Ratio)).join(', ')}); p50 ${f2(v.p50Ratio)}×.`);
+    md.push(`- ${mode}: **p99 during ÷ before ${f2(v.p99Ratio)}×** (${mode === 'idle' ? 'no migration: the noise' : 'target ≤ 1.2×'}; per round ${v.rounds.map((r) => f2(r.p99Ratio)).join(', ')}); p50 ${f2(v.p50Ratio)}×.`);
   }
   md.push(`- The load: ${fmtInt(L.load.answered)} requests answered, ${L.load.errors} errors, ${L.load.stale} stale reads (a GET of a key this load wrote that did not return the value last acknowledged).`);
   md.push('');
