@@ -41,6 +41,9 @@
 //   clients' respool still carries its clients' writes (the fleet's members each do).
 //   BENCH_MIG_IDLE (on by default) adds an "idle" mode first: unpinned, with no migration in the
 //   "during" window either — the ratio two windows of this machine give with nothing changed.
+//   BENCH_MIG_FLOOR=1 adds a "floor" mode: no migration; in the "during" window a process of its
+//   own (--mirror) copies the load's write rate of keys as a carry does — what mirroring the
+//   writes costs the clients at least, whoever sends the copies.
 // Part 3, the cutover's write pause: BENCH_MIG_SMALL_KEYS (20,000) keys, the same mix, and a
 //   steady load of BENCH_MIG_CUT_RATE requests/s, half of them SETs. BENCH_MIG_CUTOVERS rounds of
 //   START → synced → CUTOVER between two servers in turn (the old source, emptied directly, is
@@ -84,6 +87,86 @@ import { fileURLToPath } from 'node:url';
 
 if (process.argv[2] === '--load') {
   await loadMain(JSON.parse(process.argv[3]));
+}
+if (process.argv[2] === '--mirror') {
+  await mirrorMain(JSON.parse(process.argv[3]));
+}
+
+/**
+ * The least that carrying writes can cost the nodes (part 2's "floor" mode): a process with
+ * nothing else to do copies `rate` keys a second (`${prefix}N`, N random below `keys`) from the
+ * source to the target as respool carries a write — DUMP and PTTL on the source, then RESTORE …
+ * REPLACE on the target — gathered every 5 ms as respool gathers them. Prints "ready" once
+ * connected; runs until "stop" on stdin, then prints the keys copied.
+ */
+async function mirrorMain({ sourcePort, targetPort, rate, keys, prefix }) {
+  const connect = (port) => new Promise((resolve, reject) => {
+    const socket = net.connect({ host: '127.0.0.1', port }, () => resolve(socket)); // (HOST is not imported yet: this runs first)
+    socket.once('error', reject);
+    socket.setNoDelay(true);
+  });
+  const [source, target] = await Promise.all([connect(sourcePort), connect(targetPort)]);
+  const enc = (args) => Buffer.concat([Buffer.from(`*${args.length}\r\n`), ...args.flatMap((a) => {
+    const b = Buffer.isBuffer(a) ? a : Buffer.from(String(a));
+    return [Buffer.from(`$${b.length}\r\n`), b, Buffer.from('\r\n')];
+  })]);
+  // The source's replies, in order: a bulk (DUMP's payload, or null) then an integer (PTTL), per key.
+  let buf = Buffer.alloc(0);
+  const replies = [];
+  const asked = [];
+  source.on('data', (d) => {
+    buf = buf.length === 0 ? d : Buffer.concat([buf, d]);
+    for (;;) {
+      const cr = buf.indexOf(13);
+      if (cr < 0) break;
+      const head = buf.toString('latin1', 1, cr);
+      if (buf[0] === 36 /* $ */) {
+        const size = Number(head);
+        if (size < 0) {
+          replies.push(null);
+          buf = buf.subarray(cr + 2);
+          continue;
+        }
+        if (buf.length < cr + 2 + size + 2) break;
+        replies.push(Buffer.from(buf.subarray(cr + 2, cr + 2 + size)));
+        buf = buf.subarray(cr + 2 + size + 2);
+      } else {
+        replies.push(Number(head)); // :integer (or an error line: NaN)
+        buf = buf.subarray(cr + 2);
+      }
+    }
+    // Each key's two replies in: its RESTOREs go to the target in one write.
+    const out = [];
+    while (replies.length >= 2) {
+      const [payload, pttl] = replies.splice(0, 2);
+      const key = asked.shift();
+      if (payload !== null) out.push(enc(['RESTORE', key, pttl > 0 ? pttl : 0, payload, 'REPLACE']));
+    }
+    if (out.length > 0) target.write(Buffer.concat(out));
+  });
+  target.on('data', () => {}); // +OK each
+  let owed = 0;
+  let copied = 0;
+  const timer = setInterval(() => {
+    owed += (rate * 5) / 1000;
+    const out = [];
+    for (; owed >= 1; owed--) {
+      const key = `${prefix}${Math.floor(Math.random() * keys)}`;
+      asked.push(key);
+      out.push(enc(['DUMP', key]), enc(['PTTL', key]));
+      copied++;
+    }
+    if (out.length > 0) source.write(Buffer.concat(out));
+  }, 5);
+  process.stdout.write('ready\n');
+  process.stdin.setEncoding('utf8');
+  for await (const chunk of process.stdin) if (chunk.includes('stop')) break;
+  clearInterval(timer);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  source.destroy();
+  target.destroy();
+  process.stdout.write(`${JSON.stringify({ copied })}\n`);
+  process.exit(0);
 }
 
 /**
@@ -323,6 +406,7 @@ const APART = process.env.BENCH_MIG_APART === undefined ? true : envFlag('BENCH_
 const WARM = process.env.BENCH_MIG_WARM === undefined ? true : envFlag('BENCH_MIG_WARM');
 const COPIER = envFlag('BENCH_MIG_COPIER');
 const IDLE = process.env.BENCH_MIG_IDLE === undefined ? true : envFlag('BENCH_MIG_IDLE');
+const FLOOR = envFlag('BENCH_MIG_FLOOR');
 const SMALL_KEYS = envInt('BENCH_MIG_SMALL_KEYS', 20_000);
 const CUTOVERS = envInt('BENCH_MIG_CUTOVERS', QUICK ? 3 : 15);
 const CUT_RATE = envInt('BENCH_MIG_CUT_RATE', 2_000);
@@ -536,6 +620,25 @@ async function stopRespool(r) {
       /* gone */
     }
   }
+}
+
+/** The mirror process (this file, --mirror: mirrorMain); .stop() resolves the keys it copied. */
+async function startMirror(opts) {
+  const child = spawn(process.execPath, [SELF, '--mirror', JSON.stringify(opts)], { stdin: 'pipe', match: `${process.execPath} ${SELF}` });
+  const deadline = Date.now() + 10_000;
+  while (!child.out.includes('ready')) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`mirror did not start: ${child.err.slice(-500)}`);
+    await sleep(20);
+  }
+  return {
+    async stop() {
+      child.stdin.write('stop\n');
+      const t = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await child.exited;
+      clearTimeout(t);
+      return JSON.parse(child.out.trim().split('\n').pop()).copied;
+    },
+  };
 }
 
 /** A load (this file, --load) against `port`; .stop() resolves { summary, samples, values }. */
@@ -1003,7 +1106,10 @@ try {
     const windows = [];
     // "idle" (BENCH_MIG_IDLE, on by default): unpinned, and no migration in either window — how far
     // two windows of this machine differ with nothing changed between them.
-    const modes = [...(IDLE ? ['idle'] : []), 'unpinned', ...(PIN ? ['pinned'] : []), ...(APART ? ['apart'] : []), ...(COPIER ? ['copier'] : [])];
+    // "floor" (BENCH_MIG_FLOOR): unpinned, no migration; in the "during" window a process of its
+    // own copies the load's write rate of keys source → target as a carry does (mirrorMain): the
+    // least the mirrored writes cost the clients, whoever sends them.
+    const modes = [...(IDLE ? ['idle'] : []), ...(FLOOR ? ['floor'] : []), 'unpinned', ...(PIN ? ['pinned'] : []), ...(APART ? ['apart'] : []), ...(COPIER ? ['copier'] : [])];
     // Cores kept awake (BENCH_MIG_WARM): a busy loop per core at the lowest priority.
     const warmers = WARM ? Array.from({ length: CPUS }, () => spawn('nice', ['-n', '19', process.execPath, '-e', 'for (;;) {}'], { match: `${process.execPath} -e` })) : [];
     loads.push(...warmers.map((child) => ({ child })));
@@ -1028,7 +1134,8 @@ try {
       for (let round = 1; round <= ROUNDS; round++) {
         for (const cond of round % 2 === 1 ? ['before', 'during'] : ['during', 'before']) {
           let startSt = null;
-          const migrating = cond === 'during' && mode !== 'idle';
+          const migrating = cond === 'during' && mode !== 'idle' && mode !== 'floor';
+          const mirror = cond === 'during' && mode === 'floor' ? await startMirror({ sourcePort: A.port, targetPort: B.port, rate: RATE * WRITE_SHARE, keys: seeded.layout.strings, prefix: 's:' }) : null;
           if (migrating) {
             await ctl.migrate('START', `${HOST}:${B.port}`);
             startSt = (await ctl.waitFor(['copying'], { timeoutMs: 10_000 })).st;
@@ -1053,8 +1160,13 @@ try {
             w.abort = await abortAndCheck(ctl, B.port, `part 2 round ${round} ${mode}`);
             w.startState = startSt.state;
           }
+          if (mirror !== null) {
+            w.mirrorCopied = await mirror.stop();
+            await flushall(B.port); // the next mode's ABORT finds the target as a migration left it
+          }
           windows.push(w);
           log(`part 2 ${mode} round ${round} ${cond}: respool ${fmt(w.cpuPercent.respool, 0)}% CPU` +
+            (w.mirrorCopied !== undefined ? `, ${fmtInt(w.mirrorCopied)} keys copied by the mirror process` : '') +
             (w.pace !== undefined ? `, copy ${fmtInt(w.copyKeysPerSecond)} keys/s (pace ${fmtInt(w.pace.keysPerSecond)}, guard ${w.pace.guard}: respool's p99 ${fmtInt(w.pace.p99BeforeUs)} → ${fmtInt(w.pace.p99Us)} µs), ${fmtInt(w.mirrored)} writes mirrored, ABORT ${fmt(w.abort.ms, 0)} ms` : ''));
           await sleep(500);
         }
@@ -1297,8 +1409,10 @@ md.push('');
   if (L) {
     for (const [mode, v] of Object.entries(L.byMode)) {
       const ws = (cond) => L.windows.filter((w) => w.mode === mode && w.cond === cond);
-      const what = mode === 'idle' ? "clients' p99, two windows with no migration in either (this machine's spread), idle" : `clients' p99 during a copy at the default pace ÷ before, ${mode}`;
-      rows.push([what, `**${f2(v.p99Ratio)}×** (${f3(median(ws('during').map((w) => w.all.p99)))} vs ${f3(median(ws('before').map((w) => w.all.p99)))} ms; rounds ${v.rounds.map((r) => f2(r.p99Ratio)).join(', ')})`, mode === 'idle' ? '—' : '≤ 1.2×']);
+      const what = mode === 'idle' ? "clients' p99, two windows with no migration in either (this machine's spread), idle"
+        : mode === 'floor' ? "clients' p99 while a process of its own copies the load's writes (DUMP, PTTL, RESTORE) as carries do, no migration, floor"
+          : `clients' p99 during a copy at the default pace ÷ before, ${mode}`;
+      rows.push([what, `**${f2(v.p99Ratio)}×** (${f3(median(ws('during').map((w) => w.all.p99)))} vs ${f3(median(ws('before').map((w) => w.all.p99)))} ms; rounds ${v.rounds.map((r) => f2(r.p99Ratio)).join(', ')})`, mode === 'idle' || mode === 'floor' ? '—' : '≤ 1.2×']);
     }
   }
   const C = result.cutover;
@@ -1354,6 +1468,7 @@ if (result.latency) {
     'Pinned: respool on core 0; both valkey-servers and the load on core 1. Apart: unpinned, the target at nice 19 and the load at nice -10 (every thread), ' +
     'as if each had a machine of its own; respool and the source at 0. ' +
     (IDLE ? 'Idle: unpinned, no migration in the "during" window either — the spread this machine gives two windows with nothing changed (BENCH_MIG_IDLE). ' : '') +
+    (FLOOR ? `Floor: unpinned, no migration; in the "during" window a process of its own copies ${fmtInt(RATE * WRITE_SHARE)} random keys/s source → target as a carried write is copied, gathered every 5 ms (BENCH_MIG_FLOOR). ` : '') +
     (WARM ? `Every mode with ${CPUS} busy loops at nice 19 beside it (BENCH_MIG_WARM: the cores kept from halting, so a quiet window does not pay the wake-ups a busy one does not). ` : 'No busy loops (BENCH_MIG_WARM=0): a quiet window pays the cores\' wake-ups more often than a busy one. ') +
     'Latencies in ms, medians over rounds (lowest–highest round).');
   md.push('');
@@ -1362,14 +1477,14 @@ if (result.latency) {
     for (const cond of ['before', 'during']) {
       const ws = L.windows.filter((w) => w.mode === mode && w.cond === cond);
       rows.push([mode, cond, mm(ws.map((w) => w.all.n / WINDOW_S), fmtInt), mm(ws.map((w) => w.all.p50), f3), mm(ws.map((w) => w.all.p99), f3), mm(ws.map((w) => w.writes.p99), f3), mm(ws.map((w) => w.all.max), f1),
-        mm(ws.map((w) => w.cpuPercent.respool), (x) => `${fmt(x, 0)}%`), cond === 'during' && mode !== 'idle' ? mm(ws.map((w) => w.copyKeysPerSecond), fmtInt) : '—']);
+        mm(ws.map((w) => w.cpuPercent.respool), (x) => `${fmt(x, 0)}%`), cond === 'during' && mode !== 'idle' && mode !== 'floor' ? mm(ws.map((w) => w.copyKeysPerSecond), fmtInt) : '—']);
     }
     rows.push([mode, '**during ÷ before**', '', `${f2(v.p50Ratio)}×`, `**${f2(v.p99Ratio)}×**`, `${f2(v.writeP99Ratio)}×`, '', '', '']);
   }
   md.push(mdTable(['mode', 'window', 'requests/s', 'p50', 'p99', 'SET p99', 'max', 'respool CPU', 'copy keys/s'], rows));
   md.push('');
   for (const [mode, v] of Object.entries(L.byMode)) {
-    md.push(`- ${mode}: **p99 during ÷ before ${f2(v.p99Ratio)}×** (${mode === 'idle' ? 'no migration: the noise' : 'target ≤ 1.2×'}; per round ${v.rounds.map((r) => f2(r.p99Ratio)).join(', ')}); p50 ${f2(v.p50Ratio)}×.`);
+    md.push(`- ${mode}: **p99 during ÷ before ${f2(v.p99Ratio)}×** (${mode === 'idle' ? 'no migration: the noise' : mode === 'floor' ? 'no migration: the carries alone, sent by another process' : 'target ≤ 1.2×'}; per round ${v.rounds.map((r) => f2(r.p99Ratio)).join(', ')}); p50 ${f2(v.p50Ratio)}×.`);
   }
   md.push(`- The load: ${fmtInt(L.load.answered)} requests answered, ${L.load.errors} errors, ${L.load.stale} stale reads (a GET of a key this load wrote that did not return the value last acknowledged).`);
   md.push('');
