@@ -28,12 +28,14 @@ export interface GuardState {
  * their p99 (this process's data requests, receive → reply written: metrics/recent-latency.ts).
  * Once a second, it compares their p99 over the last GUARD_WINDOW_MS with their usual p99 in the
  * minute before START (the median of its seconds') — nothing of a copy in it: the minute begins
- * no earlier than the last migration ended —
- * and halves the pace while it is above, or grows it by a quarter while within, up to the
- * configured maximum (an additive-increase, multiplicative-decrease loop, started low: a tenth).
+ * no earlier than the last migration ended — and halves the pace while it is above, or grows it
+ * by a quarter while within, between MIN_SHARE and the configured maximum, starting low
+ * (START_SHARE): the first seconds are the ones it knows least about.
  *
  * The writes' copies are not paced (they keep the target current), so they count against the
  * same budget: where they alone cost the clients more, the scan runs at its least (MIN_SHARE).
+ * It reads what respool sees: the wait before respool reads a request (respool not scheduled on
+ * cores it shares) and the client's own time are not in it (docs/migration.md, Limits).
  */
 export class LatencyGuard {
   private share = START_SHARE;
