@@ -106,11 +106,10 @@ async function mirrorMain({ sourcePort, targetPort, rate, keys, prefix }) {
     socket.setNoDelay(true);
   });
   const [source, target] = await Promise.all([connect(sourcePort), connect(targetPort)]);
-  const enc = (args) => Buffer.concat([Buffer.from(`*${args.length}\r\n`), ...args.flatMap((a) => {
-    const b = Buffer.isBuffer(a) ? a : Buffer.from(String(a));
-    return [Buffer.from(`$${b.length}\r\n`), b, Buffer.from('\r\n')];
-  })]);
+  const { encodeCommand: enc } = await import('./lib/common.mjs');
   // The source's replies, in order: a bulk (DUMP's payload, or null) then an integer (PTTL), per key.
+  // Read here rather than by the harness's RespDecoder, which decodes a bulk as UTF-8 text: a
+  // DUMP payload is binary.
   let buf = Buffer.alloc(0);
   const replies = [];
   const asked = [];

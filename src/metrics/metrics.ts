@@ -32,8 +32,9 @@ class WindowedSeries implements HistogramSeries {
 
   observe(seconds: number): void {
     this.series.observe(seconds);
-    this.window.recordMs(seconds * 1000);
-    this.recent?.recordMs(seconds * 1000);
+    const ms = seconds * 1000;
+    this.window.recordMs(ms);
+    this.recent?.recordMs(ms);
   }
 }
 

@@ -14,8 +14,8 @@ export const MIN_SHARE = 0.01;
 
 /** What the guard says of itself (STATUS). */
 export interface GuardState {
-  /** 'on', or why not ('off': migration.paceByLatency false; 'no baseline': too few requests before START, and no earlier baseline). */
-  guard: 'on' | 'off' | 'no baseline';
+  /** 'on', or 'no baseline' (too few requests before START, and no earlier baseline: the ceiling). */
+  guard: 'on' | 'no baseline';
   /** The share of the configured pace the scan runs at now (1 without a guard). */
   share: number;
   /** The clients' p99 before START and over the last GUARD_WINDOW_MS, µs (0: not known). */

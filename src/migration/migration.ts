@@ -760,7 +760,7 @@ export class Migration {
     };
   }
 
-  /** The scan's pace now and why (the latency guard: latency-guard.ts). */
+  /** The scan's pace now and why (the latency guard: latency-guard.ts; 'off': migration.paceByLatency false). */
   private paceStatus(): Record<string, string | number> {
     const g = this.guard?.state() ?? null;
     const share = g?.share ?? 1;
